@@ -1,0 +1,1 @@
+"""Example configurations; shipped in the package so that ``tclose demo`` finds quickstart.yaml."""

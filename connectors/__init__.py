@@ -1,0 +1,1 @@
+"""Built-in connectors: SQL databases through SQLAlchemy 2."""

@@ -1,0 +1,5 @@
+"""``python -m tclose`` runs the command-line interface."""
+
+from tclose.cli import main
+
+raise SystemExit(main())

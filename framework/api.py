@@ -1,0 +1,137 @@
+"""The Python API: anonymize a pandas DataFrame in memory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .config import AttributeSpec, _attributes, _Checker
+from .encoding import aggregate, numeric_column
+from .errors import ConfigError, VerificationError
+from .registry import Registry, load_registry
+from .report import build_report
+from .runner import Resolved, Timer, partition_rows
+from .options import validate_options
+from .verify import verify_rows
+
+
+@dataclass
+class AnonymizationResult:
+    """The outcome of :func:`anonymize`.
+
+    Attributes:
+        data: the anonymized DataFrame, in the input's row order and with the input's index
+            (quasi-identifiers replaced by their cluster's aggregate, identifiers dropped).
+        labels: ``int64`` cluster of every input row (dense, ``0..L-1``).
+        report: the audit report, as in the JSON written by ``tclose run`` without the database
+            parts.
+    """
+
+    data: pd.DataFrame
+    labels: np.ndarray
+    report: dict[str, Any]
+
+
+def _attribute_document(columns: Sequence[str] | Mapping[str, Any], role: str) -> dict[str, Any]:
+    if isinstance(columns, str):
+        columns = [columns]
+    if isinstance(columns, Mapping):
+        document = {}
+        for name, spec in columns.items():
+            body = {"type": spec} if isinstance(spec, str) else dict(spec)
+            body["role"] = role
+            document[name] = body
+        return document
+    return {name: {"role": role, "type": "numeric"} for name in columns}
+
+
+def anonymize(
+    df: pd.DataFrame,
+    quasi_identifiers: Sequence[str] | Mapping[str, Any],
+    confidential: Sequence[str] | Mapping[str, Any] = (),
+    k: int = 2,
+    t: float | None = None,
+    algorithm: str = "t-first",
+    *,
+    identifiers: Sequence[str] = (),
+    registry: Registry | None = None,
+    **options: Any,
+) -> AnonymizationResult:
+    """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
+
+    Args:
+        df: the table.
+        quasi_identifiers: QI columns; a list means numeric attributes, a mapping gives each
+            column its type (``{"age": "numeric"}``) or its full YAML attribute spec.
+        confidential: confidential columns, same forms as ``quasi_identifiers``.
+        k: minimum class size.
+        t: t-closeness level in ``(0, 1]``; required by ``t-first``, ``merge`` and ``k-first``.
+        algorithm: a registered algorithm name.
+        identifiers: direct identifiers, dropped from the output.
+        registry: the plugins to use (default: built-ins and installed plugins).
+        **options: the algorithm's options (as under ``algorithm.options`` in YAML).
+
+    Returns:
+        an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
+        the output rows).
+
+    Raises:
+        ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
+        VerificationError: the output failed verification (a bug in the algorithm plugin).
+    """
+    registry = registry or load_registry()
+    document = _attribute_document(quasi_identifiers, "quasi_identifier")
+    document.update(_attribute_document(confidential, "confidential"))
+    document.update({name: {"role": "identifier"} for name in identifiers})
+    attributes: dict[str, AttributeSpec] = _attributes(_Checker({}), document)
+    missing = [name for name in attributes if name not in df.columns]
+    if missing:
+        raise ConfigError(f"Column {missing[0]!r} is not in the DataFrame. "
+                          f"Its columns are: {', '.join(map(str, df.columns))}.")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
+        raise ConfigError(f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
+
+    algo = registry.get("algorithm", algorithm, "algorithm")
+    algo_options = validate_options(algo.name, algo.options_schema, options, "options")
+    if algo.requires_t and t is None:
+        raise ConfigError(f"Algorithm {algo.name} needs t (a number in (0, 1]).")
+    distances = {}
+    for spec in attributes.values():
+        if spec.role == "confidential":
+            distance = registry.get("distance", spec.distance, f"{spec.name}.distance")
+            distances[spec.name] = (distance, validate_options(
+                distance.name, distance.options_schema, spec.distance_options,
+                f"{spec.name}.distance_options"))
+    resolved = Resolved(algo, algo_options, distances)
+
+    qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
+    conf_names = [a.name for a in attributes.values() if a.role == "confidential"]
+    timer = Timer()
+    started = time.time()
+    with timer.phase("read"):
+        quasi = np.column_stack([numeric_column(df[c], c, "quasi-identifier") for c in qi_names])
+        confidential_values = {c: numeric_column(df[c], c, "confidential") for c in conf_names}
+    with timer.phase("kernel"):
+        labels, partition, _ = partition_rows(quasi, confidential_values, resolved, k, t)
+    rounded = [a.name for a in attributes.values() if a.round]
+    replaced = aggregate(quasi, labels, qi_names, rounded)
+    data = df.drop(columns=list(identifiers)).copy()
+    for column, values in replaced.items():
+        data[column] = values
+    with timer.phase("verify"):
+        verification = verify_rows(data, qi_names, distances, k,
+                                   t if algo.requires_t else None, len(df), confidential_values)
+    report = build_report(None, registry, resolved, len(df), labels, partition, verification,
+                          quasi, replaced, timer.seconds, started, published=False, k=k, t=t)
+    if not verification.passed:
+        failed = ", ".join(c["name"] for c in verification.failures())
+        raise VerificationError(f"The output of {algo.name} failed verification ({failed}).",
+                                verification.checks)
+    return AnonymizationResult(data, labels, report)

@@ -1,0 +1,364 @@
+"""Loading and validating the YAML configuration of a run.
+
+Errors read as a path into the document, with the file line where known::
+
+    ==> At attributes.age ==> At key: type (line 7)
+    Unknown attribute type 'numerc'. Allowed: numeric.
+
+``${VAR}`` in a URL is replaced by the environment variable ``VAR``; a missing variable is an error
+that names it. Passwords never appear in messages: URLs are shown redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+ROLES = ("identifier", "quasi_identifier", "confidential", "other")
+#: Attribute types understood by the encoder.
+ATTRIBUTE_TYPES = ("numeric",)
+DEFAULT_DISTANCE = {"numeric": "emd-ordered"}
+IF_EXISTS = ("fail", "replace")
+
+_TOP_KEYS = {"source", "target", "attributes", "privacy", "algorithm", "report", "output"}
+_SOURCE_KEYS = {"url", "table", "key", "password_file", "chunk_size"}
+_TARGET_KEYS = {"url", "table", "if_exists", "password_file"}
+_ATTRIBUTE_KEYS = {"role", "type", "distance", "distance_options", "round"}
+_PRIVACY_KEYS = {"k", "t"}
+_ALGORITHM_KEYS = {"name", "options"}
+_REPORT_KEYS = {"json", "html"}
+_OUTPUT_KEYS = {"seed", "keep_key"}
+_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    """One column's role in the run, as configured under ``attributes``."""
+
+    name: str
+    role: str
+    type: str = "numeric"
+    distance: str | None = None
+    distance_options: dict[str, Any] = field(default_factory=dict)
+    round: bool = False
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table in a database: ``source`` or ``target``."""
+
+    url: str
+    table: str
+    key: str | None = None
+    password_file: str | None = None
+    if_exists: str = "fail"
+    chunk_size: int = 50_000
+
+
+@dataclass
+class Config:
+    """A validated run configuration (plugin options are checked later, against the registry)."""
+
+    source: TableSpec
+    target: TableSpec | None
+    attributes: dict[str, AttributeSpec]
+    k: int
+    t: float | None
+    algorithm: str
+    algorithm_options: dict[str, Any]
+    report_json: str | None = None
+    report_html: str | None = None
+    seed: int | None = None
+    keep_key: bool = False
+    document: dict[str, Any] = field(default_factory=dict)
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    @property
+    def quasi_identifiers(self) -> list[str]:
+        return [a.name for a in self.attributes.values() if a.role == "quasi_identifier"]
+
+    @property
+    def confidential(self) -> list[str]:
+        return [a.name for a in self.attributes.values() if a.role == "confidential"]
+
+    @property
+    def identifiers(self) -> list[str]:
+        return [a.name for a in self.attributes.values() if a.role == "identifier"]
+
+    def line_of(self, *path: str) -> int | None:
+        """The 1-based line of ``path`` in the YAML file, if it came from one."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def digest(self) -> str:
+        """SHA-256 of the configuration as written (canonical JSON, URLs redacted)."""
+        return config_digest(self.document)
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***``."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def config_digest(document: Mapping[str, Any]) -> str:
+    """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: redact_url(v) if k == "url" and isinstance(v, str) else scrub(v)
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    canonical = json.dumps(scrub(document), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def expand_env(text: str, path: str) -> str:
+    """Replace each ``${VAR}`` in ``text`` by the environment variable's value."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(
+                f"==> At {path}\nThe environment variable {name} used in {path} is not set. "
+                f"Set it, or write the value in the file."
+            )
+        return os.environ[name]
+
+    return _ENV_PATTERN.sub(value, text)
+
+
+def _line_map(text: str) -> dict[tuple[str, ...], int]:
+    """Map every mapping key path of the YAML document to its 1-based line."""
+    lines: dict[tuple[str, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key_path = (*path, str(key_node.value))
+                lines[key_path] = key_node.start_mark.line + 1
+                walk(value_node, key_path)
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+class _Checker:
+    """Validation helpers that know the document's line numbers."""
+
+    def __init__(self, lines: dict[tuple[str, ...], int]) -> None:
+        self.lines = lines
+
+    def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
+        where = " ==> ".join(
+            ["At " + ".".join(path[:-1]), "At key: " + path[-1]] if len(path) > 1
+            else ["At key: " + path[0]] if path else ["At the top level"]
+        )
+        line = None
+        probe = path
+        while probe and line is None:
+            line = self.lines.get(probe)
+            probe = probe[:-1]
+        suffix = f" (line {line})" if line else ""
+        return ConfigError(f"==> {where}{suffix}\n{message}")
+
+    def mapping(self, value: Any, path: tuple[str, ...], allowed: set[str] | None,
+                required: tuple[str, ...] = ()) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"Expected a mapping, got {type(value).__name__}.")
+        if allowed is not None:
+            for key in value:
+                if key not in allowed:
+                    raise self.fail(
+                        (*path, str(key)),
+                        f"Unknown key {key!r}. Allowed keys here: {', '.join(sorted(allowed))}.",
+                    )
+        for key in required:
+            if key not in value or value[key] is None:
+                raise self.fail((*path, key), f"The key {key!r} is required.")
+        return dict(value)
+
+    def string(self, value: Any, path: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(path, f"Expected a non-empty string, got {value!r}.")
+        return value
+
+    def boolean(self, value: Any, path: tuple[str, ...]) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"Expected true or false, got {value!r}.")
+        return value
+
+    def choice(self, value: Any, path: tuple[str, ...], choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(path, f"Expected one of {', '.join(choices)}; got {value!r}.")
+        return value
+
+
+def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
+                default_url: str | None = None) -> TableSpec:
+    keys = _SOURCE_KEYS if is_source else _TARGET_KEYS
+    required = ("url", "table") if is_source else ("table",)
+    spec = checker.mapping(raw, (path,), keys, required)
+    url = spec.get("url", default_url)
+    url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
+    password_file = spec.get("password_file")
+    if password_file is not None:
+        checker.string(password_file, (path, "password_file"))
+    chunk_size = spec.get("chunk_size", 50_000)
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise checker.fail((path, "chunk_size"), f"Expected a positive integer, got {chunk_size!r}.")
+    return TableSpec(
+        url=url,
+        table=checker.string(spec["table"], (path, "table")),
+        key=checker.string(spec["key"], (path, "key")) if spec.get("key") is not None else None,
+        password_file=password_file,
+        if_exists=checker.choice(spec.get("if_exists", "fail"), (path, "if_exists"), IF_EXISTS),
+        chunk_size=chunk_size,
+    )
+
+
+def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
+    attributes = checker.mapping(raw, ("attributes",), None)
+    if not attributes:
+        raise checker.fail(("attributes",), "At least one attribute must be listed.")
+    result = {}
+    for name, body in attributes.items():
+        path = ("attributes", str(name))
+        if isinstance(body, str):
+            body = {"role": body}
+        spec = checker.mapping(body, path, _ATTRIBUTE_KEYS, ("role",))
+        role = checker.choice(spec["role"], (*path, "role"), ROLES)
+        attr_type = spec.get("type", "numeric")
+        if role in ("quasi_identifier", "confidential") and attr_type not in ATTRIBUTE_TYPES:
+            raise checker.fail(
+                (*path, "type"),
+                f"Unknown attribute type {attr_type!r}. Allowed: {', '.join(ATTRIBUTE_TYPES)}.",
+            )
+        distance = spec.get("distance")
+        if distance is not None and role != "confidential":
+            raise checker.fail((*path, "distance"),
+                               "A distance is only used for confidential attributes.")
+        if role == "confidential" and distance is None:
+            distance = DEFAULT_DISTANCE[attr_type]
+        distance_options = spec.get("distance_options") or {}
+        checker.mapping(distance_options, (*path, "distance_options"), None)
+        rounded = checker.boolean(spec.get("round", False), (*path, "round"))
+        if rounded and role != "quasi_identifier":
+            raise checker.fail((*path, "round"), "'round' applies to quasi-identifiers only.")
+        result[str(name)] = AttributeSpec(str(name), role, attr_type, distance,
+                                          dict(distance_options), rounded)
+    roles = [a.role for a in result.values()]
+    if "quasi_identifier" not in roles:
+        raise checker.fail(("attributes",), "No attribute has role quasi_identifier.")
+    return result
+
+
+def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None) -> Config:
+    """Validate a configuration given as a parsed YAML document (a mapping).
+
+    Raises:
+        ConfigError: the first problem found, as a key path with its line.
+    """
+    checker = _Checker(lines or {})
+    top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
+    source = _table_spec(checker, top["source"], "source", is_source=True)
+    target = None
+    if top.get("target") is not None:
+        target = _table_spec(checker, top["target"], "target", is_source=False,
+                             default_url=top["source"].get("url"))
+    attributes = _attributes(checker, top["attributes"])
+
+    privacy = checker.mapping(top["privacy"], ("privacy",), _PRIVACY_KEYS, ("k",))
+    k = privacy["k"]
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise checker.fail(("privacy", "k"),
+                           f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
+    t = privacy.get("t")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
+                          or not 0 < t <= 1):
+        raise checker.fail(("privacy", "t"),
+                           f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
+
+    algorithm = checker.mapping(top.get("algorithm") or {"name": "t-first"}, ("algorithm",),
+                                _ALGORITHM_KEYS, ("name",))
+    options = algorithm.get("options") or {}
+    checker.mapping(options, ("algorithm", "options"), None)
+
+    report = checker.mapping(top.get("report") or {}, ("report",), _REPORT_KEYS)
+    output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
+    seed = output.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise checker.fail(("output", "seed"), f"Expected an integer, got {seed!r}.")
+    keep_key = checker.boolean(output.get("keep_key", False), ("output", "keep_key"))
+    if keep_key and source.key is None:
+        raise checker.fail(("output", "keep_key"), "keep_key needs source.key to be set.")
+
+    if target is None:
+        raise checker.fail(("target",), "The key 'target' is required (where to publish).")
+
+    confidential = [a for a in attributes.values() if a.role == "confidential"]
+    if t is not None and not confidential:
+        raise checker.fail(("privacy", "t"),
+                           "t-closeness needs at least one attribute with role confidential.")
+    for name, attr in attributes.items():
+        if attr.role == "identifier" and name == source.key and keep_key:
+            raise checker.fail(("attributes", name), "The source key cannot be kept and dropped.")
+
+    return Config(
+        source=source,
+        target=target,
+        attributes=attributes,
+        k=k,
+        t=None if t is None else float(t),
+        algorithm=checker.string(algorithm["name"], ("algorithm", "name")),
+        algorithm_options=dict(options),
+        report_json=report.get("json"),
+        report_html=report.get("html"),
+        seed=seed,
+        keep_key=keep_key,
+        document=dict(document),
+        lines=lines or {},
+    )
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a YAML configuration file (safe loader).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or fails validation.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"Cannot read the configuration file {path}: {error.strerror}.") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}.") from None
+    if document is None:
+        raise ConfigError(f"{path} is empty.")
+    return parse_config(document, _line_map(text))

@@ -1,0 +1,70 @@
+"""Hook specifications: the reference of every hook a tclose plugin can implement.
+
+A plugin is a module or object with functions decorated by :data:`hookimpl`, registered either as a
+built-in (:data:`tclose.registry.DEFAULT_PLUGINS`) or by a third-party distribution through an
+entry point in the ``tclose`` group::
+
+    [project.entry-points.tclose]
+    my_algorithms = "my_package.tclose_plugin"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .interfaces import Algorithm, Distance
+
+PROJECT = "tclose"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Decorator for hook implementations in plugins: ``@tclose.hookimpl``.
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_algorithms(register: Callable[[Algorithm], None]) -> None:
+    """Register microaggregation algorithms.
+
+    Call ``register(algorithm)`` once per algorithm. ``algorithm`` follows
+    :class:`tclose.interfaces.Algorithm`: a ``name`` (used as ``algorithm.name`` in YAML), an
+    ``options_schema``, ``requires_t``, and ``partition(x, distances, k, t, options)`` returning a
+    :class:`tclose.interfaces.Partition`. A name already registered by another plugin is an error
+    that names both plugins.
+    """
+
+
+@hookspec
+def register_distances(register: Callable[[Distance], None]) -> None:
+    """Register distances for confidential attributes.
+
+    Call ``register(distance)`` once per distance. ``distance`` follows
+    :class:`tclose.interfaces.Distance`: a ``name`` (used as ``attributes.<column>.distance``),
+    the ``attribute_types`` it accepts, an ``options_schema``, and ``fit(values, options)``
+    returning a :class:`tclose.interfaces.FittedDistance`. Duplicate names are errors.
+    """
+
+
+@hookspec
+def register_connectors(register: Callable[[Any], None]) -> None:
+    """Register database connectors.
+
+    Call ``register(connector)`` once per connector. ``connector`` has a ``name``, the SQLAlchemy
+    ``dialects`` it serves (e.g. ``("sqlite",)``) and ``connect(url)`` returning an object with the
+    methods of :class:`tclose.connectors.sql.SQLDatabase`. The runner picks the connector whose
+    dialects include the URL's dialect (the part before ``+`` and ``://``). Duplicate names, or two
+    connectors claiming one dialect, are errors.
+    """
+
+
+@hookspec
+def run_finished(report: dict[str, Any]) -> None:
+    """Called once after every run, published or not, with the audit report.
+
+    ``report`` is the same mapping that is written as the audit JSON (secrets removed). Use it for
+    audit sinks (a table, a message queue, a log). Exceptions raised here are reported as warnings
+    and never change the outcome of the run.
+    """

@@ -1,0 +1,160 @@
+"""The shapes that plugins implement and the runner relies on.
+
+Kernels see NumPy arrays only. An algorithm receives the encoded quasi-identifier matrix and one
+fitted distance per confidential attribute, and returns a cluster label for every row. A distance
+is fitted once on a confidential column and then answers EMD questions about groups of rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+#: Tolerance used for every comparison of an EMD against ``t`` (``emd <= t + EMD_TOLERANCE``).
+#: EMDs are sums of floating-point fractions; the tolerance absorbs their rounding only.
+EMD_TOLERANCE = 1e-9
+
+
+@runtime_checkable
+class FittedDistance(Protocol):
+    """A confidential attribute's ground distance, fitted on the whole column.
+
+    Attributes:
+        name: the distance's registered name (e.g. ``"emd-ordered"``).
+        codes: ``int64`` array of shape ``(n,)``: the index of each row's value among the ``m``
+            distinct values, in the distance's order (ascending for ordered distances).
+        m: number of distinct values.
+        global_counts: ``int64`` array of shape ``(m,)``: how many rows hold each value.
+        ranks: ``int64`` array of shape ``(n,)``, a permutation of ``0..n-1``: the position of each
+            row in the total order used to stratify records (t-first). Ties in the value are broken
+            by row index, so the order is deterministic.
+        column: the confidential column's name; set by the runner after :meth:`Distance.fit`
+            (``None`` when fitted outside a run).
+    """
+
+    name: str
+    codes: np.ndarray
+    m: int
+    global_counts: np.ndarray
+    ranks: np.ndarray
+    column: str | None
+
+    def cluster_emd(self, labels: np.ndarray) -> np.ndarray:
+        """EMD between each cluster and the whole column.
+
+        Args:
+            labels: ``int64`` array of shape ``(n,)`` with dense labels ``0..L-1``.
+
+        Returns:
+            ``float64`` array of shape ``(L,)``; entry ``c`` is the EMD of cluster ``c``.
+        """
+        ...
+
+    def emd_of_counts(self, counts: np.ndarray) -> np.ndarray:
+        """EMD between groups given as value histograms and the whole column.
+
+        Args:
+            counts: array of shape ``(m,)`` or ``(g, m)``: how many rows of each group hold each
+                value.
+
+        Returns:
+            a ``float64`` scalar array for one group, or shape ``(g,)`` for ``g`` groups.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a plugin, as declared in its ``options_schema``.
+
+    Attributes:
+        type: the Python type the value must have (``int``, ``float``, ``str``, ``bool``); an
+            ``int`` is accepted where ``float`` is declared.
+        default: the value used when the option is not given.
+        doc: one sentence for ``tclose plugins`` and the docs.
+        choices: the allowed values, if the option is an enumeration.
+        min: the smallest allowed value (inclusive), for numbers.
+        max: the largest allowed value (inclusive), for numbers.
+    """
+
+    type: type
+    default: Any
+    doc: str
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass
+class Partition:
+    """An algorithm's answer.
+
+    Attributes:
+        labels: ``int64`` array of shape ``(n,)``: the cluster of every input row. Labels need not
+            be dense; the runner renumbers them.
+        info: facts worth reporting (e.g. ``{"k_effective": 49, "merges": 3}``); JSON-serializable.
+    """
+
+    labels: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Algorithm(Protocol):
+    """A microaggregation algorithm plugin.
+
+    Attributes:
+        name: the name used in YAML (``algorithm.name``).
+        options_schema: option name → :class:`Option`; unknown options are rejected before
+            :meth:`partition` is called, and defaults are filled in.
+        requires_t: whether the algorithm needs ``t`` (``mdav`` does not).
+    """
+
+    name: str
+    options_schema: Mapping[str, Option]
+    requires_t: bool
+
+    def partition(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> Partition:
+        """Cluster the rows.
+
+        Args:
+            x: ``float64`` array ``(n, d)``: quasi-identifiers, standardized (z-scores).
+            distances: one fitted distance per confidential attribute, in config order.
+            k: minimum cluster size, ``1 <= k <= n``.
+            t: t-closeness level in ``(0, 1]``, or ``None`` if the user did not ask for it.
+            options: validated options, defaults filled in.
+
+        Returns:
+            a :class:`Partition` in which every cluster has at least ``k`` rows and, if ``t`` is
+            given, an EMD of at most ``t`` for every confidential attribute.
+        """
+        ...
+
+
+@runtime_checkable
+class Distance(Protocol):
+    """A distance plugin: fits a :class:`FittedDistance` on a confidential column.
+
+    Attributes:
+        name: the name used in YAML (``attributes.<col>.distance``).
+        attribute_types: the attribute types it accepts (``"numeric"``, ``"ordinal"``, ...).
+        options_schema: option name → :class:`Option`.
+    """
+
+    name: str
+    attribute_types: tuple[str, ...]
+    options_schema: Mapping[str, Option]
+
+    def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
+        """Fit on the whole confidential column (``values`` of shape ``(n,)``)."""
+        ...

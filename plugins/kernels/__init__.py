@@ -1,0 +1,1 @@
+"""Computational kernels: NumPy arrays in, NumPy arrays out."""

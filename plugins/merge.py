@@ -1,0 +1,67 @@
+"""Algorithm plugin ``merge``: Algorithm 1 of the paper (microaggregate, then merge clusters)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tclose.hookspecs import hookimpl
+from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.plugins.kernels.k_first import k_first
+from tclose.plugins.kernels.mdav import mdav
+from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.plugins.kernels.t_first import t_first
+
+BASES = ("mdav", "k-first", "t-first")
+
+PARTNER_OPTIONS: Mapping[str, Option] = {
+    "partner": Option(
+        str, "nearest",
+        "Merge partner: 'nearest' (the paper: closest centroid) or 'min-emd' (among the "
+        "'candidates' nearest clusters, the one whose merge gives the lowest EMD).",
+        choices=("nearest", "min-emd"),
+    ),
+    "candidates": Option(int, 5, "Nearest clusters examined by partner 'min-emd'.", min=1),
+}
+
+
+class Merge:
+    """Microaggregate (MDAV by default), then merge the cluster with the greatest EMD into the
+    cluster closest to it in the QI space until every cluster is within ``t`` for every
+    confidential attribute. Always returns a t-close partition (at worst one cluster)."""
+
+    name = "merge"
+    options_schema: Mapping[str, Option] = {
+        "base": Option(str, "mdav", "Microaggregation run before merging.", choices=BASES),
+        **PARTNER_OPTIONS,
+    }
+    requires_t = True
+
+    def partition(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> Partition:
+        base = options["base"]
+        if base == "mdav":
+            labels = mdav(x, k)
+        elif base == "k-first":
+            labels = k_first(x, distances, k, t)
+        else:
+            labels, _ = t_first(x, distances[0].ranks, k, t)
+        initial = len(np.unique(labels))
+        labels, merges = merge_until_t_close(
+            x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
+        )
+        return Partition(labels, {"base": base, "initial_clusters": initial,
+                                  "merges": int(merges)})
+
+
+@hookimpl
+def register_algorithms(register):
+    register(Merge())
