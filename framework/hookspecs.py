@@ -61,10 +61,12 @@ def register_connectors(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def run_finished(report: dict[str, Any]) -> None:
-    """Called once after every run, published or not, with the audit report.
+def run_finished(report: dict[str, Any], config: Any) -> None:
+    """Called once after every run that reached verification, published or not.
 
-    ``report`` is the same mapping that is written as the audit JSON (secrets removed). Use it for
-    audit sinks (a table, a message queue, a log). Exceptions raised here are reported as warnings
-    and never change the outcome of the run.
+    ``report`` is the same mapping that is written as the audit JSON (secrets removed);
+    ``config`` is the run's :class:`tclose.config.Config` (it may hold credentials: never log or
+    store them). Use it for audit sinks (a table, a message queue, a log). An implementation may
+    accept ``report`` alone. Exceptions raised here are reported as warnings and never change the
+    outcome of the run.
     """

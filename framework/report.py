@@ -148,6 +148,6 @@ def finish(report: dict[str, Any], registry: Registry, config: Config,
         write_json(report, path)
     if registry.manager is not None:
         try:
-            registry.manager.hook.run_finished(report=report)
+            registry.manager.hook.run_finished(report=report, config=config)
         except Exception as error:  # an audit sink must not change the outcome
             log.warning("a run_finished hook failed: %s", error)
