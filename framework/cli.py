@@ -2,53 +2,123 @@
 
 Exit codes: 0 published and verified (or, for ``verify``, all checks passed); 1 verification
 failed, nothing published; 2 bad configuration or usage; 3 source, connection or data error.
+
+Output: results on stdout; progress, warnings and errors on stderr. On a terminal the phases show
+as a live line; elsewhere as plain lines. ``--quiet`` prints errors only, ``--verbose`` adds the
+log of every phase. Neither ever prints a data value of a row or a password.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
+import re
 import sys
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from . import __version__
 import yaml
 
-from .config import load_config, parse_config
-from .errors import TcloseError
+from . import __version__
+from .config import Config, load_config, parse_config, redact_url
+from .errors import ConfigError, TcloseError
+from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
 log = logging.getLogger("tclose")
 
 
 def _parser() -> argparse.ArgumentParser:
+    noise = argparse.ArgumentParser(add_help=False)
+    quiet_or_verbose = noise.add_mutually_exclusive_group()
+    quiet_or_verbose.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print errors only"
+    )
+    quiet_or_verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every phase"
+    )
     parser = argparse.ArgumentParser(
         prog="tclose",
         description="k-anonymity and t-closeness through microaggregation, in SQL databases.",
+        epilog="Exit codes: 0 ok; 1 verification failed (nothing published); 2 bad "
+        "configuration or usage; 3 source, connection or data error.",
+        parents=[noise],
     )
     parser.add_argument("--version", action="version", version=f"tclose {__version__}")
-    noise = parser.add_mutually_exclusive_group()
-    noise.add_argument("-q", "--quiet", action="store_true", help="print errors only")
-    noise.add_argument("-v", "--verbose", action="store_true", help="log every phase")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="anonymize, verify and publish a table")
+    run = commands.add_parser("run", parents=[noise], help="anonymize, verify and publish a table")
     run.add_argument("config", help="YAML configuration file")
     run.add_argument("--report", metavar="PATH", help="write the audit JSON here")
-    run.add_argument("--dry-run", action="store_true",
-                     help="do everything, including verification, but publish nothing")
+    run.add_argument("--html", metavar="PATH", help="write the HTML audit report here")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="do everything, including verification, but publish nothing",
+    )
 
-    verify = commands.add_parser("verify", help="re-check a published target table")
+    verify = commands.add_parser(
+        "verify",
+        parents=[noise],
+        help="re-check a published target table from its rows",
+        description="Recompute k and t of the published target table from its rows and compare "
+        "them with the configuration. Only the target table is read unless --source is given.",
+    )
     verify.add_argument("config", help="YAML configuration file of the run")
+    verify.add_argument(
+        "--source",
+        action="store_true",
+        help="also compare the row count and the confidential values with the "
+        "source table (needs access to it)",
+    )
+    verify.add_argument(
+        "--report",
+        metavar="JSON",
+        help="the run's audit report: also check its configuration digest and "
+        "its row count against the table",
+    )
 
-    commands.add_parser("plugins", help="list algorithms, distances and connectors")
+    init = commands.add_parser(
+        "init",
+        parents=[noise],
+        help="write a YAML skeleton for a table",
+        description="Inspect a table's definition (no rows are read) and write a commented "
+        "YAML configuration with every column; then choose the roles.",
+    )
+    init.add_argument("url", help="SQLAlchemy database URL, e.g. sqlite:///demo.db")
+    init.add_argument("table", help="table name, optionally schema.table")
+    init.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    init.add_argument("--password-file", metavar="FILE", help="file holding the password")
+    init.add_argument("--force", action="store_true", help="overwrite an existing FILE")
 
-    demo = commands.add_parser("demo", help="anonymize a synthetic table in an embedded SQLite")
+    report = commands.add_parser(
+        "report", parents=[noise], help="render an audit JSON as the HTML report"
+    )
+    report.add_argument("json", help="audit report JSON written by a run")
+    report.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="HTML file to write (default: the JSON's name with .html)",
+    )
+
+    commands.add_parser(
+        "plugins", parents=[noise], help="list algorithms, distances and connectors"
+    )
+
+    demo = commands.add_parser(
+        "demo", parents=[noise], help="anonymize a synthetic table in an embedded SQLite"
+    )
     demo.add_argument("--rows", type=int, default=20_000, help="rows of the demo table")
     demo.add_argument("--dir", default="tclose-demo", help="folder for the database and report")
     return parser
+
+
+# --- commands ---------------------------------------------------------------------------------
 
 
 def _summary(report: dict, seconds: float) -> str:
@@ -68,33 +138,156 @@ def _summary(report: dict, seconds: float) -> str:
     return "\n".join(lines)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _outcome(report: dict, config: Config, published: bool) -> str:
+    target = report["target"]
+    columns = target.get("columns") or []
+    what = (
+        f"table {config.target.table}: {target['rows']} rows, {len(columns)} columns "
+        f"({', '.join(columns)})"
+    )
+    if published:
+        return f"published: {what}"
+    return f"dry run, nothing published; would write {what}"
+
+
+def _run(args: argparse.Namespace, progress: Progress | None) -> int:
     from .runner import run
 
     config = load_config(args.config)
+    if args.html:
+        config = dataclasses.replace(config, report_html=args.html)
+    _check_writable(args.report or config.report_json, "report.json")
+    _check_writable(config.report_html, "report.html")
     started = time.perf_counter()
-    result = run(config, dry_run=args.dry_run, report_path=args.report,
-                 progress=None if args.quiet else lambda line: log.info(line))
+    result = run(config, dry_run=args.dry_run, report_path=args.report, progress=progress)
+    if progress is not None:
+        progress.close()
     if not args.quiet:
-        where = f"{config.target.table}" if result.published else "nothing (dry run)"
         print(_summary(result.report, time.perf_counter() - started))
-        print(f"published: {where}")
+        print(_outcome(result.report, config, result.published))
+        for label, path in (
+            ("report", args.report or config.report_json),
+            ("HTML report", config.report_html),
+        ):
+            if path:
+                print(f"{label}: {path}")
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     from .runner import verify_published
 
     config = load_config(args.config)
-    verification = verify_published(config)
-    for check in verification.checks:
+    report = _read_report(args.report) if args.report else None
+    expected_rows = None
+    if report is not None and not args.source:
+        expected_rows = report.get("target", {}).get("rows")
+    verification = verify_published(
+        config, against_source=args.source, expected_rows=expected_rows, progress=progress
+    )
+    checks = list(verification.checks)
+    if report is not None:
+        same = report.get("config_sha256") == config.digest()
+        checks.append(
+            {
+                "name": "config_sha256",
+                "passed": same,
+                "expected": report.get("config_sha256"),
+                "actual": config.digest(),
+            }
+        )
+    passed = all(c["passed"] for c in checks)
+    if progress is not None:
+        progress.close()
+    print(
+        f"table {config.target.table}: {sum(verification.class_sizes)} rows, "
+        f"{len(verification.class_sizes)} classes"
+    )
+    for check in checks:
         mark = "PASS" if check["passed"] else "FAIL"
-        print(f"{mark}  {check['name']}: expected {check['expected']}, got {check['actual']}")
-    print("verdict: " + ("verified" if verification.passed else "NOT verified"))
-    return 0 if verification.passed else 1
+        actual = check["actual"]
+        actual = f"{actual:.6g}" if isinstance(actual, float) else actual
+        print(f"{mark}  {check['name']}: expected {_expected(check)}, got {actual}")
+    measured_only = [
+        c
+        for c in verification.t_achieved
+        if not any(ch["name"] == f"t_closeness:{c}" for ch in checks)
+    ]
+    for column in measured_only:
+        print(
+            f"info  t of {column} (measured, not enforced by {config.algorithm}): "
+            f"{verification.t_achieved[column]:.4f}"
+        )
+    if not args.source:
+        print(
+            "note  the source was not read: row count and confidential values were not "
+            "compared with it (use --source)."
+        )
+    print("verdict: " + ("verified" if passed else "NOT verified"))
+    return 0 if passed else 1
 
 
-def _plugins(_args: argparse.Namespace) -> int:
+def _expected(check: dict[str, Any]) -> str:
+    name = check["name"]
+    if name == "k_anonymity":
+        return f">= {check['expected']}"
+    if name.startswith("t_closeness:"):
+        return f"<= {check['expected']}"
+    return str(check["expected"])
+
+
+def _read_report(path: str) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"Cannot read the report {path}: {error.strerror}.") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{path} is not an audit report (invalid JSON at line {error.lineno})."
+        ) from None
+
+
+def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .init_config import PASSWORD_VARIABLE, inspect_table, skeleton
+
+    columns = inspect_table(args.url, args.table, args.password_file)
+    text = skeleton(args.url, args.table, columns)
+    if "${" + PASSWORD_VARIABLE + "}" in text:
+        print(
+            f"note: the URL's password was replaced by ${{{PASSWORD_VARIABLE}}}; set that "
+            f"environment variable, or use source.password_file.",
+            file=sys.stderr,
+        )
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    path = Path(args.output)
+    if path.exists() and not args.force:
+        raise ConfigError(f"{path} already exists; choose another file or add --force.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if not args.quiet:
+        print(
+            f"wrote {path} with {len(columns)} columns of {args.table}; set their roles, then "
+            f"run: tclose run --dry-run {path}"
+        )
+    return 0
+
+
+def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .report import write_html
+
+    report = _read_report(args.json)
+    if not isinstance(report, dict) or "verification" not in report:
+        raise ConfigError(f"{args.json} is not an audit report of tclose.")
+    output = args.output or str(Path(args.json).with_suffix(".html"))
+    write_html(report, output)
+    if not args.quiet:
+        print(f"wrote {output}")
+    return 0
+
+
+def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
     registry = load_registry()
     for kind in KINDS:
         print(f"{kind}s:")
@@ -103,7 +296,7 @@ def _plugins(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     from .demo import create_demo_database
     from .runner import run
 
@@ -115,13 +308,71 @@ def _demo(args: argparse.Namespace) -> int:
     document = yaml.safe_load(text)
     document["source"]["url"] = f"sqlite:///{database.as_posix()}"
     document["report"]["json"] = (folder / "report.json").as_posix()
+    document["report"]["html"] = (folder / "report.html").as_posix()
     print(f"created {database} with {args.rows} synthetic patient discharges")
     config = parse_config(document)
-    result = run(config)
+    result = run(config, progress=progress)
+    if progress is not None:
+        progress.close()
     print(_summary(result.report, time.perf_counter() - started))
-    print(f"published: table {config.target.table} in {database}; "
-          f"report: {config.report_json}")
+    print(f"published: table {config.target.table} in {database}")
+    print(f"report: {config.report_json} and {config.report_html}")
     return 0
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _check_writable(path: str | None, key: str) -> None:
+    """Fail before any work if a report file cannot be written (exit 2)."""
+    if not path:
+        return
+    folder = Path(path).parent
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(
+            f"==> At report ==> At key: {key.split('.')[-1]}\nCannot write the "
+            f"{key} file {path}: {probe} is not a folder."
+        )
+
+
+_PATH = re.compile(r"^==> At (?P<path>[^\n]*?)(?: \(line \d+\))?$", re.MULTILINE)
+
+
+def _with_location(message: str, config_path: str | None, config: Config | None) -> str:
+    """Prefix a configuration error with the file, and add the YAML line when it is missing."""
+    first, _, rest = message.partition("\n")
+    match = _PATH.match(first)
+    if not match:
+        return message
+    if "(line " not in first and config is not None:
+        parts = [p.strip() for p in re.split(r"==> At (?:key: )?", "==> At " + match["path"])]
+        keys = tuple(k for part in parts if part for k in part.split("."))
+        line = config.line_of(*keys)
+        if line:
+            first = f"{first} (line {line})"
+    where = f"{config_path}: " if config_path else ""
+    return f"{where}{first}\n{rest}" if rest else f"{where}{first}"
+
+
+def _config_if_loadable(path: str | None) -> Config | None:
+    if not path:
+        return None
+    try:
+        return load_config(path)
+    except TcloseError:
+        return None
+
+
+def _configure_logging(args: argparse.Namespace, progress: Progress | None) -> None:
+    level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
+    handler = ConsoleHandler(progress or Progress(sys.stderr, live=False))
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.handlers = [handler]
+    log.setLevel(level)
+    log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,13 +382,46 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return 2 if exit_.code not in (0, None) else 0
-    level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(levelname)s %(message)s", stream=sys.stderr)
-    handlers = {"run": _run, "verify": _verify, "plugins": _plugins, "demo": _demo}
+    args.quiet = getattr(args, "quiet", False)
+    args.verbose = getattr(args, "verbose", False)
+    progress = None if args.quiet else Progress(sys.stderr)
+    saved = (list(log.handlers), log.propagate, log.level)
+    _configure_logging(args, progress)
+    handlers = {
+        "run": _run,
+        "verify": _verify,
+        "init": _init,
+        "report": _report,
+        "plugins": _plugins,
+        "demo": _demo,
+    }
+    config_path = getattr(args, "config", None)
     try:
-        return handlers[args.command](args)
+        return handlers[args.command](args, progress)
     except TcloseError as error:
-        from .config import redact_url
-
-        print(f"error: {redact_url(str(error))}", file=sys.stderr)
+        if progress is not None:
+            progress.close()
+        message = redact_url(str(error))
+        if isinstance(error, ConfigError):
+            message = _with_location(message, config_path, _config_if_loadable(config_path))
+        print(f"error: {message}", file=sys.stderr)
+        if (
+            args.command == "run"
+            and not isinstance(error, ConfigError)
+            and not getattr(error, "published", False)
+        ):
+            print(
+                "Nothing was published: the source is untouched and the target is as it was.",
+                file=sys.stderr,
+            )
         return error.exit_code
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.close()
+        print(
+            "interrupted: nothing was published (staging tables are dropped by the next run).",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        log.handlers, log.propagate, log.level = saved

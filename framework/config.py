@@ -36,7 +36,7 @@ _TARGET_KEYS = {"url", "table", "if_exists", "password_file"}
 _ATTRIBUTE_KEYS = {"role", "type", "distance", "distance_options", "round"}
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
-_REPORT_KEYS = {"json", "html"}
+_REPORT_KEYS = {"json", "html", "table"}
 _OUTPUT_KEYS = {"seed", "keep_key"}
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -78,6 +78,8 @@ class Config:
     algorithm_options: dict[str, Any]
     report_json: str | None = None
     report_html: str | None = None
+    #: audit table in the target database that gets one row per run (``report.table``).
+    report_table: str | None = None
     seed: int | None = None
     keep_key: bool = False
     document: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +187,11 @@ class _Checker:
     def mapping(self, value: Any, path: tuple[str, ...], allowed: set[str] | None,
                 required: tuple[str, ...] = ()) -> dict[str, Any]:
         if not isinstance(value, Mapping):
-            raise self.fail(path, f"Expected a mapping, got {type(value).__name__}.")
+            raise self.fail(
+                path,
+                f"Expected a mapping of keys to values here, got {_kind(value)}. Write it as "
+                f"'key: value' lines indented under the key, or as {{key: value, ...}}.",
+            )
         if allowed is not None:
             for key in value:
                 if key not in allowed:
@@ -195,12 +201,12 @@ class _Checker:
                     )
         for key in required:
             if key not in value or value[key] is None:
-                raise self.fail((*path, key), f"The key {key!r} is required.")
+                raise self.fail((*path, key), f"The key {key!r} is required here; add it.")
         return dict(value)
 
     def string(self, value: Any, path: tuple[str, ...]) -> str:
         if not isinstance(value, str) or not value:
-            raise self.fail(path, f"Expected a non-empty string, got {value!r}.")
+            raise self.fail(path, f"Expected a non-empty text value here, got {_kind(value)}.")
         return value
 
     def boolean(self, value: Any, path: tuple[str, ...]) -> bool:
@@ -212,6 +218,21 @@ class _Checker:
         if value not in choices:
             raise self.fail(path, f"Expected one of {', '.join(choices)}; got {value!r}.")
         return value
+
+
+def _kind(value: Any) -> str:
+    """A value's kind, for messages: ``a list``, ``nothing (null)``, ``the number 5``."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {value!r}" if value else "an empty text"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
@@ -240,7 +261,8 @@ def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
 def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
     attributes = checker.mapping(raw, ("attributes",), None)
     if not attributes:
-        raise checker.fail(("attributes",), "At least one attribute must be listed.")
+        raise checker.fail(("attributes",), "List the table's columns here, each with its role "
+                           "(`tclose init URL TABLE` writes the list for you).")
     result = {}
     for name, body in attributes.items():
         path = ("attributes", str(name))
@@ -269,7 +291,11 @@ def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
                                           dict(distance_options), rounded)
     roles = [a.role for a in result.values()]
     if "quasi_identifier" not in roles:
-        raise checker.fail(("attributes",), "No attribute has role quasi_identifier.")
+        raise checker.fail(
+            ("attributes",),
+            "No attribute has role quasi_identifier. Give that role to the columns that could "
+            "identify someone in combination, e.g. age: {role: quasi_identifier, type: numeric}.",
+        )
     return result
 
 
@@ -305,6 +331,9 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None)
     checker.mapping(options, ("algorithm", "options"), None)
 
     report = checker.mapping(top.get("report") or {}, ("report",), _REPORT_KEYS)
+    for key in _REPORT_KEYS:
+        if report.get(key) is not None:
+            checker.string(report[key], ("report", key))
     output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
     seed = output.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -314,7 +343,8 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None)
         raise checker.fail(("output", "keep_key"), "keep_key needs source.key to be set.")
 
     if target is None:
-        raise checker.fail(("target",), "The key 'target' is required (where to publish).")
+        raise checker.fail(("target",), "The key 'target' is required: add target: {table: NAME} "
+                           "to say where the anonymized table is published.")
 
     confidential = [a for a in attributes.values() if a.role == "confidential"]
     if t is not None and not confidential:
@@ -334,6 +364,7 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None)
         algorithm_options=dict(options),
         report_json=report.get("json"),
         report_html=report.get("html"),
+        report_table=report.get("table"),
         seed=seed,
         keep_key=keep_key,
         document=dict(document),
@@ -360,5 +391,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         problem = getattr(error, "problem", None) or str(error)
         raise ConfigError(f"{path} is not valid YAML{where}: {problem}.") from None
     if document is None:
-        raise ConfigError(f"{path} is empty.")
+        raise ConfigError(f"{path} is empty. Write a configuration there, or create one with "
+                          f"`tclose init URL TABLE -o {path}`.")
     return parse_config(document, _line_map(text))

@@ -21,6 +21,7 @@ DEFAULT_PLUGINS = (
     "tclose.plugins.merge",
     "tclose.plugins.k_first",
     "tclose.connectors.sql",
+    "tclose.plugins.audit_table",
 )
 
 KINDS = ("algorithm", "distance", "connector")

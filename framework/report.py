@@ -1,24 +1,33 @@
 """The audit report: what was done, with what, and what the verifier found.
 
 The report holds counts, parameters, digests, timings and aggregate statistics only: never a data
-value of an individual row, never a password (URLs are redacted).
+value of an individual row, never a password (URLs are redacted, the configuration is copied with
+its URLs redacted). Distributions are binned counts over "nice" bin edges (multiples of 1, 2, 2.5
+or 5 times a power of ten), so the exact smallest and largest value of a column do not appear
+either. The fields are documented in ``docs/reports.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import platform
 import socket
 import sys
 import time
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import __version__
+from .config import redact_url
 from .encoding import information_loss
+from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
 
 if TYPE_CHECKING:
@@ -39,6 +48,8 @@ SSE_DEFINITION = (
     "sse = 1/n * sum_rows 1/d * sum_QIs ((original - published) / std_original)^2 "
     "(the paper's normalized SSE, NED = difference over the attribute's standard deviation)"
 )
+#: Number of bins aimed at by the distribution histograms (the nice edges give 10 to 25).
+HISTOGRAM_BINS = 20
 
 
 def cluster_statistics(labels: np.ndarray) -> dict[str, Any]:
@@ -50,8 +61,116 @@ def cluster_statistics(labels: np.ndarray) -> dict[str, Any]:
         "min": int(sizes.min()) if len(sizes) else 0,
         "mean": float(sizes.mean()) if len(sizes) else 0.0,
         "max": int(sizes.max()) if len(sizes) else 0,
-        "size_histogram": {str(int(v)): int(c) for v, c in zip(values, counts)},
+        "size_histogram": {str(int(v)): int(c) for v, c in zip(values, counts, strict=True)},
     }
+
+
+def nice_edges(
+    low: float, high: float, bins: int = HISTOGRAM_BINS, integer: bool = False
+) -> np.ndarray:
+    """Bin edges covering ``[low, high]`` at a round step (1, 2, 2.5 or 5 times a power of ten).
+
+    The first edge is ``low`` rounded down to the step and the last is ``high`` rounded up, so the
+    edges do not disclose the exact extremes. ``integer`` data get a step of at least 1.
+
+    >>> nice_edges(3, 97, bins=10).tolist()
+    [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]
+    >>> nice_edges(0.12, 0.31, bins=4).tolist()
+    [0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
+    """
+    span = float(high) - float(low)
+    if not math.isfinite(span) or span <= 0:
+        span = abs(float(low)) or 1.0
+    raw = span / max(bins, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw * (1 - 1e-12))
+    if integer:
+        step = max(1.0, float(math.ceil(step)))
+    start = math.floor(low / step + 1e-9) * step
+    stop = math.ceil(high / step - 1e-9) * step
+    if stop <= start:
+        stop = start + step
+    count = int(round((stop - start) / step))
+    return np.round(start + step * np.arange(count + 1), 12)
+
+
+def distributions(
+    original: np.ndarray,
+    anonymized: Mapping[str, np.ndarray],
+    columns: Sequence[str],
+    bins: int = HISTOGRAM_BINS,
+) -> dict[str, dict[str, list]]:
+    """Binned counts of every quasi-identifier before and after anonymization, on shared edges.
+
+    Returns column → ``{"edges": [...], "original": [...], "anonymized": [...]}``.
+    """
+    result = {}
+    for j, column in enumerate(columns):
+        before = original[:, j]
+        after = np.asarray(anonymized.get(column, before), dtype=np.float64)
+        if len(before) == 0:
+            continue
+        integer = bool(np.all(before == np.rint(before)))
+        low = min(float(before.min()), float(after.min()))
+        high = max(float(before.max()), float(after.max()))
+        edges = nice_edges(low, high, bins, integer)
+        result[column] = {
+            "edges": edges.tolist(),
+            "original": np.histogram(before, edges)[0].tolist(),
+            "anonymized": np.histogram(after, edges)[0].tolist(),
+        }
+    return result
+
+
+def sse_per_attribute(
+    original: np.ndarray, anonymized: Mapping[str, np.ndarray], columns: Sequence[str]
+) -> dict[str, float]:
+    """Each quasi-identifier's share of the normalized SSE: ``1/n * sum_rows NED^2``.
+
+    The mean of these values over the ``d`` quasi-identifiers is ``utility.sse``.
+    """
+    result = {}
+    for j, column in enumerate(columns):
+        before = original[:, j]
+        after = np.asarray(anonymized.get(column, before), dtype=np.float64)
+        std = float(before.std()) if len(before) else 0.0
+        std = std or 1.0
+        result[column] = float(np.mean(((before - after) / std) ** 2)) if len(before) else 0.0
+    return result
+
+
+def emd_histograms(
+    class_emds: Mapping[str, np.ndarray], t: float | None, bins: int = HISTOGRAM_BINS
+) -> dict[str, dict[str, Any]]:
+    """Per confidential attribute: a histogram of the EMD of every class, and how many exceed t.
+
+    The edges run from 0 to ``max(t, largest EMD)`` rounded up, so ``t`` always lies on the axis.
+    """
+    result = {}
+    for column, emds in class_emds.items():
+        emds = np.asarray(emds, dtype=np.float64)
+        top = max(float(emds.max()) if len(emds) else 0.0, t or 0.0, 1e-6)
+        edges = nice_edges(0.0, top, bins)
+        result[column] = {
+            "edges": edges.tolist(),
+            "counts": np.histogram(emds, edges)[0].tolist(),
+            "classes": int(len(emds)),
+            "classes_above_t": int((emds > t + EMD_TOLERANCE).sum()) if t is not None else None,
+            "mean": float(emds.mean()) if len(emds) else 0.0,
+        }
+    return result
+
+
+def redacted_document(document: Any) -> Any:
+    """The configuration document with every ``url`` redacted (for the report's lineage)."""
+    if isinstance(document, Mapping):
+        return {
+            k: redact_url(v) if k == "url" and isinstance(v, str) else redacted_document(v)
+            for k, v in document.items()
+        }
+    if isinstance(document, list):
+        return [redacted_document(v) for v in document]
+    return document
 
 
 def build_report(
@@ -73,17 +192,56 @@ def build_report(
     target_url: str | None = None,
     k: int | None = None,
     t: float | None = None,
+    output_columns: Sequence[str] | None = None,
+    rows_set_aside: int = 0,
 ) -> dict[str, Any]:
-    """Assemble the audit report (the contract's fields and more)."""
+    """Assemble the audit report (the contract's fields and more), as JSON-ready data.
+
+    Args:
+        config: the run's configuration, or ``None`` for :func:`tclose.anonymize` (then ``k``
+            and ``t`` are given directly and the database parts are left out).
+        registry: the plugins loaded for the run (their versions are recorded).
+        resolved: the algorithm and distances the run used.
+        n: rows read from the source.
+        labels: dense cluster label of every row.
+        partition: the algorithm's answer (its ``info`` is recorded).
+        verification: the verifier's verdict on the written rows (``None`` if it did not run).
+        quasi: the original quasi-identifier matrix ``(n, d)``, in config order.
+        replaced: QI column → published values ``(n,)``.
+        timings: seconds per phase.
+        started: start of the run, seconds since the epoch.
+        published: whether the target now holds the verified table.
+        dry_run: whether publishing was skipped on purpose.
+        source_url: the source URL, redacted.
+        target_url: the target URL, redacted.
+        k: k when ``config`` is ``None``.
+        t: t when ``config`` is ``None``.
+        output_columns: the columns of the written table, in order (names only).
+        rows_set_aside: source rows deliberately left out of the output (none today).
+    """
     k = config.k if config is not None else k
     t = config.t if config is not None else t
+    columns = list(config.quasi_identifiers) if config is not None else list(replaced)
     anonymized = np.column_stack(list(replaced.values())) if replaced else quasi
     used = [("algorithm", resolved.algorithm.name)]
     used += [("distance", d.name) for d, _ in resolved.distances.values()]
+    if config is not None:
+        for url in (config.source.url, config.target.url):
+            with contextlib.suppress(ConfigError):  # no connector known: nothing to record
+                used.append(("connector", registry.connector_for(_dialect(url)).name))
+    written = (
+        n
+        if verification is None
+        else next((c["actual"] for c in verification.checks if c["name"] == "row_count"), n)
+    )
+    class_emds = verification.class_emds if verification is not None else {}
+    finished = time.time()
     report: dict[str, Any] = {
         "tool": {"name": "tclose", "version": __version__},
         "run": {
+            "id": uuid.uuid4().hex,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
             "dry_run": dry_run,
             "published": published,
             "host": socket.gethostname(),
@@ -91,11 +249,13 @@ def build_report(
             "platform": sys.platform,
         },
         "config_sha256": config.digest() if config is not None else None,
-        "source": {"rows": n},
-        "target": {"rows": n if verification is None else
-                   next(c["actual"] for c in verification.checks if c["name"] == "row_count")},
-        "algorithm": {"name": resolved.algorithm.name, "options": resolved.algorithm_options,
-                      "info": partition.info},
+        "source": {"rows": n, "rows_set_aside": rows_set_aside},
+        "target": {"rows": written},
+        "algorithm": {
+            "name": resolved.algorithm.name,
+            "options": resolved.algorithm_options,
+            "info": partition.info,
+        },
         "privacy": {
             "k": k,
             "t": t,
@@ -104,50 +264,98 @@ def build_report(
             "distance": {c: d.name for c, (d, _) in resolved.distances.items()},
             "emd_definition": EMD_DEFINITION,
             "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
+            "emd_histogram": emd_histograms(class_emds, t),
         },
         "clusters": cluster_statistics(labels),
-        "utility": {**information_loss(quasi, anonymized), "definition": SSE_DEFINITION},
+        "utility": {
+            **information_loss(quasi, anonymized),
+            "sse_per_attribute": sse_per_attribute(quasi, replaced, columns),
+            "definition": SSE_DEFINITION,
+        },
+        "distributions": distributions(quasi, replaced, columns),
         "verification": {
             "passed": bool(verification.passed) if verification else False,
-            "checks": _jsonable(verification.checks) if verification else [],
+            "checks": verification.checks if verification else [],
         },
-        "timings": timings,
+        "timings": {**timings, "total": round(finished - started, 4)},
         "plugins": registry.versions(used),
     }
     if config is not None:
         report["source"].update({"url": source_url, "table": config.source.table})
         report["target"].update({"url": target_url, "table": config.target.table})
-        report["attributes"] = {name: {"role": a.role, "type": a.type}
-                                for name, a in config.attributes.items()}
-    return report
+        if output_columns is not None:
+            report["target"]["columns"] = list(output_columns)
+        report["attributes"] = {
+            name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
+        }
+        report["config"] = redacted_document(config.document)
+    return _jsonable(report)
+
+
+def _dialect(url: str) -> str:
+    return url.split("://", 1)[0].split("+", 1)[0]
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def to_json(report: Mapping[str, Any]) -> str:
+    """The report as indented JSON text (the content of ``report.json``)."""
+    return json.dumps(_jsonable(report), indent=2, sort_keys=False) + "\n"
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:
     """Write the report as indented JSON, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(report), indent=2, sort_keys=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(to_json(report), encoding="utf-8")
 
 
-def finish(report: dict[str, Any], registry: Registry, config: Config,
-           report_path: str | None) -> None:
-    """Write the configured report files and call the ``run_finished`` hook."""
-    path = report_path or config.report_json
-    if path:
-        write_json(report, path)
+def write_html(report: dict[str, Any], path: str | Path) -> None:
+    """Write the self-contained HTML page of the report, creating parent folders."""
+    from .html_report import render_html
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(report), encoding="utf-8")
+
+
+def finish(
+    report: dict[str, Any], registry: Registry, config: Config, report_path: str | None
+) -> None:
+    """Write the configured report files and call the ``run_finished`` hook.
+
+    ``report_path`` overrides ``report.json``; ``report.html`` is written when configured.
+    """
+    for path, write in (
+        (report_path or config.report_json, write_json),
+        (config.report_html, write_html),
+    ):
+        if not path:
+            continue
+        try:
+            write(report, path)
+        except OSError as error:
+            published = bool(report.get("run", {}).get("published"))
+            failure = DataError(
+                f"Cannot write the report {path}: {error.strerror}. "
+                + ("The table WAS published and verified; " if published else "")
+                + "fix the path and run `tclose verify` to record the verdict again."
+            )
+            failure.published = published
+            raise failure from None
+        log.info("wrote the report %s", path)
     if registry.manager is not None:
         try:
             registry.manager.hook.run_finished(report=report, config=config)
         except Exception as error:  # an audit sink must not change the outcome
-            log.warning("a run_finished hook failed: %s", error)
+            log.warning("a run_finished hook failed: %s", redact_url(str(error)))

@@ -73,6 +73,11 @@ def resolve_plugins(config: Config, registry: Registry) -> Resolved:
     if algorithm.requires_t and config.t is None:
         raise ConfigError(f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
                           f"privacy.t (a number in (0, 1]).")
+    return Resolved(algorithm, options, resolve_distances(config, registry))
+
+
+def resolve_distances(config: Config, registry: Registry) -> dict[str, tuple[Distance, dict]]:
+    """The distance plugin and validated options of every confidential attribute."""
     distances = {}
     for attribute in config.attributes.values():
         if attribute.role != "confidential":
@@ -89,7 +94,7 @@ def resolve_plugins(config: Config, registry: Registry) -> Resolved:
             validate_options(distance.name, distance.options_schema, attribute.distance_options,
                              f"attributes.{attribute.name}.distance_options"),
         )
-    return Resolved(algorithm, options, distances)
+    return distances
 
 
 def partition_rows(
@@ -257,7 +262,8 @@ def run(
             report = report_module.build_report(
                 config, registry, resolved, n, labels, partition, verification, quasi, replaced,
                 timer.seconds, started, published=False, dry_run=dry_run,
-                source_url=source_db.redacted_url, target_url=target_db.redacted_url)
+                source_url=source_db.redacted_url, target_url=target_db.redacted_url,
+                output_columns=[ROW_COLUMN, *output_columns])
             report_module.finish(report, registry, config, report_path)
             error.report = report
         raise
@@ -268,7 +274,8 @@ def run(
     report = report_module.build_report(
         config, registry, resolved, n, labels, partition, verification, quasi, replaced,
         timer.seconds, started, published=published, dry_run=dry_run,
-        source_url=source_db.redacted_url, target_url=target_db.redacted_url)
+        source_url=source_db.redacted_url, target_url=target_db.redacted_url,
+        output_columns=[ROW_COLUMN, *output_columns])
     report_module.finish(report, registry, config, report_path)
     return RunResult(report, published, verification, labels)
 
@@ -301,31 +308,68 @@ def _transformed_chunks(source_db, config: Config, source_name, output_columns, 
                         f"({position} rows on the second pass, {len(keys)} on the first).")
 
 
-def verify_published(config: Config, registry: Registry | None = None) -> Verification:
-    """Re-check the published target table of ``config`` against its k and t, the source's row
-    count and the source's confidential values (``tclose verify``)."""
+def verify_published(
+    config: Config,
+    registry: Registry | None = None,
+    *,
+    against_source: bool = False,
+    expected_rows: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Verification:
+    """Re-check the published target table of ``config`` from its rows (``tclose verify``).
+
+    Only the target table is read (streamed): the classes are rebuilt from its written
+    quasi-identifier values, and k and t are recomputed with the configured distances. The
+    algorithm plugin need not be installed: t is checked whenever ``privacy.t`` is set, unless the
+    configured algorithm is installed and declares that it does not enforce t (``mdav``).
+
+    Args:
+        config: the configuration of the run that published the table.
+        registry: the plugins (for the distances and the connector).
+        against_source: also read the source table, and check the row count and every
+            confidential attribute's multiset against it (needs access to the source).
+        expected_rows: a row count to check when the source is not read (e.g. ``target.rows``
+            of the run's audit report).
+        progress: called with a line of text at the start of each phase.
+    """
     from tclose.connectors.sql import TableName
 
     registry = registry or load_registry()
-    resolved = resolve_plugins(config, registry)
-    source_db = registry.connector_for(_dialect(config.source.url)).connect(
-        config.source.url, config.source.password_file)
+    say = progress or (lambda _line: None)
+    distances = resolve_distances(config, registry)
+    provided = registry.algorithms.get(config.algorithm)
+    t_checked = config.t if provided is None or provided.obj.requires_t else None
+    source_confidential = None
+    if against_source:
+        source_db = registry.connector_for(_dialect(config.source.url)).connect(
+            config.source.url, config.source.password_file)
+        say(f"reading the source table {config.source.table}")
+        keys, _quasi, source_confidential = _read_inputs(source_db, config)
+        expected_rows = len(keys)
     target_db = registry.connector_for(_dialect(config.target.url)).connect(
         config.target.url, config.target.password_file)
-    keys, _quasi, confidential = _read_inputs(source_db, config)
-    return _verify_staging(target_db, TableName.parse(config.target.table), config, resolved,
-                           len(keys), confidential)
+    say(f"reading the published table {config.target.table}")
+    frame = _read_written(target_db, TableName.parse(config.target.table), config)
+    say("verifying")
+    return verify_rows(frame, config.quasi_identifiers, distances, config.k, t_checked,
+                       expected_rows, source_confidential)
+
+
+def _read_written(database, table, config: Config) -> pd.DataFrame:
+    """The QI and confidential columns of a written table, streamed in chunks and concatenated."""
+    columns = config.quasi_identifiers + config.confidential
+    frames = list(database.read(table, columns, key="tclose_row", with_key=False,
+                                chunk_size=config.source.chunk_size))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    for column in config.confidential:
+        frame[column] = numeric_column(frame[column], column, "confidential")
+    return frame
 
 
 def _verify_staging(database, staging, config: Config, resolved: Resolved, n: int,
                     source_confidential: Mapping[str, np.ndarray]) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it."""
-    columns = config.quasi_identifiers + config.confidential
-    frames = list(database.read(staging, columns, key="tclose_row", with_key=False,
-                                chunk_size=config.source.chunk_size))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    for column in config.confidential:
-        frame[column] = numeric_column(frame[column], column, "confidential")
+    frame = _read_written(database, staging, config)
     t_enforced = config.t if resolved.algorithm.requires_t else None
     return verify_rows(frame, config.quasi_identifiers, resolved.distances, config.k,
                        t_enforced, n, source_confidential)

@@ -8,12 +8,13 @@ distance plugins), which define what ``t`` means.
 
 Checks, each with ``name``, ``passed``, ``expected``, ``actual``:
 
-- ``row_count``: as many rows as the source had;
+- ``row_count``: as many rows as the source had (only when the expected count is known);
 - ``k_anonymity``: the smallest class has at least ``k`` rows;
 - ``t_closeness:<column>``: no class has an EMD above ``t + EMD_TOLERANCE`` (only if ``t`` is set
   and the algorithm enforces it);
 - ``confidential_multiset:<column>``: the confidential values are exactly the source's (sorted
-  comparison), so nothing was lost, duplicated or altered.
+  comparison), so nothing was lost, duplicated or altered (only when the source's values are
+  given).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Verification:
     k_achieved: int
     t_achieved: dict[str, float]
     class_sizes: np.ndarray = field(repr=False)
+    #: confidential column → EMD of every class (aligned with ``class_sizes``).
+    class_emds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def failures(self) -> list[dict[str, Any]]:
         return [c for c in self.checks if not c["passed"]]
@@ -56,7 +59,7 @@ def verify_rows(
     confidential: Mapping[str, tuple[Distance, Mapping[str, Any]]],
     k: int,
     t: float | None,
-    expected_rows: int,
+    expected_rows: int | None,
     expected_confidential: Mapping[str, np.ndarray] | None = None,
 ) -> Verification:
     """Verify a written table.
@@ -67,12 +70,14 @@ def verify_rows(
         confidential: column → (distance plugin, its options), used to compute EMDs.
         k: the k to check.
         t: the t to check, or ``None`` to only measure the EMD.
-        expected_rows: the source's row count.
+        expected_rows: the source's row count, or ``None`` when it is not known (``tclose verify``
+            without the source): then no ``row_count`` check is made.
         expected_confidential: column → the source's values, for the multiset check.
     """
     checks: list[dict[str, Any]] = []
-    checks.append({"name": "row_count", "passed": len(frame) == expected_rows,
-                   "expected": expected_rows, "actual": len(frame)})
+    if expected_rows is not None:
+        checks.append({"name": "row_count", "passed": len(frame) == expected_rows,
+                       "expected": expected_rows, "actual": len(frame)})
     classes = equivalence_classes(frame, quasi_identifiers)
     sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
     k_achieved = int(sizes.min()) if len(sizes) else 0
@@ -80,13 +85,16 @@ def verify_rows(
                    "actual": k_achieved, "classes": int(len(sizes)),
                    "classes_below_k": int((sizes < k).sum())})
     t_achieved: dict[str, float] = {}
+    class_emds: dict[str, np.ndarray] = {}
     for column, (distance, options) in confidential.items():
         values = frame[column].to_numpy()
         if len(values) == 0:
             t_achieved[column] = 0.0
+            class_emds[column] = np.zeros(0)
             continue
         fitted = distance.fit(values, options)
-        emds = fitted.cluster_emd(classes)
+        emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
+        class_emds[column] = emds
         worst = float(emds.max())
         t_achieved[column] = worst
         if t is not None:
@@ -101,4 +109,5 @@ def verify_rows(
             checks.append({"name": f"confidential_multiset:{column}", "passed": same,
                            "expected": "the source's values", "actual":
                            "identical" if same else "different"})
-    return Verification(all(c["passed"] for c in checks), checks, k_achieved, t_achieved, sizes)
+    return Verification(all(c["passed"] for c in checks), checks, k_achieved, t_achieved, sizes,
+                        class_emds)

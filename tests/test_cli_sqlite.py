@@ -251,3 +251,92 @@ def test_python_m_tclose_and_demo(tmp_path):
     assert (tmp_path / "d" / "report.json").exists()
     report = json.loads((tmp_path / "d" / "report.json").read_text())
     assert report["source"]["rows"] == 600 and report["privacy"]["k_achieved"] >= 5
+
+
+# --- progress display, noise levels, dry-run summary, error locations (issue #6) ---------------
+
+
+def test_progress_on_a_terminal_redraws_one_line_and_keeps_finished_phases():
+    import io
+
+    from tclose.progress import Progress
+
+    stream = io.StringIO()
+    with Progress(stream, live=True, interval=0.01) as progress:
+        progress("reading t")
+        progress("reading t", 50, 200)
+        progress._draw()
+        progress("partitioning")
+    text = stream.getvalue()
+    assert "\r\x1b[K" in text
+    assert "[######..................]  25%" in text
+    assert "done  reading t (" in text and "done  partitioning (" in text
+
+
+def test_progress_elsewhere_prints_plain_lines_only():
+    import io
+
+    from tclose.progress import Progress
+
+    stream = io.StringIO()
+    with Progress(stream, live=False) as progress:
+        progress("reading t")
+        progress("reading t", 10, 20)
+        progress("writing")
+        progress.write("WARNING something")
+    lines = stream.getvalue().splitlines()
+    assert [line.split("] ", 1)[-1] for line in lines] == ["reading t", "writing",
+                                                         "WARNING something"]
+    assert "\r" not in stream.getvalue()
+
+
+def test_log_lines_never_show_url_passwords():
+    import io
+    import logging
+
+    from tclose.progress import ConsoleHandler, Progress
+
+    stream = io.StringIO()
+    logger = logging.getLogger("tclose.test-redaction")
+    handler = ConsoleHandler(Progress(stream, live=False))
+    logger.addHandler(handler)
+    try:
+        logger.warning("cannot reach %s", "postgresql://ann:s3cret@db/x")
+    finally:
+        logger.removeHandler(handler)
+    assert "s3cret" not in stream.getvalue() and "ann:***@db" in stream.getvalue()
+
+
+def test_quiet_prints_nothing_and_verbose_logs_phases(sqlite_run, capsys):
+    config = str(sqlite_run.write(sqlite_run.config()))
+    assert main(["run", config, "--dry-run", "-q"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["-v", "run", config, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "INFO kernel done in" in err and "] reading discharges" in err
+
+
+def test_dry_run_says_what_would_be_written(sqlite_run, capsys):
+    assert main(["run", str(sqlite_run.write(sqlite_run.config())), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run, nothing published; would write table discharges_anon: 400 rows, 10 columns"\
+        " (tclose_row, age, zip, admission_day, length_of_stay, procedures, diagnoses, severity,"\
+        " charge, ward)" in out
+
+
+def test_plugin_option_errors_name_the_file_and_line(sqlite_run, capsys):
+    document = sqlite_run.config()
+    document["algorithm"] = {"name": "t-first", "options": {"bogus": 1}}
+    path = sqlite_run.write(document)
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    line = path.read_text().splitlines().index("    bogus: 1") + 1
+    assert f"error: {path}: ==> At algorithm.options ==> At key: bogus (line {line})" in err
+    assert "Allowed options:" in err
+
+
+def test_data_errors_of_run_say_nothing_was_published(sqlite_run, capsys):
+    document = sqlite_run.config()
+    document["source"]["table"] = "no_such_table"
+    assert main(["run", str(sqlite_run.write(document))]) == 3
+    assert "Nothing was published" in capsys.readouterr().err

@@ -200,3 +200,17 @@ def test_connector_and_distance_plugins_register():
     assert "emd-alias" in registry.distances
     with pytest.raises(ConfigError, match="No connector serves"):
         registry.connector_for("oracle")
+
+
+def _hook_reference(name: str) -> str:
+    """The block docs/plugins.md must hold for hook ``name`` (its signature and docstring)."""
+    hook = getattr(hookspecs, name)
+    signature = str(inspect.signature(hook)).replace("'", "")
+    return f"### `{name}{signature}`\n\n```text\n{inspect.getdoc(hook)}\n```\n"
+
+
+def test_every_hook_docstring_is_in_docs_plugins_md():
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text("utf-8")
+    for name in _hook_names():
+        block = _hook_reference(name)
+        assert block in docs, f"docs/plugins.md lacks (or has an old copy of):\n{block}"

@@ -1,0 +1,541 @@
+"""The audit report as one self-contained HTML page, with its plots drawn as inline SVG.
+
+:func:`render_html` reads nothing but the report mapping (the content of the audit JSON), so a
+page can be rebuilt from a JSON file at any time (``tclose report run.json -o run.html``). The page
+loads no external asset (no script, font, stylesheet or image) and, like the JSON, holds only
+aggregates: counts, binned histograms, per-attribute and per-class statistics.
+
+Plots: the cluster size histogram, the EMD of every class against ``t`` (a histogram per
+confidential attribute), the information loss per quasi-identifier, and the original versus the
+published distribution of every quasi-identifier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+_WIDTH, _HEIGHT = 460, 210
+_LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 42
+_ORIGINAL, _PUBLISHED, _LIMIT = "#9aa5b1", "#2f6fb0", "#c0392b"
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2630;
+background:#f6f7f9}
+main{max-width:1060px;margin:0 auto;padding:24px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d5dae0;
+padding-bottom:4px}h3{font-size:15px;margin:12px 0 4px}
+.verdict{padding:12px 16px;border-radius:6px;margin:16px 0;font-weight:600}
+.ok{background:#e3f4e8;border:1px solid #7fc69a}.bad{background:#fbe5e3;border:1px solid #e39a92}
+.neutral{background:#eef2f7;border:1px solid #b6c3d3}
+table{border-collapse:collapse;margin:6px 0;background:#fff}
+td,th{border:1px solid #d5dae0;padding:4px 10px;text-align:left;vertical-align:top}
+th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.grid{display:flex;flex-wrap:wrap;gap:16px}.plot{background:#fff;border:1px solid #d5dae0;
+border-radius:6px;padding:8px}.plot p{margin:2px 0 0;font-size:13px;color:#4a5663;max-width:460px}
+.pass{color:#1e7b43;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:-1px}
+pre{background:#fff;border:1px solid #d5dae0;padding:8px;overflow:auto;font-size:13px}
+small{color:#4a5663}
+"""
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The report as a complete HTML document (a string), with inline SVG plots."""
+    target = report.get("target", {})
+    title = f"tclose audit report: {target.get('table') or 'in-memory data'}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+        f"<h1>{escape(title)}</h1>",
+        _subtitle(report),
+        _verdict(report),
+        "<h2>Summary</h2>",
+        _summary_table(report),
+        "<h2>Verification</h2>",
+        _checks_table(report),
+        "<h2>Privacy</h2>",
+        '<div class="grid">',
+        _cluster_plot(report),
+        *_emd_plots(report),
+        "</div>",
+        "<h2>Information loss</h2>",
+        '<div class="grid">',
+        _sse_plot(report),
+        "</div>",
+        _distribution_section(report),
+        "<h2>Lineage</h2>",
+        _lineage(report),
+        "</main></body></html>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+# --- sections --------------------------------------------------------------------------------
+
+
+def _subtitle(report: Mapping[str, Any]) -> str:
+    run = report.get("run", {})
+    tool = report.get("tool", {})
+    bits = [
+        f"run {run['id']}" if run.get("id") else "",
+        f"started {run['started']}" if run.get("started") else "",
+        f"tclose {tool.get('version', '?')}",
+    ]
+    return f"<small>{escape(' · '.join(b for b in bits if b))}</small>"
+
+
+def _verdict(report: Mapping[str, Any]) -> str:
+    passed = report.get("verification", {}).get("passed", False)
+    run = report.get("run", {})
+    table = report.get("target", {}).get("table")
+    if not passed:
+        text, css = "Verification FAILED: nothing was published; the target is unchanged.", "bad"
+    elif run.get("published"):
+        text, css = f"Verified and published as {table}.", "ok"
+    elif run.get("dry_run"):
+        text, css = "Verified; not published (dry run).", "neutral"
+    else:
+        text, css = "Verified (in-memory result, nothing published).", "ok"
+    return f'<div class="verdict {css}">{escape(text)}</div>'
+
+
+def _summary_table(report: Mapping[str, Any]) -> str:
+    privacy = report.get("privacy", {})
+    clusters = report.get("clusters", {})
+    source = report.get("source", {})
+    target = report.get("target", {})
+    algorithm = report.get("algorithm", {})
+    t_achieved = privacy.get("t_achieved") or {}
+    t_text = ", ".join(f"{c}: {_number(v)}" for c, v in t_achieved.items()) or "-"
+    enforced = "" if privacy.get("t_enforced", True) else " (not enforced by this algorithm)"
+    rows = [
+        (
+            "Rows",
+            f"{_number(source.get('rows'))} read, {_number(target.get('rows'))} written, "
+            f"{_number(source.get('rows_set_aside', 0))} set aside",
+        ),
+        (
+            "k",
+            f"requested {_number(privacy.get('k'))}, achieved "
+            f"{_number(privacy.get('k_achieved'))} (smallest class)",
+        ),
+        (
+            "t",
+            f"requested {_number(privacy.get('t'))}{enforced}; achieved (largest class EMD) "
+            f"{t_text}",
+        ),
+        (
+            "Clusters",
+            f"{_number(clusters.get('count'))} (sizes {_number(clusters.get('min'))} to "
+            f"{_number(clusters.get('max'))}, mean {_number(clusters.get('mean'))})",
+        ),
+        ("Information loss", f"normalized SSE {_number(report.get('utility', {}).get('sse'))}"),
+        ("Algorithm", f"{algorithm.get('name')} {json.dumps(algorithm.get('options', {}))}"),
+        (
+            "Distances",
+            ", ".join(f"{c}: {d}" for c, d in privacy.get("distance", {}).items()) or "-",
+        ),
+    ]
+    return _table(("", ""), rows, header=False)
+
+
+def _checks_table(report: Mapping[str, Any]) -> str:
+    checks = report.get("verification", {}).get("checks", [])
+    if not checks:
+        return "<p>The verifier did not run.</p>"
+    rows = []
+    for check in checks:
+        mark = (
+            '<span class="pass">PASS</span>'
+            if check.get("passed")
+            else '<span class="fail">FAIL</span>'
+        )
+        extra = {
+            k: v for k, v in check.items() if k not in ("name", "passed", "expected", "actual")
+        }
+        rows.append(
+            (
+                mark,
+                escape(str(check.get("name"))),
+                escape(_number(check.get("expected"))),
+                escape(_number(check.get("actual"))),
+                escape(", ".join(f"{k} {_number(v)}" for k, v in extra.items())),
+            )
+        )
+    note = escape(report.get("privacy", {}).get("emd_definition", ""))
+    return _table(("", "check", "expected", "actual", "details"), rows, escaped=True) + (
+        f"<p><small>{note}</small></p>" if note else ""
+    )
+
+
+def _cluster_plot(report: Mapping[str, Any]) -> str:
+    histogram = report.get("clusters", {}).get("size_histogram") or {}
+    if not histogram:
+        return ""
+    counts = {int(s): int(c) for s, c in histogram.items()}
+    low, high = min(counts), max(counts)
+    if high - low <= 40:  # a contiguous axis shows the gaps between sizes
+        counts = {size: counts.get(size, 0) for size in range(low, high + 1)}
+    sizes = sorted(counts.items())
+    k = report.get("privacy", {}).get("k")
+    svg = _category_bars(
+        [str(s) for s, _ in sizes],
+        [c for _, c in sizes],
+        "cluster size (rows)",
+        "clusters",
+        marker=str(k) if k is not None else None,
+    )
+    return _figure(
+        "Cluster sizes",
+        svg,
+        f"How many clusters have each size. Every cluster must have at least k = {k} "
+        f"rows; the algorithm's clusters are shown (the verifier's classes are built "
+        f"from the written values and can only be larger).",
+    )
+
+
+def _emd_plots(report: Mapping[str, Any]) -> list[str]:
+    privacy = report.get("privacy", {})
+    t = privacy.get("t")
+    plots = []
+    for column, data in (privacy.get("emd_histogram") or {}).items():
+        svg = _histogram(
+            data["edges"],
+            [("classes", data["counts"], _PUBLISHED, 1.0)],
+            f"EMD of the class ({column})",
+            "classes",
+            limit=t,
+        )
+        above = data.get("classes_above_t")
+        note = (
+            f"EMD between each of the {data.get('classes')} published classes and the whole "
+            f"table, for the confidential attribute {column}; mean {_number(data.get('mean'))}."
+        )
+        if t is not None:
+            note += f" The red line is t = {_number(t)}; classes above it: {_number(above)}."
+        plots.append(_figure(f"t-closeness of {column}", svg, note))
+    return plots
+
+
+def _sse_plot(report: Mapping[str, Any]) -> str:
+    per_attribute = report.get("utility", {}).get("sse_per_attribute") or {}
+    if not per_attribute:
+        return ""
+    svg = _horizontal_bars(
+        list(per_attribute),
+        list(per_attribute.values()),
+        "normalized SSE (mean squared change in standard deviations)",
+    )
+    return _figure(
+        "Information loss per quasi-identifier",
+        svg,
+        "Mean over rows of ((original - published) / standard deviation)^2 for each "
+        "quasi-identifier; their mean is the normalized SSE "
+        f"{_number(report.get('utility', {}).get('sse'))}.",
+    )
+
+
+def _distribution_section(report: Mapping[str, Any]) -> str:
+    distributions = report.get("distributions") or {}
+    if not distributions:
+        return ""
+    legend = (
+        f'<p class="legend"><span style="background:{_ORIGINAL}"></span>original'
+        f'<span style="background:{_PUBLISHED};opacity:.75"></span>published</p>'
+    )
+    figures = []
+    for column, data in distributions.items():
+        svg = _histogram(
+            data["edges"],
+            [
+                ("original", data["original"], _ORIGINAL, 1.0),
+                ("published", data["anonymized"], _PUBLISHED, 0.75),
+            ],
+            column,
+            "rows",
+        )
+        figures.append(_figure(column, svg, ""))
+    return (
+        "<h2>Quasi-identifiers: original versus published</h2>"
+        + legend
+        + '<div class="grid">'
+        + "".join(figures)
+        + "</div>"
+    )
+
+
+def _lineage(report: Mapping[str, Any]) -> str:
+    source = report.get("source", {})
+    target = report.get("target", {})
+    run = report.get("run", {})
+    rows = [
+        ("Source", f"{source.get('table', '-')} at {source.get('url', '-')}"),
+        ("Target", f"{target.get('table', '-')} at {target.get('url', '-')}"),
+        ("Written columns", ", ".join(target.get("columns", [])) or "-"),
+        ("Config SHA-256", report.get("config_sha256") or "-"),
+        (
+            "Host",
+            f"{run.get('host', '-')} ({run.get('platform', '-')}), Python {run.get('python', '-')}",
+        ),
+        ("Run", f"{run.get('started', '-')} to {run.get('finished', '-')}"),
+    ]
+    parts = [_table(("", ""), rows, header=False)]
+    plugins = report.get("plugins") or {}
+    if plugins:
+        parts.append("<h3>Plugins</h3>")
+        parts.append(_table(("plugin", "provided by"), list(plugins.items())))
+    timings = report.get("timings") or {}
+    if timings:
+        parts.append("<h3>Timings</h3>")
+        parts.append(
+            _table(
+                ("phase", "seconds"),
+                [(p, _number(s)) for p, s in timings.items()],
+                numeric_last=True,
+            )
+        )
+    info = report.get("algorithm", {}).get("info")
+    if info:
+        parts.append("<h3>Algorithm facts</h3>")
+        parts.append(_table(("fact", "value"), [(k, _number(v)) for k, v in info.items()]))
+    if report.get("config") is not None:
+        parts.append("<h3>Configuration (URLs redacted)</h3>")
+        parts.append(f"<pre>{escape(json.dumps(report['config'], indent=2, default=str))}</pre>")
+    return "\n".join(parts)
+
+
+# --- HTML helpers ----------------------------------------------------------------------------
+
+
+def _figure(title: str, svg: str, note: str) -> str:
+    caption = f"<p>{escape(note)}</p>" if note else ""
+    return f'<div class="plot"><h3>{escape(title)}</h3>{svg}{caption}</div>'
+
+
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    header: bool = True,
+    escaped: bool = False,
+    numeric_last: bool = False,
+) -> str:
+    out = ["<table>"]
+    if header:
+        out.append("<tr>" + "".join(f"<th>{escape(h)}</th>" for h in headers) + "</tr>")
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            text = str(cell) if escaped else escape(str(cell))
+            css = ' class="num"' if numeric_last and i == len(row) - 1 else ""
+            tag = "th" if not header and i == 0 else "td"
+            cells.append(f"<{tag}{css}>{text}</{tag}>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _number(value: Any) -> str:
+    """A short human form of a number; other values as text."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        if abs(value) >= 1e5 or abs(value) < 1e-3:
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+# --- SVG plots -------------------------------------------------------------------------------
+
+
+def _nice_ticks(top: float, count: int = 4) -> list[float]:
+    if top <= 0:
+        return [0.0]
+    raw = top / count
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw)
+    return [step * i for i in range(int(math.floor(top / step + 1e-9)) + 1)]
+
+
+def _svg_open(label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
+        f'viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" aria-label="{escape(label)}" '
+        f'font-family="system-ui,sans-serif" font-size="11">'
+        f"<title>{escape(label)}</title>"
+    )
+
+
+def _y_axis(top: float, y_label: str) -> list[str]:
+    """Horizontal grid lines with tick labels, and the rotated y label."""
+    plot_h = _HEIGHT - _TOP - _BOTTOM
+    out = []
+    for tick in _nice_ticks(top):
+        y = _TOP + plot_h - plot_h * tick / top if top else _TOP + plot_h
+        out.append(
+            f'<line x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
+            f'stroke="#e3e7eb"/>'
+        )
+        out.append(
+            f'<text x="{_LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(_number(tick))}</text>"
+        )
+    mid = _TOP + plot_h / 2
+    out.append(
+        f'<text x="12" y="{mid:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {mid:.1f})">{escape(y_label)}</text>'
+    )
+    out.append(
+        f'<line x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{_TOP + plot_h}" '
+        f'y2="{_TOP + plot_h}" stroke="#6b7785"/>'
+    )
+    return out
+
+
+def _x_label(text: str) -> str:
+    return (
+        f'<text x="{(_LEFT + _WIDTH - _RIGHT) / 2:.1f}" y="{_HEIGHT - 6}" '
+        f'text-anchor="middle">{escape(text)}</text>'
+    )
+
+
+def _histogram(
+    edges: Sequence[float],
+    series: Sequence[tuple[str, Sequence[int], str, float]],
+    x_label: str,
+    y_label: str,
+    limit: float | None = None,
+) -> str:
+    """Bars over numeric bins; several series are overlaid; ``limit`` draws a red vertical line."""
+    low, high = float(edges[0]), float(edges[-1])
+    if limit is not None:
+        high = max(high, float(limit))
+    span = (high - low) or 1.0
+    plot_w = _WIDTH - _LEFT - _RIGHT
+    plot_h = _HEIGHT - _TOP - _BOTTOM
+    top = max([max(counts, default=0) for _, counts, _, _ in series] + [1])
+
+    def x_of(value: float) -> float:
+        return _LEFT + plot_w * (value - low) / span
+
+    out = [_svg_open(f"histogram of {x_label}"), *_y_axis(top, y_label)]
+    for name, counts, color, opacity in series:
+        for i, count in enumerate(counts):
+            if not count:
+                continue
+            x0, x1 = x_of(edges[i]), x_of(edges[i + 1])
+            height = plot_h * count / top
+            out.append(
+                f'<rect x="{x0 + 0.5:.1f}" y="{_TOP + plot_h - height:.1f}" '
+                f'width="{max(x1 - x0 - 1, 0.5):.1f}" height="{height:.1f}" '
+                f'fill="{color}" fill-opacity="{opacity}">'
+                f"<title>{escape(name)}: {count:,} in [{_number(edges[i])}, "
+                f"{_number(edges[i + 1])})</title></rect>"
+            )
+    step = max(1, math.ceil((len(edges) - 1) / 6))
+    for i in range(0, len(edges), step):
+        x = x_of(edges[i])
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP + plot_h}" '
+            f'y2="{_TOP + plot_h + 4}" stroke="#6b7785"/>'
+        )
+        out.append(
+            f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" text-anchor="middle">'
+            f"{escape(_number(float(edges[i])))}</text>"
+        )
+    if limit is not None:
+        x = x_of(float(limit))
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" y2="{_TOP + plot_h}" '
+            f'stroke="{_LIMIT}" stroke-width="2" stroke-dasharray="5 3"/>'
+        )
+        out.append(
+            f'<text x="{x - 4:.1f}" y="{_TOP + 10}" text-anchor="end" fill="{_LIMIT}">'
+            f"t = {escape(_number(float(limit)))}</text>"
+        )
+    out.append(_x_label(x_label))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _category_bars(
+    categories: Sequence[str],
+    values: Sequence[float],
+    x_label: str,
+    y_label: str,
+    marker: str | None = None,
+) -> str:
+    """Vertical bars, one per category; the bar of category ``marker`` has a red outline."""
+    plot_w = _WIDTH - _LEFT - _RIGHT
+    plot_h = _HEIGHT - _TOP - _BOTTOM
+    top = max(list(values) + [1])
+    width = min(plot_w / max(len(categories), 1), 48.0)
+    out = [_svg_open(f"bar chart of {y_label} by {x_label}"), *_y_axis(top, y_label)]
+    step = max(1, math.ceil(len(categories) / 12))
+    for i, (category, value) in enumerate(zip(categories, values, strict=True)):
+        x = _LEFT + i * width
+        height = plot_h * value / top
+        stroke = f' stroke="{_LIMIT}" stroke-width="2"' if category == marker else ""
+        out.append(
+            f'<rect x="{x + 1:.1f}" y="{_TOP + plot_h - height:.1f}" '
+            f'width="{max(width - 2, 0.5):.1f}" height="{height:.1f}" '
+            f'fill="{_PUBLISHED}"{stroke}><title>{escape(category)}: '
+            f"{escape(_number(value))}</title></rect>"
+        )
+        if i % step == 0:
+            out.append(
+                f'<text x="{x + width / 2:.1f}" y="{_TOP + plot_h + 16}" '
+                f'text-anchor="middle">{escape(category)}</text>'
+            )
+    out.append(_x_label(x_label))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _horizontal_bars(labels: Sequence[str], values: Sequence[float], x_label: str) -> str:
+    """One horizontal bar per label, values on the x axis."""
+    left = 130
+    row = 22
+    height = _TOP + row * len(labels) + 40
+    plot_w = _WIDTH - left - _RIGHT - 50
+    top = max([float(v) for v in values] + [1e-12])
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(x_label)}" '
+        f'font-family="system-ui,sans-serif" font-size="11"><title>{escape(x_label)}</title>'
+    ]
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        y = _TOP + i * row
+        width = plot_w * float(value) / top
+        out.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{escape(label)}</text>')
+        out.append(
+            f'<rect x="{left}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="{row - 6}"'
+            f' fill="{_PUBLISHED}"><title>{escape(label)}: {escape(_number(value))}'
+            f"</title></rect>"
+        )
+        out.append(
+            f'<text x="{left + width + 4:.1f}" y="{y + 14}">{escape(_number(float(value)))}</text>'
+        )
+    out.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+        f"{escape(x_label)}</text>"
+    )
+    out.append("</svg>")
+    return "".join(out)

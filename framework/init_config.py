@@ -1,0 +1,181 @@
+"""``tclose init``: from a table's definition to a commented YAML skeleton of a run.
+
+The skeleton lists every column on its own line with the column's SQL type, a proposed attribute
+type and the role ``other`` (pass through unchanged), so that the file is safe to read and the
+user's only job is to choose the roles. Comments explain each choice. Once at least one column is
+a ``quasi_identifier`` (and, with ``privacy.t``, one is ``confidential``), the file loads with
+:func:`tclose.config.load_config` as written.
+
+Only the table's definition is read: no row, no count, no data value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+import yaml
+
+from .config import ATTRIBUTE_TYPES
+
+#: The environment variable written in place of a password found in the URL.
+PASSWORD_VARIABLE = "TCLOSE_DB_PASSWORD"
+
+_IDENTIFIER_HINTS = re.compile(
+    r"(^|_)(name|first_?name|last_?name|surname|email|e_?mail|phone|mobile|ssn|passport|"
+    r"address|street|iban|account|license|licence|ip|username|login)($|_)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """What ``tclose init`` knows of a column: its definition, never its values."""
+
+    name: str
+    sql_type: str
+    attribute_type: str
+    primary_key: bool = False
+    nullable: bool = True
+
+
+def attribute_type_of(column_type: sa.types.TypeEngine) -> str:
+    """The attribute type proposed for a SQL type: ``numeric`` for numbers, ``ordinal`` for dates
+    and times, ``nominal`` for everything else (text, booleans, enumerations)."""
+    if isinstance(column_type, sa.Boolean):
+        return "nominal"
+    if isinstance(column_type, (sa.Integer, sa.Numeric, sa.Float)):
+        return "numeric"
+    if isinstance(column_type, (sa.Date, sa.DateTime, sa.Time, sa.Interval)):
+        return "ordinal"
+    return "nominal"
+
+
+def describe_columns(table: sa.Table, dialect: sa.Dialect | None = None) -> list[ColumnInfo]:
+    """The :class:`ColumnInfo` of every column of a reflected table, in table order."""
+    infos = []
+    for column in table.columns:
+        try:
+            sql_type = column.type.compile(dialect=dialect)
+        except Exception:  # a type the dialect cannot render: show SQLAlchemy's name
+            sql_type = type(column.type).__name__.upper()
+        infos.append(
+            ColumnInfo(
+                str(column.name),
+                sql_type,
+                attribute_type_of(column.type),
+                bool(column.primary_key),
+                bool(column.nullable),
+            )
+        )
+    return infos
+
+
+def inspect_table(
+    url: str, table: str, password_file: str | None = None, registry: Any = None
+) -> list[ColumnInfo]:
+    """Reflect ``table`` (``schema.table`` allowed) through the registered connector of the URL.
+
+    Raises:
+        DataError: the database cannot be reached or the table does not exist.
+        ConfigError: no connector serves the URL's dialect.
+    """
+    from tclose.connectors.sql import TableName
+
+    from .registry import load_registry
+
+    registry = registry or load_registry()
+    dialect_name = url.split("://", 1)[0].split("+", 1)[0]
+    database = registry.connector_for(dialect_name).connect(url, password_file)
+    reflected = database.table(TableName.parse(table))
+    engine = getattr(database, "engine", None)
+    return describe_columns(reflected, engine.dialect if engine is not None else None)
+
+
+def url_for_file(url: str) -> str:
+    """The URL to write in the file: a password in it becomes ``${TCLOSE_DB_PASSWORD}``."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1${" + PASSWORD_VARIABLE + "}@", url)
+
+
+def _key(name: str) -> str:
+    """``name`` as a YAML mapping key (quoted when YAML needs it)."""
+    return yaml.safe_dump({str(name): 0}, allow_unicode=True, width=10_000).rsplit(": 0", 1)[0]
+
+
+def _scalar(value: str) -> str:
+    return yaml.safe_dump(value, allow_unicode=True, width=10_000).split("\n...")[0].strip()
+
+
+def _hint(column: ColumnInfo, key: str | None) -> str:
+    if column.name == key:
+        return f"{column.sql_type}; the row key: not published"
+    if _IDENTIFIER_HINTS.search(column.name):
+        return f"{column.sql_type}; looks like a direct identifier"
+    return column.sql_type
+
+
+def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
+    """The YAML text of a configuration skeleton for ``table`` with ``columns``."""
+    primary = [c.name for c in columns if c.primary_key]
+    key = primary[0] if len(primary) == 1 else None
+    base = table.rpartition(".")[2]
+    width = max([len(_key(c.name)) for c in columns] + [4])
+    today = dt.date.today().isoformat()
+    lines = [
+        f"# tclose configuration for table {table}, written by `tclose init` on {today}.",
+        "#",
+        "# To do before `tclose run THIS_FILE`:",
+        "#  1. Give every column under `attributes` a role (all start as `other`):",
+        "#       identifier        a direct identifier (name, e-mail, ...): dropped from the output",
+        "#       quasi_identifier  could identify someone in combination (age, zip, dates, ...):",
+        "#                         replaced by its cluster's mean, so that k rows look alike",
+        "#       confidential      the sensitive value to protect (diagnosis, salary, ...): kept",
+        "#                         as is; its distribution in every cluster stays t-close to the",
+        "#                         whole table's",
+        "#       other             passes through unchanged (delete the line: same effect)",
+        "#     At least one quasi_identifier is required; privacy.t needs a confidential column.",
+        "#     Quasi-identifier and confidential columns must hold no NULL.",
+        f"#  2. Check each `type` (supported for quasi-identifiers and confidential attributes: "
+        f"{', '.join(ATTRIBUTE_TYPES)}).",
+        "#  3. Choose k and t under `privacy`, and the algorithm.",
+        "#  Run `tclose run --dry-run THIS_FILE` to try it without publishing anything.",
+        "",
+        "source:",
+        f"  url: {_scalar(url_for_file(url))}",
+        f"  table: {_scalar(table)}",
+    ]
+    if key is not None:
+        lines.append(f"  key: {_key(key)}  # identifies rows while tclose works; not published")
+    else:
+        lines.append(
+            "  # key: COLUMN  # name a unique, non-null column (no single-column "
+            "primary key was found)"
+        )
+    lines += [
+        "target:",
+        f"  table: {_scalar(base + '_anon')}  # where the verified, anonymized table is published",
+        "  if_exists: fail  # fail | replace (an existing target is only replaced when verified)",
+        "attributes:",
+    ]
+    for column in columns:
+        name = (_key(column.name) + ":").ljust(width + 1)
+        body = f"{{role: other, type: {column.attribute_type}}}"
+        lines.append(f"  {name} {body:<31}  # {_hint(column, key)}")
+    lines += [
+        "privacy:",
+        "  k: 5     # every published row shares its quasi-identifier values with >= k-1 others",
+        "  t: 0.15  # EMD between any cluster's confidential values and the table's, at most t",
+        "           # (in (0, 1]; smaller is more private and loses more information)",
+        "algorithm:",
+        "  name: t-first  # t-first (fastest, the paper's best) | merge | k-first | mdav (k only)",
+        "  options: {}    # `tclose plugins` lists the algorithms; unknown options are errors",
+        "report:",
+        f"  json: {_scalar('reports/' + base + '.json')}  # the audit report",
+        f"  html: {_scalar('reports/' + base + '.html')}  # the same with plots, for people",
+        "  # table: tclose_audit  # one row per run in the target database",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,159 @@
+"""Built-in plugin ``audit_table``: one row per run in an audit table of the target database.
+
+Enabled by ``report.table`` in the YAML. After every run that reached verification (published,
+dry run or failed verification) it appends a row to that table in the target's database, creating
+the table on first use, so the history of releases can be queried with SQL::
+
+    SELECT started_at, target_table, k, k_achieved, t, t_achieved, verified, published
+    FROM tclose_audit ORDER BY started_at;
+
+The row holds the run id, the start and end times (UTC), the configuration digest, the source and
+target tables, row counts, k and t requested and achieved (``t_achieved`` is the largest EMD over
+the confidential attributes), the algorithm, the verdict, and the whole audit report as JSON
+(``JSONB`` on PostgreSQL). The report carries no secret and no individual value, so neither does
+the table. A table name may be schema-qualified (``audit.tclose_runs``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from tclose.errors import DataError
+from tclose.hookspecs import hookimpl
+
+#: The audit table's columns, in order (a pre-existing table must have at least these).
+COLUMNS = (
+    "run_id",
+    "started_at",
+    "finished_at",
+    "config_sha256",
+    "source_table",
+    "target_table",
+    "rows_in",
+    "rows_out",
+    "rows_set_aside",
+    "k",
+    "k_achieved",
+    "t",
+    "t_achieved",
+    "algorithm",
+    "verified",
+    "published",
+    "dry_run",
+    "tool_version",
+    "report",
+)
+
+
+def audit_table(name: str, metadata: sa.MetaData | None = None) -> sa.Table:
+    """The audit table's definition; ``name`` may be ``schema.table``."""
+    schema, _, table = name.rpartition(".")
+    report_type = (
+        sa.JSON()
+        .with_variant(postgresql.JSONB(), "postgresql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+    )
+    return sa.Table(
+        table,
+        metadata or sa.MetaData(),
+        sa.Column("run_id", sa.String(32), primary_key=True),
+        sa.Column("started_at", sa.DateTime, nullable=False),
+        sa.Column("finished_at", sa.DateTime),
+        sa.Column("config_sha256", sa.String(64)),
+        sa.Column("source_table", sa.String(255)),
+        sa.Column("target_table", sa.String(255)),
+        sa.Column("rows_in", sa.BigInteger),
+        sa.Column("rows_out", sa.BigInteger),
+        sa.Column("rows_set_aside", sa.BigInteger),
+        sa.Column("k", sa.Integer),
+        sa.Column("k_achieved", sa.Integer),
+        sa.Column("t", sa.Float),
+        sa.Column("t_achieved", sa.Float),
+        sa.Column("algorithm", sa.String(100)),
+        sa.Column("verified", sa.Boolean),
+        sa.Column("published", sa.Boolean),
+        sa.Column("dry_run", sa.Boolean),
+        sa.Column("tool_version", sa.String(40)),
+        sa.Column("report", report_type),
+        schema=schema or None,
+    )
+
+
+def audit_row(report: dict[str, Any]) -> dict[str, Any]:
+    """The audit table row of one report."""
+    import json
+
+    run = report.get("run", {})
+    privacy = report.get("privacy", {})
+    t_values = list((privacy.get("t_achieved") or {}).values())
+    return {
+        "run_id": run.get("id"),
+        "started_at": _timestamp(run.get("started")),
+        "finished_at": _timestamp(run.get("finished")),
+        "config_sha256": report.get("config_sha256"),
+        "source_table": report.get("source", {}).get("table"),
+        "target_table": report.get("target", {}).get("table"),
+        "rows_in": report.get("source", {}).get("rows"),
+        "rows_out": report.get("target", {}).get("rows"),
+        "rows_set_aside": report.get("source", {}).get("rows_set_aside", 0),
+        "k": privacy.get("k"),
+        "k_achieved": privacy.get("k_achieved"),
+        "t": privacy.get("t"),
+        "t_achieved": max(t_values) if t_values else None,
+        "algorithm": report.get("algorithm", {}).get("name"),
+        "verified": bool(report.get("verification", {}).get("passed")),
+        "published": bool(run.get("published")),
+        "dry_run": bool(run.get("dry_run")),
+        "tool_version": report.get("tool", {}).get("version"),
+        "report": json.loads(json.dumps(report, default=str)),
+    }
+
+
+def append_report(engine: sa.Engine, table_name: str, report: dict[str, Any]) -> None:
+    """Create the audit table if needed and append the row of ``report``.
+
+    Raises:
+        DataError: the table exists without the audit columns.
+    """
+    table = audit_table(table_name)
+    row = audit_row(report)
+    if engine.dialect.name in ("mysql", "mariadb"):
+        import json
+
+        row["report"] = json.dumps(row["report"])
+    with engine.begin() as connection:
+        table.create(connection, checkfirst=True)
+        present = {
+            c["name"] for c in sa.inspect(connection).get_columns(table.name, schema=table.schema)
+        }
+        missing = [c for c in COLUMNS if c not in present]
+        if missing:
+            raise DataError(
+                f"The audit table {table_name} exists but lacks the column(s) "
+                f"{', '.join(missing)}; point report.table at a new table name."
+            )
+        connection.execute(table.insert(), [row])
+
+
+@hookimpl
+def run_finished(report: dict[str, Any], config: Any) -> None:
+    """Append the run to ``report.table`` in the target database, if configured."""
+    name = getattr(config, "report_table", None)
+    if not name:
+        return
+    from tclose.connectors.sql import url_with_password
+
+    engine = sa.create_engine(url_with_password(config.target.url, config.target.password_file))
+    try:
+        append_report(engine, name, report)
+    finally:
+        engine.dispose()
+
+
+def _timestamp(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
