@@ -14,8 +14,19 @@ import pandas as pd
 from .errors import DataError
 
 
+def _rows(mask: pd.Series) -> str:
+    """The first few index labels where ``mask`` holds, for error messages."""
+    labels = [str(label) for label in mask.index[mask.to_numpy()][:5]]
+    more = ", ..." if int(mask.sum()) > 5 else ""
+    return ", ".join(labels) + more
+
+
 def numeric_column(values: pd.Series, column: str, role: str) -> np.ndarray:
     """The column as ``float64``; :class:`DataError` naming the column for NULLs or text.
+
+    Messages give the column, the problem, how many rows and the first rows affected (by the
+    Series' index: the row key when the caller indexes by it), never the offending values, which
+    may be personal data.
 
     Args:
         values: the raw column as read from the source.
@@ -26,20 +37,23 @@ def numeric_column(values: pd.Series, column: str, role: str) -> np.ndarray:
     if missing.any():
         raise DataError(
             f"The {role} column {column!r} has {int(missing.sum())} missing (NULL) value(s) in "
-            f"{len(values)} rows. Fill or exclude them before anonymizing."
+            f"{len(values)} rows (rows {_rows(missing)}). Fill or exclude them before "
+            f"anonymizing."
         )
     converted = pd.to_numeric(values, errors="coerce")
     bad = converted.isna()
     if bad.any():
-        examples = ", ".join(repr(v) for v in values[bad].unique()[:3])
         raise DataError(
             f"The {role} column {column!r} is declared numeric but {int(bad.sum())} row(s) hold "
-            f"non-numeric values (e.g. {examples})."
+            f"non-numeric values (rows {_rows(bad)}). Clean them, or declare another type."
         )
     result = converted.to_numpy(dtype=np.float64)
-    if not np.isfinite(result).all():
-        raise DataError(f"The {role} column {column!r} holds infinite values "
-                        f"in {int((~np.isfinite(result)).sum())} row(s).")
+    infinite = ~np.isfinite(result)
+    if infinite.any():
+        raise DataError(
+            f"The {role} column {column!r} holds infinite values in "
+            f"{int(infinite.sum())} row(s) (rows {_rows(pd.Series(infinite, index=values.index))})."
+        )
     return result
 
 
@@ -65,8 +79,9 @@ def cluster_means(matrix: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return sums / counts[:, None]
 
 
-def aggregate(matrix: np.ndarray, labels: np.ndarray, columns: Sequence[str],
-              rounded: Sequence[str] = ()) -> dict[str, np.ndarray]:
+def aggregate(
+    matrix: np.ndarray, labels: np.ndarray, columns: Sequence[str], rounded: Sequence[str] = ()
+) -> dict[str, np.ndarray]:
     """Each row's quasi-identifiers replaced by its cluster's mean (rounded where asked).
 
     Returns column → ``(n,)`` array.
