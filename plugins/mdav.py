@@ -20,7 +20,14 @@ class MDAV:
     """
 
     name = "mdav"
-    options_schema: Mapping[str, Option] = {}
+    options_schema: Mapping[str, Option] = {
+        "ties": Option(
+            str, "lowest",
+            "Ties in nearest-record searches: 'lowest' row index, or 'sdcmicro' (highest, as "
+            "sdcMicro's bucket sort does; identical results on data without ties).",
+            choices=("lowest", "sdcmicro"),
+        ),
+    }
     requires_t = False
 
     def partition(
@@ -31,7 +38,7 @@ class MDAV:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
-        return Partition(mdav(x, k), {"t_enforced": False})
+        return Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
 
 
 @hookimpl
