@@ -1,0 +1,173 @@
+"""Value hierarchies (taxonomies) of nominal attributes.
+
+A hierarchy is a tree whose leaves are the values that may occur in the data. It can be given in
+YAML as a nested mapping (a list holds leaves; ``null`` marks a leaf)::
+
+    hierarchy:
+      Any:
+        Circulatory: [I20, I21, I50]
+        Respiratory: {Infections: [J10, J18], Chronic: [J44, J45]}
+
+or as a CSV file of paths, one leaf per line from the leaf to the most general value, like ARX's
+hierarchy files (``;`` or ``,`` separated)::
+
+    I20;Circulatory;Any
+    J10;Infections;Respiratory;Any
+
+Heights: a node's depth is its distance from the root; ``H`` is the largest leaf depth. The ground
+distance between two leaves is ``(H - depth(LCA)) / H`` (Li et al.'s hierarchical distance: the
+height of their lowest common ancestor over the height of the tree, for trees whose leaves all
+have depth ``H``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError, DataError
+
+
+@dataclass
+class Hierarchy:
+    """A rooted tree of values.
+
+    Attributes:
+        root: the root's name.
+        children: node → its children, in the order given.
+        parent: node → its parent (``None`` for the root).
+        leaves: the leaves in depth-first order (siblings in the order given).
+        depth: node → distance from the root.
+    """
+
+    root: str
+    children: dict[str, list[str]]
+    parent: dict[str, str | None] = field(default_factory=dict)
+    leaves: list[str] = field(default_factory=list)
+    depth: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.parent = {self.root: None}
+        self.depth = {self.root: 0}
+        self.leaves = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            kids = self.children.get(node, [])
+            if not kids:
+                self.leaves.append(node)
+            for child in reversed(kids):
+                if child in self.parent:
+                    raise ConfigError(f"Hierarchy value {child!r} appears twice in the tree.")
+                self.parent[child] = node
+                self.depth[child] = self.depth[node] + 1
+                stack.append(child)
+
+    @property
+    def height(self) -> int:
+        """``H``: the largest leaf depth (at least 1 so that distances stay defined)."""
+        return max(1, max(self.depth[leaf] for leaf in self.leaves))
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any], path: str = "hierarchy") -> Hierarchy:
+        """Build from a nested mapping with exactly one top-level key (the root)."""
+        if not isinstance(mapping, Mapping) or len(mapping) != 1:
+            raise ConfigError(f"==> At {path}\nA hierarchy is a mapping with exactly one root "
+                              f"key, e.g. {{Any: {{Europe: [Spain, France]}}}}.")
+        children: dict[str, list[str]] = {}
+
+        def walk(node: str, body: Any) -> None:
+            if body is None:
+                return
+            if isinstance(body, Mapping):
+                kids = list(body.items())
+            elif isinstance(body, (list, tuple)):
+                kids = [(item, None) if not isinstance(item, Mapping) else next(iter(item.items()))
+                        for item in body]
+            else:
+                raise ConfigError(f"==> At {path}\nUnder {node!r}: expected a mapping, a list or "
+                                  f"nothing, got {body!r}.")
+            children[node] = [str(name) for name, _ in kids]
+            for name, sub in kids:
+                walk(str(name), sub)
+
+        (root, body), = mapping.items()
+        walk(str(root), body)
+        return cls(str(root), children)
+
+    @classmethod
+    def from_csv(cls, file: str | Path) -> Hierarchy:
+        """Build from a CSV of leaf-to-root paths; a missing common root is added as ``*``."""
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"Cannot read the hierarchy file {file}: {error.strerror}.") from None
+        delimiter = ";" if text.count(";") >= text.count(",") else ","
+        paths = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines(),
+                                                                       delimiter=delimiter)
+                 if row and any(cell.strip() for cell in row)]
+        if not paths:
+            raise ConfigError(f"The hierarchy file {file} is empty.")
+        tops = {p[-1] for p in paths}
+        if len(tops) > 1:
+            paths = [[*p, "*"] for p in paths]
+        children: dict[str, list[str]] = {}
+        parents: dict[str, str] = {}
+        for line, row in enumerate(paths, 1):
+            for child, parent in zip(row[:-1], row[1:]):
+                if parents.setdefault(child, parent) != parent:
+                    raise ConfigError(f"Hierarchy file {file}, line {line}: {child!r} has two "
+                                      f"parents ({parents[child]!r} and {parent!r}).")
+                siblings = children.setdefault(parent, [])
+                if child not in siblings:
+                    siblings.append(child)
+        return cls(paths[0][-1], children)
+
+    @classmethod
+    def load(cls, spec: Any, path: str = "hierarchy", base: Path | None = None) -> Hierarchy:
+        """From a YAML value: a nested mapping, or the path of a CSV file (relative to ``base``)."""
+        if isinstance(spec, Hierarchy):
+            return spec
+        if isinstance(spec, str):
+            file = Path(spec)
+            if base is not None and not file.is_absolute():
+                file = base / file
+            return cls.from_csv(file)
+        return cls.from_mapping(spec, path)
+
+    def check_values(self, values: Iterable[Any], column: str) -> None:
+        """:class:`DataError` listing the data values that are not leaves of the hierarchy."""
+        leaves = set(self.leaves)
+        unknown = sorted({str(v) for v in values} - leaves)
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:10])
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            raise DataError(f"Column {column!r}: {len(unknown)} value(s) are not leaves of its "
+                            f"hierarchy: {shown}{more}. Add them to the hierarchy.")
+
+    def ancestors(self, leaf: str) -> list[str]:
+        """``leaf``'s ancestors from its parent up to the root."""
+        out = []
+        node = self.parent[leaf]
+        while node is not None:
+            out.append(node)
+            node = self.parent[node]
+        return out
+
+    def leaf_distance_matrix(self, leaves: list[str]) -> np.ndarray:
+        """Ground distances ``(H - depth(LCA)) / H`` between the given leaves."""
+        height = self.height
+        chains = [[leaf, *self.ancestors(leaf)] for leaf in leaves]
+        sets = [set(chain) for chain in chains]
+        size = len(leaves)
+        out = np.zeros((size, size))
+        for i in range(size):
+            for j in range(i + 1, size):
+                lca = next(node for node in chains[i] if node in sets[j])
+                out[i, j] = out[j, i] = (height - self.depth[lca]) / height
+        return out

@@ -1,0 +1,44 @@
+"""Distance plugin ``nominal-ranking``: EMD for nominal attributes, with a total order of the
+categories so that t-first can stratify them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tclose.hierarchy import Hierarchy
+from tclose.hookspecs import hookimpl
+from tclose.interfaces import FittedDistance, Option
+from tclose.plugins.kernels.nominal import ORDERS, NominalEMD
+
+
+class NominalRankingDistance:
+    """EMD with the equal ground distance (total variation), or with the hierarchical ground
+    distance of Li et al. when the attribute has a ``hierarchy``; categories ranked by
+    ``order`` for t-first's strata (see :mod:`tclose.plugins.kernels.nominal`)."""
+
+    name = "nominal-ranking"
+    attribute_types = ("nominal",)
+    options_schema: Mapping[str, Option] = {
+        "order": Option(str, "auto", "Total order of the categories for t-first's strata: "
+                        "auto (hierarchy if one is given, else frequency), frequency, hierarchy, "
+                        "marginality, listed.", choices=ORDERS),
+        "hierarchy": Option(object, None, "The attribute's hierarchy (set from the attribute's "
+                            "'hierarchy' key; a nested mapping or a CSV file of paths)."),
+        "categories": Option(object, None, "The categories in order, for order 'listed' (set "
+                             "from the attribute's 'categories' key)."),
+    }
+
+    def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
+        hierarchy = options.get("hierarchy")
+        if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
+            hierarchy = Hierarchy.load(hierarchy)
+        return NominalEMD.fit(values, hierarchy=hierarchy, order=options.get("order", "auto"),
+                              listed=options.get("categories"))
+
+
+@hookimpl
+def register_distances(register):
+    register(NominalRankingDistance())
