@@ -1,0 +1,309 @@
+"""Attribute types: how a column is encoded for the kernels and aggregated for the output.
+
+Quasi-identifiers become columns of one float matrix ``x`` whose squared Euclidean distance is
+the documented mixed distance between records::
+
+    d(r, s)^2 = sum_numeric w * ((r - s) / std)^2           numeric, date, datetime
+              + sum_ordinal w * ((rank_r - rank_s) / (c - 1))^2   ordinal (c categories)
+              + sum_nominal w * [r != s]                      nominal, no hierarchy
+              + sum_nominal w * (H - depth(LCA(r, s))) / H    nominal with a hierarchy
+
+(``w`` is the attribute's ``weight``, 1 by default). A nominal value is embedded as a one-hot
+vector scaled by ``1/sqrt(2)`` (two different values are at squared distance 1); with a hierarchy
+of height ``H`` the embedding is the one-hot of the value's ancestor at every depth ``1..H``,
+scaled by ``1/sqrt(2H)``, so two leaves differ in exactly ``H - depth(LCA)`` levels. The mean of
+the embedded rows of a cluster is therefore a well-defined "average record" for MDAV and the
+algorithms' farthest/nearest searches.
+
+Aggregation (the value every record of a cluster receives): numeric — the mean (rounded with
+``round: true``); date/datetime — the mean instant (dates rounded to the day); ordinal — the lower
+median in the declared order; nominal — the most frequent value (ties: first in the category
+order), or with a hierarchy the medoid (the member value with the least total hierarchical
+distance to the cluster's records; ties: first in leaf order).
+
+Missing values (``missing:`` per attribute): ``error`` (default), ``category`` (for ordinal and
+nominal attributes NULL becomes a value of its own, written back as NULL), or ``exclude-rows``
+(the rows are set aside before anonymizing and never published; the report counts them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataError
+from .hierarchy import Hierarchy
+
+QI_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
+MISSING_POLICIES = ("error", "category", "exclude-rows")
+#: The value a NULL takes under ``missing: category``; written back as NULL.
+MISSING = "(missing)"
+
+
+def _rows(mask: np.ndarray, index: pd.Index) -> str:
+    labels = [str(label) for label in index[mask][:5]]
+    return ", ".join(labels) + (", ..." if int(mask.sum()) > 5 else "")
+
+
+def missing_mask(values: pd.Series) -> np.ndarray:
+    """Which rows are NULL (``None``, NaN, NaT)."""
+    return values.isna().to_numpy()
+
+
+def rows_to_exclude(frame: pd.DataFrame, specs: Sequence[Any]) -> np.ndarray:
+    """Boolean mask of the rows set aside by ``missing: exclude-rows`` attributes."""
+    mask = np.zeros(len(frame), dtype=bool)
+    for spec in specs:
+        if getattr(spec, "missing", "error") == "exclude-rows":
+            mask |= missing_mask(frame[spec.name])
+    return mask
+
+
+def _check_missing(values: pd.Series, spec: Any, role: str) -> np.ndarray:
+    missing = missing_mask(values)
+    policy = getattr(spec, "missing", "error")
+    if missing.any() and policy == "error":
+        raise DataError(
+            f"The {role} column {spec.name!r} has {int(missing.sum())} missing (NULL) value(s) "
+            f"in {len(values)} rows (rows {_rows(missing, values.index)}). Set "
+            f"attributes.{spec.name}.missing to 'category' or 'exclude-rows', or fill them."
+        )
+    if missing.any() and policy == "category" and spec.type not in ("ordinal", "nominal"):
+        raise DataError(
+            f"The {role} column {spec.name!r} ({spec.type}) has {int(missing.sum())} NULL(s); "
+            f"missing: category applies to ordinal and nominal attributes only. Use "
+            f"'exclude-rows' or fill them."
+        )
+    return missing
+
+
+def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
+    if spec.type in ("date", "datetime"):
+        converted = pd.to_datetime(values, errors="coerce")
+        bad = converted.isna().to_numpy()
+        if bad.any():
+            raise DataError(
+                f"The {role} column {spec.name!r} is declared {spec.type} but "
+                f"{int(bad.sum())} row(s) hold values that are not dates (rows "
+                f"{_rows(bad, values.index)})."
+            )
+        if getattr(converted.dt, "tz", None) is not None:
+            converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
+        return converted.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+    converted = pd.to_numeric(values, errors="coerce")
+    bad = converted.isna().to_numpy()
+    if bad.any():
+        raise DataError(
+            f"The {role} column {spec.name!r} is declared numeric but {int(bad.sum())} row(s) "
+            f"hold non-numeric values (rows {_rows(bad, values.index)}). Clean them, or declare "
+            f"another type."
+        )
+    result = converted.to_numpy(dtype=np.float64)
+    infinite = ~np.isfinite(result)
+    if infinite.any():
+        raise DataError(
+            f"The {role} column {spec.name!r} holds infinite values in "
+            f"{int(infinite.sum())} row(s) (rows {_rows(infinite, values.index)})."
+        )
+    return result
+
+
+def _categories(
+    values: pd.Series, spec: Any, missing: np.ndarray, role: str
+) -> tuple[list[str], np.ndarray]:
+    """Category list (declared order, or natural order) and each row's code."""
+    strings = values.astype(object).where(~missing, MISSING).map(str).to_numpy(dtype=object)
+    declared = getattr(spec, "categories", None)
+    present = list(pd.unique(strings))
+    if declared is not None:
+        categories = [str(c) for c in declared]
+        if missing.any() and MISSING not in categories:
+            categories.append(MISSING)
+        unknown = sorted(set(present) - set(categories))
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:10])
+            raise DataError(
+                f"The {role} column {spec.name!r} holds {len(unknown)} value(s) not "
+                f"in attributes.{spec.name}.categories: {shown}."
+            )
+    else:
+        non_missing = [v for v in present if v != MISSING]
+        raw = values[~missing]
+        numeric = pd.to_numeric(raw, errors="coerce")
+        if len(raw) and not numeric.isna().any():
+            order = {str(v): float(n) for v, n in zip(raw.map(str), numeric)}
+            categories = sorted(non_missing, key=lambda v: (order[v], v))
+        else:
+            categories = sorted(non_missing)
+        if missing.any():
+            categories.append(MISSING)
+    index = {c: i for i, c in enumerate(categories)}
+    return categories, np.array([index[v] for v in strings], dtype=np.int64)
+
+
+@dataclass
+class QuasiIdentifier:
+    """One encoded quasi-identifier: its block of the matrix ``x`` and how to aggregate it."""
+
+    name: str
+    type: str
+    embedding: np.ndarray
+    values: np.ndarray | None = None  # numeric/date: the numbers (ns for dates)
+    codes: np.ndarray | None = None  # ordinal/nominal
+    categories: list[str] = field(default_factory=list)
+    hierarchy: Hierarchy | None = None
+    round: bool = False
+    std: float = 1.0
+
+    def aggregate(self, labels: np.ndarray) -> np.ndarray:
+        """The published value of every row given dense cluster labels."""
+        n_clusters = int(labels.max()) + 1 if len(labels) else 0
+        if self.type in ("numeric", "date", "datetime"):
+            counts = np.bincount(labels, minlength=n_clusters)
+            means = np.bincount(labels, weights=self.values, minlength=n_clusters) / counts
+            out = means[labels]
+            if self.type == "numeric":
+                return np.rint(out) if self.round else out
+            instants = np.rint(out).astype(np.int64).astype("datetime64[ns]")
+            if self.type == "date":
+                instants = (instants + np.timedelta64(12, "h")).astype("datetime64[D]")
+            return instants
+        if self.type == "ordinal":
+            order = np.lexsort((self.codes, labels))
+            sizes = np.bincount(labels, minlength=n_clusters)
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            median = self.codes[order][starts + (sizes - 1) // 2]
+            return self._decode(median[labels])
+        return self._decode(self._nominal_centre(labels, n_clusters)[labels])
+
+    def _nominal_centre(self, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+        m = len(self.categories)
+        counts = np.zeros((n_clusters, m))
+        np.add.at(counts, (labels, self.codes), 1.0)
+        if self.hierarchy is None:
+            return counts.argmax(axis=1)
+        cost = (
+            counts @ self.ground_distances()
+        )  # cost[c, v]: total distance of cluster c's records to value v
+        cost[counts == 0] = np.inf  # the medoid is a member value
+        return cost.argmin(axis=1)
+
+    def _decode(self, codes: np.ndarray) -> np.ndarray:
+        table = np.array([None if c == MISSING else c for c in self.categories], dtype=object)
+        return table[codes]
+
+    def squared_error(self, published: np.ndarray) -> np.ndarray:
+        """Per-row term of the mixed distance between original and published values (weight
+        excluded): the squared standardized difference for numbers and dates, the squared
+        scaled rank difference for ordinals, the 0/1 or hierarchical distance for nominals."""
+        if self.type == "numeric":
+            return ((self.values - published) / self.std) ** 2
+        if self.type in ("date", "datetime"):
+            numbers = published.astype("datetime64[ns]").astype(np.int64).astype(np.float64)
+            return ((self.values - numbers) / self.std) ** 2
+        index = {c: i for i, c in enumerate(self.categories)}
+        codes = np.array(
+            [index[MISSING if v is None else str(v)] for v in published], dtype=np.int64
+        )
+        if self.type == "ordinal":
+            span = max(len(self.categories) - 1, 1)
+            return ((self.codes - codes) / span) ** 2
+        return self.ground_distances()[self.codes, codes]
+
+    def ground_distances(self) -> np.ndarray:
+        """Nominal only: ``(m, m)`` distances between categories (0/1, or the hierarchy's)."""
+        m = len(self.categories)
+        ground = np.ones((m, m)) - np.eye(m)
+        if self.hierarchy is not None:
+            leaves = [c for c in self.categories if c != MISSING]
+            positions = [self.categories.index(leaf) for leaf in leaves]
+            ground[np.ix_(positions, positions)] = self.hierarchy.leaf_distance_matrix(leaves)
+        return ground
+
+
+def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
+    """Encode one QI column (see the module docstring for the distance it realizes)."""
+    missing = _check_missing(values, spec, "quasi-identifier")
+    weight = float(getattr(spec, "weight", 1.0))
+    scale = np.sqrt(weight)
+    if spec.type in ("numeric", "date", "datetime"):
+        numbers = _numbers(values, spec, "quasi-identifier")
+        std = float(numbers.std()) or 1.0
+        embedding = ((numbers - numbers.mean()) / std * scale)[:, None]
+        column = QuasiIdentifier(
+            spec.name,
+            spec.type,
+            embedding,
+            values=numbers,
+            round=bool(getattr(spec, "round", False)),
+            std=std,
+        )
+    elif spec.type == "ordinal":
+        categories, codes = _categories(values, spec, missing, "quasi-identifier")
+        span = max(len(categories) - 1, 1)
+        embedding = (codes / span * scale)[:, None]
+        column = QuasiIdentifier(
+            spec.name, spec.type, embedding, codes=codes, categories=categories
+        )
+    elif spec.type == "nominal":
+        hierarchy = getattr(spec, "hierarchy", None)
+        if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
+            hierarchy = Hierarchy.load(hierarchy, f"attributes.{spec.name}.hierarchy")
+        categories, codes = _categories(values, spec, missing, "quasi-identifier")
+        if hierarchy is not None:
+            hierarchy.check_values([c for c in categories if c != MISSING], spec.name)
+            embedding = _hierarchy_embedding(hierarchy, categories, codes) * scale
+        else:
+            embedding = np.eye(len(categories))[codes] / np.sqrt(2.0) * scale
+        column = QuasiIdentifier(
+            spec.name, spec.type, embedding, codes=codes, categories=categories, hierarchy=hierarchy
+        )
+    else:
+        raise DataError(f"Unknown attribute type {spec.type!r} for {spec.name!r}.")
+    return column
+
+
+def _hierarchy_embedding(
+    hierarchy: Hierarchy, categories: list[str], codes: np.ndarray
+) -> np.ndarray:
+    height = hierarchy.height
+    levels = []
+    for category in categories:
+        if category == MISSING:
+            levels.append([MISSING] * height)
+            continue
+        chain = [category, *hierarchy.ancestors(category)][::-1][1:]  # depth 1 .. leaf
+        chain += [chain[-1]] * (height - len(chain))  # shallow leaves repeat themselves
+        levels.append(chain)
+    blocks = []
+    for depth in range(height):
+        names = sorted({row[depth] for row in levels})
+        index = {name: i for i, name in enumerate(names)}
+        per_category = np.array([index[row[depth]] for row in levels])
+        blocks.append(np.eye(len(names))[per_category[codes]])
+    return np.hstack(blocks) / np.sqrt(2.0 * height)
+
+
+def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """A confidential column as the values its distance is fitted on, and extra distance options.
+
+    numeric → floats; date/datetime → nanoseconds as floats; ordinal → the rank of each value in
+    the declared order; nominal → strings (NULL as ``(missing)`` under ``missing: category``), with
+    the attribute's ``hierarchy`` and ``categories`` passed to the distance.
+    """
+    missing = _check_missing(values, spec, "confidential")
+    if spec.type in ("numeric", "date", "datetime"):
+        return _numbers(values, spec, "confidential"), {}
+    categories, codes = _categories(values, spec, missing, "confidential")
+    if spec.type == "ordinal":
+        return codes.astype(np.float64), {}
+    extra: dict[str, Any] = {}
+    if getattr(spec, "hierarchy", None) is not None:
+        extra["hierarchy"] = spec.hierarchy
+    if getattr(spec, "categories", None) is not None:
+        extra["categories"] = categories
+    return np.array([categories[c] for c in codes], dtype=object), extra
