@@ -1,38 +1,66 @@
-"""Connector plugin ``sqlalchemy``: SQLite, PostgreSQL and MySQL/MariaDB through SQLAlchemy 2.
+"""The common base of the SQL connectors: table names, sessions, staging tables, streamed reads.
 
-The connector knows SQL and nothing of privacy. It reads columns in streamed chunks, creates and
-fills the staging table, reads it back for verification, and publishes it under the target's name
-atomically. Table names may be qualified (``schema.table``); every identifier is quoted by
-SQLAlchemy, so odd column names (spaces, capitals, reserved words) are safe.
+The built-in connectors — :mod:`~tclose.connectors.sqlite`, :mod:`~tclose.connectors.postgresql`
+and :mod:`~tclose.connectors.mysql` — are plugin modules that subclass :class:`SQLDatabase` and
+:class:`Session` where their dialect differs (transactions, bulk writes, publishing). A third-party
+connector for another SQLAlchemy dialect can do the same and register itself through the
+``register_connectors`` hook. Connectors know SQL and nothing of privacy.
+
+The runner uses a connector in this order (see ``docs/databases.md``)::
+
+    database = connector.connect(url, password_file)
+    source = database.table(TableName.parse("schema.table"))          # reflect, or DataError
+    staging = database.staging_table(name, source, columns, replaced, rounded, source_dialect)
+    with database.session(staging) as session:    # snapshot opened, leftovers dropped, staging made
+        frames = session.read(source_name, kernel_columns, key)        # pass 1, streamed
+        session.fill_joined(...)        # or, for a target in another database, fill_streamed(...)
+        frames = session.read(staging_name, ...)                       # verification read-back
+        session.publish(staging_name, target_name, replace=False)      # atomic swap
+    # Leaving the block without publish() rolls back or drops the staging and helper tables.
+
+Every identifier is quoted, so odd column names (spaces, capitals, reserved words, quotes,
+``%``) are safe; table names may be qualified as ``schema.table``.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import logging
+import secrets
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
-from tclose.hookspecs import hookimpl
 
-#: Suffixes of the helper tables a run creates next to the target; a leftover one (from a killed
-#: run) is dropped at the start of the next run for the same target.
+log = logging.getLogger("tclose")
+
+#: Suffix of the staging table a run creates next to its target.
 STAGING_SUFFIX = "__tclose_staging"
+#: Suffix of the persistent helper table of tclose 0.1 (now a temporary table); a leftover one is
+#: dropped like a leftover staging table.
 MAP_SUFFIX = "__tclose_map"
+#: Suffix under which MySQL keeps the replaced target between ``RENAME TABLE`` and ``DROP TABLE``.
+OLD_SUFFIX = "__tclose_old"
 #: Name of the new surrogate key column of the published table.
 ROW_COLUMN = "tclose_row"
+#: Temporary helper tables of the in-database join (one run's session only).
+MAP_TABLE = "tclose_map"
+CENTROID_TABLE = "tclose_centroids"
+#: Label of the row key column in streamed reads.
+KEY_LABEL = "__key__"
 
 
 @dataclass(frozen=True)
 class TableName:
-    """A possibly schema-qualified table name."""
+    """A possibly schema-qualified table name (``schema.table``; the last dot separates)."""
 
     schema: str | None
     name: str
@@ -50,7 +78,11 @@ class TableName:
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:
-    """The SQLAlchemy URL, with the password read from ``password_file`` if one is given."""
+    """The SQLAlchemy URL, with the password read from ``password_file`` if one is given.
+
+    The file's content, stripped of surrounding whitespace, is the password. Messages never show
+    the password: an unparsable URL is shown from its host part on.
+    """
     try:
         parsed = make_url(url)
     except sa.exc.ArgumentError:
@@ -66,50 +98,115 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     return parsed
 
 
+def leftover_names(staging: TableName) -> list[TableName]:
+    """Tables an interrupted run for the same target may have left: the staging table, the
+    helper table of tclose 0.1 and MySQL's replaced target between rename and drop."""
+    target = TableName(staging.schema, staging.name.removesuffix(STAGING_SUFFIX))
+    return [staging, staging.with_suffix(MAP_SUFFIX), target.with_suffix(OLD_SUFFIX)]
+
+
 class SQLDatabase:
-    """One database, reached through a SQLAlchemy engine."""
+    """One database reached through a SQLAlchemy engine; subclassed per dialect.
+
+    Attributes:
+        url: the SQLAlchemy URL (it may hold a password: show :attr:`redacted_url` instead).
+        dialect: the SQLAlchemy backend name (``"postgresql"``, ``"mysql"``, ``"sqlite"``).
+        engine: the engine (see :meth:`create_engine`).
+    """
+
+    #: The :class:`Session` subclass of the dialect.
+    session_class: ClassVar[type[Session]]
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
-        self.url = url_with_password(url, password_file)
+        self.url = self.adapt_url(url_with_password(url, password_file))
         self.dialect = self.url.get_backend_name()
         try:
-            self.engine: Engine = sa.create_engine(self.url)
+            self.engine: Engine = self.create_engine()
         except (ImportError, sa.exc.NoSuchModuleError) as error:
             raise DataError(f"No driver for {self.dialect}: {error}.") from None
 
+    def create_engine(self) -> Engine:
+        """The engine; without a pool, so that a session's connection (its temporary tables and
+        locks) ends with the session."""
+        return sa.create_engine(self.url, poolclass=NullPool)
+
+    def adapt_url(self, url: sa.URL) -> sa.URL:
+        """The URL to connect with (a dialect may choose its driver here)."""
+        return url
+
     @property
     def redacted_url(self) -> str:
+        """The URL with the password replaced by ``***``."""
         return self.url.render_as_string(hide_password=True)
 
     def same_database(self, other: SQLDatabase) -> bool:
         return self.url == other.url
 
-    # --- inspection -------------------------------------------------------------------------
+    @property
+    def joins_in_snapshot(self) -> bool:
+        """Whether a same-database target is built by ``INSERT ... SELECT ... JOIN`` inside the
+        source's snapshot (else the runner streams the source again into a second session)."""
+        return True
+
+    # --- errors and quoting ---------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def errors(self, action: str) -> Iterator[None]:
+        """Turn database errors raised inside the block into :class:`DataError` (exit code 3)
+        naming ``action``; the message shows the server's text and the redacted URL."""
         try:
             yield
-        except sa.exc.OperationalError as error:
-            raise DataError(
-                f"Database error while {action} on {self.redacted_url}: {error.orig}"
-            ) from None
+        except sa.exc.DBAPIError as error:
+            raise self.describe(error.orig, action) from None
+        except sa.exc.NoSuchTableError as error:
+            raise DataError(f"Table {error} does not exist in {self.redacted_url}.") from None
+        except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
+            raise self.describe(error, action) from None
 
-    def table(self, name: TableName) -> sa.Table:
+    def describe(self, error: BaseException, action: str) -> DataError:
+        """The :class:`DataError` for a driver error raised while doing ``action``."""
+        text = " ".join(str(error).split()) or type(error).__name__
+        return DataError(f"Database error while {action} on {self.redacted_url}: {text}")
+
+    def quote(self, name: str) -> str:
+        """``name`` as a quoted identifier, for SQL executed without parameters."""
+        return '"' + name.replace('"', '""') + '"'
+
+    def qualified(
+        self, name: TableName | sa.Table, quote: Callable[[str], str] | None = None
+    ) -> str:
+        """The quoted, possibly schema-qualified name of a table (``quote``: default
+        :meth:`quote`)."""
+        quote = quote or self.quote
+        if isinstance(name, sa.Table):
+            name = TableName(name.schema, name.name)
+        if name.schema:
+            return f"{quote(name.schema)}.{quote(name.name)}"
+        return quote(name.name)
+
+    # --- inspection -----------------------------------------------------------------------------
+
+    def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
         """The reflected table; :class:`DataError` if it does not exist."""
-        with self._errors(f"reading the definition of table {name}"):
-            if not sa.inspect(self.engine).has_table(name.name, schema=name.schema):
+        with (
+            self.errors(f"reading the definition of table {name}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            if not sa.inspect(bound).has_table(name.name, schema=name.schema):
                 raise DataError(f"Table {name} does not exist in {self.redacted_url}.")
-            return sa.Table(name.name, sa.MetaData(), schema=name.schema,
-                            autoload_with=self.engine)
+            return sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
 
-    def exists(self, name: TableName) -> bool:
-        with self._errors(f"looking for table {name}"):
-            return sa.inspect(self.engine).has_table(name.name, schema=name.schema)
+    def exists(self, name: TableName, connection: Connection | None = None) -> bool:
+        """Whether table ``name`` exists (as seen by ``connection``, if given)."""
+        with (
+            self.errors(f"looking for table {name}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            return sa.inspect(bound).has_table(name.name, schema=name.schema)
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
-        """The column that identifies source rows: ``key``, else the single-column primary key,
-        else SQLite's ``rowid``."""
+        """The column that identifies source rows: ``key``, else the single-column primary key;
+        :class:`ConfigError` if there is neither."""
         if key is not None:
             if key not in table.c:
                 raise DataError(f"source.key {key!r} is not a column of {table.fullname}.")
@@ -117,20 +214,26 @@ class SQLDatabase:
         primary = list(table.primary_key.columns)
         if len(primary) == 1:
             return primary[0]
-        if self.dialect == "sqlite":
-            qualified = self.engine.dialect.identifier_preparer.format_table(table)
-            return sa.literal_column(f"{qualified}.rowid", sa.Integer)
         raise ConfigError(
             f"==> At source ==> At key: key\nTable {table.fullname} has no single-column primary "
             f"key; name a unique, non-null column as source.key."
         )
 
     def count(self, name: TableName) -> int:
+        """The number of rows of table ``name``."""
         table = self.table(name)
-        with self._errors(f"counting rows of {name}"), self.engine.connect() as connection:
+        with self.errors(f"counting rows of {name}"), self.engine.connect() as connection:
             return int(connection.execute(sa.select(sa.func.count()).select_from(table)).scalar())
 
-    # --- reading ----------------------------------------------------------------------------
+    def drop_if_exists(self, name: TableName) -> bool:
+        """Drop table ``name`` if it exists (committed at once); return whether it existed."""
+        with self.errors(f"dropping {name}"), self.engine.begin() as connection:
+            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
+                return False
+            sa.Table(name.name, sa.MetaData(), schema=name.schema).drop(connection)
+            return True
+
+    # --- reading outside a run ------------------------------------------------------------------
 
     def read(
         self,
@@ -140,10 +243,212 @@ class SQLDatabase:
         chunk_size: int = 50_000,
         with_key: bool = True,
     ) -> Iterator[pd.DataFrame]:
-        """Stream ``columns`` of table ``name`` in chunks, ordered by the row key.
+        """Stream ``columns`` of table ``name`` in a read-only session; see :meth:`Session.read`."""
+        with self.session(read_only=True) as session:
+            yield from session.read(name, columns, key, chunk_size, with_key)
 
-        With ``with_key`` the first column of every chunk is the row key, named ``__key__``.
-        Rows come through a server-side cursor (``yield_per``), so memory holds one chunk.
+    # --- the staging table ----------------------------------------------------------------------
+
+    def row_type(self) -> sa.types.TypeEngine:
+        """Column type of the new surrogate key ``tclose_row``."""
+        return sa.BigInteger()
+
+    def staging_table(
+        self,
+        name: TableName,
+        source: sa.Table,
+        output_columns: Sequence[str],
+        replaced: Collection[str],
+        rounded: Collection[str] = (),
+        source_dialect: str | None = None,
+    ) -> sa.Table:
+        """The definition (not yet created) of the staging table.
+
+        Column ``tclose_row`` (the new key, primary key) comes first, then ``output_columns`` in
+        order. Pass-through columns keep their source type; replaced quasi-identifiers become
+        double precision, or keep their integer type (``BIGINT`` if the source type is not an
+        integer) when ``rounded``. When the source is another dialect, types are translated
+        through their SQLAlchemy generic equivalents (:meth:`portable_type`).
+        """
+        columns = [sa.Column(ROW_COLUMN, self.row_type(), primary_key=True, autoincrement=False)]
+        for column in output_columns:
+            if column == ROW_COLUMN:
+                raise ConfigError(
+                    f"The source has a column named {ROW_COLUMN!r}, which tclose "
+                    f"uses for the new row key. Rename or drop it."
+                )
+            column_type = source.c[column].type
+            if column in replaced:
+                if column not in rounded:
+                    column_type = sa.Double()
+                elif not isinstance(column_type, sa.Integer):
+                    column_type = sa.BigInteger()
+            if source_dialect is not None and source_dialect != self.dialect:
+                column_type = self.portable_type(column_type, column)
+            else:
+                column_type = self.same_dialect_type(column_type)
+            columns.append(sa.Column(column, column_type, nullable=True))
+        return sa.Table(name.name, sa.MetaData(), *columns, schema=name.schema)
+
+    def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
+        """A reflected type, ready to be used in a new table of the same database."""
+        return column_type
+
+    def portable_type(self, column_type: sa.types.TypeEngine, column: str) -> sa.types.TypeEngine:
+        """A type of another dialect, translated for this one; :class:`DataError` if it has no
+        equivalent."""
+        if isinstance(column_type, sa.types.NullType):
+            generic = None
+        else:
+            try:
+                generic = column_type.as_generic()
+            except NotImplementedError:
+                generic = None
+        if generic is not None:
+            generic = self.adapt_portable_type(generic)
+            try:
+                generic.compile(dialect=self.engine.dialect)
+            except (sa.exc.CompileError, sa.exc.ArgumentError):
+                generic = None
+        if generic is None:
+            raise DataError(
+                f"Column {column!r} has type {column_type!r}, which has no portable equivalent "
+                f"in {self.dialect}. Publish into a database of the source's kind, or drop the "
+                f"column (role: identifier)."
+            )
+        return generic
+
+    def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
+        """A generic type (from another dialect) as this dialect should store it."""
+        return generic
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def session(
+        self, staging: sa.Table | None = None, *, read_only: bool = False
+    ) -> Iterator[Session]:
+        """A :class:`Session`: one connection in one consistent snapshot of the database.
+
+        With ``staging``, the session first drops tables left by an interrupted run for the same
+        target (see :func:`leftover_names`) and creates the staging table, in the way the dialect
+        keeps them invisible or removable. Leaving the block without :meth:`Session.publish`
+        rolls back or drops everything the session created.
+
+        Args:
+            staging: the staging table to create (from :meth:`staging_table`), or ``None``.
+            read_only: open a read-only transaction (ignored when ``staging`` is given).
+        """
+        with self.errors(f"connecting to {self.dialect}"):
+            connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        session = self.session_class(self, connection, read_only=read_only and staging is None)
+        try:
+            with self.errors(
+                "opening a transaction"
+                if staging is None
+                else f"creating the staging table {staging.fullname}"
+            ):
+                session.begin(staging)
+            yield session
+        except BaseException:
+            session.close(failed=True)
+            raise
+        session.close()
+
+
+class Session:
+    """One connection holding one transaction, opened by :meth:`SQLDatabase.session`.
+
+    The base class runs plain SQL that SQLite, PostgreSQL and MySQL share; the dialect modules
+    override transaction control (:meth:`begin`, :meth:`end`), bulk writes
+    (:meth:`insert_arrays`, :meth:`insert_rows`), streamed reads (:meth:`stream`) and
+    :meth:`publish`.
+    """
+
+    def __init__(self, database: SQLDatabase, connection: Connection, *, read_only: bool) -> None:
+        self.database = database
+        self.connection = connection
+        self.read_only = read_only
+        self.staging: sa.Table | None = None
+        self.published = False
+        self.closed = False
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def execute(self, statement: str) -> list[Any]:
+        """Run one SQL statement written by tclose (identifiers quoted with
+        :meth:`SQLDatabase.quote`, no parameters); return its rows, if any."""
+        if self.database.engine.dialect.paramstyle in ("format", "pyformat"):
+            statement = statement.replace("%", "%%")  # the driver reads % as a placeholder
+        result = self.connection.exec_driver_sql(statement)
+        return list(result.fetchall()) if result.returns_rows else []
+
+    def begin(self, staging: sa.Table | None) -> None:
+        """Open the transaction, then drop leftovers and create ``staging`` (if given)."""
+        self.execute("BEGIN")
+        if staging is not None:
+            self.prepare_staging(staging)
+
+    def prepare_staging(self, staging: sa.Table) -> None:
+        """Drop what an interrupted run for the same target left, and create ``staging``."""
+        self.drop_leftovers(TableName(staging.schema, staging.name))
+        staging.create(self.connection)
+        self.staging = staging
+
+    def drop_leftovers(self, staging: TableName) -> list[TableName]:
+        """Drop the tables of :func:`leftover_names` that exist; log each one."""
+        dropped = []
+        for name in leftover_names(staging):
+            if self.database.exists(name, self.connection):
+                self.execute(f"DROP TABLE {self.database.qualified(name)}")
+                log.warning("dropped table %s, left by an interrupted run", name)
+                dropped.append(name)
+        return dropped
+
+    def close(self, failed: bool = False) -> None:
+        """End the session: roll back unless published, drop what must not outlive it, close.
+
+        Cleanup errors are logged, never raised over the error that ended the session.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.end(failed)
+        except Exception as error:  # the connection may be gone; the server cleans up then
+            log.warning(
+                "cleanup after the session on %s failed: %s",
+                self.database.redacted_url,
+                " ".join(str(error).split()),
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                self.connection.close()
+
+    def end(self, failed: bool) -> None:
+        """Roll back whatever is still open (the dialect may also drop what it committed)."""
+        if not self.published:
+            self.execute("ROLLBACK")
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def table(self, name: TableName) -> sa.Table:
+        """The table as this session sees it (its own uncommitted staging table included)."""
+        return self.database.table(name, self.connection)
+
+    def read_rows(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[list[tuple]]:
+        """Stream ``columns`` of table ``name`` ordered by the row key, as lists of tuples of the
+        driver's Python values (``None`` for NULL), through a server-side cursor.
+
+        With ``with_key`` the row key comes first in every tuple. :class:`DataError` names a
+        column that does not exist.
         """
         table = self.table(name)
         missing = [c for c in columns if c not in table.c]
@@ -152,201 +457,256 @@ class SQLDatabase:
                 f"Column {missing[0]!r} does not exist in table {name}. "
                 f"Its columns are: {', '.join(table.c.keys())}."
             )
-        row_key = self.row_key(table, key)
-        selected = [row_key.label("__key__")] if with_key else []
-        selected += [table.c[c] for c in columns]
+        row_key = self.database.row_key(table, key)
+        # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
+        # result processing (which would, e.g., turn MySQL doubles into Decimal).
+        selected = [_raw(row_key, KEY_LABEL)] if with_key else []
+        selected += [_raw(table.c[c], c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
-        names = (["__key__"] if with_key else []) + list(columns)
-        with self._errors(f"reading {name}"), self.engine.connect() as connection:
-            result = connection.execution_options(yield_per=chunk_size).execute(statement)
-            for part in result.partitions():
-                yield pd.DataFrame.from_records(part, columns=names)
+        with self.database.errors(f"reading {name}"):
+            yield from self.stream(statement, chunk_size, [table.c[c].type for c in columns])
 
-    # --- writing ----------------------------------------------------------------------------
-
-    def drop_if_exists(self, name: TableName) -> bool:
-        """Drop table ``name`` if it exists; return whether it existed."""
-        with self._errors(f"dropping {name}"), self.engine.begin() as connection:
-            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
-                return False
-            sa.Table(name.name, sa.MetaData(), schema=name.schema).drop(connection)
-            return True
-
-    def write_joined(
+    def read(
         self,
-        source: TableName,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[pd.DataFrame]:
+        """:meth:`read_rows` as DataFrames; with ``with_key`` the first column is ``__key__``."""
+        names = ([KEY_LABEL] if with_key else []) + list(columns)
+        for rows in self.read_rows(name, columns, key, chunk_size, with_key):
+            yield pd.DataFrame.from_records(rows, columns=names)
+
+    def stream(
+        self,
+        statement: sa.Select,
+        chunk_size: int,
+        column_types: Sequence[sa.types.TypeEngine] = (),
+    ) -> Iterator[list[tuple]]:
+        """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
+        chunks; ``column_types`` are the reflected types of the selected columns (after the
+        key), for a dialect that chooses a transfer format by type."""
+        result = self.connection.execution_options(yield_per=chunk_size).execute(statement)
+        try:
+            yield from result.partitions()
+        finally:
+            result.close()
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def fill_joined(
+        self,
+        source: sa.Table,
         key: str | None,
-        staging: TableName,
+        staging: sa.Table,
         keys: np.ndarray,
         new_rows: np.ndarray,
-        replaced: dict[str, np.ndarray],
-        output_columns: Sequence[str],
-        rounded: Sequence[str] = (),
-        chunk_size: int = 50_000,
+        labels: np.ndarray,
+        replaced: Mapping[str, np.ndarray],
     ) -> None:
-        """Build the staging table inside the source's database.
+        """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
-        The small per-row result (source key, new surrogate key, replaced QI values) is written to a
-        helper table; the staging table is filled by one ``INSERT ... SELECT ... JOIN`` ordered by
-        the new key, so pass-through columns never leave the database and the physical row order
-        is shuffled.
+        The small per-row result goes to temporary helper tables — ``tclose_map`` (source key,
+        new key, cluster) and ``tclose_centroids`` (cluster, the replaced values) — and one
+        ``INSERT ... SELECT ... JOIN ... ORDER BY`` new key builds the staging table, so
+        pass-through columns never leave the database and the physical row order is shuffled.
 
         Args:
-            source: the source table.
-            key: ``source.key`` (or ``None`` for the primary key / rowid).
-            staging: the staging table to create.
-            keys: source key of every row, shape ``(n,)``.
-            new_rows: new surrogate key of every row, a permutation of ``1..n``.
-            replaced: column → new values ``(n,)`` (the aggregated quasi-identifiers).
-            output_columns: source columns of the output, in order (identifiers already removed).
-            rounded: replaced columns written as integers.
-            chunk_size: rows per bulk insert.
+            source: the reflected source table.
+            key: ``source.key`` (``None``: the primary key).
+            staging: the created staging table.
+            keys: the source key of every row read in pass 1, shape ``(n,)``.
+            new_rows: the new key of every row, a permutation of ``1..n``.
+            labels: dense cluster labels ``0..L-1`` of every row.
+            replaced: column → new value of every row (constant within a cluster).
+
+        Raises:
+            DataError: the join did not find every row of pass 1 (the source changed).
         """
-        table = self.table(source)
-        row_key = self.row_key(table, key)
-        helper = staging.with_suffix(MAP_SUFFIX)
-        self.drop_if_exists(helper)
-        metadata = sa.MetaData()
-        key_type = row_key.type if not isinstance(row_key.type, sa.types.NullType) \
-            else sa.BigInteger()
-        map_columns = [sa.Column("src_key", key_type, primary_key=True),
-                       sa.Column("new_row", sa.BigInteger, nullable=False)]
-        map_columns += [
-            sa.Column(f"v{i}", sa.BigInteger if c in rounded else sa.Float(precision=53))
-            for i, c in enumerate(replaced)
-        ]
-        map_table = sa.Table(helper.name, metadata, *map_columns, schema=helper.schema)
-        staging_table = self._staging_table(staging, table, output_columns, replaced, rounded)
-        try:
-            with self._errors(f"writing {staging}"), self.engine.begin() as connection:
-                map_table.create(connection)
-                staging_table.create(connection)
-                frame = {"src_key": keys, "new_row": new_rows}
-                for i, column in enumerate(replaced):
-                    values = replaced[column]
-                    frame[f"v{i}"] = np.rint(values).astype(np.int64) if column in rounded \
-                        else values
-                self._bulk_insert(connection, map_table, pd.DataFrame(frame), chunk_size)
-                replaced_index = {c: i for i, c in enumerate(replaced)}
-                selected = [map_table.c.new_row]
-                for column in output_columns:
-                    if column in replaced_index:
-                        selected.append(map_table.c[f"v{replaced_index[column]}"])
-                    else:
-                        selected.append(table.c[column])
-                query = (
-                    sa.select(*selected)
-                    .select_from(table.join(map_table, row_key == map_table.c.src_key))
-                    .order_by(map_table.c.new_row)
-                )
-                connection.execute(
-                    staging_table.insert().from_select([ROW_COLUMN, *output_columns], query)
-                )
-                map_table.drop(connection)
-        except BaseException:
-            self.drop_if_exists(staging)
-            self.drop_if_exists(helper)
-            raise
+        action = f"writing the staging table {staging.fullname} from {source.fullname}"
+        with self.database.errors(action):
+            self._fill_joined(source, key, staging, keys, new_rows, labels, replaced)
 
-    def write_streamed(
+    def _fill_joined(
         self,
-        staging: TableName,
-        source_table: sa.Table,
-        chunks: Iterator[pd.DataFrame],
-        output_columns: Sequence[str],
-        replaced: Sequence[str],
-        rounded: Sequence[str] = (),
-        chunk_size: int = 50_000,
+        source: sa.Table,
+        key: str | None,
+        staging: sa.Table,
+        keys: np.ndarray,
+        new_rows: np.ndarray,
+        labels: np.ndarray,
+        replaced: Mapping[str, np.ndarray],
     ) -> None:
-        """Create the staging table and fill it from already transformed chunks (used when the
-        target lives in another database than the source). Each chunk has ``tclose_row`` and the
-        output columns."""
-        staging_table = self._staging_table(staging, source_table, output_columns,
-                                            {c: None for c in replaced}, rounded)
-        try:
-            with self._errors(f"writing {staging}"), self.engine.begin() as connection:
-                staging_table.create(connection)
-                for chunk in chunks:
-                    self._bulk_insert(connection, staging_table, chunk, chunk_size)
-        except BaseException:
-            self.drop_if_exists(staging)
-            raise
+        row_key = self.database.row_key(source, key)
+        key_type = row_key.type
+        if isinstance(key_type, (sa.Integer, sa.types.NullType)):
+            key_type = sa.BigInteger()
+        metadata = sa.MetaData()
+        mapping = sa.Table(
+            MAP_TABLE,
+            metadata,
+            sa.Column("src_key", key_type, primary_key=True, autoincrement=False),
+            sa.Column("new_row", sa.BigInteger(), nullable=False),
+            sa.Column("cluster", sa.BigInteger(), nullable=False),
+            prefixes=["TEMPORARY"],
+        )
+        value_columns = {column: f"v{i}" for i, column in enumerate(replaced)}
+        centroids = sa.Table(
+            CENTROID_TABLE,
+            metadata,
+            sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
+            *[sa.Column(value_columns[c], staging.c[c].type) for c in replaced],
+            prefixes=["TEMPORARY"],
+        )
+        first = np.unique(labels, return_index=True)[1]
+        mapping.create(self.connection)
+        centroids.create(self.connection)
+        self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+        self.insert_arrays(
+            centroids,
+            {
+                "cluster": np.arange(len(first), dtype=np.int64),
+                **{value_columns[c]: values[first] for c, values in replaced.items()},
+            },
+        )
+        self.helpers_loaded([mapping, centroids])
+        output_columns = [c.name for c in staging.columns][1:]
+        selected = [mapping.c.new_row] + [
+            centroids.c[value_columns[c]] if c in value_columns else source.c[c]
+            for c in output_columns
+        ]
+        query = (
+            sa.select(*selected)
+            .select_from(
+                source.join(mapping, row_key == mapping.c.src_key).join(
+                    centroids, centroids.c.cluster == mapping.c.cluster
+                )
+            )
+            .order_by(mapping.c.new_row)
+        )
+        result = self.connection.execute(
+            staging.insert().from_select([ROW_COLUMN, *output_columns], query)
+        )
+        if result.rowcount not in (-1, len(keys)):
+            raise DataError(
+                f"The source table {source.fullname} changed while tclose was reading it: "
+                f"{len(keys)} rows were partitioned but {result.rowcount} were found again. "
+                f"Nothing was published."
+            )
+        centroids.drop(self.connection)
+        mapping.drop(self.connection)
+        self.writes_done()
 
-    def _staging_table(self, staging: TableName, source: sa.Table, output_columns: Sequence[str],
-                       replaced: dict[str, Any], rounded: Sequence[str]) -> sa.Table:
-        columns = [sa.Column(ROW_COLUMN, sa.BigInteger, primary_key=True, autoincrement=False)]
-        for name in output_columns:
-            if name == ROW_COLUMN:
-                raise ConfigError(f"The source has a column named {ROW_COLUMN!r}, which tclose "
-                                  f"uses for the new row key. Rename or drop it.")
-            if name in replaced:
-                column_type = source.c[name].type if name in rounded else sa.Float(precision=53)
-                if name in rounded and not isinstance(column_type, sa.Integer):
-                    column_type = sa.BigInteger()
-            else:
-                column_type = source.c[name].type
-            columns.append(sa.Column(name, column_type, nullable=True))
-        return sa.Table(staging.name, sa.MetaData(), *columns, schema=staging.schema)
+    def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
+        """Fill ``staging`` from rows computed by the runner (a target in another database).
 
-    def _bulk_insert(self, connection: Connection, table: sa.Table, frame: pd.DataFrame,
-                     chunk_size: int) -> None:
-        columns = list(frame.columns)
-        statement = table.insert()
-        for start in range(0, len(frame), chunk_size):
-            part = frame.iloc[start:start + chunk_size]
-            rows = [dict(zip(columns, values)) for values in
-                    part.astype(object).where(part.notna(), None).itertuples(index=False)]
-            if rows:
-                connection.execute(statement, rows)
+        Each chunk is a list of tuples in the staging table's column order (``tclose_row``
+        first). Returns the number of rows written.
+        """
+        columns = [c.name for c in staging.columns]
+        written = 0
+        with self.database.errors(f"writing the staging table {staging.fullname}"):
+            for rows in chunks:
+                self.insert_rows(staging, columns, rows)
+                written += len(rows)
+            self.streamed_rows_written(staging)
+            self.writes_done()
+        return written
 
-    # --- publishing -------------------------------------------------------------------------
+    def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
+        """Called after the helper tables are filled (PostgreSQL analyzes them here)."""
+
+    def streamed_rows_written(self, staging: sa.Table) -> None:
+        """Called after a streamed fill (PostgreSQL reorders the heap by the new key here)."""
+
+    def writes_done(self) -> None:
+        """Called when the staging table is complete (MySQL commits here)."""
+
+    def insert_arrays(
+        self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
+    ) -> None:
+        """Bulk-insert equally long 1-D arrays, one per column of ``table``."""
+        columns = list(arrays)
+        lists = [np.asarray(a).tolist() for a in arrays.values()]
+        rows = list(zip(*lists, strict=True))
+        for start in range(0, len(rows), chunk_size):
+            self.insert_rows(table, columns, rows[start : start + chunk_size])
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """Bulk-insert ``rows`` (tuples of Python values in ``columns`` order) with the driver's
+        ``executemany``, in the session's transaction."""
+        if not rows:
+            return
+        sql = self.insert_sql(table, columns)
+        cursor = self.connection.connection.driver_connection.cursor()
+        with self.database.errors(f"writing {table.fullname}"):
+            try:
+                cursor.executemany(sql, rows)
+            finally:
+                cursor.close()
+
+    def insert_sql(self, table: sa.Table, columns: Sequence[str]) -> str:
+        """``INSERT INTO table (columns) VALUES (placeholders)`` in the driver's paramstyle."""
+        if self.database.engine.dialect.paramstyle == "qmark":
+            placeholder, quote = "?", self.database.quote
+        else:  # format/pyformat: the driver applies %, so a % in an identifier is written %%
+            placeholder = "%s"
+
+            def quote(name: str) -> str:
+                return self.database.quote(name).replace("%", "%%")
+
+        names = ", ".join(quote(c) for c in columns)
+        values = ", ".join([placeholder] * len(columns))
+        return f"INSERT INTO {self.database.qualified(table, quote)} ({names}) VALUES ({values})"
+
+    # --- publishing -----------------------------------------------------------------------------
 
     def publish(self, staging: TableName, target: TableName, replace: bool) -> None:
-        """Rename ``staging`` to ``target`` atomically, replacing ``target`` if ``replace``.
+        """Swap ``staging`` in under ``target``'s name and commit, atomically.
 
-        SQLite and PostgreSQL run the DDL in one transaction; MySQL renames both names in one
-        ``RENAME TABLE`` statement. Raises :class:`DataError` if the target exists and not
-        ``replace``.
+        The base implementation (SQLite, PostgreSQL) drops the old target and renames the staging
+        table in the session's transaction, then commits. Raises :class:`DataError` if the
+        target exists and not ``replace``.
         """
-        preparer = self.engine.dialect.identifier_preparer
-
-        def quoted(name: TableName) -> str:
-            if name.schema:
-                return f"{preparer.quote_schema(name.schema)}.{preparer.quote(name.name)}"
-            return preparer.quote(name.name)
-
-        with self._errors(f"publishing {target}"), self.engine.begin() as connection:
-            exists = sa.inspect(connection).has_table(target.name, schema=target.schema)
+        with self.database.errors(f"publishing {target}"):
+            exists = self.database.exists(target, self.connection)
             if exists and not replace:
-                raise DataError(f"The target table {target} already exists (if_exists: fail).")
-            if self.dialect in ("mysql", "mariadb"):
-                if exists:
-                    old = target.with_suffix("__tclose_old")
-                    connection.exec_driver_sql(
-                        f"RENAME TABLE {quoted(target)} TO {quoted(old)}, "
-                        f"{quoted(staging)} TO {quoted(target)}"
-                    )
-                    connection.exec_driver_sql(f"DROP TABLE {quoted(old)}")
-                else:
-                    connection.exec_driver_sql(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
-                return
+                raise DataError(
+                    f"The target table {target} already exists and target.if_exists "
+                    f"is 'fail'. Nothing was published."
+                )
             if exists:
-                connection.exec_driver_sql(f"DROP TABLE {quoted(target)}")
-            connection.exec_driver_sql(
-                f"ALTER TABLE {quoted(staging)} RENAME TO {preparer.quote(target.name)}"
+                self.execute(f"DROP TABLE {self.database.qualified(target)}")
+            self.execute(
+                f"ALTER TABLE {self.database.qualified(staging)} "
+                f"RENAME TO {self.database.quote(target.name)}"
             )
+            self.renamed(target)
+            self.execute("COMMIT")
+            self.published = True
+
+    def renamed(self, target: TableName) -> None:
+        """Called after the staging table got the target's name, before the commit."""
 
 
-class SQLAlchemyConnector:
-    """Connector for the databases SQLAlchemy 2 reaches with the installed drivers."""
-
-    name = "sqlalchemy"
-    dialects = ("sqlite", "postgresql", "mysql", "mariadb")
-
-    def connect(self, url: str, password_file: str | None = None) -> SQLDatabase:
-        return SQLDatabase(url, password_file)
+def _raw(column: sa.ColumnElement, name: str) -> sa.ColumnElement:
+    return sa.type_coerce(column, sa.types.NullType()).label(name)
 
 
-@hookimpl
-def register_connectors(register):
-    register(SQLAlchemyConnector())
+@contextlib.contextmanager
+def _connection(engine: Engine, connection: Connection | None) -> Iterator[Connection]:
+    if connection is not None:
+        yield connection
+    else:
+        with engine.connect() as fresh:
+            yield fresh
+
+
+def random_suffix() -> str:
+    """A short random suffix for names that must not collide (constraints, locks)."""
+    return secrets.token_hex(4)
+
+
+SQLDatabase.session_class = Session

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from .config import AttributeSpec, _attributes, _Checker
-from .encoding import aggregate, numeric_column
+from .attributes import encode_confidential, encode_table
 from .errors import ConfigError, VerificationError
 from .registry import Registry, load_registry
 from .report import build_report
-from .runner import Resolved, Timer, partition_rows
+from .partition import cluster_rows
+from .runner import Resolved, Timer
 from .options import validate_options
 from .verify import verify_rows
 
@@ -26,8 +27,10 @@ class AnonymizationResult:
 
     Attributes:
         data: the anonymized DataFrame, in the input's row order and with the input's index
-            (quasi-identifiers replaced by their cluster's aggregate, identifiers dropped).
-        labels: ``int64`` cluster of every input row (dense, ``0..L-1``).
+            (quasi-identifiers replaced by their cluster's aggregate, identifiers dropped, rows
+            set aside by ``missing: exclude-rows`` left out).
+        labels: ``int64`` cluster of every input row (dense, ``0..L-1``; ``-1`` for a row set
+            aside).
         report: the audit report, as in the JSON written by ``tclose run`` without the database
             parts.
     """
@@ -106,32 +109,40 @@ def anonymize(
     for spec in attributes.values():
         if spec.role == "confidential":
             distance = registry.get("distance", spec.distance, f"{spec.name}.distance")
+            if spec.type not in distance.attribute_types:
+                raise ConfigError(f"Distance {distance.name} does not accept {spec.type} "
+                                  f"attributes ({spec.name}).")
             distances[spec.name] = (distance, validate_options(
                 distance.name, distance.options_schema, spec.distance_options,
                 f"{spec.name}.distance_options"))
     resolved = Resolved(algo, algo_options, distances)
 
     qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
-    conf_names = [a.name for a in attributes.values() if a.role == "confidential"]
     timer = Timer()
     started = time.time()
     with timer.phase("read"):
-        quasi = np.column_stack([numeric_column(df[c], c, "quasi-identifier") for c in qi_names])
-        confidential_values = {c: numeric_column(df[c], c, "confidential") for c in conf_names}
+        encoded = encode_table(df, list(attributes.values()))
     with timer.phase("kernel"):
-        labels, partition, _ = partition_rows(quasi, confidential_values, resolved, k, t)
-    rounded = [a.name for a in attributes.values() if a.round]
-    replaced = aggregate(quasi, labels, qi_names, rounded)
-    data = df.drop(columns=list(identifiers)).copy()
+        labels, partition, _ = cluster_rows(encoded.x, encoded.confidential,
+                                            encoded.distance_options, resolved, k, t)
+    replaced = encoded.aggregate(labels)
+    data = df.loc[~encoded.excluded].drop(columns=list(identifiers)).copy()
     for column, values in replaced.items():
         data[column] = values
     with timer.phase("verify"):
-        verification = verify_rows(data, qi_names, distances, k,
-                                   t if algo.requires_t else None, len(df), confidential_values)
+        written = data[qi_names].copy()
+        for spec in attributes.values():
+            if spec.role == "confidential":
+                written[spec.name], _ = encode_confidential(data[spec.name], spec)
+        checked = {c: (d, {**o, **encoded.distance_options[c]}) for c, (d, o) in distances.items()}
+        verification = verify_rows(written, qi_names, checked, k, t if algo.requires_t else None,
+                                   len(data), encoded.confidential)
     report = build_report(None, registry, resolved, len(df), labels, partition, verification,
-                          quasi, replaced, timer.seconds, started, published=False, k=k, t=t)
+                          encoded, replaced, timer.seconds, started, published=False, k=k, t=t)
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())
         raise VerificationError(f"The output of {algo.name} failed verification ({failed}).",
                                 verification.checks)
-    return AnonymizationResult(data, labels, report)
+    all_labels = np.full(len(df), -1, dtype=np.int64)
+    all_labels[~encoded.excluded] = labels
+    return AnonymizationResult(data, all_labels, report)

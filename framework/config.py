@@ -26,14 +26,17 @@ from .errors import ConfigError
 
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
-ATTRIBUTE_TYPES = ("numeric",)
-DEFAULT_DISTANCE = {"numeric": "emd-ordered"}
+ATTRIBUTE_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
+DEFAULT_DISTANCE = {"numeric": "emd-ordered", "ordinal": "emd-ordered", "date": "emd-ordered",
+                    "datetime": "emd-ordered", "nominal": "nominal-ranking"}
+MISSING_POLICIES = ("error", "category", "exclude-rows")
 IF_EXISTS = ("fail", "replace")
 
 _TOP_KEYS = {"source", "target", "attributes", "privacy", "algorithm", "report", "output"}
 _SOURCE_KEYS = {"url", "table", "key", "password_file", "chunk_size"}
 _TARGET_KEYS = {"url", "table", "if_exists", "password_file"}
-_ATTRIBUTE_KEYS = {"role", "type", "distance", "distance_options", "round"}
+_ATTRIBUTE_KEYS = {"role", "type", "distance", "distance_options", "round", "categories",
+                   "hierarchy", "missing", "weight"}
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
 _REPORT_KEYS = {"json", "html", "table"}
@@ -51,6 +54,10 @@ class AttributeSpec:
     distance: str | None = None
     distance_options: dict[str, Any] = field(default_factory=dict)
     round: bool = False
+    categories: tuple[str, ...] | None = None
+    hierarchy: Any = None
+    missing: str = "error"
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -236,13 +243,16 @@ def _kind(value: Any) -> str:
 
 
 def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
-                default_url: str | None = None) -> TableSpec:
+                default_url: str | None = None,
+                default_password_file: str | None = None) -> TableSpec:
     keys = _SOURCE_KEYS if is_source else _TARGET_KEYS
     required = ("url", "table") if is_source else ("table",)
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
     url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
-    password_file = spec.get("password_file")
+    # A target without its own url is in the source's database, reached with its credentials.
+    password_file = spec.get("password_file",
+                             default_password_file if "url" not in spec else None)
     if password_file is not None:
         checker.string(password_file, (path, "password_file"))
     chunk_size = spec.get("chunk_size", 50_000)
@@ -258,7 +268,47 @@ def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
     )
 
 
-def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
+def _type_details(checker: _Checker, spec: dict[str, Any], path: tuple[str, ...], role: str,
+                  attr_type: str, base: Path | None) -> dict[str, Any]:
+    """Validate categories, hierarchy, missing and weight of one attribute."""
+    from .hierarchy import Hierarchy
+
+    details: dict[str, Any] = {}
+    categories = spec.get("categories")
+    if categories is not None:
+        if attr_type not in ("ordinal", "nominal"):
+            raise checker.fail((*path, "categories"),
+                               "'categories' applies to ordinal and nominal attributes only.")
+        if not isinstance(categories, list) or not categories or len(set(map(str, categories))) \
+                != len(categories):
+            raise checker.fail((*path, "categories"),
+                               "Expected a non-empty list of distinct values, in order.")
+        details["categories"] = tuple(str(c) for c in categories)
+    hierarchy = spec.get("hierarchy")
+    if hierarchy is not None:
+        if attr_type != "nominal":
+            raise checker.fail((*path, "hierarchy"),
+                               "'hierarchy' applies to nominal attributes only.")
+        try:
+            details["hierarchy"] = Hierarchy.load(hierarchy, ".".join((*path, "hierarchy")), base)
+        except ConfigError as error:
+            raise checker.fail((*path, "hierarchy"), str(error).split("\n")[-1]) from None
+    missing = spec.get("missing", "error")
+    checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
+    if missing == "category" and attr_type not in ("ordinal", "nominal"):
+        raise checker.fail((*path, "missing"), "missing: category applies to ordinal and nominal "
+                           "attributes; use exclude-rows for other types.")
+    details["missing"] = missing
+    weight = spec.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+        raise checker.fail((*path, "weight"), f"Expected a positive number, got {weight!r}.")
+    if "weight" in spec and role != "quasi_identifier":
+        raise checker.fail((*path, "weight"), "'weight' applies to quasi-identifiers only.")
+    details["weight"] = float(weight)
+    return details
+
+
+def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[str, AttributeSpec]:
     attributes = checker.mapping(raw, ("attributes",), None)
     if not attributes:
         raise checker.fail(("attributes",), "List the table's columns here, each with its role "
@@ -285,10 +335,13 @@ def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
         distance_options = spec.get("distance_options") or {}
         checker.mapping(distance_options, (*path, "distance_options"), None)
         rounded = checker.boolean(spec.get("round", False), (*path, "round"))
-        if rounded and role != "quasi_identifier":
-            raise checker.fail((*path, "round"), "'round' applies to quasi-identifiers only.")
+        if rounded and (role != "quasi_identifier" or attr_type != "numeric"):
+            raise checker.fail((*path, "round"),
+                               "'round' applies to numeric quasi-identifiers only.")
+        details = _type_details(checker, spec, path, role, attr_type, base) \
+            if role in ("quasi_identifier", "confidential") else {}
         result[str(name)] = AttributeSpec(str(name), role, attr_type, distance,
-                                          dict(distance_options), rounded)
+                                          dict(distance_options), rounded, **details)
     roles = [a.role for a in result.values()]
     if "quasi_identifier" not in roles:
         raise checker.fail(
@@ -299,8 +352,12 @@ def _attributes(checker: _Checker, raw: Any) -> dict[str, AttributeSpec]:
     return result
 
 
-def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None) -> Config:
+def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None,
+                 base: Path | None = None) -> Config:
     """Validate a configuration given as a parsed YAML document (a mapping).
+
+    ``base`` is the folder relative paths (hierarchy CSV files) are resolved against: the YAML
+    file's folder when loaded by :func:`load_config`, else the current folder.
 
     Raises:
         ConfigError: the first problem found, as a key path with its line.
@@ -311,8 +368,9 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None)
     target = None
     if top.get("target") is not None:
         target = _table_spec(checker, top["target"], "target", is_source=False,
-                             default_url=top["source"].get("url"))
-    attributes = _attributes(checker, top["attributes"])
+                             default_url=top["source"].get("url"),
+                             default_password_file=source.password_file)
+    attributes = _attributes(checker, top["attributes"], base)
 
     privacy = checker.mapping(top["privacy"], ("privacy",), _PRIVACY_KEYS, ("k",))
     k = privacy["k"]
@@ -393,4 +451,4 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     if document is None:
         raise ConfigError(f"{path} is empty. Write a configuration there, or create one with "
                           f"`tclose init URL TABLE -o {path}`.")
-    return parse_config(document, _line_map(text))
+    return parse_config(document, _line_map(text), base=path.parent)

@@ -16,11 +16,14 @@ from .errors import ConfigError, PluginError
 #: Built-in plugin modules, registered before any third-party plugin.
 DEFAULT_PLUGINS = (
     "tclose.plugins.emd_ordered",
+    "tclose.plugins.nominal_ranking",
     "tclose.plugins.mdav",
     "tclose.plugins.t_first",
     "tclose.plugins.merge",
     "tclose.plugins.k_first",
-    "tclose.connectors.sql",
+    "tclose.connectors.sqlite",
+    "tclose.connectors.postgresql",
+    "tclose.connectors.mysql",
     "tclose.plugins.audit_table",
 )
 

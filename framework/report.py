@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__
 from .config import redact_url
-from .encoding import information_loss
+from .attributes import EncodedTable
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
 
@@ -45,8 +45,10 @@ EMD_DEFINITION = (
     f"{EMD_TOLERANCE:g}"
 )
 SSE_DEFINITION = (
-    "sse = 1/n * sum_rows 1/d * sum_QIs ((original - published) / std_original)^2 "
-    "(the paper's normalized SSE, NED = difference over the attribute's standard deviation)"
+    "sse = 1/n * sum_rows 1/d * sum_QIs delta(original, published), the paper's normalized SSE; "
+    "delta = ((a - a') / std_original)^2 for numeric and date QIs (NED squared), "
+    "((rank - rank') / (c - 1))^2 for ordinal QIs, the 0/1 or hierarchical distance for nominal "
+    "QIs; sse_sst = sse over the sse of one single cluster"
 )
 #: Number of bins aimed at by the distribution histograms (the nice edges give 10 to 25).
 HISTOGRAM_BINS = 20
@@ -95,19 +97,26 @@ def nice_edges(
 
 
 def distributions(
-    original: np.ndarray,
+    encoded: EncodedTable,
     anonymized: Mapping[str, np.ndarray],
-    columns: Sequence[str],
     bins: int = HISTOGRAM_BINS,
 ) -> dict[str, dict[str, list]]:
-    """Binned counts of every quasi-identifier before and after anonymization, on shared edges.
+    """Binned counts of every numeric (and date) quasi-identifier before and after
+    anonymization, on shared edges (dates in nanoseconds since the epoch). Ordinal and nominal
+    QIs are left out: their categories would be data values.
 
     Returns column → ``{"edges": [...], "original": [...], "anonymized": [...]}``.
     """
     result = {}
-    for j, column in enumerate(columns):
-        before = original[:, j]
-        after = np.asarray(anonymized.get(column, before), dtype=np.float64)
+    for qi in encoded.quasi_identifiers:
+        if qi.values is None:
+            continue
+        column = qi.name
+        before = qi.values
+        after = np.asarray(anonymized[column])
+        if qi.type != "numeric":
+            after = after.astype("datetime64[ns]").astype(np.int64)
+        after = after.astype(np.float64)
         if len(before) == 0:
             continue
         integer = bool(np.all(before == np.rint(before)))
@@ -119,23 +128,6 @@ def distributions(
             "original": np.histogram(before, edges)[0].tolist(),
             "anonymized": np.histogram(after, edges)[0].tolist(),
         }
-    return result
-
-
-def sse_per_attribute(
-    original: np.ndarray, anonymized: Mapping[str, np.ndarray], columns: Sequence[str]
-) -> dict[str, float]:
-    """Each quasi-identifier's share of the normalized SSE: ``1/n * sum_rows NED^2``.
-
-    The mean of these values over the ``d`` quasi-identifiers is ``utility.sse``.
-    """
-    result = {}
-    for j, column in enumerate(columns):
-        before = original[:, j]
-        after = np.asarray(anonymized.get(column, before), dtype=np.float64)
-        std = float(before.std()) if len(before) else 0.0
-        std = std or 1.0
-        result[column] = float(np.mean(((before - after) / std) ** 2)) if len(before) else 0.0
     return result
 
 
@@ -181,7 +173,7 @@ def build_report(
     labels: np.ndarray,
     partition: Partition,
     verification: Verification | None,
-    quasi: np.ndarray,
+    encoded: EncodedTable,
     replaced: dict[str, np.ndarray],
     timings: dict[str, float],
     started: float,
@@ -193,7 +185,6 @@ def build_report(
     k: int | None = None,
     t: float | None = None,
     output_columns: Sequence[str] | None = None,
-    rows_set_aside: int = 0,
 ) -> dict[str, Any]:
     """Assemble the audit report (the contract's fields and more), as JSON-ready data.
 
@@ -202,12 +193,13 @@ def build_report(
             and ``t`` are given directly and the database parts are left out).
         registry: the plugins loaded for the run (their versions are recorded).
         resolved: the algorithm and distances the run used.
-        n: rows read from the source.
+        n: rows read from the source, including any set aside by ``missing: exclude-rows``
+            (counted in ``source.rows_set_aside``, never published).
         labels: dense cluster label of every row.
         partition: the algorithm's answer (its ``info`` is recorded).
         verification: the verifier's verdict on the written rows (``None`` if it did not run).
-        quasi: the original quasi-identifier matrix ``(n, d)``, in config order.
-        replaced: QI column → published values ``(n,)``.
+        encoded: the encoded source columns (:func:`tclose.attributes.encode_table`).
+        replaced: QI column → published values of the kept rows.
         timings: seconds per phase.
         started: start of the run, seconds since the epoch.
         published: whether the target now holds the verified table.
@@ -217,12 +209,11 @@ def build_report(
         k: k when ``config`` is ``None``.
         t: t when ``config`` is ``None``.
         output_columns: the columns of the written table, in order (names only).
-        rows_set_aside: source rows deliberately left out of the output (none today).
     """
     k = config.k if config is not None else k
     t = config.t if config is not None else t
-    columns = list(config.quasi_identifiers) if config is not None else list(replaced)
-    anonymized = np.column_stack(list(replaced.values())) if replaced else quasi
+    loss = encoded.information_loss(replaced)
+    one_cluster = encoded.information_loss(encoded.aggregate(np.zeros(len(labels), dtype=np.int64)))
     used = [("algorithm", resolved.algorithm.name)]
     used += [("distance", d.name) for d, _ in resolved.distances.values()]
     if config is not None:
@@ -249,7 +240,11 @@ def build_report(
             "platform": sys.platform,
         },
         "config_sha256": config.digest() if config is not None else None,
-        "source": {"rows": n, "rows_set_aside": rows_set_aside},
+        "source": {
+            "rows": n,
+            "rows_set_aside": int(encoded.excluded.sum()),
+            "rows_set_aside_by_column": encoded.excluded_by,
+        },
         "target": {"rows": written},
         "algorithm": {
             "name": resolved.algorithm.name,
@@ -268,11 +263,13 @@ def build_report(
         },
         "clusters": cluster_statistics(labels),
         "utility": {
-            **information_loss(quasi, anonymized),
-            "sse_per_attribute": sse_per_attribute(quasi, replaced, columns),
+            "sse": loss["sse"],
+            "sse_raw": loss["sse"] * len(labels) * len(encoded.quasi_identifiers),
+            "sse_sst": loss["sse"] / one_cluster["sse"] if one_cluster["sse"] else 0.0,
+            "sse_per_attribute": loss["sse_per_attribute"],
             "definition": SSE_DEFINITION,
         },
-        "distributions": distributions(quasi, replaced, columns),
+        "distributions": distributions(encoded, replaced),
         "verification": {
             "passed": bool(verification.passed) if verification else False,
             "checks": verification.checks if verification else [],

@@ -10,7 +10,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from . import report as report_module
+from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import Config, redact_url
-from .encoding import aggregate, dense_labels, information_loss, numeric_column, standardize
 from .errors import ConfigError, DataError, TcloseError, VerificationError
-from .interfaces import Algorithm, Distance, Partition
+from .interfaces import Algorithm, Distance
 from .options import validate_options
+from .partition import cluster_rows
 from .registry import Registry, load_registry
 from .verify import Verification, verify_rows
 
@@ -97,36 +98,9 @@ def resolve_distances(config: Config, registry: Registry) -> dict[str, tuple[Dis
     return distances
 
 
-def partition_rows(
-    quasi: np.ndarray,
-    confidential: Mapping[str, np.ndarray],
-    resolved: Resolved,
-    k: int,
-    t: float | None,
-) -> tuple[np.ndarray, Partition, list[Any]]:
-    """Fit the distances and run the algorithm; returns dense labels, the raw partition and the
-    fitted distances."""
-    n = quasi.shape[0]
-    if n < k:
-        raise DataError(f"The table has {n} rows, fewer than k = {k}: no k-anonymous release "
-                        f"is possible. Lower k or add rows.")
-    fitted = []
-    for column, values in confidential.items():
-        distance, options = resolved.distances[column]
-        model = distance.fit(values, options)
-        model.column = column
-        fitted.append(model)
-    x = standardize(quasi)
-    partition = resolved.algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
-    labels = np.asarray(partition.labels)
-    if labels.shape != (n,):
-        raise VerificationError(
-            f"Algorithm {resolved.algorithm.name} returned {labels.shape} labels for {n} rows."
-        )
-    return dense_labels(labels), partition, fitted
-
-
-def _read_inputs(database, config: Config) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+def _read_inputs(database, config: Config) -> tuple[np.ndarray, EncodedTable, set]:
+    """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
+    the keys of the rows set aside by ``missing: exclude-rows``."""
     from tclose.connectors.sql import TableName
 
     columns = config.quasi_identifiers + config.confidential
@@ -138,11 +112,21 @@ def _read_inputs(database, config: Config) -> tuple[np.ndarray, np.ndarray, dict
     if len(keys) and (pd.isna(frame["__key__"]).any() or len(pd.unique(keys)) != len(keys)):
         raise DataError(f"The row key of {config.source.table} is not unique and non-null; "
                         f"name a unique, non-null column as source.key.")
-    quasi = np.column_stack(
-        [numeric_column(frame[c], c, "quasi-identifier") for c in config.quasi_identifiers]
-    ) if len(frame) else np.zeros((0, len(config.quasi_identifiers)))
-    confidential = {c: numeric_column(frame[c], c, "confidential") for c in config.confidential}
-    return keys, quasi, confidential
+    frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
+    encoded = encode_table(frame, list(config.attributes.values()))
+    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+
+
+def _database_values(values: np.ndarray, spec) -> np.ndarray:
+    """Published values as the driver takes them: integers for rounded QIs, ``date`` and
+    ``datetime`` objects for date QIs, strings (or ``None``) for categories, floats otherwise."""
+    if spec.round:
+        return np.rint(values).astype(np.int64)
+    if spec.type == "date":
+        return values.astype("datetime64[D]").astype(object)
+    if spec.type == "datetime":
+        return values.astype("datetime64[us]").astype(object)
+    return values
 
 
 def run(
@@ -203,76 +187,89 @@ def run(
     if target_db.exists(target_name) and target_spec.if_exists == "fail" and not dry_run:
         raise DataError(f"The target table {target_name} already exists and target.if_exists is "
                         f"'fail'. Set if_exists: replace, or choose another target table.")
-    leftover = target_db.drop_if_exists(staging_name)
-    if leftover:
-        log.warning("dropped a leftover staging table %s from an interrupted run", staging_name)
-
-    say(f"reading {source_name}")
-    with timer.phase("read"):
-        keys, quasi, confidential = _read_inputs(source_db, config)
-    n = len(keys)
-
-    say(f"partitioning {n} rows with {resolved.algorithm.name}")
-    with timer.phase("kernel"):
-        labels, partition, _fitted = partition_rows(quasi, confidential, resolved, config.k,
-                                                    config.t)
-    rounded = [a.name for a in config.attributes.values() if a.round]
-    replaced = aggregate(quasi, labels, config.quasi_identifiers, rounded)
 
     dropped = set(config.identifiers)
     if not config.keep_key and config.source.key:
         dropped.add(config.source.key)
-    output_columns = [c for c in source_table.c.keys() if c not in dropped]
-    rng = np.random.default_rng(config.seed if config.seed is not None
-                                else secrets.randbits(64))
-    new_rows = rng.permutation(n).astype(np.int64) + 1
-
-    say(f"writing staging table {staging_name}")
-    with timer.phase("write"):
-        if target_db is source_db:
-            source_db.write_joined(source_name, config.source.key, staging_name, keys, new_rows,
-                                   replaced, output_columns, rounded, config.source.chunk_size)
-        else:
-            chunks = _transformed_chunks(source_db, config, source_name, output_columns, keys,
-                                         new_rows, replaced, ROW_COLUMN)
-            target_db.write_streamed(staging_name, source_table, chunks, output_columns,
-                                     list(replaced), rounded, config.source.chunk_size)
-
+    output_columns = [c.name for c in source_table.columns if c.name not in dropped]
+    rounded = [a.name for a in config.attributes.values() if a.round]
+    # Numeric QIs are written as double precision (or integers when rounded); QIs of other types
+    # keep their source column type.
+    numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
+    staging_table = target_db.staging_table(staging_name, source_table, output_columns,
+                                            numeric, rounded, source_db.dialect)
+    # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
+    # the target session (staging table created first, so that a missing permission fails before
+    # any work) and a read-only source session whose snapshot serves both passes.
+    joined = target_db is source_db and source_db.joins_in_snapshot
     published = False
     verification = None
-    try:
-        say("verifying the written rows")
-        with timer.phase("verify"):
-            verification = _verify_staging(target_db, staging_name, config, resolved, n,
-                                           confidential)
-        if not verification.passed:
-            failed = ", ".join(c["name"] for c in verification.failures())
-            raise VerificationError(
-                f"Verification of the written table failed ({failed}); nothing was published "
-                f"and {target_name} is unchanged.", verification.checks)
-        if not dry_run:
-            say(f"publishing {target_name}")
-            with timer.phase("publish"):
-                target_db.publish(staging_name, target_name,
-                                  replace=target_spec.if_exists == "replace")
-            published = True
-    except BaseException as error:
-        target_db.drop_if_exists(staging_name)
-        if isinstance(error, VerificationError):
-            report = report_module.build_report(
-                config, registry, resolved, n, labels, partition, verification, quasi, replaced,
-                timer.seconds, started, published=False, dry_run=dry_run,
-                source_url=source_db.redacted_url, target_url=target_db.redacted_url,
-                output_columns=[ROW_COLUMN, *output_columns])
-            report_module.finish(report, registry, config, report_path)
-            error.report = report
-        raise
-    else:
-        if dry_run:
-            target_db.drop_if_exists(staging_name)
+    failure: VerificationError | None = None
+    with ExitStack() as sessions:
+        if joined:
+            source = target = sessions.enter_context(source_db.session(staging_table))
+        else:
+            target = sessions.enter_context(target_db.session(staging_table))
+            source = sessions.enter_context(source_db.session(read_only=True))
+
+        say(f"reading {source_name}")
+        with timer.phase("read"):
+            keys, encoded, set_aside = _read_inputs(source, config)
+        n = len(keys)
+        n_read = n + int(encoded.excluded.sum())
+
+        say(f"partitioning {n} rows with {resolved.algorithm.name}")
+        with timer.phase("kernel"):
+            labels, partition, _fitted = cluster_rows(
+                encoded.x, encoded.confidential, encoded.distance_options, resolved, config.k,
+                config.t)
+        replaced = encoded.aggregate(labels)
+        written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
+        rng = np.random.default_rng(config.seed if config.seed is not None
+                                    else secrets.randbits(64))
+        new_rows = rng.permutation(n).astype(np.int64) + 1
+
+        say(f"writing staging table {staging_name}")
+        with timer.phase("write"):
+            if joined:
+                source.fill_joined(source_table, config.source.key, staging_table, keys,
+                                   new_rows, labels, written)
+            else:
+                target.fill_streamed(staging_table, _transformed_chunks(
+                    source, config, source_name, output_columns, keys, new_rows, written,
+                    set_aside))
+                source.close()  # the snapshot is no longer needed; release it before publishing
+
+        try:
+            say("verifying the written rows")
+            with timer.phase("verify"):
+                verification = _verify_staging(target, staging_name, config, resolved, n,
+                                               encoded.confidential)
+            if not verification.passed:
+                failed = ", ".join(c["name"] for c in verification.failures())
+                raise VerificationError(
+                    f"Verification of the written table failed ({failed}); nothing was published "
+                    f"and {target_name} is unchanged.", verification.checks)
+            if not dry_run:
+                say(f"publishing {target_name}")
+                with timer.phase("publish"):
+                    target.publish(staging_name, target_name,
+                                   replace=target_spec.if_exists == "replace")
+                published = True
+        except VerificationError as error:
+            failure = error
+    if failure is not None:  # reported once the sessions have rolled back the staging table
+        report = report_module.build_report(
+            config, registry, resolved, n_read, labels, partition, verification, encoded, replaced,
+            timer.seconds, started, published=False, dry_run=dry_run,
+            source_url=source_db.redacted_url, target_url=target_db.redacted_url,
+            output_columns=[ROW_COLUMN, *output_columns])
+        report_module.finish(report, registry, config, report_path)
+        failure.report = report
+        raise failure
 
     report = report_module.build_report(
-        config, registry, resolved, n, labels, partition, verification, quasi, replaced,
+        config, registry, resolved, n_read, labels, partition, verification, encoded, replaced,
         timer.seconds, started, published=published, dry_run=dry_run,
         source_url=source_db.redacted_url, target_url=target_db.redacted_url,
         output_columns=[ROW_COLUMN, *output_columns])
@@ -285,24 +282,36 @@ def _dialect(url: str) -> str:
     return scheme.split("+", 1)[0]
 
 
-def _transformed_chunks(source_db, config: Config, source_name, output_columns, keys, new_rows,
-                        replaced, row_column) -> Iterator[pd.DataFrame]:
-    """Stream the source again in key order and yield output chunks (cross-database targets)."""
+def _transformed_chunks(source, config: Config, source_name, output_columns, keys, new_rows,
+                        replaced, set_aside: set) -> Iterator[list[tuple]]:
+    """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
+    ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
+
+    The keys of the second pass must be those of the first, row for row: the snapshot guarantees
+    it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
+    in ``set_aside`` are skipped.
+    """
     passthrough = [c for c in output_columns if c not in replaced]
+    slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
-    for chunk in source_db.read(source_name, passthrough, key=config.source.key,
-                                chunk_size=config.source.chunk_size):
-        size = len(chunk)
-        expected_keys = keys[position:position + size]
-        if size and not np.array_equal(chunk["__key__"].to_numpy(), expected_keys):
+    for rows in source.read_rows(source_name, passthrough, key=config.source.key,
+                                 chunk_size=config.source.chunk_size):
+        if set_aside:
+            rows = [r for r in rows if r[0] not in set_aside]
+        size = len(rows)
+        expected = keys[position:position + size]
+        if size != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
             raise DataError(f"The source table {source_name} changed while it was being read "
                             f"(rows near position {position}). Nothing was published.")
-        out = pd.DataFrame({row_column: new_rows[position:position + size]})
+        columns = [new_rows[position:position + size].tolist()]
         for column in output_columns:
-            out[column] = (replaced[column][position:position + size] if column in replaced
-                           else chunk[column].to_numpy())
+            if column in replaced:
+                columns.append(replaced[column][position:position + size].tolist())
+            else:
+                index = slot[column]
+                columns.append([r[index] for r in rows])
         position += size
-        yield out
+        yield list(zip(*columns))
     if position != len(keys):
         raise DataError(f"The source table {source_name} changed while it was being read "
                         f"({position} rows on the second pass, {len(keys)} on the first).")
@@ -344,35 +353,44 @@ def verify_published(
         source_db = registry.connector_for(_dialect(config.source.url)).connect(
             config.source.url, config.source.password_file)
         say(f"reading the source table {config.source.table}")
-        keys, _quasi, source_confidential = _read_inputs(source_db, config)
+        keys, encoded, _set_aside = _read_inputs(source_db, config)
+        source_confidential = encoded.confidential
         expected_rows = len(keys)
     target_db = registry.connector_for(_dialect(config.target.url)).connect(
         config.target.url, config.target.password_file)
     say(f"reading the published table {config.target.table}")
-    frame = _read_written(target_db, TableName.parse(config.target.table), config)
+    frame, extra = _read_written(target_db, TableName.parse(config.target.table), config)
     say("verifying")
-    return verify_rows(frame, config.quasi_identifiers, distances, config.k, t_checked,
-                       expected_rows, source_confidential)
+    return verify_rows(frame, config.quasi_identifiers, _with_extra(distances, extra), config.k,
+                       t_checked, expected_rows, source_confidential)
 
 
-def _read_written(database, table, config: Config) -> pd.DataFrame:
-    """The QI and confidential columns of a written table, streamed in chunks and concatenated."""
+def _read_written(database, table, config: Config) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """The QI and confidential columns of a written table, streamed in chunks and concatenated,
+    confidential columns encoded as their distances expect (with the options they add)."""
     columns = config.quasi_identifiers + config.confidential
     frames = list(database.read(table, columns, key="tclose_row", with_key=False,
                                 chunk_size=config.source.chunk_size))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    extra = {}
     for column in config.confidential:
-        frame[column] = numeric_column(frame[column], column, "confidential")
-    return frame
+        frame[column], extra[column] = encode_confidential(frame[column],
+                                                           config.attributes[column])
+    return frame, extra
+
+
+def _with_extra(distances: Mapping[str, tuple[Distance, dict]],
+                extra: Mapping[str, dict]) -> dict[str, tuple[Distance, dict]]:
+    return {c: (d, {**o, **extra.get(c, {})}) for c, (d, o) in distances.items()}
 
 
 def _verify_staging(database, staging, config: Config, resolved: Resolved, n: int,
                     source_confidential: Mapping[str, np.ndarray]) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it."""
-    frame = _read_written(database, staging, config)
+    frame, extra = _read_written(database, staging, config)
     t_enforced = config.t if resolved.algorithm.requires_t else None
-    return verify_rows(frame, config.quasi_identifiers, resolved.distances, config.k,
-                       t_enforced, n, source_confidential)
+    return verify_rows(frame, config.quasi_identifiers, _with_extra(resolved.distances, extra),
+                       config.k, t_enforced, n, source_confidential)
 
 
 def describe_error(error: TcloseError) -> str:

@@ -19,7 +19,7 @@ class OrderedEMDDistance:
     """
 
     name = "emd-ordered"
-    attribute_types = ("numeric", "ordinal")
+    attribute_types = ("numeric", "ordinal", "date", "datetime")
     options_schema: Mapping[str, Option] = {}
 
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.k_first import k_first
 from tclose.plugins.kernels.merge import merge_until_t_close
 from tclose.plugins.merge import PARTNER_OPTIONS
@@ -17,10 +19,14 @@ from tclose.plugins.merge import PARTNER_OPTIONS
 class KFirst:
     """k-anonymity-first: MDAV-like clusters of k records, refined by swapping records with the
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
-    (candidates run out), so the merge loop runs afterwards, as the paper does."""
+    (candidates run out), so the merge loop runs afterwards, as the paper does.
+
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
+    as for t-first; k-first and the merge loop run in every block with EMDs against the whole
+    table, then the merge loop runs on the whole table if a cluster still exceeds ``t``."""
 
     name = "k-first"
-    options_schema: Mapping[str, Option] = dict(PARTNER_OPTIONS)
+    options_schema: Mapping[str, Option] = {**PARTNER_OPTIONS, **BLOCK_OPTIONS}
     requires_t = True
 
     def partition(
@@ -31,6 +37,10 @@ class KFirst:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
+        spec = block_spec(self.name, options)
+        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
+        if blocks > 1:
+            return partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
         labels = k_first(x, distances, k, t)
         initial = len(np.unique(labels))
         labels, merges = merge_until_t_close(

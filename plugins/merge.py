@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.k_first import k_first
 from tclose.plugins.kernels.mdav import mdav
 from tclose.plugins.kernels.merge import merge_until_t_close
@@ -18,7 +20,8 @@ BASES = ("mdav", "k-first", "t-first")
 
 PARTNER_OPTIONS: Mapping[str, Option] = {
     "partner": Option(
-        str, "nearest",
+        str,
+        "nearest",
         "Merge partner: 'nearest' (the paper: closest centroid) or 'min-emd' (among the "
         "'candidates' nearest clusters, the one whose merge gives the lowest EMD).",
         choices=("nearest", "min-emd"),
@@ -30,12 +33,19 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
 class Merge:
     """Microaggregate (MDAV by default), then merge the cluster with the greatest EMD into the
     cluster closest to it in the QI space until every cluster is within ``t`` for every
-    confidential attribute. Always returns a t-close partition (at worst one cluster)."""
+    confidential attribute. Always returns a t-close partition (at worst one cluster).
+
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
+    as for t-first (strata of the first confidential attribute), so that every block's
+    distribution follows the whole table's; the base algorithm and the merge loop run in every
+    block with EMDs against the whole table, then the merge loop runs on the whole table if a
+    cluster still exceeds ``t``."""
 
     name = "merge"
     options_schema: Mapping[str, Option] = {
         "base": Option(str, "mdav", "Microaggregation run before merging.", choices=BASES),
         **PARTNER_OPTIONS,
+        **BLOCK_OPTIONS,
     }
     requires_t = True
 
@@ -48,6 +58,12 @@ class Merge:
         options: Mapping[str, Any],
     ) -> Partition:
         base = options["base"]
+        spec = block_spec(self.name, options)
+        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
+        if blocks > 1:
+            partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+            partition.info["base"] = base
+            return partition
         if base == "mdav":
             labels = mdav(x, k)
         elif base == "k-first":
@@ -58,8 +74,7 @@ class Merge:
         labels, merges = merge_until_t_close(
             x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
         )
-        return Partition(labels, {"base": base, "initial_clusters": initial,
-                                  "merges": int(merges)})
+        return Partition(labels, {"base": base, "initial_clusters": initial, "merges": int(merges)})
 
 
 @hookimpl

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
+from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.merge import merge_until_t_close
-from tclose.plugins.kernels.t_first import t_first
+from tclose.plugins.kernels.t_first import cluster_size, t_first
 
 
 class TFirst:
@@ -25,15 +27,31 @@ class TFirst:
     Proposition 2 bounds every cluster's EMD by ``t`` when the stratifying attribute has distinct
     values. With ties, or for the other confidential attributes, a cluster may exceed ``t``; then
     the merge loop of Algorithm 1 runs afterwards, and the report says how many merges it made.
+
+    Blocks (options ``blocks``, ``executor``, ``scheduler``, ``workers``, ``retries``; see
+    :mod:`tclose.blocks`): the strata are assigned on the whole table, the table is split by
+    recursive stratified bisection, and t-first runs in every block with the global strata, so
+    every cluster still holds one record of each global stratum. Clusters above ``t`` are merged
+    inside their block (EMD against the whole table), then on the whole table if still needed.
+    With one block (``blocks: 1``, or ``auto`` below 200,000 rows) the run is the unblocked one.
     """
 
     name = "t-first"
     options_schema: Mapping[str, Option] = {
-        "stratify": Option(str, "", "Confidential column whose order forms the strata "
-                                    "(default: the first confidential attribute)."),
-        "partner": Option(str, "nearest", "Merge partner rule if a cluster still exceeds t.",
-                          choices=("nearest", "min-emd")),
+        "stratify": Option(
+            str,
+            "",
+            "Confidential column whose order forms the strata "
+            "(default: the first confidential attribute).",
+        ),
+        "partner": Option(
+            str,
+            "nearest",
+            "Merge partner rule if a cluster still exceeds t.",
+            choices=("nearest", "min-emd"),
+        ),
         "candidates": Option(int, 5, "Nearest clusters examined by partner 'min-emd'.", min=1),
+        **BLOCK_OPTIONS,
     }
     requires_t = True
 
@@ -46,15 +64,28 @@ class TFirst:
         options: Mapping[str, Any],
     ) -> Partition:
         stratifying = _stratifying(distances, options["stratify"])
+        spec = block_spec(self.name, options)
+        n = x.shape[0]
+        blocks = n_blocks(spec, n, n // max(cluster_size(n, k, t), 1))
+        if blocks > 1:
+            return partition_blocked(
+                self.name, x, distances, k, t, options, spec, blocks, stratifying=stratifying
+            )
         labels, k_effective = t_first(x, stratifying.ranks, k, t)
-        info: dict[str, Any] = {"k_effective": int(k_effective),
-                                "stratified_by": stratifying.column}
+        info: dict[str, Any] = {
+            "k_effective": int(k_effective),
+            "stratified_by": stratifying.column,
+        }
         exceeding = max(float(d.cluster_emd(_dense(labels)).max()) for d in distances)
         merges = 0
         if exceeding > t + EMD_TOLERANCE:
             labels, merges = merge_until_t_close(
-                x, labels, distances, t,
-                partner=options["partner"], candidates=options["candidates"],
+                x,
+                labels,
+                distances,
+                t,
+                partner=options["partner"],
+                candidates=options["candidates"],
             )
         info["merges"] = int(merges)
         info["merged_to_enforce_t"] = merges > 0

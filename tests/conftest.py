@@ -74,3 +74,228 @@ class SQLiteHelpers:
 def sqlite_run(tmp_path: Path, demo_db: Path) -> SQLiteHelpers:
     """Helpers bound to a fresh ``demo_db``."""
     return SQLiteHelpers(tmp_path, demo_db)
+
+
+# --- Database servers (issue #4): one helper for SQLite, PostgreSQL and MariaDB/MySQL ----------
+#
+# The servers are the ones on this machine (override with TCLOSE_TEST_POSTGRES_URL and
+# TCLOSE_TEST_MYSQL_URL). A missing server skips its tests with the reason, except in CI
+# (CI=true), where it fails them. Every test gets a unique table-name prefix and its tables are
+# dropped afterwards, so the suite can run repeatedly and concurrently.
+
+import os  # noqa: E402
+import secrets  # noqa: E402
+
+import sqlalchemy as sa  # noqa: E402
+from sqlalchemy.pool import NullPool  # noqa: E402
+
+SERVER_URLS = {
+    "postgresql": os.environ.get(
+        "TCLOSE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    ),
+    "mysql": os.environ.get("TCLOSE_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+_reachable: dict[str, str | None] = {}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def server_url(dialect: str) -> str:
+    """The server's URL; skips the test (fails it in CI) if the server cannot be reached."""
+    url = SERVER_URLS[dialect]
+    if dialect not in _reachable:
+        engine = sa.create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("SELECT 1")
+            _reachable[dialect] = None
+        except Exception as error:  # any failure to connect means: no usable server
+            _reachable[dialect] = " ".join(str(error).split())[:300]
+        finally:
+            engine.dispose()
+    problem = _reachable[dialect]
+    if problem is not None:
+        message = f"no {dialect} server at {sa.make_url(url).render_as_string()}: {problem}"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return url
+
+
+class TestDatabase:
+    """A database of one dialect as a test sees it: unique table names, SQL, cleanup."""
+
+    __test__ = False  # not a test class
+
+    def __init__(self, dialect: str, url: str, tmp_path: Path) -> None:
+        self.dialect = dialect
+        self.url = url
+        self.tmp_path = tmp_path
+        self.prefix = f"t{secrets.token_hex(4)}"
+        self.engine = sa.create_engine(url, poolclass=NullPool)
+        self.schemas: list[str | None] = [None]
+
+    def name(self, base: str) -> str:
+        """A table name unique to this test."""
+        return f"{self.prefix}_{base}"
+
+    def execute(self, sql: str, parameters: dict | None = None) -> list[tuple]:
+        with self.engine.begin() as connection:
+            result = connection.execute(sa.text(sql), parameters or {})
+            return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
+
+    def quote(self, name: str) -> str:
+        """``name`` quoted for :meth:`execute` (which escapes ``%`` itself)."""
+        if self.dialect == "mysql":
+            return "`" + name.replace("`", "``") + "`"
+        return '"' + name.replace('"', '""') + '"'
+
+    def create(
+        self, name: str, columns: list[sa.Column], rows: list[dict], schema: str | None = None
+    ) -> sa.Table:
+        """Create table ``name`` with ``columns`` and insert ``rows``."""
+        table = sa.Table(name, sa.MetaData(), *columns, schema=schema)
+        with self.engine.begin() as connection:
+            table.create(connection)
+            if rows:
+                connection.execute(table.insert(), rows)
+        return table
+
+    def create_patients(self, name: str, n: int = 400, seed: int = 1) -> sa.Table:
+        """The demo discharges (n rows, key ``patient_id``) plus ``note`` (NULL in every 7th
+        row) and ``code`` (unique per row, to match output rows with source rows)."""
+        from tclose.demo import discharge_table
+
+        frame = discharge_table(n, seed=seed)
+        rows = []
+        for record in frame.to_dict("records"):
+            i = int(record["patient_id"])
+            record.update(note=None if i % 7 == 0 else f"note {i}", code=f"c{i:06d}")
+            rows.append({k: (v.item() if hasattr(v, "item") else v) for k, v in record.items()})
+        columns = [
+            sa.Column("patient_id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("name", sa.String(60)),
+            sa.Column("age", sa.Integer),
+            sa.Column("zip", sa.Integer),
+            sa.Column("admission_day", sa.Integer),
+            sa.Column("length_of_stay", sa.Integer),
+            sa.Column("procedures", sa.Integer),
+            sa.Column("diagnoses", sa.Integer),
+            sa.Column("severity", sa.Double),
+            sa.Column("charge", sa.Double),
+            sa.Column("ward", sa.String(40)),
+            sa.Column("note", sa.Text),
+            sa.Column("code", sa.String(16)),
+        ]
+        return self.create(name, columns, rows)
+
+    def rows(
+        self, name: str, columns: str = "*", order: str | None = None, schema: str | None = None
+    ) -> list[tuple]:
+        table = self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
+        suffix = f" ORDER BY {order}" if order else ""
+        return self.execute(f"SELECT {columns} FROM {table}{suffix}")
+
+    def frame(self, name: str, schema: str | None = None):
+        """The table's rows as a DataFrame of the driver's Python values."""
+        import pandas as pd
+
+        table = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self.engine)
+        # Untyped columns: the driver's values, not SQLAlchemy's (MySQL doubles as Decimal).
+        raw = [sa.type_coerce(c, sa.types.NullType()).label(c.name) for c in table.columns]
+        with self.engine.connect() as connection:
+            result = connection.execute(sa.select(*raw))
+            return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
+
+    def column_types(self, name: str, schema: str | None = None) -> dict[str, str]:
+        """Column name → its type as the database reports it (compiled for the dialect)."""
+        columns = sa.inspect(self.engine).get_columns(name, schema=schema)
+        return {c["name"]: c["type"].compile(dialect=self.engine.dialect) for c in columns}
+
+    def tables(self) -> set[str]:
+        """This test's tables (any name with its prefix, helper tables included)."""
+        found = set()
+        inspector = sa.inspect(self.engine)
+        for schema in self.schemas:
+            for table in inspector.get_table_names(schema=schema):
+                if table.startswith(self.prefix):
+                    found.add(table if schema is None else f"{schema}.{table}")
+        return found
+
+    def config(self, source: str, target: str, **overrides) -> dict:
+        """A valid configuration for a :meth:`create_patients` table."""
+        document = {
+            "source": {"url": self.url, "table": source, "key": "patient_id"},
+            "target": {"table": target, "if_exists": "fail"},
+            "attributes": {
+                "name": {"role": "identifier"},
+                "age": {"role": "quasi_identifier", "type": "numeric"},
+                "zip": {"role": "quasi_identifier", "type": "numeric"},
+                "length_of_stay": {"role": "quasi_identifier", "type": "numeric"},
+                "charge": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
+            },
+            "privacy": {"k": 3, "t": 0.2},
+            "algorithm": {"name": "t-first", "options": {}},
+            "output": {"seed": 7},
+        }
+        document.update(overrides)
+        return document
+
+    def write_config(self, document: dict, name: str = "run.yaml") -> Path:
+        path = self.tmp_path / name
+        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        return path
+
+    def drop_all(self) -> None:
+        inspector = sa.inspect(self.engine)
+        for schema in self.schemas:
+            for table in inspector.get_table_names(schema=schema):
+                if table.startswith(self.prefix):
+                    sa.Table(table, sa.MetaData(), schema=schema).drop(self.engine)
+        self.engine.dispose()
+
+
+def make_database(dialect: str, tmp_path: Path) -> TestDatabase:
+    url = f"sqlite:///{tmp_path / 'test.db'}" if dialect == "sqlite" else server_url(dialect)
+    return TestDatabase(dialect, url, tmp_path)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite"),
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ]
+)
+def db(request, tmp_path: Path):
+    """A :class:`TestDatabase` of each dialect in turn (the same test runs on all three)."""
+    database = make_database(request.param, tmp_path)
+    yield database
+    database.drop_all()
+
+
+@pytest.fixture
+def pg(tmp_path: Path):
+    """The PostgreSQL server as a :class:`TestDatabase`."""
+    database = make_database("postgresql", tmp_path)
+    yield database
+    database.drop_all()
+
+
+@pytest.fixture
+def maria(tmp_path: Path):
+    """The MariaDB/MySQL server as a :class:`TestDatabase`."""
+    database = make_database("mysql", tmp_path)
+    yield database
+    database.drop_all()
+
+
+@pytest.fixture
+def lite(tmp_path: Path):
+    """A SQLite file as a :class:`TestDatabase`."""
+    (tmp_path / "lite").mkdir()
+    database = make_database("sqlite", tmp_path / "lite")
+    yield database
+    database.drop_all()

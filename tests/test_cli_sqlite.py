@@ -233,7 +233,7 @@ def test_mdav_reports_t_without_enforcing_it(sqlite_run, tmp_path):
 def test_plugins_lists_builtins(capsys):
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    for name in ("t-first", "mdav", "merge", "k-first", "emd-ordered", "sqlalchemy"):
+    for name in ("t-first", "mdav", "merge", "k-first", "emd-ordered", "sqlite", "postgresql", "mysql"):
         assert name in out
     assert "tclose" in out
 

@@ -53,10 +53,10 @@ def test_builtins_are_registered_with_provider_and_version():
     registry = load_registry(entry_points=False)
     assert {"t-first", "mdav", "merge", "k-first"} <= set(registry.algorithms)
     assert "emd-ordered" in registry.distances
-    assert "sqlalchemy" in registry.connectors
+    assert {"sqlite", "postgresql", "mysql"} <= set(registry.connectors)
     provided = registry.algorithms["t-first"]
     assert provided.provider == "tclose" and provided.version == tclose.__version__
-    assert registry.connector_for("sqlite").name == "sqlalchemy"
+    assert registry.connector_for("sqlite").name == "sqlite"
 
 
 def test_third_party_algorithm_runs_from_yaml(sqlite_run):

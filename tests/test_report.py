@@ -7,13 +7,16 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import tclose.report
 from tclose.cli import main
 from tclose.config import load_config, parse_config
 from tclose.demo import discharge_table
 from tclose.html_report import render_html
-from tclose.report import distributions, nice_edges, redacted_document, sse_per_attribute
+from tclose.attributes import encode_table
+from tclose.config import AttributeSpec
+from tclose.report import distributions, nice_edges, redacted_document
 
 QIS = ["age", "zip", "length_of_stay"]
 
@@ -43,7 +46,7 @@ def test_report_holds_the_lineage(published):
     assert "patient_id" not in report["target"]["columns"]
     assert {"age", "charge", "ward"} <= set(report["target"]["columns"])
     assert report["config"]["privacy"] == {"k": 3, "t": 0.2}
-    assert report["plugins"]["connector:sqlalchemy"].startswith("tclose ")
+    assert report["plugins"]["connector:sqlite"].startswith("tclose ")
     assert set(report["timings"]) >= {"read", "kernel", "write", "verify", "publish", "total"}
 
 
@@ -154,11 +157,13 @@ def test_nice_edges_hide_the_extremes_and_cover_the_data():
 
 
 def test_distribution_and_sse_helpers():
-    original = np.array([[1.0, 10.0], [2.0, 10.0], [3.0, 10.0], [4.0, 10.0]])
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [10.0] * 4})
+    encoded = encode_table(frame, [AttributeSpec("a", "quasi_identifier"),
+                                   AttributeSpec("b", "quasi_identifier")])
     published = {"a": np.array([1.5, 1.5, 3.5, 3.5]), "b": np.full(4, 10.0)}
-    sse = sse_per_attribute(original, published, ["a", "b"])
-    assert sse["a"] == pytest.approx(0.25 / original[:, 0].std() ** 2) and sse["b"] == 0.0
-    histograms = distributions(original, published, ["a", "b"])
+    sse = encoded.information_loss(published)["sse_per_attribute"]
+    assert sse["a"] == pytest.approx(0.25 / frame["a"].std(ddof=0) ** 2) and sse["b"] == 0.0
+    histograms = distributions(encoded, published)
     assert sum(histograms["a"]["original"]) == sum(histograms["a"]["anonymized"]) == 4
 
 

@@ -74,7 +74,7 @@ from tclose.plugins.kernels._compiled import (
     t_first_compiled,
 )
 
-__all__ = ["cluster_size", "strata_sizes", "t_first", "t_first_reference"]
+__all__ = ["cluster_size", "strata_sizes", "t_first", "t_first_reference", "t_first_strata"]
 
 
 def cluster_size(n: int, k: int, t: float) -> int:
@@ -154,6 +154,54 @@ def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndar
         return np.empty(0, dtype=np.int64), k_effective
     labels = t_first_compiled(x, stratum, sizes)
     return labels, k_effective
+
+
+def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """t-first clusters of rows whose strata are given: a block of a larger table.
+
+    The global strata of a table split into blocks (:mod:`tclose.blocks`) are assigned once on the
+    whole table; each block is then clustered here with those strata, so that every cluster holds
+    one record of every global stratum, as in the unblocked run. On a whole table with the strata
+    of :func:`strata_sizes`, the labels are those of :func:`t_first`.
+
+    Args:
+        x: ``(n, d)`` float array of standardized quasi-identifiers; finite, ``n >= 1``.
+        stratum: ``int64 (n,)`` stratum of every row, in ``0..k'-1``.
+        sizes: ``int64 (k',)`` rows per stratum (``np.bincount(stratum)``). With
+            ``q = min(sizes)``, the extras ``sizes - q`` must total at most ``q`` and fewer than
+            ``k'``, so that each of the ``q`` clusters takes at most one.
+
+    Returns:
+        ``int64`` labels ``0..q-1`` in order of creation; the first ``sum(sizes - q)`` clusters
+        have ``k' + 1`` records, the others ``k'``.
+
+    Raises:
+        ValueError: on inconsistent shapes or strata.
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    stratum = np.ascontiguousarray(stratum, dtype=np.int64)
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    n = x.shape[0]
+    if x.ndim != 2 or n == 0 or not np.isfinite(x).all():
+        raise ValueError(f"x must be a finite 2-D array with rows. Got shape {x.shape}.")
+    k_effective = sizes.shape[0]
+    if stratum.shape != (n,) or sizes.ndim != 1 or k_effective == 0:
+        raise ValueError(f"stratum must have shape ({n},) and sizes at least one entry.")
+    if (
+        stratum.min() < 0
+        or stratum.max() >= k_effective
+        or not np.array_equal(np.bincount(stratum, minlength=k_effective), sizes)
+    ):
+        raise ValueError("sizes must count the rows of each stratum (np.bincount(stratum)).")
+    q = int(sizes.min())
+    extras = int(sizes.sum()) - q * k_effective
+    if q == 0 or extras > q or extras >= k_effective:
+        raise ValueError(
+            f"The strata cannot be clustered one record each plus at most one "
+            f"extra per cluster: {q} cluster(s), {extras} extra record(s), "
+            f"{k_effective} strata."
+        )
+    return t_first_compiled(x, stratum, sizes)
 
 
 def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndarray, int]:

@@ -1,0 +1,237 @@
+"""Connector plugin ``postgresql``: PostgreSQL through psycopg 3.
+
+- Snapshot: one ``REPEATABLE READ`` transaction holds the whole run on a same-database target —
+  pass-1 read, staging table, helper tables, ``INSERT ... SELECT``, verification read-back and
+  the swap — so the staging table is never visible to anyone else, and a killed run leaves
+  nothing (the server rolls the transaction back). A source read for another database is a
+  ``REPEATABLE READ, READ ONLY`` transaction.
+- Reads: psycopg server-side (named) cursors in binary format.
+- Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
+  binary format, built by NumPy in one pass.
+- Runs on one target exclude each other through a transaction-level advisory lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from tclose.errors import ConfigError, DataError
+from tclose.hookspecs import hookimpl
+
+from .sql import Session, SQLDatabase, TableName, random_suffix
+
+#: Seconds a run waits for another run on the same target to finish before giving up.
+LOCK_WAIT_SECONDS = 30
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER = struct.pack(">h", -1)
+
+
+#: Column types read in binary format by psycopg's built-in loaders.
+_BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
+
+
+def run_lock_key(staging: str) -> int:
+    """The advisory lock key of the runs that write staging table ``staging`` (``schema.name``)."""
+    digest = hashlib.sha256(f"tclose:{staging}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgreSQLSession(Session):
+    """A PostgreSQL session: one ``REPEATABLE READ`` transaction."""
+
+    database: PostgreSQLDatabase
+
+    def begin(self, staging: sa.Table | None) -> None:
+        mode = " READ ONLY" if self.read_only else ""
+        self.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ{mode}")
+        # A long kernel leaves the transaction idle: a server-wide timeout must not end it. A
+        # killed client is noticed while a statement runs, so its locks are released soon.
+        self.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+        if self.database.server_version >= 140000:
+            self.execute("SET LOCAL client_connection_check_interval = '2s'")
+        if staging is not None:
+            self.lock(TableName(staging.schema, staging.name))
+            self.prepare_staging(staging)
+
+    def lock(self, staging: TableName) -> None:
+        """Take the run lock of ``staging``'s target (released at commit or rollback)."""
+        self.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_SECONDS}s'")
+        try:
+            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(staging))})")
+        except sa.exc.OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) == "55P03":
+                raise DataError(
+                    f"Another tclose run is writing {staging} (waited {LOCK_WAIT_SECONDS} s); "
+                    f"nothing was written. Retry when it has finished."
+                ) from None
+            raise
+        self.execute("SET LOCAL lock_timeout = 0")
+
+    def stream(
+        self,
+        statement: sa.Select,
+        chunk_size: int,
+        column_types: Sequence[sa.types.TypeEngine] = (),
+    ) -> Iterator[list[tuple]]:
+        """A psycopg server-side cursor; in binary format (~1.7x faster) when every column is of
+        a type psycopg decodes from binary by itself, else in text format (psycopg returns the
+        binary form of a type it does not know — an enum, an extension's type — as bytes)."""
+        sql = str(statement.compile(dialect=self.database.engine.dialect))
+        raw = self.connection.connection.driver_connection
+        binary = all(
+            isinstance(t, _BINARY_SAFE) and not isinstance(t, (sa.Enum, postgresql.CITEXT))
+            for t in column_types
+        )
+        cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
+        try:
+            cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
+            while True:
+                rows = cursor.fetchmany(chunk_size)
+                if not rows:
+                    break
+                yield rows
+        finally:
+            cursor.close()
+
+    def insert_arrays(
+        self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 100_000
+    ) -> None:
+        """``COPY`` in binary format when every array holds integers or floats and every column
+        is ``BIGINT`` or ``DOUBLE PRECISION``; the text format otherwise."""
+        columns = list(arrays)
+        values = [np.asarray(a) for a in arrays.values()]
+        binary = all(
+            (v.dtype.kind in "iu" and isinstance(table.c[c].type, sa.BigInteger))
+            or (v.dtype.kind == "f" and isinstance(table.c[c].type, sa.Double))
+            for c, v in zip(columns, values, strict=True)
+        )
+        if not binary:
+            super().insert_arrays(table, arrays, chunk_size)
+            return
+        layout = [("fields", ">i2")]
+        for i, v in enumerate(values):
+            layout += [(f"size{i}", ">i4"), (f"value{i}", ">i8" if v.dtype.kind in "iu" else ">f8")]
+        n = len(values[0]) if values else 0
+        with self.copy(table, columns, binary=True) as copy:
+            copy.write(_COPY_HEADER)
+            for start in range(0, n, chunk_size):
+                stop = min(start + chunk_size, n)
+                record = np.empty(stop - start, dtype=layout)
+                record["fields"] = len(values)
+                for i, v in enumerate(values):
+                    record[f"size{i}"] = 8
+                    record[f"value{i}"] = v[start:stop]
+                copy.write(record.tobytes())
+            copy.write(_COPY_TRAILER)
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """``COPY ... FROM STDIN`` in text format; psycopg formats each Python value."""
+        if not rows:
+            return
+        with self.copy(table, columns, binary=False) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def copy(self, table: sa.Table, columns: Sequence[str], binary: bool) -> Any:
+        names = ", ".join(self.database.quote(c) for c in columns)
+        options = " (FORMAT BINARY)" if binary else ""
+        cursor = self.connection.connection.driver_connection.cursor()
+        return cursor.copy(f"COPY {self.database.qualified(table)} ({names}) FROM STDIN{options}")
+
+    def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
+        # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.
+        for table in tables:
+            self.execute(f"ANALYZE {self.database.qualified(table)}")
+
+    def streamed_rows_written(self, staging: sa.Table) -> None:
+        # Rows arrived in source-key order; rewrite the heap in new-key order so that the
+        # physical order of the published table says nothing about the source order.
+        self.execute(
+            f"CLUSTER {self.database.qualified(staging)} USING "
+            f"{self.database.quote(self.primary_key_name(staging))}"
+        )
+
+    def primary_key_name(self, table: sa.Table | TableName) -> str:
+        name = self.database.qualified(table)
+        rows = self.execute(
+            "SELECT c.conname FROM pg_constraint c WHERE c.contype = 'p' AND c.conrelid = "
+            f"to_regclass({_literal(name)})"
+        )
+        return rows[0][0]
+
+    def renamed(self, target: TableName) -> None:
+        # The staging table's primary key index keeps its random name unless it can take the
+        # conventional one; either way no later staging table collides with it.
+        old = self.primary_key_name(target)
+        wanted = f"{target.name}_pkey"
+        index = TableName(target.schema, wanted)
+        taken = self.execute(f"SELECT to_regclass({_literal(self.database.qualified(index))})")
+        if taken[0][0] is None and len(wanted.encode()) <= 63:
+            self.execute(
+                f"ALTER TABLE {self.database.qualified(target)} RENAME CONSTRAINT "
+                f"{self.database.quote(old)} TO {self.database.quote(wanted)}"
+            )
+
+
+class PostgreSQLDatabase(SQLDatabase):
+    """A PostgreSQL database (driver: psycopg 3; ``postgresql://`` URLs use it too)."""
+
+    session_class = PostgreSQLSession
+
+    def adapt_url(self, url: sa.URL) -> sa.URL:
+        if url.drivername == "postgresql":
+            return url.set(drivername="postgresql+psycopg")
+        if url.get_driver_name() != "psycopg":
+            raise ConfigError(
+                f"The postgresql connector uses the psycopg (3) driver; write the URL as "
+                f"postgresql+psycopg://... (got driver {url.get_driver_name()!r})."
+            )
+        return url
+
+    @property
+    def server_version(self) -> int:
+        if not hasattr(self, "_server_version"):
+            with self.errors("connecting to postgresql"), self.engine.connect() as connection:
+                raw = connection.connection.driver_connection
+                self._server_version = int(raw.info.server_version)
+        return self._server_version
+
+    def staging_table(
+        self, name: TableName, source: sa.Table, *args: Any, **kwargs: Any
+    ) -> sa.Table:
+        table = super().staging_table(name, source, *args, **kwargs)
+        # A random constraint name: a published table keeps its index, and the next staging
+        # table of the same target must not collide with it.
+        table.primary_key.name = f"tclose_pk_{random_suffix()}"
+        return table
+
+    def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
+        if isinstance(column_type, postgresql.ENUM):
+            column_type.create_type = False  # the type exists: the source uses it
+        return column_type
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class PostgreSQLConnector:
+    """Connector for PostgreSQL (``postgresql://`` and ``postgresql+psycopg://`` URLs)."""
+
+    name = "postgresql"
+    dialects = ("postgresql",)
+
+    def connect(self, url: str, password_file: str | None = None) -> PostgreSQLDatabase:
+        return PostgreSQLDatabase(url, password_file)
+
+
+@hookimpl
+def register_connectors(register):
+    register(PostgreSQLConnector())

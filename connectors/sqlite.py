@@ -1,0 +1,124 @@
+"""Connector plugin ``sqlite``: SQLite files through Python's ``sqlite3``.
+
+A writing session is one ``BEGIN IMMEDIATE`` transaction for the whole run — pass-1 read, staging
+table, helper tables, ``INSERT ... SELECT``, verification read-back, ``DROP`` + ``ALTER TABLE ...
+RENAME`` — committed at publish. ``IMMEDIATE`` takes the database's write lock at once, so no
+other connection can change the source between the reads and the write (other writers wait or
+get "database is locked"; readers go on). A killed run leaves a hot journal that SQLite rolls
+back when the file is next opened: nothing of the run stays. A read-only session is a deferred
+transaction with ``PRAGMA query_only``; its shared lock (or WAL snapshot) keeps its reads
+consistent. ``tclose_row`` is declared ``INTEGER PRIMARY KEY`` (the rowid), so rows are stored in
+new-key order. Bulk writes are ``executemany`` inside the transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import NullPool, StaticPool
+
+from tclose.errors import DataError
+from tclose.hookspecs import hookimpl
+
+from .sql import Session, SQLDatabase
+
+#: Seconds a connection waits for another connection's write lock.
+BUSY_TIMEOUT_SECONDS = 30
+
+
+class SQLiteSession(Session):
+    """A SQLite session: one transaction on one connection."""
+
+    def begin(self, staging: sa.Table | None) -> None:
+        if staging is None:
+            if self.read_only:
+                self.execute("PRAGMA query_only = ON")
+            self.execute("BEGIN")
+            return
+        self.execute("BEGIN IMMEDIATE")
+        self.prepare_staging(staging)
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """``executemany``; values ``sqlite3`` cannot bind (``Decimal``, dates and times, UUIDs,
+        from another database) are stored as their text, as SQLAlchemy's SQLite types do."""
+        if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
+            rows = [tuple(_bindable(v) for v in row) for row in rows]
+        super().insert_rows(table, columns, rows)
+
+    def end(self, failed: bool) -> None:
+        raw = self.connection.connection.driver_connection
+        if raw.in_transaction and not self.published:
+            self.execute("ROLLBACK")
+        if self.read_only:
+            self.execute("PRAGMA query_only = OFF")
+
+
+_BINDABLE = (int, float, str, bytes, type(None))
+
+
+def _bindable(value: Any) -> Any:
+    if isinstance(value, _BINDABLE):
+        return value
+    if isinstance(value, (Decimal, uuid.UUID)):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return value
+
+
+class SQLiteDatabase(SQLDatabase):
+    """A SQLite database file (``sqlite:///path``; ``sqlite://`` is an in-memory database)."""
+
+    session_class = SQLiteSession
+
+    def describe(self, error: BaseException, action: str) -> DataError:
+        described = super().describe(error, action)
+        if "locked" in str(error):
+            return DataError(
+                f"{described} (another connection is writing to this database; "
+                f"waited {BUSY_TIMEOUT_SECONDS} s)"
+            )
+        return described
+
+    def create_engine(self) -> Engine:
+        memory = self.url.database in (None, "", ":memory:")
+        return sa.create_engine(
+            self.url,
+            poolclass=StaticPool if memory else NullPool,
+            connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+        )
+
+    def row_type(self) -> sa.types.TypeEngine:
+        return sa.Integer()  # INTEGER PRIMARY KEY: the rowid, rows stored in key order
+
+    def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
+        """As :meth:`SQLDatabase.row_key`, falling back to the ``rowid``."""
+        if key is None and len(table.primary_key.columns) != 1:
+            qualified = self.engine.dialect.identifier_preparer.format_table(table)
+            return sa.literal_column(f"{qualified}.rowid", sa.Integer)
+        return super().row_key(table, key)
+
+
+class SQLiteConnector:
+    """Connector for SQLite files (``sqlite:///path/to/file.db`` URLs)."""
+
+    name = "sqlite"
+    dialects = ("sqlite",)
+
+    def connect(self, url: str, password_file: str | None = None) -> SQLiteDatabase:
+        return SQLiteDatabase(url, password_file)
+
+
+@hookimpl
+def register_connectors(register: Any) -> None:
+    register(SQLiteConnector())
