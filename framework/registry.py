@@ -134,6 +134,15 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
                         f"{_table[name].provider} (plugin {_table[name].plugin}) and "
                         f"{_provider} (plugin {_plugin}). Uninstall or rename one of them."
                     )
+                if _kind == "connector":
+                    for other in _table.values():
+                        shared = set(other.obj.dialects) & set(obj.dialects)
+                        if shared:
+                            raise PluginError(
+                                f"Two connectors claim the dialect {sorted(shared)[0]!r}: "
+                                f"{other.name} (plugin {other.plugin}) and {name} (plugin "
+                                f"{_plugin}). Uninstall one of them."
+                            )
                 _table[name] = Provided(_kind, name, obj, _provider, _version, _plugin)
 
             impl.function(register=register)

@@ -214,3 +214,20 @@ def test_every_hook_docstring_is_in_docs_plugins_md():
     for name in _hook_names():
         block = _hook_reference(name)
         assert block in docs, f"docs/plugins.md lacks (or has an old copy of):\n{block}"
+
+
+def test_two_connectors_claiming_one_dialect_are_rejected():
+    class Claims:
+        @tclose.hookimpl
+        def register_connectors(self, register):
+            class Other:
+                name = "other-sqlite"
+                dialects = ("sqlite",)
+
+                def connect(self, url, password_file=None):
+                    raise NotImplementedError
+
+            register(Other())
+
+    with pytest.raises(PluginError, match="Two connectors claim the dialect 'sqlite'"):
+        load_registry(extra_plugins=[Claims()], entry_points=False)
