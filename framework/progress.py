@@ -3,7 +3,7 @@
 :class:`Progress` is the ``progress`` callback of :func:`tclose.runner.run`: each call starts a
 phase (reading, partitioning, writing, verifying, publishing). On a terminal the current phase is
 a live line with a spinner, the elapsed time and, when the caller reports ``done`` and ``total``,
-a bar; a finished phase stays as a line with its duration. Anywhere else (a file, a pipe, CI)
+a bar (``done`` alone: the rows read so far, for streamed reads of unknown length); a finished phase stays as a line with its duration. Anywhere else (a file, a pipe, CI)
 every phase is one plain, timestamped line and nothing is redrawn.
 
 :class:`ConsoleHandler` writes log records above the live line, and :class:`RedactingFilter`
@@ -113,6 +113,8 @@ class Progress:
             share = min(max(self.done / self.total, 0.0), 1.0)
             filled = int(share * 24)
             bar = f" [{'#' * filled}{'.' * (24 - filled)}] {share:4.0%}"
+        elif self.done is not None:  # a streamed read of unknown length: rows so far
+            bar = f" {self.done:,} rows"
         line = f"  {frame}     {self.phase}{bar} {seconds:.1f} s"
         width = shutil.get_terminal_size((100, 24)).columns - 1
         if len(line) > width:  # a wrapped line could not be redrawn in place

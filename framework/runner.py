@@ -98,14 +98,29 @@ def resolve_distances(config: Config, registry: Registry) -> dict[str, tuple[Dis
     return distances
 
 
-def _read_inputs(database, config: Config) -> tuple[np.ndarray, EncodedTable, set]:
+def _chunks(stream: Iterator[pd.DataFrame], progress: Callable[..., None] | None, line: str,
+            total: int | None = None) -> list[pd.DataFrame]:
+    """Collect a streamed read, reporting the rows read so far to ``progress``."""
+    frames, done = [], 0
+    for frame in stream:
+        frames.append(frame)
+        done += len(frame)
+        if progress is not None:
+            progress(line, done=done, total=total)
+    return frames
+
+
+def _read_inputs(database, config: Config,
+                 progress: Callable[..., None] | None = None,
+                 line: str = "") -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
     from tclose.connectors.sql import TableName
 
     columns = config.quasi_identifiers + config.confidential
-    frames = list(database.read(TableName.parse(config.source.table), columns,
-                                key=config.source.key, chunk_size=config.source.chunk_size))
+    frames = _chunks(database.read(TableName.parse(config.source.table), columns,
+                                   key=config.source.key, chunk_size=config.source.chunk_size),
+                     progress, line)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["__key__", *columns])
     keys = frame["__key__"].to_numpy()
@@ -158,7 +173,7 @@ def run(
     resolved = resolve_plugins(config, registry)
     timer = Timer()
     started = time.time()
-    say = progress or (lambda _line: None)
+    say = progress or (lambda *_args, **_counts: None)
 
     source_connector = registry.connector_for(_dialect(config.source.url))
     source_db = source_connector.connect(config.source.url, config.source.password_file)
@@ -212,9 +227,10 @@ def run(
             target = sessions.enter_context(target_db.session(staging_table))
             source = sessions.enter_context(source_db.session(read_only=True))
 
-        say(f"reading {source_name}")
+        line = f"reading {source_name}"
+        say(line)
         with timer.phase("read"):
-            keys, encoded, set_aside = _read_inputs(source, config)
+            keys, encoded, set_aside = _read_inputs(source, config, progress, line)
         n = len(keys)
         n_read = n + int(encoded.excluded.sum())
 
@@ -244,7 +260,7 @@ def run(
             say("verifying the written rows")
             with timer.phase("verify"):
                 verification = _verify_staging(target, staging_name, config, resolved, n,
-                                               encoded.confidential)
+                                               encoded.confidential, progress)
             if not verification.passed:
                 failed = ", ".join(c["name"] for c in verification.failures())
                 raise VerificationError(
@@ -344,7 +360,7 @@ def verify_published(
     from tclose.connectors.sql import TableName
 
     registry = registry or load_registry()
-    say = progress or (lambda _line: None)
+    say = progress or (lambda *_args, **_counts: None)
     distances = resolve_distances(config, registry)
     provided = registry.algorithms.get(config.algorithm)
     t_checked = config.t if provided is None or provided.obj.requires_t else None
@@ -365,12 +381,13 @@ def verify_published(
                        t_checked, expected_rows, source_confidential)
 
 
-def _read_written(database, table, config: Config) -> tuple[pd.DataFrame, dict[str, dict]]:
+def _read_written(database, table, config: Config, progress: Callable[..., None] | None = None,
+                  line: str = "", total: int | None = None) -> tuple[pd.DataFrame, dict[str, dict]]:
     """The QI and confidential columns of a written table, streamed in chunks and concatenated,
     confidential columns encoded as their distances expect (with the options they add)."""
     columns = config.quasi_identifiers + config.confidential
-    frames = list(database.read(table, columns, key="tclose_row", with_key=False,
-                                chunk_size=config.source.chunk_size))
+    frames = _chunks(database.read(table, columns, key="tclose_row", with_key=False,
+                                   chunk_size=config.source.chunk_size), progress, line, total)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     extra = {}
     for column in config.confidential:
@@ -385,9 +402,11 @@ def _with_extra(distances: Mapping[str, tuple[Distance, dict]],
 
 
 def _verify_staging(database, staging, config: Config, resolved: Resolved, n: int,
-                    source_confidential: Mapping[str, np.ndarray]) -> Verification:
+                    source_confidential: Mapping[str, np.ndarray],
+                    progress: Callable[..., None] | None = None) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it."""
-    frame, extra = _read_written(database, staging, config)
+    frame, extra = _read_written(database, staging, config, progress,
+                                 "verifying the written rows", n)
     t_enforced = config.t if resolved.algorithm.requires_t else None
     return verify_rows(frame, config.quasi_identifiers, _with_extra(resolved.distances, extra),
                        config.k, t_enforced, n, source_confidential)

@@ -341,3 +341,32 @@ def test_data_errors_of_run_say_nothing_was_published(sqlite_run, capsys):
     document["source"]["table"] = "no_such_table"
     assert main(["run", str(sqlite_run.write(document))]) == 3
     assert "Nothing was published" in capsys.readouterr().err
+
+
+def test_run_reports_rows_read_and_verified_to_the_progress_callback(sqlite_run):
+    from tclose.config import load_config
+    from tclose.runner import run
+
+    calls = []
+    run(load_config(sqlite_run.write(sqlite_run.config())),
+        progress=lambda line, done=None, total=None: calls.append((line, done, total)))
+    reads = [c for c in calls if c[0].startswith("reading") and c[1] is not None]
+    verifies = [c for c in calls if c[0].startswith("verifying") and c[1] is not None]
+    assert reads and reads[-1][1] == 400 and reads[-1][2] is None
+    assert verifies and verifies[-1][1:] == (400, 400)
+
+
+def test_progress_draws_a_bar_or_a_row_count():
+    import io
+
+    from tclose.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(stream, live=True, interval=60)
+    progress("reading t", done=1500, total=None)
+    progress._draw()
+    assert "1,500 rows" in stream.getvalue()
+    progress("reading t", done=50, total=100)
+    progress._draw()
+    assert "[############............]  50%" in stream.getvalue()
+    progress.close()
