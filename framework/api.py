@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import AttributeSpec, _attributes, _Checker
 from .attributes import encode_confidential, encode_table
+from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
+from .options import validate_options
+from .partition import cluster_rows
 from .registry import Registry, load_registry
 from .report import build_report
-from .partition import cluster_rows
 from .runner import Resolved, Timer
-from .options import validate_options
 from .verify import verify_rows
 
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import __version__
-from .config import redact_url
 from .attributes import EncodedTable
+from .config import redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
 
