@@ -5,7 +5,7 @@ Usage::
     python bench/bench_blocks.py                    # everything but 10M rows (about 15 minutes)
     python bench/bench_blocks.py --sizes 100000 1000000 10000000
     python bench/bench_blocks.py --only curve       # one section: kernel, quality, curve,
-                                                    # issue, dask, verify
+                                                    # issue, others, dask, verify
     python bench/bench_blocks.py --plot docs/scaling/blocks.png
 
 Data: :func:`synthetic_table` (seeded): 8 correlated Gaussian quasi-identifiers, standardized,
@@ -25,6 +25,8 @@ Sections:
   of the default options and of the auto rule's number of blocks against the unblocked run.
 - ``curve``: time and SSE against the number of blocks P at ``--curve-rows`` rows.
 - ``issue``: the issue author's table, P = 1, 4, 16, 64.
+- ``others``: ``merge`` (base MDAV) and ``k-first`` with the default options at each ``--sizes``
+  (one run each).
 - ``dask``: t-first at 1M rows on a Dask LocalCluster of 2 workers and of 1 worker (cluster
   started outside the timing), and with ``executor: dask`` starting its own LocalCluster.
 - ``verify``: ``OrderedEMD.cluster_emd`` on 1M rows in 100k classes with 1M distinct values, and
@@ -193,6 +195,33 @@ def section_curve(
     results[name] = {"rows": n, "points": rows}
 
 
+def section_others(sizes: list[int], results: dict) -> None:
+    from tclose.plugins.k_first import KFirst
+    from tclose.plugins.merge import Merge
+
+    print("\n== others: merge (base mdav) and k-first k=10 t=0.25, default options, one run each")
+    for n in sizes:
+        x, c = synthetic_table(n)
+        distance = fitted(c)
+        for plugin in (Merge(), KFirst()):
+            options = validate_options(plugin.name, plugin.options_schema, {}, "options")
+            times, partition = timed(
+                lambda p=plugin, o=options, x=x, d=distance: p.partition(x, [d], K, T, o), 1
+            )
+            info = partition.info
+            line(
+                f"{plugin.name} {n:>10,} rows",
+                times,
+                f"P={info.get('blocks', 1)} merges={info.get('merges')} "
+                f"(global {info.get('merges_global', 0)}) sse={sse(x, partition.labels):.4f}",
+            )
+            results.setdefault("others", {})[f"{plugin.name} {n}"] = {
+                "seconds": times[0],
+                "blocks": info.get("blocks", 1),
+                "merges": info.get("merges"),
+            }
+
+
 def section_dask(n: int, repeats: int, results: dict) -> None:
     from distributed import LocalCluster
 
@@ -285,7 +314,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--only", nargs="+", choices=["kernel", "quality", "curve", "issue", "dask", "verify"]
+        "--only",
+        nargs="+",
+        choices=["kernel", "quality", "curve", "issue", "others", "dask", "verify"],
     )
     parser.add_argument("--curve-rows", type=int, default=100_000)
     parser.add_argument("--quality-rows", type=int, nargs="+", default=[100_000])
@@ -299,7 +330,7 @@ def main() -> None:
         help="plot the curves of these --json files (no benchmark is run)",
     )
     args = parser.parse_args()
-    sections = args.only or ["kernel", "quality", "curve", "issue", "dask", "verify"]
+    sections = args.only or ["kernel", "quality", "curve", "issue", "others", "dask", "verify"]
     if args.plot_from:
         merged: dict[str, Any] = {}
         for path in args.plot_from:
@@ -323,7 +354,7 @@ def main() -> None:
             args.blocks,
             args.repeats,
             results,
-            name=f"curve {args.curve_rows:,} x 8, k={K}",
+            name=f"synthetic {args.curve_rows:,} x 8, k={K}",
         )
     if "issue" in sections:
         from tclose.demo import QI_COLUMNS, discharge_table
@@ -342,6 +373,8 @@ def main() -> None:
             k=2,
             t=0.25,
         )
+    if "others" in sections:
+        section_others(args.sizes, results)
     if "dask" in sections:
         section_dask(1_000_000, args.repeats, results)
     if "verify" in sections:

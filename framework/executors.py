@@ -20,7 +20,7 @@ Executors (:func:`run_tasks`, argument ``executor``):
 - ``"dask"``: Dask distributed. ``scheduler`` is the address of a running scheduler
   (``tcp://host:8786``); when empty, a :class:`distributed.LocalCluster` of ``workers`` processes
   (one thread each) is started for the run and closed after it. ``shared`` is scattered to every
-  worker once; payloads are scattered as they are submitted. Dask must be installed
+  worker once; the payloads are scattered over the workers in one call. Dask must be installed
   (``pip install "tclose[dask]"``).
 
 Retries: a task that raises is run again, up to ``retries`` times; then the run fails with
@@ -290,7 +290,10 @@ def _run_dask(
         ) from None
     cluster = None
     if scheduler:
-        client = Client(scheduler, set_as_default=False)
+        try:
+            client = Client(scheduler, set_as_default=False)
+        except (OSError, TimeoutError) as error:
+            raise BlockError(f"Cannot reach the Dask scheduler {scheduler!r}: {error}") from error
     else:
         cluster = LocalCluster(
             n_workers=workers,
@@ -299,13 +302,19 @@ def _run_dask(
             dashboard_address=":0",
             silence_logs=logging.WARNING,
         )
-        client = Client(cluster, set_as_default=False)
+        try:
+            client = Client(cluster, set_as_default=False)
+        except BaseException:
+            cluster.close()
+            raise
     run = uuid.uuid4().hex[:12]
     futures = []
     try:
         shared_future = client.scatter(shared, broadcast=True, hash=False)
-        for index, payload in enumerate(payloads):
-            [data] = client.scatter([payload], hash=False)
+        # One call: Dask spreads the payloads over the workers (round robin), and a task runs
+        # where its payload is (then work stealing balances).
+        data_futures = client.scatter(list(payloads), hash=False)
+        for index, data in enumerate(data_futures):
             futures.append(
                 client.submit(
                     _timed,

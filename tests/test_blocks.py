@@ -385,3 +385,24 @@ def test_blocked_runs_pass_the_conformance_suite(algorithm: str) -> None:
     from tclose.testing import check_algorithm
 
     assert check_algorithm(ALGORITHMS[algorithm], {"blocks": 3, "workers": 1}) > 0
+
+
+def test_blocked_runs_with_a_nominal_attribute() -> None:
+    # Not an OrderedEMD: block tasks go through RestrictedDistance (whole-table reference).
+    rng = np.random.default_rng(4)
+    n = 1200
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.normal(size=n),
+            "d": rng.choice(["flu", "cold", "hiv", "none"], n, p=[0.35, 0.35, 0.05, 0.25]),
+        }
+    )
+    nominal = {"d": {"type": "nominal", "distance": "nominal-ranking"}}
+    for algorithm in ("t-first", "merge"):
+        result = tclose.anonymize(
+            frame, ["a", "b"], nominal, k=3, t=0.25, algorithm=algorithm, blocks=3, workers=1
+        )
+        assert result.report["algorithm"]["info"]["blocks"] == 3
+        assert result.report["verification"]["passed"]
+        assert result.report["privacy"]["t_achieved"]["d"] <= 0.25 + EMD_TOLERANCE

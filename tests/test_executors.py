@@ -169,3 +169,16 @@ def test_same_labels_on_every_executor(algorithm: str, dask_scheduler: str) -> N
     assert np.array_equal(serial.labels, local.labels)
     assert np.array_equal(serial.labels, dask.labels)
     assert dask.report["verification"]["passed"]
+
+
+def test_unreachable_dask_scheduler_is_a_block_error() -> None:
+    _dask()
+    import dask
+
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
+        pytest.raises(BlockError, match="Cannot reach the Dask scheduler 'tcp://127.0.0.1:9'"),
+    ):
+        run_tasks(
+            tasks.square_sum, PAYLOADS, shared=0, executor="dask", scheduler="tcp://127.0.0.1:9"
+        )
