@@ -16,9 +16,24 @@ import pandas as pd
 
 import tclose
 
-EDUCATION = ["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th",
-             "HS-grad", "Some-college", "Assoc-voc", "Assoc-acdm", "Bachelors", "Masters",
-             "Prof-school", "Doctorate"]
+EDUCATION = [
+    "Preschool",
+    "1st-4th",
+    "5th-6th",
+    "7th-8th",
+    "9th",
+    "10th",
+    "11th",
+    "12th",
+    "HS-grad",
+    "Some-college",
+    "Assoc-voc",
+    "Assoc-acdm",
+    "Bachelors",
+    "Masters",
+    "Prof-school",
+    "Doctorate",
+]
 QUASI_IDENTIFIERS = {
     "age": "numeric",
     "sex": "nominal",
@@ -39,26 +54,36 @@ def main() -> None:
     args = parser.parse_args()
     frame = pd.read_csv(args.csv)
     print(f"{len(frame)} rows; QIs {list(QUASI_IDENTIFIERS)}; confidential {args.confidential}")
-    print(f"| algorithm | k | t | k achieved | t achieved ({', '.join(args.confidential)}) | "
-          f"clusters (min/mean/max) | SSE | SSE per QI | seconds |")
+    print(
+        f"| algorithm | k | t | k achieved | t achieved ({', '.join(args.confidential)}) | "
+        f"clusters (min/mean/max) | SSE | SSE per QI | seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for algorithm in args.algorithms:
         for k in args.k:
             for t in args.t:
                 start = time.perf_counter()
                 result = tclose.anonymize(
-                    frame, quasi_identifiers=QUASI_IDENTIFIERS,
+                    frame,
+                    quasi_identifiers=QUASI_IDENTIFIERS,
                     confidential={c: "nominal" for c in args.confidential},
-                    k=k, t=t, algorithm=algorithm)
+                    k=k,
+                    t=t,
+                    algorithm=algorithm,
+                )
                 seconds = time.perf_counter() - start
                 report = result.report
                 privacy, clusters = report["privacy"], report["clusters"]
-                per_qi = ", ".join(f"{c} {v:.3f}"
-                                   for c, v in report["utility"]["sse_per_attribute"].items())
+                per_qi = ", ".join(
+                    f"{c} {v:.3f}" for c, v in report["utility"]["sse_per_attribute"].items()
+                )
                 achieved = ", ".join(f"{v:.3f}" for v in privacy["t_achieved"].values())
-                print(f"| {algorithm} | {k} | {t} | {privacy['k_achieved']} | {achieved} | "
-                      f"{clusters['min']}/{clusters['mean']:.1f}/{clusters['max']} | "
-                      f"{report['utility']['sse']:.3f} | {per_qi} | {seconds:.1f} |", flush=True)
+                print(
+                    f"| {algorithm} | {k} | {t} | {privacy['k_achieved']} | {achieved} | "
+                    f"{clusters['min']}/{clusters['mean']:.1f}/{clusters['max']} | "
+                    f"{report['utility']['sse']:.3f} | {per_qi} | {seconds:.1f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -54,9 +54,15 @@ def run_pipeline(base: str, x: np.ndarray, d: OrderedEMD, t: float) -> dict:
     end = time.perf_counter()
     sizes = np.bincount(merged)
     return {
-        "base": middle - start, "merge": end - middle, "total": end - start, "merges": merges,
-        "clusters": sizes.size, "min": int(sizes.min()), "mean": float(sizes.mean()),
-        "max": int(sizes.max()), "emd": float(d.cluster_emd(merged).max()),
+        "base": middle - start,
+        "merge": end - middle,
+        "total": end - start,
+        "merges": merges,
+        "clusters": sizes.size,
+        "min": int(sizes.min()),
+        "mean": float(sizes.mean()),
+        "max": int(sizes.max()),
+        "emd": float(d.cluster_emd(merged).max()),
     }
 
 
@@ -65,12 +71,18 @@ def measure(base: str, x: np.ndarray, d: OrderedEMD, t: float, repeats: int) -> 
     total = [r["total"] for r in runs]
     last = runs[-1]
     name = f"{'MDAV' if base == 'mdav' else 'k-first'} + merge, n={x.shape[0]}, t={t}"
-    print(f"{name:<38} median {statistics.median(total):7.3f} s "
-          f"({base} {statistics.median(r['base'] for r in runs):.3f} + merge "
-          f"{statistics.median(r['merge'] for r in runs):.3f})   runs: "
-          + ", ".join(f"{v:.3f}" for v in total), flush=True)
-    print(f"{'':<38} {last['clusters']} clusters, sizes {last['min']}/{last['mean']:.1f}/"
-          f"{last['max']}, {last['merges']} merges, max EMD {last['emd']:.4f}", flush=True)
+    print(
+        f"{name:<38} median {statistics.median(total):7.3f} s "
+        f"({base} {statistics.median(r['base'] for r in runs):.3f} + merge "
+        f"{statistics.median(r['merge'] for r in runs):.3f})   runs: "
+        + ", ".join(f"{v:.3f}" for v in total),
+        flush=True,
+    )
+    print(
+        f"{'':<38} {last['clusters']} clusters, sizes {last['min']}/{last['mean']:.1f}/"
+        f"{last['max']}, {last['merges']} merges, max EMD {last['emd']:.4f}",
+        flush=True,
+    )
 
 
 def bench_cluster_emd(repeats: int) -> None:
@@ -83,8 +95,11 @@ def bench_cluster_emd(repeats: int) -> None:
         start = time.perf_counter()
         d.cluster_emd(labels)
         times.append(time.perf_counter() - start)
-    print(f"{'cluster_emd, 1M rows, 100k clusters':<38} median {statistics.median(times):7.3f} s"
-          f"   runs: " + ", ".join(f"{v:.3f}" for v in times), flush=True)
+    print(
+        f"{'cluster_emd, 1M rows, 100k clusters':<38} median {statistics.median(times):7.3f} s"
+        f"   runs: " + ", ".join(f"{v:.3f}" for v in times),
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -234,9 +234,15 @@ def run_cell(
             break
         started = time.perf_counter()
         try:
-            result = tclose.anonymize(frame, quasi_identifiers=list(quasi_identifiers),
-                                      confidential=list(confidential), k=k, t=t,
-                                      algorithm=algorithm, **options)
+            result = tclose.anonymize(
+                frame,
+                quasi_identifiers=list(quasi_identifiers),
+                confidential=list(confidential),
+                k=k,
+                t=t,
+                algorithm=algorithm,
+                **options,
+            )
         except VerificationError as exc:
             failed = [c for c in exc.checks if not c.get("passed")]
             cell.problems.append(f"tclose verifier rejected the output: {exc} {failed}")
@@ -268,8 +274,10 @@ def run_cell(
     if labels.shape != (len(frame),):
         cell.problems.append(f"{labels.shape} labels for {len(frame)} rows")
     if sizes.min() < k or cell.min_size < k or cell.k_achieved < k:
-        cell.problems.append(f"k violated: smallest cluster {sizes.min()} (report: "
-                             f"{cell.min_size}, verifier classes: {cell.k_achieved}) < k = {k}")
+        cell.problems.append(
+            f"k violated: smallest cluster {sizes.min()} (report: "
+            f"{cell.min_size}, verifier classes: {cell.k_achieved}) < k = {k}"
+        )
     if set(achieved) != set(confidential):
         cell.problems.append(f"t_achieved covers {sorted(achieved)}, not {sorted(confidential)}")
     for column, value in achieved.items():
@@ -283,29 +291,43 @@ def run_cell(
     # of a union is at most the largest EMD of its parts: so the verifier's largest EMD can be
     # lower than ours on the labels (when two clusters coincide), never higher.
     if cell.t_achieved > own + TOLERANCE:
-        cell.problems.append(f"EMD implementations disagree: verifier {cell.t_achieved!r} > "
-                             f"independent {own!r} on the algorithm's clusters")
+        cell.problems.append(
+            f"EMD implementations disagree: verifier {cell.t_achieved!r} > "
+            f"independent {own!r} on the algorithm's clusters"
+        )
     elif own > cell.t_achieved + TOLERANCE:
         cell.info += f" [independent max EMD {own:.6g} vs verifier {cell.t_achieved:.6g}]"
     for column in confidential:
-        if not np.array_equal(np.sort(result.data[column].to_numpy()),
-                              np.sort(frame[column].to_numpy())):
+        if not np.array_equal(
+            np.sort(result.data[column].to_numpy()), np.sort(frame[column].to_numpy())
+        ):
             cell.problems.append(f"confidential column {column} altered")
     cell.ok = not cell.problems
     return cell
 
 
-def warm_up(frame: pd.DataFrame, quasi_identifiers: Sequence[str], confidential: Sequence[str],
-            algorithms: Iterable[str], options: Mapping[str, Any]) -> None:
+def warm_up(
+    frame: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    confidential: Sequence[str],
+    algorithms: Iterable[str],
+    options: Mapping[str, Any],
+) -> None:
     """Run every algorithm once on a small sample so that compilation (numba) is not timed."""
     import tclose
 
     sample = frame.iloc[: min(len(frame), 200)]
     for algorithm in algorithms:
         try:
-            tclose.anonymize(sample, quasi_identifiers=list(quasi_identifiers),
-                             confidential=list(confidential), k=2, t=0.25, algorithm=algorithm,
-                             **options)
+            tclose.anonymize(
+                sample,
+                quasi_identifiers=list(quasi_identifiers),
+                confidential=list(confidential),
+                k=2,
+                t=0.25,
+                algorithm=algorithm,
+                **options,
+            )
         except Exception as exc:  # noqa: BLE001 - the real run will report it
             print(f"warm-up of {algorithm} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
@@ -319,12 +341,16 @@ def _t_label(t: float) -> str:
     return f"t={t:g}"
 
 
-def wide_table(cells: Sequence[Cell], algorithm: str, ks: Sequence[int],
-               ts: Sequence[float]) -> pd.DataFrame:
+def wide_table(
+    cells: Sequence[Cell], algorithm: str, ks: Sequence[int], ts: Sequence[float]
+) -> pd.DataFrame:
     """Rows k, columns t, entries ``"min/avg"`` (``""`` where the cell was not run, and
     ``"FAILED ..."`` where it failed a check)."""
-    lookup = {(c.k, c.t): c.table_entry if c.ok else f"FAILED {c.table_entry}"
-              for c in cells if c.algorithm == algorithm}
+    lookup = {
+        (c.k, c.t): c.table_entry if c.ok else f"FAILED {c.table_entry}"
+        for c in cells
+        if c.algorithm == algorithm
+    }
     return pd.DataFrame(
         [[lookup.get((k, t), "") for t in ts] for k in ks],
         index=pd.Index([f"k={k}" for k in ks], name="k"),
@@ -352,8 +378,15 @@ def write_cells(path: Path, cells: Sequence[Cell]) -> None:
         writer.writerows(rows)
 
 
-def write_tables(out: Path, name: str, title: str, cells: Sequence[Cell],
-                 algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float]) -> None:
+def write_tables(
+    out: Path,
+    name: str,
+    title: str,
+    cells: Sequence[Cell],
+    algorithms: Sequence[str],
+    ks: Sequence[int],
+    ts: Sequence[float],
+) -> None:
     """``<name>_tables.md`` with one table per algorithm, and ``<name>_<algorithm>.csv``."""
     parts = [f"### {title}", ""]
     for algorithm in algorithms:
@@ -363,12 +396,15 @@ def write_tables(out: Path, name: str, title: str, cells: Sequence[Cell],
     (out / f"{name}_tables.md").write_text("\n".join(parts))
 
 
-def smallest_k_series(cells: Sequence[Cell], algorithms: Sequence[str],
-                      attribute: str) -> pd.DataFrame:
+def smallest_k_series(
+    cells: Sequence[Cell], algorithms: Sequence[str], attribute: str
+) -> pd.DataFrame:
     """``attribute`` versus t at the smallest k run, one column per algorithm."""
     k = min(c.k for c in cells)
-    data = {a: {c.t: getattr(c, attribute) for c in cells
-                if c.algorithm == a and c.k == k and c.ok} for a in algorithms}
+    data = {
+        a: {c.t: getattr(c, attribute) for c in cells if c.algorithm == a and c.k == k and c.ok}
+        for a in algorithms
+    }
     frame = pd.DataFrame(data).sort_index()
     frame.index.name = "t"
     frame.attrs["k"] = k
@@ -386,8 +422,9 @@ def plot_series(frame: pd.DataFrame, path: Path, title: str, ylabel: str, log: b
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for column in frame.columns:
         series = frame[column].dropna()
-        ax.plot(series.index, series.values, marker=markers.get(str(column), "x"),
-                label=str(column))
+        ax.plot(
+            series.index, series.values, marker=markers.get(str(column), "x"), label=str(column)
+        )
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("t")
@@ -400,28 +437,42 @@ def plot_series(frame: pd.DataFrame, path: Path, title: str, ylabel: str, log: b
     plt.close(fig)
 
 
-AGREEMENT_HEADER = ("| run | algorithm | paper column | cells | exact min/avg | same min | "
-                    "avg within 10% | median abs log(avg ratio) |\n|---|---|---|---|---|---|---|---|")
+AGREEMENT_HEADER = (
+    "| run | algorithm | paper column | cells | exact min/avg | same min | "
+    "avg within 10% | median abs log(avg ratio) |\n|---|---|---|---|---|---|---|---|"
+)
 
 
-def agreement(entries: Mapping[tuple[int, float], tuple[int, float]], algorithm: str,
-              column: str, label: str) -> str:
+def agreement(
+    entries: Mapping[tuple[int, float], tuple[int, float]], algorithm: str, column: str, label: str
+) -> str:
     """One Markdown row: how ``(k, t) -> (min, mean)`` entries agree with a paper column."""
     paper = paper_tables()
-    pairs = [(entries[key], paper[(algorithm, column, *key)]) for key in sorted(entries)
-             if (algorithm, column, *key) in paper]
+    pairs = [
+        (entries[key], paper[(algorithm, column, *key)])
+        for key in sorted(entries)
+        if (algorithm, column, *key) in paper
+    ]
     if not pairs:
         return f"| {label} | {algorithm} | {column} | 0 | | | | |"
     exact = sum(low == p[0] and round(mean) == p[1] for (low, mean), p in pairs)
     same_min = sum(low == p[0] for (low, _), p in pairs)
     close = sum(abs(mean - p[1]) <= 0.1 * p[1] for (_, mean), p in pairs)
     logs = statistics.median(abs(math.log(mean / p[1])) for (_, mean), p in pairs)
-    return (f"| {label} | {algorithm} | {column} | {len(pairs)} | {exact} | {same_min} | "
-            f"{close} | {logs:.3f} |")
+    return (
+        f"| {label} | {algorithm} | {column} | {len(pairs)} | {exact} | {same_min} | "
+        f"{close} | {logs:.3f} |"
+    )
 
 
-def compare_with_paper(cells: Sequence[Cell], algorithms: Sequence[str], ks: Sequence[int],
-                       ts: Sequence[float], n: int, label: str) -> str:
+def compare_with_paper(
+    cells: Sequence[Cell],
+    algorithms: Sequence[str],
+    ks: Sequence[int],
+    ts: Sequence[float],
+    n: int,
+    label: str,
+) -> str:
     """Markdown: every cell as ``ours / MCD / HCD``, and agreement counts."""
     paper = paper_tables()
     ours = {(c.algorithm, c.k, c.t): c for c in cells}
@@ -435,15 +486,26 @@ def compare_with_paper(cells: Sequence[Cell], algorithms: Sequence[str], ks: Seq
                 cell = ours.get((algorithm, k, t))
                 mcd = paper.get((algorithm, "MCD", k, t))
                 hcd = paper.get((algorithm, "HCD", k, t))
-                text = "-" if cell is None else cell.table_entry if cell.ok else \
-                    f"FAILED {cell.table_entry}"
+                text = (
+                    "-"
+                    if cell is None
+                    else cell.table_entry
+                    if cell.ok
+                    else f"FAILED {cell.table_entry}"
+                )
                 row.append(f"{text} / {_fmt(mcd)} / {_fmt(hcd)}")
             table.append(row)
-        frame = pd.DataFrame(table, index=pd.Index([f"k={k}" for k in ks], name="k"),
-                             columns=[_t_label(t) for t in ts])
+        frame = pd.DataFrame(
+            table,
+            index=pd.Index([f"k={k}" for k in ks], name="k"),
+            columns=[_t_label(t) for t in ts],
+        )
         lines += [f"**{algorithm}**", "", markdown(frame), ""]
-        entries = {(c.k, c.t): (c.min_size, c.mean_size) for c in cells
-                   if c.algorithm == algorithm and c.clusters}
+        entries = {
+            (c.k, c.t): (c.min_size, c.mean_size)
+            for c in cells
+            if c.algorithm == algorithm and c.clusters
+        }
         summary += [agreement(entries, algorithm, column, label) for column in ("MCD", "HCD")]
     return "\n".join(lines + ["", *summary, ""])
 
@@ -462,8 +524,9 @@ def ceiling_cluster_size(n: int, k: int, t: float) -> int:
     from fractions import Fraction
 
     exact = Fraction(str(t))
-    size = max(k, -(-(n * exact.denominator) // (2 * (n - 1) * exact.numerator
-                                                  + exact.denominator)))
+    size = max(
+        k, -(-(n * exact.denominator) // (2 * (n - 1) * exact.numerator + exact.denominator))
+    )
     if size >= n:
         return n
     return size + -(-(n % size) // (n // size))
@@ -493,9 +556,15 @@ def _scaled(quasi: np.ndarray, how: str) -> np.ndarray:
     raise ValueError(how)
 
 
-def kernel_grid(x: np.ndarray, values: np.ndarray, algorithm: str, ks: Sequence[int],
-                ts: Sequence[float], problems: list[str], label: str
-                ) -> dict[tuple[int, float], tuple[int, float]]:
+def kernel_grid(
+    x: np.ndarray,
+    values: np.ndarray,
+    algorithm: str,
+    ks: Sequence[int],
+    ts: Sequence[float],
+    problems: list[str],
+    label: str,
+) -> dict[tuple[int, float], tuple[int, float]]:
     """``merge`` or ``k-first`` (both finished by the merge loop) called at kernel level on an
     arbitrary QI matrix; every result checked here (size >= k, independent EMD <= t)."""
     from tclose.plugins.kernels.emd import OrderedEMD
@@ -514,8 +583,9 @@ def kernel_grid(x: np.ndarray, values: np.ndarray, algorithm: str, ks: Sequence[
             sizes = np.bincount(labels)
             worst = float(independent_emd(values, labels).max())
             if sizes.min() < k or worst > t + TOLERANCE:
-                problems.append(f"{label} {algorithm} k={k} t={t:g}: min {sizes.min()}, "
-                                f"EMD {worst!r}")
+                problems.append(
+                    f"{label} {algorithm} k={k} t={t:g}: min {sizes.min()}, EMD {worst!r}"
+                )
             entries[(k, t)] = (int(sizes.min()), float(sizes.mean()))
     return entries
 
@@ -531,47 +601,88 @@ def experiments(frame: pd.DataFrame, args: argparse.Namespace) -> tuple[str, lis
 
     # 1. t-first: floor (text) vs ceiling (pseudocode) in the adjustment of k'.
     paper = paper_tables()
-    out += ["**t-first cluster size, floor (text) vs ceiling (pseudocode)**: cells where they "
-            "differ; the paper's Table 3 entry, then what each rule gives (min/avg, the avg is "
-            "n / floor(n / k')).", "", "| k | t | paper | floor | ceiling |", "|---|---|---|---|---|"]
+    out += [
+        "**t-first cluster size, floor (text) vs ceiling (pseudocode)**: cells where they "
+        "differ; the paper's Table 3 entry, then what each rule gives (min/avg, the avg is "
+        "n / floor(n / k')).",
+        "",
+        "| k | t | paper | floor | ceiling |",
+        "|---|---|---|---|---|",
+    ]
     for k in args.ks:
         for t in args.ts:
             floor_k, ceil_k = cluster_size(n, k, t), ceiling_cluster_size(n, k, t)
             if floor_k != ceil_k:
                 entry = paper.get(("t-first", "MCD", k, t))
-                out.append(f"| {k} | {t:g} | {_fmt(entry)} | {floor_k}/{round(n / (n // floor_k))}"
-                           f" | {ceil_k}/{round(n / (n // ceil_k))} |")
+                out.append(
+                    f"| {k} | {t:g} | {_fmt(entry)} | {floor_k}/{round(n / (n // floor_k))}"
+                    f" | {ceil_k}/{round(n / (n // ceil_k))} |"
+                )
     out.append("")
 
     # 2. The paper's own tables: averages that cannot be n / (number of clusters).
     inconsistent = paper_consistency(n)
-    out += [f"**Paper cells whose average is not n / L for any cluster count L** "
-            f"({len(inconsistent)}):", "", "| algorithm | column | k | t | min/avg |",
-            "|---|---|---|---|---|", *inconsistent, ""]
+    out += [
+        f"**Paper cells whose average is not n / L for any cluster count L** "
+        f"({len(inconsistent)}):",
+        "",
+        "| algorithm | column | k | t | min/avg |",
+        "|---|---|---|---|---|",
+        *inconsistent,
+        "",
+    ]
 
     # 3. MDAV scaling and a what-if with the confidential attribute shuffled (independent).
     quasi = frame[args.qi].to_numpy(dtype=np.float64)
     values = frame[args.confidential[0]].to_numpy()
     rng = np.random.default_rng(0)
-    runs = [(f"QIs {how}", _scaled(quasi, how), values, algorithm)
-            for how in ("z-score", "raw", "range", "rank") for algorithm in ("merge", "k-first")]
-    runs.append(("confidential shuffled (seed 0), QIs z-score", _scaled(quasi, "z-score"),
-                 rng.permutation(values), "merge"))
+    runs = [
+        (f"QIs {how}", _scaled(quasi, how), values, algorithm)
+        for how in ("z-score", "raw", "range", "rank")
+        for algorithm in ("merge", "k-first")
+    ]
+    runs.append(
+        (
+            "confidential shuffled (seed 0), QIs z-score",
+            _scaled(quasi, "z-score"),
+            rng.permutation(values),
+            "merge",
+        )
+    )
     rows = [AGREEMENT_HEADER]
-    k2 = ["| run | algorithm | " + " | ".join(_t_label(t) for t in args.ts) + " |",
-          "|---|---|" + "---|" * len(args.ts)]
+    k2 = [
+        "| run | algorithm | " + " | ".join(_t_label(t) for t in args.ts) + " |",
+        "|---|---|" + "---|" * len(args.ts),
+    ]
     for label, x, column_values, algorithm in runs:
         started = time.perf_counter()
         entries = kernel_grid(x, column_values, algorithm, args.ks, args.ts, problems, label)
-        print(f"[{args.name}] experiment {label} / {algorithm}: "
-              f"{time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
+        print(
+            f"[{args.name}] experiment {label} / {algorithm}: {time.perf_counter() - started:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         rows += [agreement(entries, algorithm, column, label) for column in ("MCD", "HCD")]
-        k2.append(f"| {label} | {algorithm} | " + " | ".join(
-            f"{entries[(min(args.ks), t)][0]}/{round(entries[(min(args.ks), t)][1])}"
-            for t in args.ts) + " |")
-    out += [f"**MDAV scaling and dependence** ({args.confidential[0]}; merge = MDAV + merge loop,"
-            " k-first = k-first + merge loop, kernels called directly): agreement with the "
-            "paper's columns", "", *rows, "", f"Same runs, row k = {min(args.ks)}:", "", *k2, ""]
+        k2.append(
+            f"| {label} | {algorithm} | "
+            + " | ".join(
+                f"{entries[(min(args.ks), t)][0]}/{round(entries[(min(args.ks), t)][1])}"
+                for t in args.ts
+            )
+            + " |"
+        )
+    out += [
+        f"**MDAV scaling and dependence** ({args.confidential[0]}; merge = MDAV + merge loop,"
+        " k-first = k-first + merge loop, kernels called directly): agreement with the "
+        "paper's columns",
+        "",
+        *rows,
+        "",
+        f"Same runs, row k = {min(args.ks)}:",
+        "",
+        *k2,
+        "",
+    ]
 
     # 4. How many MDAV clusters are t-close before any merge (the dependence, measured).
     from tclose.plugins.kernels.emd import OrderedEMD
@@ -579,18 +690,29 @@ def experiments(frame: pd.DataFrame, args: argparse.Namespace) -> tuple[str, lis
     x = _scaled(quasi, "z-score")
     distance = OrderedEMD.fit(values)
     share = pd.DataFrame(
-        [[f"{np.mean(emds <= t + TOLERANCE):.0%}" for t in args.ts]
-         for emds in (distance.cluster_emd(mdav(x, k)) for k in args.ks)],
+        [
+            [f"{np.mean(emds <= t + TOLERANCE):.0%}" for t in args.ts]
+            for emds in (distance.cluster_emd(mdav(x, k)) for k in args.ks)
+        ],
         index=pd.Index([f"k={k}" for k in args.ks], name="k"),
-        columns=[_t_label(t) for t in args.ts])
-    out += [f"**Share of MDAV clusters (z-scored QIs) already within t for "
-            f"{args.confidential[0]}**, before any merge:", "", markdown(share), ""]
+        columns=[_t_label(t) for t in args.ts],
+    )
+    out += [
+        f"**Share of MDAV clusters (z-scored QIs) already within t for "
+        f"{args.confidential[0]}**, before any merge:",
+        "",
+        markdown(share),
+        "",
+    ]
 
     # 5. MDAV tie handling: lowest row vs sdcMicro's highest row, on these QIs.
     differ = [k for k in args.ks if not np.array_equal(mdav(x, k), mdav(x, k, ties="sdcmicro"))]
-    out += [f"**MDAV tie rule** (lowest vs sdcMicro's highest row index): partitions differ for "
-            f"k in {differ or 'none'} of {list(args.ks)}; duplicate QI rows: "
-            f"{int(frame.duplicated(args.qi).sum())}.", ""]
+    out += [
+        f"**MDAV tie rule** (lowest vs sdcMicro's highest row index): partitions differ for "
+        f"k in {differ or 'none'} of {list(args.ks)}; duplicate QI rows: "
+        f"{int(frame.duplicated(args.qi).sum())}.",
+        "",
+    ]
     return "\n".join(out), problems
 
 
@@ -639,48 +761,95 @@ def load_frame(args: argparse.Namespace) -> pd.DataFrame:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--csv", type=Path, help="input table (CSV with a header line)")
-    source.add_argument("--discharge", type=int, metavar="ROWS",
-                        help="use tclose.demo.discharge_table(ROWS, seed=--seed) instead")
+    source.add_argument(
+        "--discharge",
+        type=int,
+        metavar="ROWS",
+        help="use tclose.demo.discharge_table(ROWS, seed=--seed) instead",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of --discharge (default 0)")
     parser.add_argument("--qi", nargs="+", default=[], help="quasi-identifier columns")
-    parser.add_argument("--confidential", nargs="+", default=[],
-                        help="confidential column(s); t must hold for each of them")
+    parser.add_argument(
+        "--confidential",
+        nargs="+",
+        default=[],
+        help="confidential column(s); t must hold for each of them",
+    )
     parser.add_argument("--name", required=True, help="prefix of the output files")
     parser.add_argument("--title", default="", help="title of the tables and plots")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS))
     parser.add_argument("--ks", nargs="+", type=int, default=list(K_GRID))
     parser.add_argument("--ts", nargs="+", type=float, default=list(T_GRID))
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="algorithm option passed to every algorithm (repeatable)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs per cell at the smallest k, for the time plot (median)")
-    parser.add_argument("--repeat-below", type=float, default=30.0, metavar="SECONDS",
-                        help="repeat a cell only if its first run took less (default 30)")
-    parser.add_argument("--rank-confidential", action="store_true",
-                        help="replace each confidential column by its distinct ranks (ties "
-                             "broken by row order): a what-if for attributes with ties")
-    parser.add_argument("--compare-paper", action="store_true",
-                        help="write <name>_vs_paper.md against the paper's Census tables")
-    parser.add_argument("--partner-study", action="store_true",
-                        help="instead of the grid: merge with partner nearest vs min-emd")
-    parser.add_argument("--candidates", nargs="+", type=int, default=[5, 10],
-                        help="candidate counts of partner min-emd in --partner-study")
-    parser.add_argument("--experiments", action="store_true",
-                        help="instead of the grid: what-ifs against the paper (Census only)")
-    parser.add_argument("--replot", action="store_true",
-                        help="redo tables and plots from an existing <name>_cells.csv, no runs")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="algorithm option passed to every algorithm (repeatable)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs per cell at the smallest k, for the time plot (median)",
+    )
+    parser.add_argument(
+        "--repeat-below",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="repeat a cell only if its first run took less (default 30)",
+    )
+    parser.add_argument(
+        "--rank-confidential",
+        action="store_true",
+        help="replace each confidential column by its distinct ranks (ties "
+        "broken by row order): a what-if for attributes with ties",
+    )
+    parser.add_argument(
+        "--compare-paper",
+        action="store_true",
+        help="write <name>_vs_paper.md against the paper's Census tables",
+    )
+    parser.add_argument(
+        "--partner-study",
+        action="store_true",
+        help="instead of the grid: merge with partner nearest vs min-emd",
+    )
+    parser.add_argument(
+        "--candidates",
+        nargs="+",
+        type=int,
+        default=[5, 10],
+        help="candidate counts of partner min-emd in --partner-study",
+    )
+    parser.add_argument(
+        "--experiments",
+        action="store_true",
+        help="instead of the grid: what-ifs against the paper (Census only)",
+    )
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="redo tables and plots from an existing <name>_cells.csv, no runs",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG files")
     return parser
 
 
-def run_grid(frame: pd.DataFrame, args: argparse.Namespace, options: Mapping[str, Any],
-             variants: Sequence[tuple[str, str, dict[str, Any]]], kind: str = "cells"
-             ) -> list[Cell]:
+def run_grid(
+    frame: pd.DataFrame,
+    args: argparse.Namespace,
+    options: Mapping[str, Any],
+    variants: Sequence[tuple[str, str, dict[str, Any]]],
+    kind: str = "cells",
+) -> list[Cell]:
     """Every (variant, k, t) cell; progress on stderr, cells written to ``<name>_<kind>.csv``.
 
     ``variants`` lists ``(label, algorithm, extra options)``; ``label`` goes in ``Cell.algorithm``.
@@ -693,26 +862,42 @@ def run_grid(frame: pd.DataFrame, args: argparse.Namespace, options: Mapping[str
         for k in args.ks:
             for t in args.ts:
                 repeats = args.repeats if k == smallest else 1
-                cell = run_cell(frame, args.name, args.qi, args.confidential, algorithm, k, t,
-                                {**options, **extra}, repeats, args.repeat_below)
+                cell = run_cell(
+                    frame,
+                    args.name,
+                    args.qi,
+                    args.confidential,
+                    algorithm,
+                    k,
+                    t,
+                    {**options, **extra},
+                    repeats,
+                    args.repeat_below,
+                )
                 cell.algorithm = label
                 cells.append(cell)
                 total += 0 if math.isnan(cell.seconds) else cell.seconds * max(cell.runs, 1)
                 status = "ok" if cell.ok else "FAILED: " + "; ".join(cell.problems)
-                print(f"[{args.name}] {label:>14} k={k:<3} t={t:<5g} {cell.table_entry:>11} "
-                      f"sse={cell.sse:.5f} t_ach={cell.t_achieved:.4f} {cell.seconds:7.2f}s "
-                      f"{status}", file=sys.stderr, flush=True)
+                print(
+                    f"[{args.name}] {label:>14} k={k:<3} t={t:<5g} {cell.table_entry:>11} "
+                    f"sse={cell.sse:.5f} t_ach={cell.t_achieved:.4f} {cell.seconds:7.2f}s "
+                    f"{status}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 write_cells(path, cells)
         print(f"[{args.name}] {label}: {total:.1f}s in all", file=sys.stderr, flush=True)
     return cells
 
 
-def partner_study(frame: pd.DataFrame, args: argparse.Namespace,
-                  options: Mapping[str, Any]) -> list[Cell]:
+def partner_study(
+    frame: pd.DataFrame, args: argparse.Namespace, options: Mapping[str, Any]
+) -> list[Cell]:
     """Merge with the paper's partner rule and with ``min-emd``; writes ``<name>_partner.*``."""
     variants = [("nearest", "merge", {"partner": "nearest"})]
-    variants += [(f"min-emd/{c}", "merge", {"partner": "min-emd", "candidates": c})
-                 for c in args.candidates]
+    variants += [
+        (f"min-emd/{c}", "merge", {"partner": "min-emd", "candidates": c}) for c in args.candidates
+    ]
     cells = run_grid(frame, args, options, variants, kind="partner_cells")
     rows = []
     for k in args.ks:
@@ -720,8 +905,9 @@ def partner_study(frame: pd.DataFrame, args: argparse.Namespace,
             row: dict[str, Any] = {"k": k, "t": t}
             for label, _, _ in variants:
                 cell = next(c for c in cells if c.algorithm == label and c.k == k and c.t == t)
-                row[f"{label} min/avg"] = cell.table_entry if cell.ok else \
-                    f"FAILED {cell.table_entry}"
+                row[f"{label} min/avg"] = (
+                    cell.table_entry if cell.ok else f"FAILED {cell.table_entry}"
+                )
                 row[f"{label} sse"] = f"{cell.sse:.4f}"
             rows.append(row)
     table = pd.DataFrame(rows).set_index(["k", "t"])
@@ -732,8 +918,11 @@ def partner_study(frame: pd.DataFrame, args: argparse.Namespace,
     if args.compare_paper:
         rows = [AGREEMENT_HEADER]
         for label, _, _ in variants:
-            entries = {(c.k, c.t): (c.min_size, c.mean_size) for c in cells
-                       if c.algorithm == label and c.clusters}
+            entries = {
+                (c.k, c.t): (c.min_size, c.mean_size)
+                for c in cells
+                if c.algorithm == label and c.clusters
+            }
             rows += [agreement(entries, "merge", column, label) for column in ("MCD", "HCD")]
         text += "\nAgreement with the paper's Table 1:\n\n" + "\n".join(rows) + "\n"
     (args.out / f"{args.name}_partner.md").write_text(text)
@@ -748,8 +937,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--qi and --confidential are required with --csv")
     options = parse_options(args.option)
     args.out.mkdir(parents=True, exist_ok=True)
-    title = args.title or f"{args.name} (n = {len(frame)}, QIs {', '.join(args.qi)}; " \
-                          f"confidential {', '.join(args.confidential)})"
+    title = (
+        args.title
+        or f"{args.name} (n = {len(frame)}, QIs {', '.join(args.qi)}; "
+        f"confidential {', '.join(args.confidential)})"
+    )
     started = time.perf_counter()
     algorithms = ["merge"] if args.partner_study else args.algorithms
     if not args.replot and not args.experiments:
@@ -759,8 +951,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, problems = experiments(frame, args)
         (args.out / f"{args.name}_experiments.md").write_text(text)
         if problems:
-            print("!!! EXPERIMENT OUTPUTS FAILED A CHECK:\n" + "\n".join(problems),
-                  file=sys.stderr)
+            print("!!! EXPERIMENT OUTPUTS FAILED A CHECK:\n" + "\n".join(problems), file=sys.stderr)
             return 1
         return 0
     if args.partner_study:
@@ -778,32 +969,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds.to_csv(args.out / f"{args.name}_time.csv")
         if not args.no_plots and not sse.empty:
             k = sse.attrs["k"]
-            plot_series(sse, args.out / f"{args.name}_sse.png",
-                        f"{args.title or args.name}\nnormalized SSE, k = {k}", "SSE", log=False)
+            plot_series(
+                sse,
+                args.out / f"{args.name}_sse.png",
+                f"{args.title or args.name}\nnormalized SSE, k = {k}",
+                "SSE",
+                log=False,
+            )
             runs = f"median of {args.repeats} runs where a run took < {args.repeat_below:g} s"
-            plot_series(seconds, args.out / f"{args.name}_time.png",
-                        f"{args.title or args.name}\nrun time, k = {k} "
-                        f"({runs if args.repeats > 1 else 'one run'})", "seconds (log scale)",
-                        log=True)
+            plot_series(
+                seconds,
+                args.out / f"{args.name}_time.png",
+                f"{args.title or args.name}\nrun time, k = {k} "
+                f"({runs if args.repeats > 1 else 'one run'})",
+                "seconds (log scale)",
+                log=True,
+            )
         if args.compare_paper:
             (args.out / f"{args.name}_vs_paper.md").write_text(
                 f"### {title}: ours vs the paper\n\n"
-                + compare_with_paper(cells, algorithms, args.ks, args.ts, len(frame), args.name))
+                + compare_with_paper(cells, algorithms, args.ks, args.ts, len(frame), args.name)
+            )
 
     failed = [c for c in cells if not c.ok]
     elapsed = time.perf_counter() - started
-    print(f"[{args.name}] {len(cells)} cells in {elapsed:.1f}s; outputs in {args.out}",
-          file=sys.stderr)
+    print(
+        f"[{args.name}] {len(cells)} cells in {elapsed:.1f}s; outputs in {args.out}",
+        file=sys.stderr,
+    )
     if failed:
         print("\n" + "!" * 78, file=sys.stderr)
         print(f"!!! {len(failed)} CELL(S) FAILED A PRIVACY OR VERIFICATION CHECK:", file=sys.stderr)
         for cell in failed:
-            print(f"!!!   {cell.algorithm} k={cell.k} t={cell.t:g}: {'; '.join(cell.problems)}",
-                  file=sys.stderr)
+            print(
+                f"!!!   {cell.algorithm} k={cell.k} t={cell.t:g}: {'; '.join(cell.problems)}",
+                file=sys.stderr,
+            )
         print("!" * 78, file=sys.stderr)
         return 1
-    print(f"[{args.name}] all {len(cells)} cells verified: every cluster >= k, every EMD <= t"
-          f"{' (as recorded in the CSV)' if args.replot else ''}.", file=sys.stderr)
+    print(
+        f"[{args.name}] all {len(cells)} cells verified: every cluster >= k, every EMD <= t"
+        f"{' (as recorded in the CSV)' if args.replot else ''}.",
+        file=sys.stderr,
+    )
     return 0
 
 

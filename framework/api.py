@@ -94,8 +94,10 @@ def anonymize(
     attributes: dict[str, AttributeSpec] = _attributes(_Checker({}), document)
     missing = [name for name in attributes if name not in df.columns]
     if missing:
-        raise ConfigError(f"Column {missing[0]!r} is not in the DataFrame. "
-                          f"Its columns are: {', '.join(map(str, df.columns))}.")
+        raise ConfigError(
+            f"Column {missing[0]!r} is not in the DataFrame. "
+            f"Its columns are: {', '.join(map(str, df.columns))}."
+        )
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
@@ -110,11 +112,19 @@ def anonymize(
         if spec.role == "confidential":
             distance = registry.get("distance", spec.distance, f"{spec.name}.distance")
             if spec.type not in distance.attribute_types:
-                raise ConfigError(f"Distance {distance.name} does not accept {spec.type} "
-                                  f"attributes ({spec.name}).")
-            distances[spec.name] = (distance, validate_options(
-                distance.name, distance.options_schema, spec.distance_options,
-                f"{spec.name}.distance_options"))
+                raise ConfigError(
+                    f"Distance {distance.name} does not accept {spec.type} "
+                    f"attributes ({spec.name})."
+                )
+            distances[spec.name] = (
+                distance,
+                validate_options(
+                    distance.name,
+                    distance.options_schema,
+                    spec.distance_options,
+                    f"{spec.name}.distance_options",
+                ),
+            )
     resolved = Resolved(algo, algo_options, distances)
 
     qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
@@ -123,8 +133,9 @@ def anonymize(
     with timer.phase("read"):
         encoded = encode_table(df, list(attributes.values()))
     with timer.phase("kernel"):
-        labels, partition, _ = cluster_rows(encoded.x, encoded.confidential,
-                                            encoded.distance_options, resolved, k, t)
+        labels, partition, _ = cluster_rows(
+            encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
+        )
     replaced = encoded.aggregate(labels)
     data = df.loc[~encoded.excluded].drop(columns=list(identifiers)).copy()
     for column, values in replaced.items():
@@ -135,14 +146,36 @@ def anonymize(
             if spec.role == "confidential":
                 written[spec.name], _ = encode_confidential(data[spec.name], spec)
         checked = {c: (d, {**o, **encoded.distance_options[c]}) for c, (d, o) in distances.items()}
-        verification = verify_rows(written, qi_names, checked, k, t if algo.requires_t else None,
-                                   len(data), encoded.confidential)
-    report = build_report(None, registry, resolved, len(df), labels, partition, verification,
-                          encoded, replaced, timer.seconds, started, published=False, k=k, t=t)
+        verification = verify_rows(
+            written,
+            qi_names,
+            checked,
+            k,
+            t if algo.requires_t else None,
+            len(data),
+            encoded.confidential,
+        )
+    report = build_report(
+        None,
+        registry,
+        resolved,
+        len(df),
+        labels,
+        partition,
+        verification,
+        encoded,
+        replaced,
+        timer.seconds,
+        started,
+        published=False,
+        k=k,
+        t=t,
+    )
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())
-        raise VerificationError(f"The output of {algo.name} failed verification ({failed}).",
-                                verification.checks)
+        raise VerificationError(
+            f"The output of {algo.name} failed verification ({failed}).", verification.checks
+        )
     all_labels = np.full(len(df), -1, dtype=np.int64)
     all_labels[~encoded.excluded] = labels
     return AnonymizationResult(data, all_labels, report)

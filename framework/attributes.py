@@ -337,8 +337,12 @@ class EncodedTable:
         """The paper's normalized SSE over the mixed distance (weights excluded): the mean over
         rows and QIs of each attribute's distance term between original and published values;
         per attribute as well. For numeric QIs the term is ``((a - a') / std)^2``."""
-        per_attribute = {qi.name: float(qi.squared_error(published[qi.name]).mean())
-                         if len(qi.embedding) else 0.0 for qi in self.quasi_identifiers}
+        per_attribute = {
+            qi.name: float(qi.squared_error(published[qi.name]).mean())
+            if len(qi.embedding)
+            else 0.0
+            for qi in self.quasi_identifiers
+        }
         sse = float(np.mean(list(per_attribute.values()))) if per_attribute else 0.0
         return {"sse": sse, "sse_per_attribute": per_attribute}
 
@@ -348,15 +352,25 @@ def encode_table(frame: pd.DataFrame, specs: Sequence[Any]) -> EncodedTable:
     (:class:`tclose.config.AttributeSpec`), after setting aside ``exclude-rows`` rows."""
     relevant = [s for s in specs if s.role in ("quasi_identifier", "confidential")]
     excluded = rows_to_exclude(frame, relevant)
-    excluded_by = {s.name: int(missing_mask(frame[s.name]).sum()) for s in relevant
-                   if getattr(s, "missing", "error") == "exclude-rows"}
+    excluded_by = {
+        s.name: int(missing_mask(frame[s.name]).sum())
+        for s in relevant
+        if getattr(s, "missing", "error") == "exclude-rows"
+    }
     kept = frame[~excluded]
-    quasi = [encode_quasi_identifier(kept[s.name], s) for s in relevant
-             if s.role == "quasi_identifier"]
+    quasi = [
+        encode_quasi_identifier(kept[s.name], s) for s in relevant if s.role == "quasi_identifier"
+    ]
     x = np.hstack([q.embedding for q in quasi]) if quasi else np.zeros((len(kept), 0))
     confidential, options = {}, {}
     for s in relevant:
         if s.role == "confidential":
             confidential[s.name], options[s.name] = encode_confidential(kept[s.name], s)
-    return EncodedTable(np.ascontiguousarray(x, dtype=np.float64), quasi, confidential, options,
-                        excluded, excluded_by)
+    return EncodedTable(
+        np.ascontiguousarray(x, dtype=np.float64),
+        quasi,
+        confidential,
+        options,
+        excluded,
+        excluded_by,
+    )

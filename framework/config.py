@@ -27,16 +27,30 @@ from .errors import ConfigError
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
 ATTRIBUTE_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
-DEFAULT_DISTANCE = {"numeric": "emd-ordered", "ordinal": "emd-ordered", "date": "emd-ordered",
-                    "datetime": "emd-ordered", "nominal": "nominal-ranking"}
+DEFAULT_DISTANCE = {
+    "numeric": "emd-ordered",
+    "ordinal": "emd-ordered",
+    "date": "emd-ordered",
+    "datetime": "emd-ordered",
+    "nominal": "nominal-ranking",
+}
 MISSING_POLICIES = ("error", "category", "exclude-rows")
 IF_EXISTS = ("fail", "replace")
 
 _TOP_KEYS = {"source", "target", "attributes", "privacy", "algorithm", "report", "output"}
 _SOURCE_KEYS = {"url", "table", "key", "password_file", "chunk_size"}
 _TARGET_KEYS = {"url", "table", "if_exists", "password_file"}
-_ATTRIBUTE_KEYS = {"role", "type", "distance", "distance_options", "round", "categories",
-                   "hierarchy", "missing", "weight"}
+_ATTRIBUTE_KEYS = {
+    "role",
+    "type",
+    "distance",
+    "distance_options",
+    "round",
+    "categories",
+    "hierarchy",
+    "missing",
+    "weight",
+}
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
 _REPORT_KEYS = {"json", "html", "table"}
@@ -127,8 +141,10 @@ def config_digest(document: Mapping[str, Any]) -> str:
 
     def scrub(value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {k: redact_url(v) if k == "url" and isinstance(v, str) else scrub(v)
-                    for k, v in value.items()}
+            return {
+                k: redact_url(v) if k == "url" and isinstance(v, str) else scrub(v)
+                for k, v in value.items()
+            }
         if isinstance(value, list):
             return [scrub(v) for v in value]
         return value
@@ -180,8 +196,11 @@ class _Checker:
 
     def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
         where = " ==> ".join(
-            ["At " + ".".join(path[:-1]), "At key: " + path[-1]] if len(path) > 1
-            else ["At key: " + path[0]] if path else ["At the top level"]
+            ["At " + ".".join(path[:-1]), "At key: " + path[-1]]
+            if len(path) > 1
+            else ["At key: " + path[0]]
+            if path
+            else ["At the top level"]
         )
         line = None
         probe = path
@@ -191,8 +210,13 @@ class _Checker:
         suffix = f" (line {line})" if line else ""
         return ConfigError(f"==> {where}{suffix}\n{message}")
 
-    def mapping(self, value: Any, path: tuple[str, ...], allowed: set[str] | None,
-                required: tuple[str, ...] = ()) -> dict[str, Any]:
+    def mapping(
+        self,
+        value: Any,
+        path: tuple[str, ...],
+        allowed: set[str] | None,
+        required: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
         if not isinstance(value, Mapping):
             raise self.fail(
                 path,
@@ -242,22 +266,29 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
-                default_url: str | None = None,
-                default_password_file: str | None = None) -> TableSpec:
+def _table_spec(
+    checker: _Checker,
+    raw: Any,
+    path: str,
+    *,
+    is_source: bool,
+    default_url: str | None = None,
+    default_password_file: str | None = None,
+) -> TableSpec:
     keys = _SOURCE_KEYS if is_source else _TARGET_KEYS
     required = ("url", "table") if is_source else ("table",)
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
     url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
     # A target without its own url is in the source's database, reached with its credentials.
-    password_file = spec.get("password_file",
-                             default_password_file if "url" not in spec else None)
+    password_file = spec.get("password_file", default_password_file if "url" not in spec else None)
     if password_file is not None:
         checker.string(password_file, (path, "password_file"))
     chunk_size = spec.get("chunk_size", 50_000)
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise checker.fail((path, "chunk_size"), f"Expected a positive integer, got {chunk_size!r}.")
+        raise checker.fail(
+            (path, "chunk_size"), f"Expected a positive integer, got {chunk_size!r}."
+        )
     return TableSpec(
         url=url,
         table=checker.string(spec["table"], (path, "table")),
@@ -268,8 +299,14 @@ def _table_spec(checker: _Checker, raw: Any, path: str, *, is_source: bool,
     )
 
 
-def _type_details(checker: _Checker, spec: dict[str, Any], path: tuple[str, ...], role: str,
-                  attr_type: str, base: Path | None) -> dict[str, Any]:
+def _type_details(
+    checker: _Checker,
+    spec: dict[str, Any],
+    path: tuple[str, ...],
+    role: str,
+    attr_type: str,
+    base: Path | None,
+) -> dict[str, Any]:
     """Validate categories, hierarchy, missing and weight of one attribute."""
     from .hierarchy import Hierarchy
 
@@ -277,18 +314,25 @@ def _type_details(checker: _Checker, spec: dict[str, Any], path: tuple[str, ...]
     categories = spec.get("categories")
     if categories is not None:
         if attr_type not in ("ordinal", "nominal"):
-            raise checker.fail((*path, "categories"),
-                               "'categories' applies to ordinal and nominal attributes only.")
-        if not isinstance(categories, list) or not categories or len(set(map(str, categories))) \
-                != len(categories):
-            raise checker.fail((*path, "categories"),
-                               "Expected a non-empty list of distinct values, in order.")
+            raise checker.fail(
+                (*path, "categories"),
+                "'categories' applies to ordinal and nominal attributes only.",
+            )
+        if (
+            not isinstance(categories, list)
+            or not categories
+            or len(set(map(str, categories))) != len(categories)
+        ):
+            raise checker.fail(
+                (*path, "categories"), "Expected a non-empty list of distinct values, in order."
+            )
         details["categories"] = tuple(str(c) for c in categories)
     hierarchy = spec.get("hierarchy")
     if hierarchy is not None:
         if attr_type != "nominal":
-            raise checker.fail((*path, "hierarchy"),
-                               "'hierarchy' applies to nominal attributes only.")
+            raise checker.fail(
+                (*path, "hierarchy"), "'hierarchy' applies to nominal attributes only."
+            )
         try:
             details["hierarchy"] = Hierarchy.load(hierarchy, ".".join((*path, "hierarchy")), base)
         except ConfigError as error:
@@ -296,8 +340,11 @@ def _type_details(checker: _Checker, spec: dict[str, Any], path: tuple[str, ...]
     missing = spec.get("missing", "error")
     checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
     if missing == "category" and attr_type not in ("ordinal", "nominal"):
-        raise checker.fail((*path, "missing"), "missing: category applies to ordinal and nominal "
-                           "attributes; use exclude-rows for other types.")
+        raise checker.fail(
+            (*path, "missing"),
+            "missing: category applies to ordinal and nominal "
+            "attributes; use exclude-rows for other types.",
+        )
     details["missing"] = missing
     weight = spec.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
@@ -311,8 +358,11 @@ def _type_details(checker: _Checker, spec: dict[str, Any], path: tuple[str, ...]
 def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[str, AttributeSpec]:
     attributes = checker.mapping(raw, ("attributes",), None)
     if not attributes:
-        raise checker.fail(("attributes",), "List the table's columns here, each with its role "
-                           "(`tclose init URL TABLE` writes the list for you).")
+        raise checker.fail(
+            ("attributes",),
+            "List the table's columns here, each with its role "
+            "(`tclose init URL TABLE` writes the list for you).",
+        )
     result = {}
     for name, body in attributes.items():
         path = ("attributes", str(name))
@@ -328,20 +378,26 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             )
         distance = spec.get("distance")
         if distance is not None and role != "confidential":
-            raise checker.fail((*path, "distance"),
-                               "A distance is only used for confidential attributes.")
+            raise checker.fail(
+                (*path, "distance"), "A distance is only used for confidential attributes."
+            )
         if role == "confidential" and distance is None:
             distance = DEFAULT_DISTANCE[attr_type]
         distance_options = spec.get("distance_options") or {}
         checker.mapping(distance_options, (*path, "distance_options"), None)
         rounded = checker.boolean(spec.get("round", False), (*path, "round"))
         if rounded and (role != "quasi_identifier" or attr_type != "numeric"):
-            raise checker.fail((*path, "round"),
-                               "'round' applies to numeric quasi-identifiers only.")
-        details = _type_details(checker, spec, path, role, attr_type, base) \
-            if role in ("quasi_identifier", "confidential") else {}
-        result[str(name)] = AttributeSpec(str(name), role, attr_type, distance,
-                                          dict(distance_options), rounded, **details)
+            raise checker.fail(
+                (*path, "round"), "'round' applies to numeric quasi-identifiers only."
+            )
+        details = (
+            _type_details(checker, spec, path, role, attr_type, base)
+            if role in ("quasi_identifier", "confidential")
+            else {}
+        )
+        result[str(name)] = AttributeSpec(
+            str(name), role, attr_type, distance, dict(distance_options), rounded, **details
+        )
     roles = [a.role for a in result.values()]
     if "quasi_identifier" not in roles:
         raise checker.fail(
@@ -352,8 +408,9 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
     return result
 
 
-def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None,
-                 base: Path | None = None) -> Config:
+def parse_config(
+    document: Any, lines: dict[tuple[str, ...], int] | None = None, base: Path | None = None
+) -> Config:
     """Validate a configuration given as a parsed YAML document (a mapping).
 
     ``base`` is the folder relative paths (hierarchy CSV files) are resolved against: the YAML
@@ -367,24 +424,31 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None,
     source = _table_spec(checker, top["source"], "source", is_source=True)
     target = None
     if top.get("target") is not None:
-        target = _table_spec(checker, top["target"], "target", is_source=False,
-                             default_url=top["source"].get("url"),
-                             default_password_file=source.password_file)
+        target = _table_spec(
+            checker,
+            top["target"],
+            "target",
+            is_source=False,
+            default_url=top["source"].get("url"),
+            default_password_file=source.password_file,
+        )
     attributes = _attributes(checker, top["attributes"], base)
 
     privacy = checker.mapping(top["privacy"], ("privacy",), _PRIVACY_KEYS, ("k",))
     k = privacy["k"]
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise checker.fail(("privacy", "k"),
-                           f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
+        raise checker.fail(
+            ("privacy", "k"), f"The 'k' parameter must be an integer >= 1. Got {k!r} instead."
+        )
     t = privacy.get("t")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
-                          or not 0 < t <= 1):
-        raise checker.fail(("privacy", "t"),
-                           f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
+        raise checker.fail(
+            ("privacy", "t"), f"The 't' parameter must be in (0, 1]. Got {t!r} instead."
+        )
 
-    algorithm = checker.mapping(top.get("algorithm") or {"name": "t-first"}, ("algorithm",),
-                                _ALGORITHM_KEYS, ("name",))
+    algorithm = checker.mapping(
+        top.get("algorithm") or {"name": "t-first"}, ("algorithm",), _ALGORITHM_KEYS, ("name",)
+    )
     options = algorithm.get("options") or {}
     checker.mapping(options, ("algorithm", "options"), None)
 
@@ -401,13 +465,17 @@ def parse_config(document: Any, lines: dict[tuple[str, ...], int] | None = None,
         raise checker.fail(("output", "keep_key"), "keep_key needs source.key to be set.")
 
     if target is None:
-        raise checker.fail(("target",), "The key 'target' is required: add target: {table: NAME} "
-                           "to say where the anonymized table is published.")
+        raise checker.fail(
+            ("target",),
+            "The key 'target' is required: add target: {table: NAME} "
+            "to say where the anonymized table is published.",
+        )
 
     confidential = [a for a in attributes.values() if a.role == "confidential"]
     if t is not None and not confidential:
-        raise checker.fail(("privacy", "t"),
-                           "t-closeness needs at least one attribute with role confidential.")
+        raise checker.fail(
+            ("privacy", "t"), "t-closeness needs at least one attribute with role confidential."
+        )
     for name, attr in attributes.items():
         if attr.role == "identifier" and name == source.key and keep_key:
             raise checker.fail(("attributes", name), "The source key cannot be kept and dropped.")
@@ -449,6 +517,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         problem = getattr(error, "problem", None) or str(error)
         raise ConfigError(f"{path} is not valid YAML{where}: {problem}.") from None
     if document is None:
-        raise ConfigError(f"{path} is empty. Write a configuration there, or create one with "
-                          f"`tclose init URL TABLE -o {path}`.")
+        raise ConfigError(
+            f"{path} is empty. Write a configuration there, or create one with "
+            f"`tclose init URL TABLE -o {path}`."
+        )
     return parse_config(document, _line_map(text), base=path.parent)

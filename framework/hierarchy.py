@@ -77,8 +77,10 @@ class Hierarchy:
     def from_mapping(cls, mapping: Mapping[str, Any], path: str = "hierarchy") -> Hierarchy:
         """Build from a nested mapping with exactly one top-level key (the root)."""
         if not isinstance(mapping, Mapping) or len(mapping) != 1:
-            raise ConfigError(f"==> At {path}\nA hierarchy is a mapping with exactly one root "
-                              f"key, e.g. {{Any: {{Europe: [Spain, France]}}}}.")
+            raise ConfigError(
+                f"==> At {path}\nA hierarchy is a mapping with exactly one root "
+                f"key, e.g. {{Any: {{Europe: [Spain, France]}}}}."
+            )
         children: dict[str, list[str]] = {}
 
         def walk(node: str, body: Any) -> None:
@@ -87,16 +89,20 @@ class Hierarchy:
             if isinstance(body, Mapping):
                 kids = list(body.items())
             elif isinstance(body, (list, tuple)):
-                kids = [(item, None) if not isinstance(item, Mapping) else next(iter(item.items()))
-                        for item in body]
+                kids = [
+                    (item, None) if not isinstance(item, Mapping) else next(iter(item.items()))
+                    for item in body
+                ]
             else:
-                raise ConfigError(f"==> At {path}\nUnder {node!r}: expected a mapping, a list or "
-                                  f"nothing, got {body!r}.")
+                raise ConfigError(
+                    f"==> At {path}\nUnder {node!r}: expected a mapping, a list or "
+                    f"nothing, got {body!r}."
+                )
             children[node] = [str(name) for name, _ in kids]
             for name, sub in kids:
                 walk(str(name), sub)
 
-        (root, body), = mapping.items()
+        ((root, body),) = mapping.items()
         walk(str(root), body)
         return cls(str(root), children)
 
@@ -108,9 +114,11 @@ class Hierarchy:
         except OSError as error:
             raise ConfigError(f"Cannot read the hierarchy file {file}: {error.strerror}.") from None
         delimiter = ";" if text.count(";") >= text.count(",") else ","
-        paths = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines(),
-                                                                       delimiter=delimiter)
-                 if row and any(cell.strip() for cell in row)]
+        paths = [
+            [cell.strip() for cell in row]
+            for row in csv.reader(text.splitlines(), delimiter=delimiter)
+            if row and any(cell.strip() for cell in row)
+        ]
         if not paths:
             raise ConfigError(f"The hierarchy file {file} is empty.")
         tops = {p[-1] for p in paths}
@@ -121,8 +129,10 @@ class Hierarchy:
         for line, row in enumerate(paths, 1):
             for child, parent in zip(row[:-1], row[1:]):
                 if parents.setdefault(child, parent) != parent:
-                    raise ConfigError(f"Hierarchy file {file}, line {line}: {child!r} has two "
-                                      f"parents ({parents[child]!r} and {parent!r}).")
+                    raise ConfigError(
+                        f"Hierarchy file {file}, line {line}: {child!r} has two "
+                        f"parents ({parents[child]!r} and {parent!r})."
+                    )
                 siblings = children.setdefault(parent, [])
                 if child not in siblings:
                     siblings.append(child)
@@ -147,8 +157,10 @@ class Hierarchy:
         if unknown:
             shown = ", ".join(repr(u) for u in unknown[:10])
             more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
-            raise DataError(f"Column {column!r}: {len(unknown)} value(s) are not leaves of its "
-                            f"hierarchy: {shown}{more}. Add them to the hierarchy.")
+            raise DataError(
+                f"Column {column!r}: {len(unknown)} value(s) are not leaves of its "
+                f"hierarchy: {shown}{more}. Add them to the hierarchy."
+            )
 
     def ancestors(self, leaf: str) -> list[str]:
         """``leaf``'s ancestors from its parent up to the root."""

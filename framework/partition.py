@@ -44,8 +44,10 @@ def cluster_rows(
     """
     n = x.shape[0]
     if n < k:
-        raise DataError(f"The table has {n} rows, fewer than k = {k}: no k-anonymous release "
-                        f"is possible. Lower k or add rows.")
+        raise DataError(
+            f"The table has {n} rows, fewer than k = {k}: no k-anonymous release "
+            f"is possible. Lower k or add rows."
+        )
     fitted = []
     for column, values in confidential.items():
         distance, options = resolved.distances[column]

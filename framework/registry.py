@@ -125,8 +125,15 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
             provider, version = _provider_of(manager, impl.plugin)
             plugin_name = impl.plugin_name
 
-            def register(obj: Any, *, _kind=kind, _table=table, _plugin=plugin_name,
-                         _provider=provider, _version=version) -> None:
+            def register(
+                obj: Any,
+                *,
+                _kind=kind,
+                _table=table,
+                _plugin=plugin_name,
+                _provider=provider,
+                _version=version,
+            ) -> None:
                 name = obj.name
                 if name in _table:
                     raise PluginError(

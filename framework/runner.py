@@ -69,11 +69,14 @@ class Timer:
 def resolve_plugins(config: Config, registry: Registry) -> Resolved:
     """Find the algorithm and distances the configuration names and validate their options."""
     algorithm = registry.get("algorithm", config.algorithm, "algorithm.name")
-    options = validate_options(algorithm.name, algorithm.options_schema,
-                               config.algorithm_options, "algorithm.options")
+    options = validate_options(
+        algorithm.name, algorithm.options_schema, config.algorithm_options, "algorithm.options"
+    )
     if algorithm.requires_t and config.t is None:
-        raise ConfigError(f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
-                          f"privacy.t (a number in (0, 1]).")
+        raise ConfigError(
+            f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
+            f"privacy.t (a number in (0, 1])."
+        )
     return Resolved(algorithm, options, resolve_distances(config, registry))
 
 
@@ -92,14 +95,22 @@ def resolve_distances(config: Config, registry: Registry) -> dict[str, tuple[Dis
             )
         distances[attribute.name] = (
             distance,
-            validate_options(distance.name, distance.options_schema, attribute.distance_options,
-                             f"attributes.{attribute.name}.distance_options"),
+            validate_options(
+                distance.name,
+                distance.options_schema,
+                attribute.distance_options,
+                f"attributes.{attribute.name}.distance_options",
+            ),
         )
     return distances
 
 
-def _chunks(stream: Iterator[pd.DataFrame], progress: Callable[..., None] | None, line: str,
-            total: int | None = None) -> list[pd.DataFrame]:
+def _chunks(
+    stream: Iterator[pd.DataFrame],
+    progress: Callable[..., None] | None,
+    line: str,
+    total: int | None = None,
+) -> list[pd.DataFrame]:
     """Collect a streamed read, reporting the rows read so far to ``progress``."""
     frames, done = [], 0
     for frame in stream:
@@ -110,23 +121,35 @@ def _chunks(stream: Iterator[pd.DataFrame], progress: Callable[..., None] | None
     return frames
 
 
-def _read_inputs(database, config: Config,
-                 progress: Callable[..., None] | None = None,
-                 line: str = "") -> tuple[np.ndarray, EncodedTable, set]:
+def _read_inputs(
+    database, config: Config, progress: Callable[..., None] | None = None, line: str = ""
+) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
     from tclose.connectors.sql import TableName
 
     columns = config.quasi_identifiers + config.confidential
-    frames = _chunks(database.read(TableName.parse(config.source.table), columns,
-                                   key=config.source.key, chunk_size=config.source.chunk_size),
-                     progress, line)
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["__key__", *columns])
+    frames = _chunks(
+        database.read(
+            TableName.parse(config.source.table),
+            columns,
+            key=config.source.key,
+            chunk_size=config.source.chunk_size,
+        ),
+        progress,
+        line,
+    )
+    frame = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["__key__", *columns])
+    )
     keys = frame["__key__"].to_numpy()
     if len(keys) and (pd.isna(frame["__key__"]).any() or len(pd.unique(keys)) != len(keys)):
-        raise DataError(f"The row key of {config.source.table} is not unique and non-null; "
-                        f"name a unique, non-null column as source.key.")
+        raise DataError(
+            f"The row key of {config.source.table} is not unique and non-null; "
+            f"name a unique, non-null column as source.key."
+        )
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
     encoded = encode_table(frame, list(config.attributes.values()))
     return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
@@ -183,14 +206,17 @@ def run(
         if target_spec.url == config.source.url
         and target_spec.password_file == config.source.password_file
         else registry.connector_for(_dialect(target_spec.url)).connect(
-            target_spec.url, target_spec.password_file)
+            target_spec.url, target_spec.password_file
+        )
     )
     source_name = TableName.parse(config.source.table)
     target_name = TableName.parse(target_spec.table)
     staging_name = target_name.with_suffix(STAGING_SUFFIX)
     if target_db is source_db and str(source_name) == str(target_name):
-        raise ConfigError("==> At target ==> At key: table\nThe target table is the source "
-                          "table; tclose never modifies its source. Choose another name.")
+        raise ConfigError(
+            "==> At target ==> At key: table\nThe target table is the source "
+            "table; tclose never modifies its source. Choose another name."
+        )
 
     source_table = source_db.table(source_name)
     for column in config.attributes:
@@ -200,8 +226,10 @@ def run(
                 f"{source_name}. Its columns are: {', '.join(source_table.c.keys())}."
             )
     if target_db.exists(target_name) and target_spec.if_exists == "fail" and not dry_run:
-        raise DataError(f"The target table {target_name} already exists and target.if_exists is "
-                        f"'fail'. Set if_exists: replace, or choose another target table.")
+        raise DataError(
+            f"The target table {target_name} already exists and target.if_exists is "
+            f"'fail'. Set if_exists: replace, or choose another target table."
+        )
 
     dropped = set(config.identifiers)
     if not config.keep_key and config.source.key:
@@ -211,8 +239,9 @@ def run(
     # Numeric QIs are written as double precision (or integers when rounded); QIs of other types
     # keep their source column type.
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
-    staging_table = target_db.staging_table(staging_name, source_table, output_columns,
-                                            numeric, rounded, source_db.dialect)
+    staging_table = target_db.staging_table(
+        staging_name, source_table, output_columns, numeric, rounded, source_db.dialect
+    )
     # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
     # the target session (staging table created first, so that a missing permission fails before
     # any work) and a read-only source session whose snapshot serves both passes.
@@ -237,58 +266,105 @@ def run(
         say(f"partitioning {n} rows with {resolved.algorithm.name}")
         with timer.phase("kernel"):
             labels, partition, _fitted = cluster_rows(
-                encoded.x, encoded.confidential, encoded.distance_options, resolved, config.k,
-                config.t)
+                encoded.x,
+                encoded.confidential,
+                encoded.distance_options,
+                resolved,
+                config.k,
+                config.t,
+            )
         replaced = encoded.aggregate(labels)
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
-        rng = np.random.default_rng(config.seed if config.seed is not None
-                                    else secrets.randbits(64))
+        rng = np.random.default_rng(
+            config.seed if config.seed is not None else secrets.randbits(64)
+        )
         new_rows = rng.permutation(n).astype(np.int64) + 1
 
         say(f"writing staging table {staging_name}")
         with timer.phase("write"):
             if joined:
-                source.fill_joined(source_table, config.source.key, staging_table, keys,
-                                   new_rows, labels, written)
+                source.fill_joined(
+                    source_table, config.source.key, staging_table, keys, new_rows, labels, written
+                )
             else:
-                target.fill_streamed(staging_table, _transformed_chunks(
-                    source, config, source_name, output_columns, keys, new_rows, written,
-                    set_aside))
+                target.fill_streamed(
+                    staging_table,
+                    _transformed_chunks(
+                        source,
+                        config,
+                        source_name,
+                        output_columns,
+                        keys,
+                        new_rows,
+                        written,
+                        set_aside,
+                    ),
+                )
                 source.close()  # the snapshot is no longer needed; release it before publishing
 
         try:
             say("verifying the written rows")
             with timer.phase("verify"):
-                verification = _verify_staging(target, staging_name, config, resolved, n,
-                                               encoded.confidential, progress)
+                verification = _verify_staging(
+                    target, staging_name, config, resolved, n, encoded.confidential, progress
+                )
             if not verification.passed:
                 failed = ", ".join(c["name"] for c in verification.failures())
                 raise VerificationError(
                     f"Verification of the written table failed ({failed}); nothing was published "
-                    f"and {target_name} is unchanged.", verification.checks)
+                    f"and {target_name} is unchanged.",
+                    verification.checks,
+                )
             if not dry_run:
                 say(f"publishing {target_name}")
                 with timer.phase("publish"):
-                    target.publish(staging_name, target_name,
-                                   replace=target_spec.if_exists == "replace")
+                    target.publish(
+                        staging_name, target_name, replace=target_spec.if_exists == "replace"
+                    )
                 published = True
         except VerificationError as error:
             failure = error
     if failure is not None:  # reported once the sessions have rolled back the staging table
         report = report_module.build_report(
-            config, registry, resolved, n_read, labels, partition, verification, encoded, replaced,
-            timer.seconds, started, published=False, dry_run=dry_run,
-            source_url=source_db.redacted_url, target_url=target_db.redacted_url,
-            output_columns=[ROW_COLUMN, *output_columns])
+            config,
+            registry,
+            resolved,
+            n_read,
+            labels,
+            partition,
+            verification,
+            encoded,
+            replaced,
+            timer.seconds,
+            started,
+            published=False,
+            dry_run=dry_run,
+            source_url=source_db.redacted_url,
+            target_url=target_db.redacted_url,
+            output_columns=[ROW_COLUMN, *output_columns],
+        )
         report_module.finish(report, registry, config, report_path)
         failure.report = report
         raise failure
 
     report = report_module.build_report(
-        config, registry, resolved, n_read, labels, partition, verification, encoded, replaced,
-        timer.seconds, started, published=published, dry_run=dry_run,
-        source_url=source_db.redacted_url, target_url=target_db.redacted_url,
-        output_columns=[ROW_COLUMN, *output_columns])
+        config,
+        registry,
+        resolved,
+        n_read,
+        labels,
+        partition,
+        verification,
+        encoded,
+        replaced,
+        timer.seconds,
+        started,
+        published=published,
+        dry_run=dry_run,
+        source_url=source_db.redacted_url,
+        target_url=target_db.redacted_url,
+        output_columns=[ROW_COLUMN, *output_columns],
+    )
     report_module.finish(report, registry, config, report_path)
     return RunResult(report, published, verification, labels)
 
@@ -298,8 +374,9 @@ def _dialect(url: str) -> str:
     return scheme.split("+", 1)[0]
 
 
-def _transformed_chunks(source, config: Config, source_name, output_columns, keys, new_rows,
-                        replaced, set_aside: set) -> Iterator[list[tuple]]:
+def _transformed_chunks(
+    source, config: Config, source_name, output_columns, keys, new_rows, replaced, set_aside: set
+) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
 
@@ -310,27 +387,32 @@ def _transformed_chunks(source, config: Config, source_name, output_columns, key
     passthrough = [c for c in output_columns if c not in replaced]
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
-    for rows in source.read_rows(source_name, passthrough, key=config.source.key,
-                                 chunk_size=config.source.chunk_size):
+    for rows in source.read_rows(
+        source_name, passthrough, key=config.source.key, chunk_size=config.source.chunk_size
+    ):
         if set_aside:
             rows = [r for r in rows if r[0] not in set_aside]
         size = len(rows)
-        expected = keys[position:position + size]
+        expected = keys[position : position + size]
         if size != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
-            raise DataError(f"The source table {source_name} changed while it was being read "
-                            f"(rows near position {position}). Nothing was published.")
-        columns = [new_rows[position:position + size].tolist()]
+            raise DataError(
+                f"The source table {source_name} changed while it was being read "
+                f"(rows near position {position}). Nothing was published."
+            )
+        columns = [new_rows[position : position + size].tolist()]
         for column in output_columns:
             if column in replaced:
-                columns.append(replaced[column][position:position + size].tolist())
+                columns.append(replaced[column][position : position + size].tolist())
             else:
                 index = slot[column]
                 columns.append([r[index] for r in rows])
         position += size
         yield list(zip(*columns))
     if position != len(keys):
-        raise DataError(f"The source table {source_name} changed while it was being read "
-                        f"({position} rows on the second pass, {len(keys)} on the first).")
+        raise DataError(
+            f"The source table {source_name} changed while it was being read "
+            f"({position} rows on the second pass, {len(keys)} on the first)."
+        )
 
 
 def verify_published(
@@ -367,49 +449,84 @@ def verify_published(
     source_confidential = None
     if against_source:
         source_db = registry.connector_for(_dialect(config.source.url)).connect(
-            config.source.url, config.source.password_file)
+            config.source.url, config.source.password_file
+        )
         say(f"reading the source table {config.source.table}")
         keys, encoded, _set_aside = _read_inputs(source_db, config)
         source_confidential = encoded.confidential
         expected_rows = len(keys)
     target_db = registry.connector_for(_dialect(config.target.url)).connect(
-        config.target.url, config.target.password_file)
+        config.target.url, config.target.password_file
+    )
     say(f"reading the published table {config.target.table}")
     frame, extra = _read_written(target_db, TableName.parse(config.target.table), config)
     say("verifying")
-    return verify_rows(frame, config.quasi_identifiers, _with_extra(distances, extra), config.k,
-                       t_checked, expected_rows, source_confidential)
+    return verify_rows(
+        frame,
+        config.quasi_identifiers,
+        _with_extra(distances, extra),
+        config.k,
+        t_checked,
+        expected_rows,
+        source_confidential,
+    )
 
 
-def _read_written(database, table, config: Config, progress: Callable[..., None] | None = None,
-                  line: str = "", total: int | None = None) -> tuple[pd.DataFrame, dict[str, dict]]:
+def _read_written(
+    database,
+    table,
+    config: Config,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
+    total: int | None = None,
+) -> tuple[pd.DataFrame, dict[str, dict]]:
     """The QI and confidential columns of a written table, streamed in chunks and concatenated,
     confidential columns encoded as their distances expect (with the options they add)."""
     columns = config.quasi_identifiers + config.confidential
-    frames = _chunks(database.read(table, columns, key="tclose_row", with_key=False,
-                                   chunk_size=config.source.chunk_size), progress, line, total)
+    frames = _chunks(
+        database.read(
+            table, columns, key="tclose_row", with_key=False, chunk_size=config.source.chunk_size
+        ),
+        progress,
+        line,
+        total,
+    )
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     extra = {}
     for column in config.confidential:
-        frame[column], extra[column] = encode_confidential(frame[column],
-                                                           config.attributes[column])
+        frame[column], extra[column] = encode_confidential(frame[column], config.attributes[column])
     return frame, extra
 
 
-def _with_extra(distances: Mapping[str, tuple[Distance, dict]],
-                extra: Mapping[str, dict]) -> dict[str, tuple[Distance, dict]]:
+def _with_extra(
+    distances: Mapping[str, tuple[Distance, dict]], extra: Mapping[str, dict]
+) -> dict[str, tuple[Distance, dict]]:
     return {c: (d, {**o, **extra.get(c, {})}) for c, (d, o) in distances.items()}
 
 
-def _verify_staging(database, staging, config: Config, resolved: Resolved, n: int,
-                    source_confidential: Mapping[str, np.ndarray],
-                    progress: Callable[..., None] | None = None) -> Verification:
+def _verify_staging(
+    database,
+    staging,
+    config: Config,
+    resolved: Resolved,
+    n: int,
+    source_confidential: Mapping[str, np.ndarray],
+    progress: Callable[..., None] | None = None,
+) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it."""
-    frame, extra = _read_written(database, staging, config, progress,
-                                 "verifying the written rows", n)
+    frame, extra = _read_written(
+        database, staging, config, progress, "verifying the written rows", n
+    )
     t_enforced = config.t if resolved.algorithm.requires_t else None
-    return verify_rows(frame, config.quasi_identifiers, _with_extra(resolved.distances, extra),
-                       config.k, t_enforced, n, source_confidential)
+    return verify_rows(
+        frame,
+        config.quasi_identifiers,
+        _with_extra(resolved.distances, extra),
+        config.k,
+        t_enforced,
+        n,
+        source_confidential,
+    )
 
 
 def describe_error(error: TcloseError) -> str:

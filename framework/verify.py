@@ -49,8 +49,11 @@ def equivalence_classes(frame: pd.DataFrame, quasi_identifiers: Sequence[str]) -
     """Class of every row: rows with identical written QI values share a class (NULLs included)."""
     if len(frame) == 0:
         return np.zeros(0, dtype=np.int64)
-    return frame.groupby(list(quasi_identifiers), dropna=False, sort=False).ngroup().to_numpy(
-        dtype=np.int64)
+    return (
+        frame.groupby(list(quasi_identifiers), dropna=False, sort=False)
+        .ngroup()
+        .to_numpy(dtype=np.int64)
+    )
 
 
 def verify_rows(
@@ -76,14 +79,27 @@ def verify_rows(
     """
     checks: list[dict[str, Any]] = []
     if expected_rows is not None:
-        checks.append({"name": "row_count", "passed": len(frame) == expected_rows,
-                       "expected": expected_rows, "actual": len(frame)})
+        checks.append(
+            {
+                "name": "row_count",
+                "passed": len(frame) == expected_rows,
+                "expected": expected_rows,
+                "actual": len(frame),
+            }
+        )
     classes = equivalence_classes(frame, quasi_identifiers)
     sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
     k_achieved = int(sizes.min()) if len(sizes) else 0
-    checks.append({"name": "k_anonymity", "passed": k_achieved >= k, "expected": k,
-                   "actual": k_achieved, "classes": int(len(sizes)),
-                   "classes_below_k": int((sizes < k).sum())})
+    checks.append(
+        {
+            "name": "k_anonymity",
+            "passed": k_achieved >= k,
+            "expected": k,
+            "actual": k_achieved,
+            "classes": int(len(sizes)),
+            "classes_below_k": int((sizes < k).sum()),
+        }
+    )
     t_achieved: dict[str, float] = {}
     class_emds: dict[str, np.ndarray] = {}
     for column, (distance, options) in confidential.items():
@@ -98,16 +114,28 @@ def verify_rows(
         worst = float(emds.max())
         t_achieved[column] = worst
         if t is not None:
-            checks.append({"name": f"t_closeness:{column}",
-                           "passed": worst <= t + EMD_TOLERANCE, "expected": t,
-                           "actual": worst, "distance": distance.name,
-                           "classes_above_t": int((emds > t + EMD_TOLERANCE).sum())})
+            checks.append(
+                {
+                    "name": f"t_closeness:{column}",
+                    "passed": worst <= t + EMD_TOLERANCE,
+                    "expected": t,
+                    "actual": worst,
+                    "distance": distance.name,
+                    "classes_above_t": int((emds > t + EMD_TOLERANCE).sum()),
+                }
+            )
         if expected_confidential is not None and column in expected_confidential:
             expected = np.sort(np.asarray(expected_confidential[column]))
             written = np.sort(values)
             same = len(expected) == len(written) and bool(np.array_equal(expected, written))
-            checks.append({"name": f"confidential_multiset:{column}", "passed": same,
-                           "expected": "the source's values", "actual":
-                           "identical" if same else "different"})
-    return Verification(all(c["passed"] for c in checks), checks, k_achieved, t_achieved, sizes,
-                        class_emds)
+            checks.append(
+                {
+                    "name": f"confidential_multiset:{column}",
+                    "passed": same,
+                    "expected": "the source's values",
+                    "actual": "identical" if same else "different",
+                }
+            )
+    return Verification(
+        all(c["passed"] for c in checks), checks, k_achieved, t_achieved, sizes, class_emds
+    )

@@ -21,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
+
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 

@@ -22,21 +22,38 @@ class NominalRankingDistance:
     name = "nominal-ranking"
     attribute_types = ("nominal",)
     options_schema: Mapping[str, Option] = {
-        "order": Option(str, "auto", "Total order of the categories for t-first's strata: "
-                        "auto (hierarchy if one is given, else frequency), frequency, hierarchy, "
-                        "marginality, listed.", choices=ORDERS),
-        "hierarchy": Option(object, None, "The attribute's hierarchy (set from the attribute's "
-                            "'hierarchy' key; a nested mapping or a CSV file of paths)."),
-        "categories": Option(object, None, "The categories in order, for order 'listed' (set "
-                             "from the attribute's 'categories' key)."),
+        "order": Option(
+            str,
+            "auto",
+            "Total order of the categories for t-first's strata: "
+            "auto (hierarchy if one is given, else frequency), frequency, hierarchy, "
+            "marginality, listed.",
+            choices=ORDERS,
+        ),
+        "hierarchy": Option(
+            object,
+            None,
+            "The attribute's hierarchy (set from the attribute's "
+            "'hierarchy' key; a nested mapping or a CSV file of paths).",
+        ),
+        "categories": Option(
+            object,
+            None,
+            "The categories in order, for order 'listed' (set "
+            "from the attribute's 'categories' key).",
+        ),
     }
 
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
         hierarchy = options.get("hierarchy")
         if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
             hierarchy = Hierarchy.load(hierarchy)
-        return NominalEMD.fit(values, hierarchy=hierarchy, order=options.get("order", "auto"),
-                              listed=options.get("categories"))
+        return NominalEMD.fit(
+            values,
+            hierarchy=hierarchy,
+            order=options.get("order", "auto"),
+            listed=options.get("categories"),
+        )
 
 
 @hookimpl

@@ -18,9 +18,15 @@ def table() -> pd.DataFrame:
 
 @pytest.mark.parametrize("algorithm", ["t-first", "merge", "k-first"])
 def test_anonymize_gives_k_anonymous_t_close_data(table, algorithm):
-    result = tclose.anonymize(table, quasi_identifiers=list(QI_COLUMNS[:4]),
-                              confidential=["charge"], k=4, t=0.2, algorithm=algorithm,
-                              identifiers=["name"])
+    result = tclose.anonymize(
+        table,
+        quasi_identifiers=list(QI_COLUMNS[:4]),
+        confidential=["charge"],
+        k=4,
+        t=0.2,
+        algorithm=algorithm,
+        identifiers=["name"],
+    )
     assert result.labels.shape == (300,)
     assert np.bincount(result.labels).min() >= 4
     data = result.data
@@ -32,9 +38,15 @@ def test_anonymize_gives_k_anonymous_t_close_data(table, algorithm):
 
 
 def test_mapping_form_and_options(table):
-    result = tclose.anonymize(table, quasi_identifiers={"age": "numeric", "zip": {"type": "numeric"}},
-                              confidential={"charge": "numeric"}, k=3, t=0.25,
-                              algorithm="merge", partner="min-emd")
+    result = tclose.anonymize(
+        table,
+        quasi_identifiers={"age": "numeric", "zip": {"type": "numeric"}},
+        confidential={"charge": "numeric"},
+        k=3,
+        t=0.25,
+        algorithm="merge",
+        partner="min-emd",
+    )
     assert result.report["algorithm"]["options"]["partner"] == "min-emd"
     assert np.bincount(result.labels).min() >= 3
 
@@ -46,8 +58,13 @@ def test_mdav_without_t(table):
 
 
 def test_round_keeps_integers(table):
-    result = tclose.anonymize(table, quasi_identifiers={"age": {"type": "numeric", "round": True}},
-                              confidential=["charge"], k=3, t=0.3)
+    result = tclose.anonymize(
+        table,
+        quasi_identifiers={"age": {"type": "numeric", "round": True}},
+        confidential=["charge"],
+        k=3,
+        t=0.3,
+    )
     assert np.allclose(result.data["age"], np.rint(result.data["age"]))
 
 
@@ -63,5 +80,6 @@ def test_errors_name_the_problem(table):
     with pytest.raises(DataError, match="'age' has 3 missing"):
         tclose.anonymize(with_nan, quasi_identifiers=["age"], confidential=["charge"], t=0.2)
     with pytest.raises(DataError, match="fewer than k"):
-        tclose.anonymize(table.head(3), quasi_identifiers=["age"], confidential=["charge"],
-                         k=4, t=0.2)
+        tclose.anonymize(
+            table.head(3), quasi_identifiers=["age"], confidential=["charge"], k=4, t=0.2
+        )

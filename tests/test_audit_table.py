@@ -10,6 +10,7 @@ import uuid
 import numpy as np
 import pytest
 import sqlalchemy as sa
+
 import tclose
 from tclose.cli import main
 from tclose.config import load_config

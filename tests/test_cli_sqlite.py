@@ -38,8 +38,9 @@ def test_run_publishes_a_verified_k_anonymous_t_close_table(sqlite_run, tmp_path
     pairs = sorted(zip(out["charge"], out["severity"]))
     assert pairs == sorted(zip(source["charge"], source["severity"]))
     # Rows are shuffled: the published order is not the source order.
-    assert not np.array_equal(out.sort_values("tclose_row")["charge"].to_numpy(),
-                              source["charge"].to_numpy())
+    assert not np.array_equal(
+        out.sort_values("tclose_row")["charge"].to_numpy(), source["charge"].to_numpy()
+    )
 
     report = json.loads(report_path.read_text())
     for key in ("config_sha256", "timings", "plugins"):
@@ -57,7 +58,11 @@ def test_run_publishes_a_verified_k_anonymous_t_close_table(sqlite_run, tmp_path
     assert report["utility"]["sse"] > 0
     assert report["verification"]["passed"] is True
     assert {c["name"] for c in report["verification"]["checks"]} >= {
-        "row_count", "k_anonymity", "t_closeness:charge", "confidential_multiset:charge"}
+        "row_count",
+        "k_anonymity",
+        "t_closeness:charge",
+        "confidential_multiset:charge",
+    }
     assert "algorithm:t-first" in report["plugins"]
     assert "rows:" in capsys.readouterr().out
 
@@ -94,8 +99,18 @@ def test_if_exists_replace_replaces(sqlite_run):
 
 def test_dry_run_publishes_nothing(sqlite_run, tmp_path):
     report = tmp_path / "dry.json"
-    assert main(["run", str(sqlite_run.write(sqlite_run.config())), "--dry-run",
-                 "--report", str(report)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(sqlite_run.write(sqlite_run.config())),
+                "--dry-run",
+                "--report",
+                str(report),
+            ]
+        )
+        == 0
+    )
     assert sqlite_run.tables() == {"discharges"}
     data = json.loads(report.read_text())
     assert data["run"]["dry_run"] is True and data["verification"]["passed"] is True
@@ -233,7 +248,16 @@ def test_mdav_reports_t_without_enforcing_it(sqlite_run, tmp_path):
 def test_plugins_lists_builtins(capsys):
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
-    for name in ("t-first", "mdav", "merge", "k-first", "emd-ordered", "sqlite", "postgresql", "mysql"):
+    for name in (
+        "t-first",
+        "mdav",
+        "merge",
+        "k-first",
+        "emd-ordered",
+        "sqlite",
+        "postgresql",
+        "mysql",
+    ):
         assert name in out
     assert "tclose" in out
 
@@ -245,7 +269,10 @@ def test_usage_error_exits_2(capsys):
 def test_python_m_tclose_and_demo(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tclose", "demo", "--rows", "600", "--dir", str(tmp_path / "d")],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "verified:  yes" in result.stdout
@@ -286,8 +313,11 @@ def test_progress_elsewhere_prints_plain_lines_only():
         progress("writing")
         progress.write("WARNING something")
     lines = stream.getvalue().splitlines()
-    assert [line.split("] ", 1)[-1] for line in lines] == ["reading t", "writing",
-                                                         "WARNING something"]
+    assert [line.split("] ", 1)[-1] for line in lines] == [
+        "reading t",
+        "writing",
+        "WARNING something",
+    ]
     assert "\r" not in stream.getvalue()
 
 
@@ -320,9 +350,11 @@ def test_quiet_prints_nothing_and_verbose_logs_phases(sqlite_run, capsys):
 def test_dry_run_says_what_would_be_written(sqlite_run, capsys):
     assert main(["run", str(sqlite_run.write(sqlite_run.config())), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run, nothing published; would write table discharges_anon: 400 rows, 10 columns"\
-        " (tclose_row, age, zip, admission_day, length_of_stay, procedures, diagnoses, severity,"\
+    assert (
+        "dry run, nothing published; would write table discharges_anon: 400 rows, 10 columns"
+        " (tclose_row, age, zip, admission_day, length_of_stay, procedures, diagnoses, severity,"
         " charge, ward)" in out
+    )
 
 
 def test_plugin_option_errors_name_the_file_and_line(sqlite_run, capsys):
@@ -348,8 +380,10 @@ def test_run_reports_rows_read_and_verified_to_the_progress_callback(sqlite_run)
     from tclose.runner import run
 
     calls = []
-    run(load_config(sqlite_run.write(sqlite_run.config())),
-        progress=lambda line, done=None, total=None: calls.append((line, done, total)))
+    run(
+        load_config(sqlite_run.write(sqlite_run.config())),
+        progress=lambda line, done=None, total=None: calls.append((line, done, total)),
+    )
     reads = [c for c in calls if c[0].startswith("reading") and c[1] is not None]
     verifies = [c for c in calls if c[0].startswith("verifying") and c[1] is not None]
     assert reads and reads[-1][1] == 400 and reads[-1][2] is None

@@ -180,8 +180,9 @@ def test_max_over_attributes():
     a = OrderedEMD.fit(np.array([1, 2, 3, 4]))
     b = OrderedEMD.fit(np.array([4, 3, 2, 1]))
     rows = np.array([0, 1])
-    assert max_emd_of_rows([a, b], rows) == max(a.cluster_emd(np.array([0, 0, 1, 1]))[0],
-                                               b.cluster_emd(np.array([0, 0, 1, 1]))[0])
+    assert max_emd_of_rows([a, b], rows) == max(
+        a.cluster_emd(np.array([0, 0, 1, 1]))[0], b.cluster_emd(np.array([0, 0, 1, 1]))[0]
+    )
 
 
 def test_large_partition_stays_exact():

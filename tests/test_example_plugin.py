@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tclose.cli import main
 from tclose.registry import load_registry
 from tclose.testing import check_algorithm

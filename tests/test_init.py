@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 import yaml
+
 from tclose.cli import main
 from tclose.config import load_config, parse_config
 from tclose.errors import ConfigError

@@ -54,8 +54,8 @@ def reference_k_first(x, distances, k, t):
         if len(remaining) < 2 * k:
             return list(remaining)
         others = sorted((sq_dist(x[r], x[source]), r) for r in remaining if r != source)
-        cluster = [source] + [r for _, r in others[:k - 1]]
-        candidates = [r for _, r in others[k - 1:]]
+        cluster = [source] + [r for _, r in others[: k - 1]]
+        candidates = [r for _, r in others[k - 1 :]]
         current = emd(cluster)
         while current > t + EMD_TOLERANCE and candidates:
             y = candidates.pop(0)
@@ -96,8 +96,10 @@ def cases(draw):
     d = draw(st.integers(1, 3))
     grid = draw(st.booleans())  # heavy ties: QIs on a tiny integer grid
     x = rng.integers(0, 3, (n, d)).astype(float) if grid else rng.normal(size=(n, d))
-    distances = [OrderedEMD.fit(rng.integers(0, draw(st.integers(1, 12)), n))
-                 for _ in range(draw(st.integers(1, 2)))]
+    distances = [
+        OrderedEMD.fit(rng.integers(0, draw(st.integers(1, 12)), n))
+        for _ in range(draw(st.integers(1, 2)))
+    ]
     k = draw(st.integers(1, max(1, n // 2)))
     t = draw(st.sampled_from([0.01, 0.1, 0.2, 0.3, 0.6, 1.0]))
     return x, distances, k, t
@@ -166,8 +168,9 @@ class BlockDistance:
         self.global_counts = np.bincount(self.codes, minlength=self.m)
         self.ranks = np.argsort(np.argsort(self.codes, kind="stable"))
         if parts:
-            self.ordered_parts = lambda: OrderedParts(self.codes, whole.cum_counts,
-                                                      whole.cum_prefix, whole.n)
+            self.ordered_parts = lambda: OrderedParts(
+                self.codes, whole.cum_counts, whole.cum_prefix, whole.n
+            )
 
     def emd_of_counts(self, counts):
         return self.whole.emd_of_counts(counts)
@@ -189,8 +192,10 @@ def test_compiled_and_plain_paths_agree():
         np.testing.assert_array_equal(compiled, plain)
         for parts in (True, False):
             merged = merge_until_t_close(x[block], compiled, [BlockDistance(d, block, parts)], t)
-            np.testing.assert_array_equal(merged[0], merge_until_t_close(
-                x[block], compiled, [BlockDistance(d, block, not parts)], t)[0])
+            np.testing.assert_array_equal(
+                merged[0],
+                merge_until_t_close(x[block], compiled, [BlockDistance(d, block, not parts)], t)[0],
+            )
     # A whole-table OrderedEMD and its plain-path twin agree too.
     whole = BlockDistance(d, np.arange(150), parts=False)
     np.testing.assert_array_equal(k_first(x, [whole], 3, 0.15), k_first(x, [d], 3, 0.15))
@@ -203,7 +208,7 @@ def brute_force_marks(codes: np.ndarray, cum: np.ndarray, members: list[int]) ->
     out = np.zeros(len(cum), dtype=bool)
     for c in range(len(cum)):
         for q in range(len(zs)):
-            if exact_numerator(codes, cum, zs[:q] + [c] + zs[q + 1:]) < base:
+            if exact_numerator(codes, cum, zs[:q] + [c] + zs[q + 1 :]) < base:
                 out[c] = True
                 break
     return out
@@ -219,11 +224,20 @@ def test_marked_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
     s = members.size
     table = np.empty((s + 1, k_first_module._COLUMNS), dtype=np.int64)
     marks = np.empty((3 * (s + 1), 2), dtype=np.int64)
-    count = k_first_module._mark(members, np.arange(n), d.codes[None, :], np.array([0, d.m]),
-                                 d.cum_counts, d.cum_prefix, np.array([n]), 0, table, marks)
+    count = k_first_module._mark(
+        members,
+        np.arange(n),
+        d.codes[None, :],
+        np.array([0, d.m]),
+        d.cum_counts,
+        d.cum_prefix,
+        np.array([n]),
+        0,
+        table,
+        marks,
+    )
     fast = np.array([k_first_module._marked(c, marks, count) for c in range(d.m)])
-    np.testing.assert_array_equal(fast, brute_force_marks(d.codes, d.cum_counts,
-                                                          members.tolist()))
+    np.testing.assert_array_equal(fast, brute_force_marks(d.codes, d.cum_counts, members.tolist()))
 
 
 def test_validation():

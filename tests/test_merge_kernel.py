@@ -70,8 +70,9 @@ def reference_merge(x, labels, distances, t, partner="nearest", candidates=5):
         if partner == "nearest":
             p = others[0][1]
         else:
-            scored = [(emd(members[o] + members[c]), i, o)
-                      for i, (_, o) in enumerate(others[:candidates])]
+            scored = [
+                (emd(members[o] + members[c]), i, o) for i, (_, o) in enumerate(others[:candidates])
+            ]
             p = min(scored)[2]
         members[p] = members[p] + members.pop(c)
         sums[p] = [a + b for a, b in zip(sums[p], sums.pop(c), strict=True)]
@@ -113,8 +114,7 @@ def cases(draw):
     grid = draw(st.booleans())  # heavy ties: QIs on a tiny integer grid
     x = rng.integers(0, 3, (n, d)).astype(float) if grid else rng.normal(size=(n, d))
     n_attr = draw(st.integers(1, 2))
-    distances = [OrderedEMD.fit(rng.integers(0, draw(st.integers(1, 8)), n))
-                 for _ in range(n_attr)]
+    distances = [OrderedEMD.fit(rng.integers(0, draw(st.integers(1, 8)), n)) for _ in range(n_attr)]
     k = draw(st.integers(1, max(1, n // 2)))
     t = draw(st.sampled_from([0.01, 0.1, 0.2, 0.3, 0.5, 1.0]))
     return x, random_partition(rng, n, k), distances, t

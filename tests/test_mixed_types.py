@@ -28,8 +28,15 @@ WATER_TREE = {
         "other": ["river", "vendor"],
     }
 }
-WATER = ["piped_inside", "piped_yard", "public_tap", "protected_well", "open_well", "river",
-         "vendor"]
+WATER = [
+    "piped_inside",
+    "piped_yard",
+    "public_tap",
+    "protected_well",
+    "open_well",
+    "river",
+    "vendor",
+]
 
 
 def household_table(n: int, seed: int = 0) -> pd.DataFrame:
@@ -38,19 +45,21 @@ def household_table(n: int, seed: int = 0) -> pd.DataFrame:
     education = rng.choice(4, n, p=[0.2, 0.4, 0.3, 0.1])
     water = np.where(urban == 1, rng.choice(3, n), rng.choice(np.arange(2, 7), n))
     start = dt.date(2023, 1, 1)
-    return pd.DataFrame({
-        "hid": np.arange(1, n + 1),
-        "head_name": [f"person {i}" for i in range(n)],
-        "urbrur": np.where(urban == 1, "urban", "rural"),
-        "roof": rng.choice(["metal", "tile", "thatch", "concrete"], n),
-        "sex": rng.choice(["female", "male"], n),
-        "age": rng.integers(15, 90, n),
-        "education": np.array(EDUCATION)[education],
-        "interview": [start + dt.timedelta(days=int(d)) for d in rng.integers(0, 365, n)],
-        "income": np.round(rng.lognormal(7 + 0.3 * education + 0.3 * urban, 0.6), 2),
-        "water": np.array(WATER)[water],
-        "weight": rng.uniform(50, 150, n).round(1),
-    })
+    return pd.DataFrame(
+        {
+            "hid": np.arange(1, n + 1),
+            "head_name": [f"person {i}" for i in range(n)],
+            "urbrur": np.where(urban == 1, "urban", "rural"),
+            "roof": rng.choice(["metal", "tile", "thatch", "concrete"], n),
+            "sex": rng.choice(["female", "male"], n),
+            "age": rng.integers(15, 90, n),
+            "education": np.array(EDUCATION)[education],
+            "interview": [start + dt.timedelta(days=int(d)) for d in rng.integers(0, 365, n)],
+            "income": np.round(rng.lognormal(7 + 0.3 * education + 0.3 * urban, 0.6), 2),
+            "water": np.array(WATER)[water],
+            "weight": rng.uniform(50, 150, n).round(1),
+        }
+    )
 
 
 def write_sqlite(frame: pd.DataFrame, path) -> None:
@@ -58,7 +67,8 @@ def write_sqlite(frame: pd.DataFrame, path) -> None:
         connection.execute(
             "CREATE TABLE households (hid INTEGER PRIMARY KEY, head_name TEXT, urbrur TEXT, "
             "roof TEXT, sex TEXT, age INTEGER, education TEXT, interview DATE, income REAL, "
-            "water TEXT, weight REAL)")
+            "water TEXT, weight REAL)"
+        )
         rows = [(*r[:7], r[7].isoformat(), *r[8:]) for r in frame.itertuples(index=False)]
         connection.executemany("INSERT INTO households VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
 
@@ -186,10 +196,17 @@ def test_anonymize_api_with_mapping_specs():
     frame = household_table(200, seed=7)
     result = tclose.anonymize(
         frame,
-        quasi_identifiers={"urbrur": "nominal", "age": "numeric",
-                           "education": {"type": "ordinal", "categories": EDUCATION}},
+        quasi_identifiers={
+            "urbrur": "nominal",
+            "age": "numeric",
+            "education": {"type": "ordinal", "categories": EDUCATION},
+        },
         confidential={"water": {"type": "nominal", "hierarchy": WATER_TREE}},
-        k=5, t=0.35, algorithm="t-first", identifiers=["head_name"])
+        k=5,
+        t=0.35,
+        algorithm="t-first",
+        identifiers=["head_name"],
+    )
     assert result.data.groupby(["urbrur", "age", "education"]).size().min() >= 5
     assert result.report["privacy"]["t_achieved"]["water"] <= 0.35 + 1e-9
     assert result.report["algorithm"]["info"]["stratified_by"] == "water"
@@ -199,9 +216,19 @@ def test_anonymize_api_with_mapping_specs():
 def mixed_tables(draw):
     n = draw(st.integers(6, 50))
     k = draw(st.integers(2, 5))
-    rows = draw(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3),
-                                   st.sampled_from(EDUCATION), st.sampled_from("xyz"),
-                                   st.integers(0, 5)), min_size=n, max_size=n))
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from("abc"),
+                st.integers(0, 3),
+                st.sampled_from(EDUCATION),
+                st.sampled_from("xyz"),
+                st.integers(0, 5),
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
     frame = pd.DataFrame(rows, columns=["kind", "size", "education", "label", "score"])
     return frame, min(k, n), draw(st.sampled_from([0.1, 0.3, 0.6]))
 
@@ -212,10 +239,16 @@ def test_mixed_type_properties(table, algorithm):
     frame, k, t = table
     result = tclose.anonymize(
         frame,
-        quasi_identifiers={"kind": "nominal", "size": "numeric",
-                           "education": {"type": "ordinal", "categories": EDUCATION}},
+        quasi_identifiers={
+            "kind": "nominal",
+            "size": "numeric",
+            "education": {"type": "ordinal", "categories": EDUCATION},
+        },
         confidential={"label": "nominal", "score": "numeric"},
-        k=k, t=t, algorithm=algorithm)
+        k=k,
+        t=t,
+        algorithm=algorithm,
+    )
     classes = result.data.groupby(["kind", "size", "education"]).ngroup().to_numpy()
     assert np.bincount(classes).min() >= k
     for c in np.unique(classes):

@@ -49,8 +49,9 @@ def test_hierarchical_distance_is_at_most_equal_distance():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from("abcdef"), min_size=2, max_size=60), st.integers(1, 6),
-       st.booleans())
+@given(
+    st.lists(st.sampled_from("abcdef"), min_size=2, max_size=60), st.integers(1, 6), st.booleans()
+)
 def test_cluster_emd_equals_per_cluster_histograms(values, n_clusters, with_tree):
     tree = Hierarchy.from_mapping({"*": {"P": ["a", "b", "c"], "Q": {"R": ["d", "e"], "S": ["f"]}}})
     values = np.array(values)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 MAPPING = {"framework": "tclose", "plugins": "tclose.plugins", "connectors": "tclose.connectors"}
@@ -35,24 +35,28 @@ def test_every_package_folder_is_declared_in_pyproject():
 @pytest.mark.slow
 def test_every_package_folder_is_in_the_wheel(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     wheel = next(tmp_path.glob("tclose-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    in_wheel = {name.rsplit("/", 1)[0].replace("/", ".") for name in names
-                if name.endswith("/__init__.py")}
+    in_wheel = {
+        name.rsplit("/", 1)[0].replace("/", ".") for name in names if name.endswith("/__init__.py")
+    }
     assert _expected_packages() <= in_wheel
     assert "tclose/configs/quickstart.yaml" in names
 
 
 def test_nothing_imports_the_folder_names():
     pattern = re.compile(r"^\s*(from|import)\s+(framework|plugins|connectors)\b", re.MULTILINE)
-    offenders = [str(path.relative_to(ROOT))
-                 for folder in (*MAPPING, "tests", "bench")
-                 for path in (ROOT / folder).rglob("*.py")
-                 if pattern.search(path.read_text(encoding="utf-8"))]
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in (*MAPPING, "tests", "bench")
+        for path in (ROOT / folder).rglob("*.py")
+        if pattern.search(path.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 

@@ -123,11 +123,16 @@ def test_algorithm_that_breaks_k_is_caught_by_verification(sqlite_run):
 
 
 def test_validate_options_messages():
-    schema = {"partner": Option(str, "nearest", "doc", choices=("nearest", "min-emd")),
-              "candidates": Option(int, 5, "doc", min=1),
-              "weight": Option(float, 1.0, "doc", min=0.0, max=1.0)}
+    schema = {
+        "partner": Option(str, "nearest", "doc", choices=("nearest", "min-emd")),
+        "candidates": Option(int, 5, "doc", min=1),
+        "weight": Option(float, 1.0, "doc", min=0.0, max=1.0),
+    }
     assert validate_options("merge", schema, None, "algorithm.options") == {
-        "partner": "nearest", "candidates": 5, "weight": 1.0}
+        "partner": "nearest",
+        "candidates": 5,
+        "weight": 1.0,
+    }
     assert validate_options("merge", schema, {"weight": 1}, "p")["weight"] == 1.0
     with pytest.raises(ConfigError, match=r"The 'candidates' option of merge must be in"):
         validate_options("merge", schema, {"candidates": 0}, "p")
@@ -140,14 +145,21 @@ def test_validate_options_messages():
 
 
 def _hook_names():
-    return [name for name, value in vars(hookspecs).items()
-            if callable(value) and hasattr(value, "tclose_spec")]
+    return [
+        name
+        for name, value in vars(hookspecs).items()
+        if callable(value) and hasattr(value, "tclose_spec")
+    ]
 
 
 def test_every_hook_has_reference_documentation():
     names = _hook_names()
-    assert set(names) >= {"register_algorithms", "register_distances", "register_connectors",
-                          "run_finished"}
+    assert set(names) >= {
+        "register_algorithms",
+        "register_distances",
+        "register_connectors",
+        "run_finished",
+    }
     for name in names:
         doc = inspect.getdoc(getattr(hookspecs, name)) or ""
         assert len(doc.split()) >= 20, f"hook {name} lacks reference documentation"
@@ -194,8 +206,9 @@ class DistancePlugin:
 
 
 def test_connector_and_distance_plugins_register():
-    registry = load_registry(extra_plugins=[ConnectorPlugin(), DistancePlugin()],
-                             entry_points=False)
+    registry = load_registry(
+        extra_plugins=[ConnectorPlugin(), DistancePlugin()], entry_points=False
+    )
     assert registry.connector_for("dummydb").name == "dummy"
     assert "emd-alias" in registry.distances
     with pytest.raises(ConfigError, match="No connector serves"):

@@ -9,13 +9,13 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+
 import tclose.report
+from tclose.attributes import encode_table
 from tclose.cli import main
-from tclose.config import load_config, parse_config
+from tclose.config import AttributeSpec, load_config, parse_config
 from tclose.demo import discharge_table
 from tclose.html_report import render_html
-from tclose.attributes import encode_table
-from tclose.config import AttributeSpec
 from tclose.report import distributions, nice_edges, redacted_document
 
 QIS = ["age", "zip", "length_of_stay"]
@@ -158,8 +158,9 @@ def test_nice_edges_hide_the_extremes_and_cover_the_data():
 
 def test_distribution_and_sse_helpers():
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [10.0] * 4})
-    encoded = encode_table(frame, [AttributeSpec("a", "quasi_identifier"),
-                                   AttributeSpec("b", "quasi_identifier")])
+    encoded = encode_table(
+        frame, [AttributeSpec("a", "quasi_identifier"), AttributeSpec("b", "quasi_identifier")]
+    )
     published = {"a": np.array([1.5, 1.5, 3.5, 3.5]), "b": np.full(4, 10.0)}
     sse = encoded.information_loss(published)["sse_per_attribute"]
     assert sse["a"] == pytest.approx(0.25 / frame["a"].std(ddof=0) ** 2) and sse["b"] == 0.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+
 from tclose.cli import main
 
 

@@ -75,8 +75,10 @@ def emd_ordered(p_counts: np.ndarray, q_counts: np.ndarray) -> float:
     p = np.asarray(p_counts, dtype=np.float64)
     q = np.asarray(q_counts, dtype=np.float64)
     if p.ndim != 1 or p.shape != q.shape or p.size == 0:
-        raise ValueError(f"Expected two histograms of the same length m >= 1; got shapes "
-                         f"{p.shape} and {q.shape}.")
+        raise ValueError(
+            f"Expected two histograms of the same length m >= 1; got shapes "
+            f"{p.shape} and {q.shape}."
+        )
     if (p < 0).any() or (q < 0).any() or p.sum() <= 0 or q.sum() <= 0:
         raise ValueError("Histograms must be nonnegative and not empty.")
     return float(_emd_dense(p / p.sum(), q / q.sum()))
@@ -172,8 +174,9 @@ class OrderedEMD:
         """
         values = np.asarray(values)
         if values.ndim != 1 or values.size == 0:
-            raise ValueError(f"Expected a non-empty column of shape (n,); "
-                             f"got shape {values.shape}.")
+            raise ValueError(
+                f"Expected a non-empty column of shape (n,); got shape {values.shape}."
+            )
         if values.dtype.kind in "fc" and np.isnan(values).any():
             raise ValueError(f"The column holds {int(np.isnan(values).sum())} NaN values.")
         distinct, codes = np.unique(values, return_inverse=True)
@@ -253,8 +256,9 @@ class OrderedEMD:
         """
         counts = np.asarray(counts)
         if counts.ndim not in (1, 2) or counts.shape[-1] != self.m:
-            raise ValueError(f"Expected counts of shape ({self.m},) or (g, {self.m}); "
-                             f"got {counts.shape}.")
+            raise ValueError(
+                f"Expected counts of shape ({self.m},) or (g, {self.m}); got {counts.shape}."
+            )
         if counts.dtype.kind not in "iub" and not np.array_equal(counts, np.round(counts)):
             raise ValueError("Counts must be integers.")
         dtype = np.int64 if self.exact else np.float64
@@ -288,10 +292,12 @@ def max_emd_of_rows(distances: Sequence[FittedDistance], rows: np.ndarray) -> fl
     for d in distances:
         parts = ordered_parts(d)
         if parts is not None:
-            numer = numerator_of_rows(parts.codes, rows, parts.cum_counts, parts.cum_prefix,
-                                      parts.table_rows)
-            emd = emd_from_numerator(numer, parts.table_rows, rows.shape[0],
-                                     parts.cum_counts.shape[0])
+            numer = numerator_of_rows(
+                parts.codes, rows, parts.cum_counts, parts.cum_prefix, parts.table_rows
+            )
+            emd = emd_from_numerator(
+                numer, parts.table_rows, rows.shape[0], parts.cum_counts.shape[0]
+            )
         else:
             emd = float(d.emd_of_counts(np.bincount(d.codes[rows], minlength=d.m)))
         worst = max(worst, emd)
@@ -324,8 +330,12 @@ def segment_sum(v: int, s: int, lo: int, hi: int, cum: np.ndarray, cum_prefix: n
             b = mid
         else:
             a = mid + 1
-    return (v * (a - lo) - s * (cum_prefix[a] - cum_prefix[lo])
-            + s * (cum_prefix[hi] - cum_prefix[a]) - v * (hi - a))
+    return (
+        v * (a - lo)
+        - s * (cum_prefix[a] - cum_prefix[lo])
+        + s * (cum_prefix[hi] - cum_prefix[a])
+        - v * (hi - a)
+    )
 
 
 @njit(cache=True)
@@ -359,8 +369,9 @@ def emd_from_numerator(numer: int, n: int, s: int, m: int) -> float:
 
 
 @njit(cache=True)
-def numerator_of_rows(codes: np.ndarray, rows: np.ndarray, cum: np.ndarray,
-                      cum_prefix: np.ndarray, n: int) -> int:
+def numerator_of_rows(
+    codes: np.ndarray, rows: np.ndarray, cum: np.ndarray, cum_prefix: np.ndarray, n: int
+) -> int:
     """The exact EMD numerator ``E`` of the cluster made of ``rows`` (any order), ``O(s log s)``.
 
     Args:

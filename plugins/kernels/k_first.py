@@ -146,16 +146,24 @@ class _OrderedCluster:
         sizes = [p.cum_counts.shape[0] for p in parts]
         self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         self.cum = np.concatenate([p.cum_counts for p in parts]).astype(np.int64, copy=False)
-        self.cum_prefix = np.concatenate([p.cum_prefix for p in parts]).astype(np.int64,
-                                                                                copy=False)
+        self.cum_prefix = np.concatenate([p.cum_prefix for p in parts]).astype(np.int64, copy=False)
         self.table_rows = np.array([p.table_rows for p in parts], dtype=np.int64)
 
     def __call__(self, rows: np.ndarray, dist: np.ndarray, source: int) -> np.ndarray:
         if rows.size < 2 * self.k:
             return np.arange(rows.size)
         members, key = _first_members(dist, source, self.k)
-        return _refine(members, key, rows, self.codes, self.offsets, self.cum, self.cum_prefix,
-                       self.table_rows, self.t + EMD_TOLERANCE)
+        return _refine(
+            members,
+            key,
+            rows,
+            self.codes,
+            self.offsets,
+            self.cum,
+            self.cum_prefix,
+            self.table_rows,
+            self.t + EMD_TOLERANCE,
+        )
 
 
 class _GenericCluster:
@@ -173,12 +181,13 @@ class _GenericCluster:
         if rows.size < 2 * self.k:
             return np.arange(rows.size)
         members, key = _first_members(dist, source, self.k)
-        hists = [np.bincount(d.codes[rows[members]], minlength=d.m)[None, :]
-                 for d in self.distances]
+        hists = [
+            np.bincount(d.codes[rows[members]], minlength=d.m)[None, :] for d in self.distances
+        ]
         current = float(self._emd(hists)[0])
         if current <= self.t + EMD_TOLERANCE:
             return members
-        order = np.lexsort((np.arange(rows.size), key))[self.k:]
+        order = np.lexsort((np.arange(rows.size), key))[self.k :]
         for y in order:
             swapped = []
             for d, h in zip(self.distances, hists, strict=True):
@@ -190,7 +199,7 @@ class _GenericCluster:
             out = int(np.argmin(emds))  # members ascending: ties go to the lowest row
             if emds[out] < current:
                 current = float(emds[out])
-                hists = [trial[out:out + 1] for trial in swapped]
+                hists = [trial[out : out + 1] for trial in swapped]
                 members[out] = y
                 members.sort()
                 if current <= self.t + EMD_TOLERANCE:
@@ -199,9 +208,17 @@ class _GenericCluster:
 
 
 @njit(cache=True)
-def _refine(members: np.ndarray, key: np.ndarray, rows: np.ndarray, codes: np.ndarray,
-            offsets: np.ndarray, cum: np.ndarray, cum_prefix: np.ndarray, table_rows: np.ndarray,
-            limit: float) -> np.ndarray:
+def _refine(
+    members: np.ndarray,
+    key: np.ndarray,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    cum: np.ndarray,
+    cum_prefix: np.ndarray,
+    table_rows: np.ndarray,
+    limit: float,
+) -> np.ndarray:
     """The swap loop of GenerateCluster, for attributes with :class:`OrderedParts`.
 
     Args:
@@ -224,8 +241,7 @@ def _refine(members: np.ndarray, key: np.ndarray, rows: np.ndarray, codes: np.nd
     members = members.copy()
     emds = np.empty(codes.shape[0])
     for a in range(codes.shape[0]):
-        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows,
-                              a)
+        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows, a)
     if emds.max() <= limit:
         return members
     last = members[0]  # the k-th closest: candidates come after it in (key, position) order
@@ -237,8 +253,9 @@ def _refine(members: np.ndarray, key: np.ndarray, rows: np.ndarray, codes: np.nd
     marks = np.empty((3 * (s + 1), 2), dtype=np.int64)
     target = int(np.argmax(emds))
     target_codes = codes[target]
-    n_marks = _mark(members, rows, codes, offsets, cum, cum_prefix, table_rows, target, table,
-                    marks)
+    n_marks = _mark(
+        members, rows, codes, offsets, cum, cum_prefix, table_rows, target, table, marks
+    )
     for phase in range(2):
         if phase == 0:  # most scans stop early: first the next few candidates, then the rest
             stream = _next_closest(key, key[last], last, _FIRST_BATCH)
@@ -259,14 +276,23 @@ def _refine(members: np.ndarray, key: np.ndarray, rows: np.ndarray, codes: np.nd
                 if y == -1:
                     break
                 last = y  # every candidate before y is unmarked: rejected, C unchanged
-                if _try_swap(y, members, emds, rows, codes, offsets, cum, cum_prefix,
-                             table_rows):
+                if _try_swap(y, members, emds, rows, codes, offsets, cum, cum_prefix, table_rows):
                     if emds.max() <= limit:
                         return members
                     target = int(np.argmax(emds))
                     target_codes = codes[target]
-                    n_marks = _mark(members, rows, codes, offsets, cum, cum_prefix, table_rows,
-                                    target, table, marks)
+                    n_marks = _mark(
+                        members,
+                        rows,
+                        codes,
+                        offsets,
+                        cum,
+                        cum_prefix,
+                        table_rows,
+                        target,
+                        table,
+                        marks,
+                    )
         if phase == 0 and stream.shape[0]:
             for j in stream:  # the whole batch is passed
                 if key[j] > key[last] or (key[j] == key[last] and j > last):
@@ -275,9 +301,17 @@ def _refine(members: np.ndarray, key: np.ndarray, rows: np.ndarray, codes: np.nd
 
 
 @njit(cache=True)
-def _try_swap(y: int, members: np.ndarray, emds: np.ndarray, rows: np.ndarray,
-              codes: np.ndarray, offsets: np.ndarray, cum: np.ndarray, cum_prefix: np.ndarray,
-              table_rows: np.ndarray) -> bool:
+def _try_swap(
+    y: int,
+    members: np.ndarray,
+    emds: np.ndarray,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    cum: np.ndarray,
+    cum_prefix: np.ndarray,
+    table_rows: np.ndarray,
+) -> bool:
     """Swap candidate ``y`` for the member ``y'`` minimizing the resulting EMD (largest over the
     attributes; ties: lowest row), if that EMD is lower than the current one.
 
@@ -288,8 +322,10 @@ def _try_swap(y: int, members: np.ndarray, emds: np.ndarray, rows: np.ndarray,
     for q in range(members.shape[0]):  # members ascending: ties go to the lowest row
         worst = 0.0
         for a in range(codes.shape[0]):
-            worst = max(worst, _member_emd(members, q, y, rows, codes, offsets, cum, cum_prefix,
-                                           table_rows, a))
+            worst = max(
+                worst,
+                _member_emd(members, q, y, rows, codes, offsets, cum, cum_prefix, table_rows, a),
+            )
         if worst < best:
             best_out, best = q, worst
     if best >= emds.max():
@@ -297,15 +333,23 @@ def _try_swap(y: int, members: np.ndarray, emds: np.ndarray, rows: np.ndarray,
     members[best_out] = y
     members.sort()
     for a in range(codes.shape[0]):
-        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows,
-                              a)
+        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows, a)
     return True
 
 
 @njit(cache=True)
-def _member_emd(members: np.ndarray, out: int, replacement: int, rows: np.ndarray,
-                codes: np.ndarray, offsets: np.ndarray, cum: np.ndarray, cum_prefix: np.ndarray,
-                table_rows: np.ndarray, a: int) -> float:
+def _member_emd(
+    members: np.ndarray,
+    out: int,
+    replacement: int,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    cum: np.ndarray,
+    cum_prefix: np.ndarray,
+    table_rows: np.ndarray,
+    a: int,
+) -> float:
     """EMD of attribute ``a`` for the members, with ``members[out]`` replaced by position
     ``replacement`` (no replacement when ``out == -1``)."""
     s = members.shape[0]
@@ -315,8 +359,7 @@ def _member_emd(members: np.ndarray, out: int, replacement: int, rows: np.ndarra
     zs.sort()
     lo, hi = offsets[a], offsets[a + 1]
     n = table_rows[a]
-    return emd_from_numerator(numerator_sorted(zs, n, cum[lo:hi], cum_prefix[lo:hi]), n, s,
-                              hi - lo)
+    return emd_from_numerator(numerator_sorted(zs, n, cum[lo:hi], cum_prefix[lo:hi]), n, s, hi - lo)
 
 
 # Columns of the segment table built by _build_table (one line per segment of constant F).
@@ -329,9 +372,17 @@ _FIRST_BATCH = 32
 
 
 @njit(cache=True)
-def _build_table(members: np.ndarray, rows: np.ndarray, codes: np.ndarray, offsets: np.ndarray,
-                 cum_all: np.ndarray, prefix_all: np.ndarray, table_rows: np.ndarray, a: int,
-                 table: np.ndarray) -> int:
+def _build_table(
+    members: np.ndarray,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    cum_all: np.ndarray,
+    prefix_all: np.ndarray,
+    table_rows: np.ndarray,
+    a: int,
+    table: np.ndarray,
+) -> int:
     """Describe, for attribute ``a``, which codes can lower the members' EMD by one swap.
 
     The members' distinct codes ``u_1 < ... < u_r`` cut ``[0, m)`` into segments
@@ -389,6 +440,8 @@ def _build_table(members: np.ndarray, rows: np.ndarray, codes: np.ndarray, offse
         highest = max(highest, table[q, _HM])
         table[q, _U] = highest
     return r + 1
+
+
 @njit(cache=True)
 def _first_above(cum: np.ndarray, lo: int, hi: int, s: int, threshold: int, strict: bool) -> int:
     """First ``i`` in ``[lo, hi)`` with ``s * cum[i] > threshold`` (``>=`` if not ``strict``);
@@ -442,9 +495,18 @@ def _sum_hm(table: np.ndarray, q: int, c: int, n: int, s: int, prefix: np.ndarra
 
 
 @njit(cache=True)
-def _mark(members: np.ndarray, rows: np.ndarray, codes: np.ndarray, offsets: np.ndarray,
-          cum_all: np.ndarray, prefix_all: np.ndarray, table_rows: np.ndarray, a: int,
-          table: np.ndarray, marks: np.ndarray) -> int:
+def _mark(
+    members: np.ndarray,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    cum_all: np.ndarray,
+    prefix_all: np.ndarray,
+    table_rows: np.ndarray,
+    a: int,
+    table: np.ndarray,
+    marks: np.ndarray,
+) -> int:
     """The codes that can lower the members' EMD numerator of attribute ``a`` by one swap.
 
     For a member code ``z > c``, swapping in a record of code ``c`` adds 1 to ``F`` on
@@ -463,10 +525,11 @@ def _mark(members: np.ndarray, rows: np.ndarray, codes: np.ndarray, offsets: np.
     Returns:
         the number of intervals.
     """
-    n_segments = _build_table(members, rows, codes, offsets, cum_all, prefix_all, table_rows, a,
-                              table)
-    cum = cum_all[offsets[a]:offsets[a + 1]]
-    prefix = prefix_all[offsets[a]:offsets[a + 1]]
+    n_segments = _build_table(
+        members, rows, codes, offsets, cum_all, prefix_all, table_rows, a, table
+    )
+    cum = cum_all[offsets[a] : offsets[a + 1]]
+    prefix = prefix_all[offsets[a] : offsets[a + 1]]
     m = cum.shape[0]
     n = table_rows[a]
     s = members.shape[0]
@@ -656,8 +719,9 @@ def _sq_dists(xt: np.ndarray, size: int, point: np.ndarray, out: np.ndarray) -> 
 
 
 @njit(cache=True)
-def _remove(members: np.ndarray, size: int, rows: np.ndarray, xt: np.ndarray,
-            dist: np.ndarray) -> int:
+def _remove(
+    members: np.ndarray, size: int, rows: np.ndarray, xt: np.ndarray, dist: np.ndarray
+) -> int:
     """Remove the positions ``members`` (ascending) from the first ``size`` records of ``rows``,
     ``xt`` (column-major) and ``dist``, keeping the order of the others; returns the new size."""
     kept = members[0]
@@ -666,16 +730,17 @@ def _remove(members: np.ndarray, size: int, rows: np.ndarray, xt: np.ndarray,
         stop = members[q + 1] if q + 1 < members.shape[0] else size
         length = stop - start
         if length > 0:
-            rows[kept:kept + length] = rows[start:stop]
-            dist[kept:kept + length] = dist[start:stop]
+            rows[kept : kept + length] = rows[start:stop]
+            dist[kept : kept + length] = dist[start:stop]
             for j in range(xt.shape[0]):
-                xt[j, kept:kept + length] = xt[j, start:stop]
+                xt[j, kept : kept + length] = xt[j, start:stop]
             kept += length
     return kept
 
 
-def _validate(x: np.ndarray, distances: Sequence[FittedDistance], k: int,
-              t: float) -> tuple[np.ndarray, int, float]:
+def _validate(
+    x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
+) -> tuple[np.ndarray, int, float]:
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"x must have shape (n, d); got {x.shape}.")
@@ -685,8 +750,9 @@ def _validate(x: np.ndarray, distances: Sequence[FittedDistance], k: int,
         raise ValueError("At least one confidential attribute (fitted distance) is needed.")
     for d in distances:
         if d.codes.shape != (x.shape[0],):
-            raise ValueError(f"Distance {d.name!r} is fitted on {d.codes.shape[0]} rows; "
-                             f"x has {x.shape[0]}.")
+            raise ValueError(
+                f"Distance {d.name!r} is fitted on {d.codes.shape[0]} rows; x has {x.shape[0]}."
+            )
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"The 'k' parameter of k-first must be an int >= 1. Got {k!r} instead.")
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not 0 < t <= 1:

@@ -104,8 +104,7 @@ def merge_until_t_close(
             state.merge(c, int(_nearest(state.packed, state.ids, state.n_alive, state.slot[c])))
         else:
             best_p, best_emd = -1, np.inf
-            for p in _k_nearest(state.packed, state.ids, state.n_alive, state.slot[c],
-                                candidates):
+            for p in _k_nearest(state.packed, state.ids, state.n_alive, state.slot[c], candidates):
                 union_emd = max_emd_of_rows(distances, state.rows(c, int(p)))
                 if union_emd < best_emd:
                     best_p, best_emd = int(p), union_emd
@@ -132,8 +131,9 @@ class _Clusters:
             so that a merge is ``O(1)``.
     """
 
-    def __init__(self, x: np.ndarray, dense: np.ndarray, distances: Sequence[FittedDistance],
-                 t: float) -> None:
+    def __init__(
+        self, x: np.ndarray, dense: np.ndarray, distances: Sequence[FittedDistance], t: float
+    ) -> None:
         self.distances = distances
         self.t = t
         order = np.argsort(dense, kind="stable")  # rows ascending inside each cluster
@@ -166,8 +166,9 @@ class _Clusters:
         a, b = self.size[p], self.size[c]
         if union_emd is None:
             bound = (a * self.emd[p] + b * self.emd[c]) / (a + b)
-            union_emd = bound if bound <= self.t else max_emd_of_rows(self.distances,
-                                                                       self.rows(p, c))
+            union_emd = (
+                bound if bound <= self.t else max_emd_of_rows(self.distances, self.rows(p, c))
+            )
         self.emd[p] = union_emd
         self.nxt[self.tail[p]] = self.head[c]
         self.tail[p] = self.tail[c]
@@ -192,8 +193,9 @@ class _Clusters:
 
 
 @njit(cache=True)
-def _linked_lists(order: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray]:
+def _linked_lists(
+    order: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``head``, ``tail``, ``nxt`` of clusters listed row by row in ``order``."""
     head = np.empty(sizes.shape[0], dtype=np.int64)
     tail = np.empty(sizes.shape[0], dtype=np.int64)
@@ -257,8 +259,7 @@ def _nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int) -> int
 
 
 @njit(cache=True)
-def _k_nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int,
-               q: int) -> np.ndarray:
+def _k_nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int, q: int) -> np.ndarray:
     """Up to ``q`` live clusters other than slot ``own``'s, closest first (ties: lowest id)."""
     best = np.empty(q, dtype=np.int64)
     dists = np.empty(q)
@@ -274,8 +275,9 @@ def _k_nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int,
             found += 1
         else:
             pos = q - 1  # the worst kept one is dropped
-        while pos > 0 and (dists[pos - 1] > dist
-                           or (dists[pos - 1] == dist and best[pos - 1] > ids[i])):
+        while pos > 0 and (
+            dists[pos - 1] > dist or (dists[pos - 1] == dist and best[pos - 1] > ids[i])
+        ):
             best[pos] = best[pos - 1]
             dists[pos] = dists[pos - 1]
             pos -= 1
@@ -297,21 +299,29 @@ def _validate(
     if x.ndim != 2:
         raise ValueError(f"x must have shape (n, d); got {x.shape}.")
     if labels.shape != (x.shape[0],) or labels.dtype.kind not in "iu":
-        raise ValueError(f"labels must be integers of shape ({x.shape[0]},); got "
-                         f"{labels.dtype} {labels.shape}.")
+        raise ValueError(
+            f"labels must be integers of shape ({x.shape[0]},); got {labels.dtype} {labels.shape}."
+        )
     if not distances:
         raise ValueError("At least one confidential attribute (fitted distance) is needed.")
     for d in distances:
         if d.codes.shape != labels.shape:
-            raise ValueError(f"Distance {d.name!r} is fitted on {d.codes.shape[0]} rows; "
-                             f"x has {x.shape[0]}.")
+            raise ValueError(
+                f"Distance {d.name!r} is fitted on {d.codes.shape[0]} rows; x has {x.shape[0]}."
+            )
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not 0 < t <= 1:
         raise ValueError(f"The 't' parameter of merge must be in (0, 1]. Got {t!r} instead.")
     if partner not in ("nearest", "min-emd"):
-        raise ValueError(f"The 'partner' parameter of merge must be 'nearest' or 'min-emd'. "
-                         f"Got {partner!r} instead.")
-    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) \
-            or candidates < 1:
-        raise ValueError(f"The 'candidates' parameter of merge must be an int >= 1. "
-                         f"Got {candidates!r} instead.")
+        raise ValueError(
+            f"The 'partner' parameter of merge must be 'nearest' or 'min-emd'. "
+            f"Got {partner!r} instead."
+        )
+    if (
+        isinstance(candidates, bool)
+        or not isinstance(candidates, (int, np.integer))
+        or candidates < 1
+    ):
+        raise ValueError(
+            f"The 'candidates' parameter of merge must be an int >= 1. Got {candidates!r} instead."
+        )
     return x, labels.astype(np.int64, copy=False), float(t)

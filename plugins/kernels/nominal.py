@@ -42,8 +42,9 @@ class NominalEMD:
 
     name = "nominal-ranking"
 
-    def __init__(self, categories: list[str], codes: np.ndarray,
-                 hierarchy: Hierarchy | None = None) -> None:
+    def __init__(
+        self, categories: list[str], codes: np.ndarray, hierarchy: Hierarchy | None = None
+    ) -> None:
         self.categories = categories
         self.codes = codes.astype(np.int64)
         self.m = len(categories)
@@ -58,8 +59,13 @@ class NominalEMD:
         self._nodes = _inner_nodes(hierarchy, categories) if hierarchy is not None else []
 
     @classmethod
-    def fit(cls, values: np.ndarray, hierarchy: Hierarchy | None = None, order: str = "auto",
-            listed: Sequence[str] | None = None) -> NominalEMD:
+    def fit(
+        cls,
+        values: np.ndarray,
+        hierarchy: Hierarchy | None = None,
+        order: str = "auto",
+        listed: Sequence[str] | None = None,
+    ) -> NominalEMD:
         """Fit on the whole column (values are compared as strings).
 
         Args:
@@ -85,15 +91,22 @@ class NominalEMD:
         elif order in ("hierarchy", "listed"):
             if order == "hierarchy" and hierarchy is None:
                 raise ValueError("order 'hierarchy' needs a hierarchy")
-            reference = list(listed) if listed is not None else (
-                hierarchy.leaves if hierarchy is not None else [])
+            reference = (
+                list(listed)
+                if listed is not None
+                else (hierarchy.leaves if hierarchy is not None else [])
+            )
             position = {v: i for i, v in enumerate(reference)}
-            ordered = sorted(present, key=lambda v: (position.get(v, len(position)),
-                                                     frequency_rank[v]))
+            ordered = sorted(
+                present, key=lambda v: (position.get(v, len(position)), frequency_rank[v])
+            )
         else:  # marginality
             pmf = counts / counts.sum()
-            ground = (hierarchy.leaf_distance_matrix(present) if hierarchy is not None
-                      else 1.0 - np.eye(len(present)))
+            ground = (
+                hierarchy.leaf_distance_matrix(present)
+                if hierarchy is not None
+                else 1.0 - np.eye(len(present))
+            )
             marginality = ground @ pmf
             ordered = [present[i] for i in np.lexsort((np.arange(len(present)), marginality))]
         position = {v: i for i, v in enumerate(ordered)}
@@ -135,8 +148,11 @@ class NominalEMD:
         bounds = np.searchsorted(labels[order], np.arange(0, n_clusters + step, step))
         for block, first in enumerate(range(0, n_clusters, step)):
             last = min(first + step, n_clusters)
-            rows = order[bounds[block]:bounds[block + 1]] if block + 1 < len(bounds) else \
-                order[bounds[block]:]
+            rows = (
+                order[bounds[block] : bounds[block + 1]]
+                if block + 1 < len(bounds)
+                else order[bounds[block] :]
+            )
             counts = np.zeros((last - first, self.m))
             np.add.at(counts, (labels[rows] - first, self.codes[rows]), 1.0)
             out[first:last] = self.emd_of_counts(counts)
@@ -163,8 +179,11 @@ def _inner_nodes(hierarchy: Hierarchy, categories: list[str]) -> list[tuple[floa
     def leaves_under(node: str) -> list[int]:
         if node not in below:
             kids = hierarchy.children.get(node, [])
-            below[node] = ([index[node]] if node in index else []) if not kids else \
-                [i for kid in kids for i in leaves_under(kid)]
+            below[node] = (
+                ([index[node]] if node in index else [])
+                if not kids
+                else [i for kid in kids for i in leaves_under(kid)]
+            )
         return below[node]
 
     nodes = []

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tclose_sortagg import PrincipalSort
+
 from tclose.registry import load_registry
 from tclose.testing import check_algorithm
-from tclose_sortagg import PrincipalSort
 
 
 @pytest.mark.parametrize("axis", ["principal", "first"])

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 import tclose
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 
