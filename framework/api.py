@@ -17,7 +17,7 @@ from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
 from .report import build_report
-from .runner import Resolved, Timer
+from .runner import Resolved, Timer, resolve_distances
 from .verify import verify_rows
 
 
@@ -107,24 +107,7 @@ def anonymize(
     algo_options = validate_options(algo.name, algo.options_schema, options, "options")
     if algo.requires_t and t is None:
         raise ConfigError(f"Algorithm {algo.name} needs t (a number in (0, 1]).")
-    distances = {}
-    for spec in attributes.values():
-        if spec.role == "confidential":
-            distance = registry.get("distance", spec.distance, f"{spec.name}.distance")
-            if spec.type not in distance.attribute_types:
-                raise ConfigError(
-                    f"Distance {distance.name} does not accept {spec.type} "
-                    f"attributes ({spec.name})."
-                )
-            distances[spec.name] = (
-                distance,
-                validate_options(
-                    distance.name,
-                    distance.options_schema,
-                    spec.distance_options,
-                    f"{spec.name}.distance_options",
-                ),
-            )
+    distances = resolve_distances(attributes, registry)
     resolved = Resolved(algo, algo_options, distances)
 
     qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]

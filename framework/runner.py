@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
-from .config import Config, redact_url
+from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
 from .options import validate_options
@@ -77,13 +77,15 @@ def resolve_plugins(config: Config, registry: Registry) -> Resolved:
             f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
             f"privacy.t (a number in (0, 1])."
         )
-    return Resolved(algorithm, options, resolve_distances(config, registry))
+    return Resolved(algorithm, options, resolve_distances(config.attributes, registry))
 
 
-def resolve_distances(config: Config, registry: Registry) -> dict[str, tuple[Distance, dict]]:
+def resolve_distances(
+    attributes: Mapping[str, AttributeSpec], registry: Registry
+) -> dict[str, tuple[Distance, dict]]:
     """The distance plugin and validated options of every confidential attribute."""
     distances = {}
-    for attribute in config.attributes.values():
+    for attribute in attributes.values():
         if attribute.role != "confidential":
             continue
         path = f"attributes.{attribute.name}.distance"
@@ -324,29 +326,7 @@ def run(
                 published = True
         except VerificationError as error:
             failure = error
-    if failure is not None:  # reported once the sessions have rolled back the staging table
-        report = report_module.build_report(
-            config,
-            registry,
-            resolved,
-            n_read,
-            labels,
-            partition,
-            verification,
-            encoded,
-            replaced,
-            timer.seconds,
-            started,
-            published=False,
-            dry_run=dry_run,
-            source_url=source_db.redacted_url,
-            target_url=target_db.redacted_url,
-            output_columns=[ROW_COLUMN, *output_columns],
-        )
-        report_module.finish(report, registry, config, report_path)
-        failure.report = report
-        raise failure
-
+    # Reported once the sessions have ended (a failed verification has rolled back the staging).
     report = report_module.build_report(
         config,
         registry,
@@ -366,6 +346,9 @@ def run(
         output_columns=[ROW_COLUMN, *output_columns],
     )
     report_module.finish(report, registry, config, report_path)
+    if failure is not None:
+        failure.report = report
+        raise failure
     return RunResult(report, published, verification, labels)
 
 
@@ -443,7 +426,7 @@ def verify_published(
 
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
-    distances = resolve_distances(config, registry)
+    distances = resolve_distances(config.attributes, registry)
     provided = registry.algorithms.get(config.algorithm)
     t_checked = config.t if provided is None or provided.obj.requires_t else None
     source_confidential = None
