@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
@@ -76,7 +77,7 @@ class TFirst:
             "k_effective": int(k_effective),
             "stratified_by": stratifying.column,
         }
-        exceeding = max(float(d.cluster_emd(_dense(labels)).max()) for d in distances)
+        exceeding = max(float(d.cluster_emd(dense_labels(labels)).max()) for d in distances)
         merges = 0
         if exceeding > t + EMD_TOLERANCE:
             labels, merges = merge_until_t_close(
@@ -90,10 +91,6 @@ class TFirst:
         info["merges"] = int(merges)
         info["merged_to_enforce_t"] = merges > 0
         return Partition(labels, info)
-
-
-def _dense(labels: np.ndarray) -> np.ndarray:
-    return np.unique(labels, return_inverse=True)[1].astype(np.int64)
 
 
 def _stratifying(distances: Sequence[FittedDistance], column: str) -> FittedDistance:
