@@ -19,11 +19,19 @@ def demo_db(tmp_path: Path) -> Path:
     return path
 
 
-def _base_config(db: Path, **overrides) -> dict:
-    """A valid configuration for ``demo_db``; ``overrides`` replace top-level keys."""
+def _base_config(
+    db: Path | None = None,
+    *,
+    url: str | None = None,
+    source: str = "discharges",
+    target: str = "discharges_anon",
+    **overrides,
+) -> dict:
+    """A valid configuration for a discharge table (``demo_db``'s by default; ``url`` for any
+    database); ``overrides`` replace top-level keys."""
     document = {
-        "source": {"url": f"sqlite:///{db}", "table": "discharges", "key": "patient_id"},
-        "target": {"table": "discharges_anon", "if_exists": "fail"},
+        "source": {"url": url or f"sqlite:///{db}", "table": source, "key": "patient_id"},
+        "target": {"table": target, "if_exists": "fail"},
         "attributes": {
             "name": {"role": "identifier"},
             "age": {"role": "quasi_identifier", "type": "numeric"},
@@ -226,22 +234,7 @@ class TestDatabase:
 
     def config(self, source: str, target: str, **overrides) -> dict:
         """A valid configuration for a :meth:`create_patients` table."""
-        document = {
-            "source": {"url": self.url, "table": source, "key": "patient_id"},
-            "target": {"table": target, "if_exists": "fail"},
-            "attributes": {
-                "name": {"role": "identifier"},
-                "age": {"role": "quasi_identifier", "type": "numeric"},
-                "zip": {"role": "quasi_identifier", "type": "numeric"},
-                "length_of_stay": {"role": "quasi_identifier", "type": "numeric"},
-                "charge": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
-            },
-            "privacy": {"k": 3, "t": 0.2},
-            "algorithm": {"name": "t-first", "options": {}},
-            "output": {"seed": 7},
-        }
-        document.update(overrides)
-        return document
+        return _base_config(url=self.url, source=source, target=target, **overrides)
 
     def write_config(self, document: dict, name: str = "run.yaml") -> Path:
         path = self.tmp_path / name
