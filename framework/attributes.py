@@ -205,10 +205,8 @@ class QuasiIdentifier:
         if self.type in ("date", "datetime"):
             numbers = published.astype("datetime64[ns]").astype(np.int64).astype(np.float64)
             return ((self.values - numbers) / self.std) ** 2
-        index = {c: i for i, c in enumerate(self.categories)}
-        codes = np.array(
-            [index[MISSING if v is None else str(v)] for v in published], dtype=np.int64
-        )
+        names = pd.Series(published, dtype=object).fillna(MISSING).astype(str)
+        codes = pd.Categorical(names, categories=self.categories).codes.astype(np.int64)
         if self.type == "ordinal":
             span = max(len(self.categories) - 1, 1)
             return ((self.codes - codes) / span) ** 2

@@ -79,6 +79,32 @@ class SQLiteHelpers:
 
 
 @pytest.fixture
+def singletons_registry():
+    """Built-in plugins plus algorithm ``singletons``, which puts every row in a cluster of its
+    own: any run with k > 1 must then fail verification."""
+    import numpy as np
+
+    import tclose
+    from tclose.interfaces import Partition
+    from tclose.registry import load_registry
+
+    class Singletons:
+        name = "singletons"
+        options_schema = {}
+        requires_t = False
+
+        def partition(self, x, distances, k, t, options):
+            return Partition(np.arange(len(x)))
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_algorithms(self, register):
+            register(Singletons())
+
+    return load_registry(extra_plugins=[Plugin()], entry_points=False)
+
+
+@pytest.fixture
 def sqlite_run(tmp_path: Path, demo_db: Path) -> SQLiteHelpers:
     """Helpers bound to a fresh ``demo_db``."""
     return SQLiteHelpers(tmp_path, demo_db)

@@ -7,7 +7,6 @@ import os
 import sqlite3
 import uuid
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 
@@ -15,9 +14,7 @@ import tclose
 from tclose.cli import main
 from tclose.config import load_config
 from tclose.errors import VerificationError
-from tclose.interfaces import Partition
 from tclose.plugins.audit_table import COLUMNS, append_report, audit_row
-from tclose.registry import load_registry
 from tclose.runner import run
 
 SERVERS = {
@@ -59,24 +56,11 @@ def test_each_run_appends_one_row(sqlite_run, tmp_path):
     assert json.loads(real["report"])["run"]["id"] == real["run_id"]
 
 
-def test_a_failed_verification_is_recorded(sqlite_run):
-    class Singletons:
-        name = "singletons"
-        options_schema = {}
-        requires_t = False
-
-        def partition(self, x, distances, k, t, options):
-            return Partition(np.arange(len(x)))
-
-    class Plugin:
-        @tclose.hookimpl
-        def register_algorithms(self, register):
-            register(Singletons())
-
+def test_a_failed_verification_is_recorded(sqlite_run, singletons_registry):
     document = sqlite_run.config()
     document["algorithm"] = {"name": "singletons"}
     document["report"] = {"table": "tclose_audit"}
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    registry = singletons_registry
     with pytest.raises(VerificationError):
         run(load_config(sqlite_run.write(document)), registry=registry)
     (row,) = _rows(sqlite_run)

@@ -88,30 +88,16 @@ def test_html_page_is_self_contained_with_the_plots(published):
         assert f"<h3>{column}</h3>" in html
 
 
-def test_failed_verification_page_says_nothing_was_published(sqlite_run, tmp_path):
-    import tclose
+def test_failed_verification_page_says_nothing_was_published(
+    sqlite_run, tmp_path, singletons_registry
+):
     from tclose.errors import VerificationError
-    from tclose.interfaces import Partition
-    from tclose.registry import load_registry
     from tclose.runner import run
-
-    class Singletons:
-        name = "singletons"
-        options_schema = {}
-        requires_t = False
-
-        def partition(self, x, distances, k, t, options):
-            return Partition(np.arange(len(x)))
-
-    class Plugin:
-        @tclose.hookimpl
-        def register_algorithms(self, register):
-            register(Singletons())
 
     document = sqlite_run.config()
     document["algorithm"] = {"name": "singletons"}
     document["report"] = {"json": str(tmp_path / "f.json"), "html": str(tmp_path / "f.html")}
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    registry = singletons_registry
     with pytest.raises(VerificationError):
         run(load_config(sqlite_run.write(document)), registry=registry)
     assert "Verification FAILED" in (tmp_path / "f.html").read_text()
