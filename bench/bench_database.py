@@ -129,7 +129,7 @@ class MemorySampler:
         self._stop.set()
         self._thread.join()
 
-    def mark(self, line: str, *_counts: object) -> None:
+    def mark(self, line: str, *_counts: object, **_progress: object) -> None:
         words = {
             "reading": "read",
             "partitioning": "kernel",

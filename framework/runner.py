@@ -184,7 +184,9 @@ def run(
         registry: the plugins to use (default: built-ins and installed third-party plugins).
         dry_run: do everything, including verification, but publish nothing.
         report_path: where to write the audit JSON (overrides ``report.json``).
-        progress: called with a line of text at the start of each phase.
+        progress: called with a line of text at the start of each phase, then again with the
+            same line and keyword counts ``done=`` (rows so far) and ``total=`` (``None`` when
+            unknown) while a phase streams rows (reading, verifying).
 
     Returns:
         the :class:`RunResult`; ``published`` is true when the target now holds the verified table.
