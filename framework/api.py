@@ -17,7 +17,7 @@ from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
 from .report import build_report
-from .runner import Resolved, Timer, resolve_distances
+from .runner import Resolved, Timer, resolve_distances, with_attribute_options
 from .verify import verify_rows
 
 
@@ -128,7 +128,7 @@ def anonymize(
         for spec in attributes.values():
             if spec.role == "confidential":
                 written[spec.name], _ = encode_confidential(data[spec.name], spec)
-        checked = {c: (d, {**o, **encoded.distance_options[c]}) for c, (d, o) in distances.items()}
+        checked = with_attribute_options(distances, encoded.distance_options)
         verification = verify_rows(
             written,
             qi_names,

@@ -449,7 +449,7 @@ def verify_published(
     return verify_rows(
         frame,
         config.quasi_identifiers,
-        _with_extra(distances, extra),
+        with_attribute_options(distances, extra),
         config.k,
         t_checked,
         expected_rows,
@@ -483,9 +483,11 @@ def _read_written(
     return frame, extra
 
 
-def _with_extra(
+def with_attribute_options(
     distances: Mapping[str, tuple[Distance, dict]], extra: Mapping[str, dict]
 ) -> dict[str, tuple[Distance, dict]]:
+    """Each distance's configured options, plus those its attribute adds (hierarchy,
+    categories; see :func:`tclose.attributes.encode_confidential`)."""
     return {c: (d, {**o, **extra.get(c, {})}) for c, (d, o) in distances.items()}
 
 
@@ -506,7 +508,7 @@ def _verify_staging(
     return verify_rows(
         frame,
         config.quasi_identifiers,
-        _with_extra(resolved.distances, extra),
+        with_attribute_options(resolved.distances, extra),
         config.k,
         t_enforced,
         n,
