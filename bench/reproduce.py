@@ -27,7 +27,7 @@ package). A cell that fails any check is reported on stderr in capitals, kept in
 
 Examples::
 
-    python bench/reproduce.py --csv /work/shared/data/census_casc.csv --qi TAXINC POTHVAL \\
+    python bench/reproduce.py --csv ../shared/data/census_casc.csv --qi TAXINC POTHVAL \\
         --confidential FEDTAX --name census_fedtax --out docs/reproduction --compare-paper
     python bench/reproduce.py --discharge 23435 --ks 2 --name discharge --out docs/reproduction
     python bench/reproduce.py --csv census.csv --qi TAXINC POTHVAL --confidential FICA \\
