@@ -347,3 +347,25 @@ def test_api_rejects_unlisted_columns():
         tclose.anonymize(frame, ["q"], ["v"])
     with pytest.raises(VerificationError, match="linkage"):
         tclose.anonymize(frame, ["q"], ["v"], other=["ssn"])
+
+
+# --- the same on every database: implied key, linkage check, digest stable across reads --------
+
+
+def test_implied_key_and_digest_on_every_database(db, capsys):
+    source, target = db.name("patients"), db.name("anon")
+    db.create_patients(source, n=80)
+    document = db.config(source, target)
+    del document["source"]["key"]  # the primary key patient_id is implied
+    report = db.tmp_path / f"{db.dialect}.json"
+    config = str(db.write_config(document))
+    assert main(["run", config, "--report", str(report), "-q"]) == 0
+    columns = list(db.frame(target).columns)
+    assert "patient_id" not in columns and {"note", "code"} <= set(columns)
+    data = json.loads(report.read_text())
+    assert data["verification"]["allowed_unique"] == ["note", "code"]
+    assert main(["verify", config, "--report", str(report)]) == 0
+    assert "PASS  content_digest" in capsys.readouterr().out
+    db.execute(f"UPDATE {db.quote(target)} SET ward = 'changed' WHERE tclose_row = 3")
+    assert main(["verify", config, "--report", str(report)]) == 1
+    assert "FAIL  content_digest" in capsys.readouterr().out
