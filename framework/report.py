@@ -121,7 +121,9 @@ def nice_edges(
     if stop <= start:
         stop = start + step
     count = int(round(stop / step - start / step))
-    return np.round(start + step * np.arange(count + 1), 12)
+    edges = (start / 2 + step / 2 * np.arange(count + 1)) * 2  # halves: no overflow near 1e308
+    # rounding to 12 decimals multiplies by 1e12: skip it where that would overflow
+    return np.round(edges, 12) if np.abs(edges).max() < 1e290 else edges
 
 
 def category_frequencies(qi: Any, published: np.ndarray, k: int | None) -> dict[str, list]:
