@@ -17,7 +17,7 @@ from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
 from .options import validate_options
 from .partition import cluster_rows
-from .published import add_linkage_check, frame_linking_columns
+from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry
 from .report import build_report
 from .runner import Resolved, Timer, resolve_distances, t_not_enforced, with_attribute_options
@@ -173,7 +173,13 @@ def anonymize(
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())
         raise VerificationError(
-            f"The output of {algo.name} failed verification ({failed}).", verification.checks
+            f"The output of {algo.name} failed verification ({failed})."
+            + linkage_advice(
+                verification.checks,
+                "identifiers=[...]",
+                "pass other={column: {'allow_unique': True}}",
+            ),
+            verification.checks,
         )
     all_labels = np.full(len(df), -1, dtype=np.int64)
     all_labels[~encoded.excluded] = labels

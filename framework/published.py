@@ -141,6 +141,23 @@ def add_linkage_check(verification: Any, linking: Sequence[str], allowed: Sequen
     return verification
 
 
+def linkage_advice(
+    checks: Sequence[dict[str, Any]],
+    drop: str = "role: identifier",
+    allow: str = "set allow_unique: true on each",
+) -> str:
+    """A sentence naming the linking columns of a failed ``linkage`` check and the fixes
+    (``drop`` and ``allow``, as the caller spells them); "" if the check passed or is absent."""
+    failed = next((c for c in checks if c["name"] == "linkage" and not c["passed"]), None)
+    if failed is None:
+        return ""
+    columns = ", ".join(failed["linking_columns"])
+    return (
+        f" Linking columns (values unique per row): {columns}. Drop them with {drop}, or "
+        f"{allow} to publish them anyway."
+    )
+
+
 @dataclass
 class PublishedScan:
     """One streamed read of a published (or staging) table."""

@@ -25,7 +25,7 @@ from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
 from .options import validate_options
 from .partition import cluster_rows
-from .published import PublishedScan, add_linkage_check, scan_published
+from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, load_registry
 from .verify import Verification, verify_rows
 
@@ -333,7 +333,7 @@ def run(
                 failed = ", ".join(c["name"] for c in verification.failures())
                 raise VerificationError(
                     f"Verification of the written table failed ({failed}); nothing was published "
-                    f"and {target_name} is unchanged.",
+                    f"and {target_name} is unchanged." + linkage_advice(verification.checks),
                     verification.checks,
                 )
             if not dry_run:

@@ -114,7 +114,8 @@ def test_linking_pass_through_column_fails_verification(tmp_path, capsys):
     url = _people(db, extra="ssn")
     document = _document(url, ssn={"role": "other"})
     assert main(["run", _write(tmp_path, document)]) == 1
-    assert "linkage" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "linkage" in err and "Linking columns (values unique per row): ssn" in err
     document["attributes"]["ssn"]["allow_unique"] = True
     report = tmp_path / "r.json"
     assert main(["run", _write(tmp_path, document), "--report", str(report)]) == 0
