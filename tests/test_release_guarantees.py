@@ -96,6 +96,29 @@ def test_key_declared_with_another_role_is_a_config_error(tmp_path, capsys):
     assert main(["run", _write(tmp_path, document)]) == 0
 
 
+def test_rowid_stands_in_for_a_missing_key_and_cannot_be_kept(tmp_path, capsys):
+    db = tmp_path / "nokey.db"
+    with sqlite3.connect(db) as connection:
+        connection.execute("CREATE TABLE people (age INTEGER, zip INTEGER, salary INTEGER)")
+        connection.executemany(
+            "INSERT INTO people VALUES (?, ?, ?)", [(20 + i % 30, i % 4, i) for i in range(40)]
+        )
+    document = _document(f"sqlite:///{db}")
+    assert main(["run", _write(tmp_path, document)]) == 0
+    assert _columns(db, "people_anon") == ["tclose_row", "age", "zip", "salary"]
+    document["output"]["keep_key"] = True
+    document["target"]["if_exists"] = "replace"
+    assert main(["run", _write(tmp_path, document)]) == 2
+    assert "no key column to keep" in capsys.readouterr().err
+
+
+def test_key_kept_and_dropped_is_a_config_error(tmp_path, capsys):
+    document = _document(_people(tmp_path / "p.db"), id={"role": "identifier"})
+    document["output"]["keep_key"] = True
+    assert main(["run", _write(tmp_path, document)]) == 2
+    assert "cannot be kept" in capsys.readouterr().err
+
+
 # --- 2. unlisted and linking columns ------------------------------------------------------------
 
 
