@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,21 @@ import pandas as pd
 
 DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
 _MODULUS = 2**256
+
+
+def _first_values(rows: Sequence[tuple]) -> list[Any]:
+    """The first non-null value of every column (a database column holds one type)."""
+    if not rows:
+        return []
+    found: dict[int, Any] = {}
+    missing = set(range(len(rows[0])))
+    for row in rows:
+        for i in [i for i in missing if row[i] is not None]:
+            found[i] = row[i]
+            missing.discard(i)
+        if not missing:
+            break
+    return list(found.values())
 
 
 def _needs_canonical(value: Any) -> bool:
@@ -56,7 +72,7 @@ class ContentDigest:
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
-        if any(_needs_canonical(v) for v in {type(v): v for r in rows for v in r}.values()):
+        if any(_needs_canonical(v) for v in _first_values(rows)):
             rows = [tuple(_canonical(v) for v in row) for row in rows]
         sha256, from_bytes = hashlib.sha256, int.from_bytes
         total = self.total
@@ -89,11 +105,22 @@ class UniqueTracker:
 
     def __init__(self, columns: Sequence[str]) -> None:
         self.hashes: dict[str, list[np.ndarray]] = {c: [] for c in columns}
+        self.repeated: set[str] = set()  # columns already seen to repeat a value
         self.rows = 0
 
     def update(self, column: str, values: Sequence[Any]) -> None:
-        series = pd.Series(values, dtype=object).dropna()
-        if len(series):
+        if column in self.repeated:
+            return
+        present = [v for v in values if v is not None]
+        try:
+            if len(set(present)) < len(present):  # a repeat within the chunk: not linking
+                self.repeated.add(column)
+                self.hashes[column] = []
+                return
+        except TypeError:  # unhashable driver values (e.g. memoryview): hash them below
+            pass
+        if present:
+            series = pd.Series(present, dtype=object)
             self.hashes[column].append(pd.util.hash_pandas_object(series, index=False).to_numpy())
 
     def linking(self) -> list[str]:
@@ -101,6 +128,8 @@ class UniqueTracker:
         about n²/2^65, can only make a column look not linking)."""
         found = []
         for column, parts in self.hashes.items():
+            if column in self.repeated:
+                continue
             hashed = (
                 np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts]) if parts else []
             )
@@ -195,6 +224,8 @@ def _scan(session, table, config, wanted, progress, line, total) -> PublishedSca
     checked, allowed = checked_columns(config.attributes, columns)
     tracker = UniqueTracker(checked)
     position = {c: i for i, c in enumerate(columns)}
+    getter = operator.itemgetter(*[position[c] for c in wanted])
+    pick = getter if len(wanted) > 1 else (lambda row: (getter(row),))
     frames, done = [], 0
     for rows in session.read_rows(
         table, columns, key="tclose_row", chunk_size=config.source.chunk_size, with_key=False
@@ -203,12 +234,8 @@ def _scan(session, table, config, wanted, progress, line, total) -> PublishedSca
         digest.update(rows)
         tracker.rows += len(rows)
         for column in checked:
-            tracker.update(column, [r[position[column]] for r in rows])
-        frames.append(
-            pd.DataFrame.from_records(
-                [[r[position[c]] for c in wanted] for r in rows], columns=wanted
-            )
-        )
+            tracker.update(column, list(map(operator.itemgetter(position[column]), rows)))
+        frames.append(pd.DataFrame.from_records(list(map(pick, rows)), columns=wanted))
         done += len(rows)
         if progress is not None:
             progress(line, done=done, total=total)
