@@ -113,15 +113,16 @@ class UniqueTracker:
             return
         present = [v for v in values if v is not None]
         try:
-            if len(set(present)) < len(present):  # a repeat within the chunk: not linking
-                self.repeated.add(column)
-                self.hashes[column] = []
-                return
-        except TypeError:  # unhashable driver values (e.g. memoryview): hash them below
-            pass
+            distinct = len(set(present))
+        except TypeError:  # unhashable driver values (e.g. memoryview): their canonical text
+            present = [repr(_canonical(v)) for v in present]
+            distinct = len(set(present))
+        if distinct < len(present):  # a repeat within the chunk: not linking
+            self.repeated.add(column)
+            self.hashes[column] = []
+            return
         if present:
-            series = pd.Series(present, dtype=object)
-            self.hashes[column].append(pd.util.hash_pandas_object(series, index=False).to_numpy())
+            self.hashes[column].append(_hash64(present))
 
     def linking(self) -> list[str]:
         """The tracked columns whose non-null values are all distinct (hash collisions, at
@@ -136,6 +137,16 @@ class UniqueTracker:
             if self.rows >= 2 and len(hashed) >= 1 and len(np.unique(hashed)) == len(hashed):
                 found.append(column)
         return found
+
+
+def _hash64(values: list[Any]) -> np.ndarray:
+    """A 64-bit hash of each value (of its canonical text when pandas cannot hash it)."""
+    try:
+        series = pd.Series(values, dtype=object)
+        return pd.util.hash_pandas_object(series, index=False).to_numpy()
+    except (TypeError, ValueError):
+        series = pd.Series([repr(_canonical(v)) for v in values], dtype=object)
+        return pd.util.hash_pandas_object(series, index=False).to_numpy()
 
 
 def checked_columns(attributes: Mapping[str, Any], present: Iterable[str]) -> tuple[list, list]:
