@@ -509,17 +509,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """The safe loader, refusing a mapping that repeats a key (YAML would keep the last one)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
+        seen: dict[str, int] = {}
         for key_node, _value in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            name = str(key)  # column names are text: `1:` and `"1":` name the same column
+            if name in seen:
                 raise ConfigError(
-                    f"The key {key!r} appears twice in the same mapping (lines {seen[key]} and "
-                    f"{line}); YAML would silently keep the last one. Keep one of them."
+                    f"The key {name!r} appears twice in the same mapping (lines {seen[name]} "
+                    f"and {line}); YAML would silently keep the last one. Keep one of them."
                 )
-            if isinstance(key, (str, int, float, bool)):
-                seen[key] = line
+            seen[name] = line
         return super().construct_mapping(node, deep)
 
 

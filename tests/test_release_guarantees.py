@@ -176,6 +176,9 @@ def test_yaml_duplicate_key_is_an_error_naming_both_lines(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"'salary' appears twice .*lines 5 and 6"):
         load_config(_write(tmp_path, text))
+    other_spelling = text.replace("  salary: {role: confidential}", '  "salary": {role: other}')
+    with pytest.raises(ConfigError, match=r"'salary' appears twice"):
+        load_config(_write(tmp_path, other_spelling))
 
 
 # --- 4. exact values ----------------------------------------------------------------------------
