@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,13 +12,15 @@ import numpy as np
 import pandas as pd
 
 from .attributes import encode_confidential, encode_table
+from .columns import unlisted_columns
 from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
 from .options import validate_options
 from .partition import cluster_rows
+from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry
 from .report import build_report
-from .runner import Resolved, Timer, resolve_distances, with_attribute_options
+from .runner import Resolved, Timer, resolve_distances, t_not_enforced, with_attribute_options
 from .verify import verify_rows
 
 
@@ -26,11 +29,12 @@ class AnonymizationResult:
     """The outcome of :func:`anonymize`.
 
     Attributes:
-        data: the anonymized DataFrame, in the input's row order and with the input's index
-            (quasi-identifiers replaced by their cluster's aggregate, identifiers dropped, rows
-            set aside by ``missing: exclude-rows`` left out).
-        labels: ``int64`` cluster of every input row (dense, ``0..L-1``; ``-1`` for a row set
-            aside).
+        data: the release: quasi-identifiers replaced by their cluster's aggregate, identifiers
+            dropped, rows set aside by ``missing: exclude-rows`` left out, rows shuffled and
+            given a fresh ``RangeIndex`` (unless ``keep_order``). This is what may be shared.
+        labels: ``int64`` cluster of every input row, aligned with the input (dense,
+            ``0..L-1``; ``-1`` for a row set aside). For analysis only: it links the clusters to
+            the input rows, so it must not be shared with the release.
         report: the audit report, as in the JSON written by ``tclose run`` without the database
             parts.
     """
@@ -59,54 +63,67 @@ def anonymize(
     confidential: Sequence[str] | Mapping[str, Any] = (),
     k: int = 2,
     t: float | None = None,
-    algorithm: str = "t-first",
+    algorithm: str | None = None,
     *,
     identifiers: Sequence[str] = (),
+    other: Sequence[str] | Mapping[str, Any] = (),
+    keep_order: bool = False,
+    seed: int | None = None,
     registry: Registry | None = None,
     **options: Any,
 ) -> AnonymizationResult:
     """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
 
+    Every column of ``df`` must have exactly one role: quasi-identifier, confidential, identifier
+    (dropped) or other (published unchanged); an unlisted column is a :class:`ConfigError`.
+
     Args:
         df: the table.
         quasi_identifiers: QI columns; a list means numeric attributes, a mapping gives each
-            column its type (``{"age": "numeric"}``) or its full YAML attribute spec.
+            column its type (``{"age": "numeric"}``) or its full YAML attribute spec. An ordered
+            ``pd.Categorical`` declared ``ordinal`` keeps its category order.
         confidential: confidential columns, same forms as ``quasi_identifiers``.
-        k: minimum class size.
-        t: t-closeness level in ``(0, 1]``; required by ``t-first``, ``merge`` and ``k-first``.
-        algorithm: a registered algorithm name.
+        k: minimum class size (an ``int`` or NumPy integer).
+        t: t-closeness level in ``(0, 1]``, or ``None`` for k-anonymity only.
+        algorithm: a registered algorithm name; by default ``t-first`` when ``t`` is given,
+            else ``mdav``. An algorithm that does not enforce t (``mdav``) refuses a ``t``.
         identifiers: direct identifiers, dropped from the output.
+        other: columns published unchanged (a list, or a mapping to their YAML spec, e.g.
+            ``{"notes": {"allow_unique": True}}`` for a column whose values may be unique).
+        keep_order: keep the input's row order and index in ``data`` (for analysis only: such
+            a frame links back to the input row by row; do not share it).
+        seed: seed of the shuffle of the output rows (default: a fresh random seed).
         registry: the plugins to use (default: built-ins and installed plugins).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML).
 
     Returns:
         an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
-        the output rows).
+        the output rows, pass-through columns checked for linking values).
 
     Raises:
         ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
-        VerificationError: the output failed verification (a bug in the algorithm plugin).
+        VerificationError: the output failed verification (a linking pass-through column, or a
+            bug in the algorithm plugin).
     """
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
     registry = registry or load_registry()
-    document = _attribute_document(quasi_identifiers, "quasi_identifier")
-    document.update(_attribute_document(confidential, "confidential"))
-    document.update({name: {"role": "identifier"} for name in identifiers})
-    attributes: dict[str, AttributeSpec] = _attributes(_Checker({}), document)
-    missing = [name for name in attributes if name not in df.columns]
-    if missing:
+    k, t = _k_and_t(k, t)
+    attributes = _api_attributes(df, quasi_identifiers, confidential, identifiers, other)
+    confidential_names = [a.name for a in attributes.values() if a.role == "confidential"]
+    if t is not None and not confidential_names:
         raise ConfigError(
-            f"Column {missing[0]!r} is not in the DataFrame. "
-            f"Its columns are: {', '.join(map(str, df.columns))}."
+            "t-closeness needs at least one confidential attribute: pass confidential=[...], "
+            "or leave t out for k-anonymity only."
         )
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ConfigError(f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
-        raise ConfigError(f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
-
-    algo = registry.get("algorithm", algorithm, "algorithm")
+    algo = registry.get(
+        "algorithm", algorithm or ("t-first" if t is not None else "mdav"), "algorithm"
+    )
     algo_options = validate_options(algo.name, algo.options_schema, options, "options")
     if algo.requires_t and t is None:
         raise ConfigError(f"Algorithm {algo.name} needs t (a number in (0, 1]).")
+    if t is not None and not algo.requires_t:
+        raise t_not_enforced(algo.name, registry)
     distances = resolve_distances(attributes, registry)
     resolved = Resolved(algo, algo_options, distances)
 
@@ -120,9 +137,7 @@ def anonymize(
             encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
         )
     replaced = encoded.aggregate(labels)
-    data = df.loc[~encoded.excluded].drop(columns=list(identifiers)).copy()
-    for column, values in replaced.items():
-        data[column] = values
+    data = _release(df, encoded.excluded, identifiers, replaced, attributes, keep_order, seed)
     with timer.phase("verify"):
         written = data[qi_names].copy()
         for spec in attributes.values():
@@ -138,6 +153,7 @@ def anonymize(
             len(data),
             encoded.confidential,
         )
+        add_linkage_check(verification, frame_linking_columns(data, attributes))
     report = build_report(
         None,
         registry,
@@ -157,8 +173,113 @@ def anonymize(
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())
         raise VerificationError(
-            f"The output of {algo.name} failed verification ({failed}).", verification.checks
+            f"The output of {algo.name} failed verification ({failed})."
+            + linkage_advice(
+                verification.checks,
+                "identifiers=[...]",
+                "pass other={column: {'allow_unique': True}}",
+            ),
+            verification.checks,
         )
     all_labels = np.full(len(df), -1, dtype=np.int64)
     all_labels[~encoded.excluded] = labels
     return AnonymizationResult(data, all_labels, report)
+
+
+def _k_and_t(k: Any, t: Any) -> tuple[int, float | None]:
+    """``k`` as an ``int`` and ``t`` as a ``float`` (NumPy scalars accepted), or ConfigError."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 1:
+        raise ConfigError(f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
+    valid_t = isinstance(t, (int, float, np.integer, np.floating)) and not isinstance(
+        t, (bool, np.bool_)
+    )
+    if t is not None and (not valid_t or not 0 < t <= 1):
+        raise ConfigError(f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
+    return int(k), None if t is None else float(t)
+
+
+def _api_attributes(
+    df: pd.DataFrame,
+    quasi_identifiers: Sequence[str] | Mapping[str, Any],
+    confidential: Sequence[str] | Mapping[str, Any],
+    identifiers: Sequence[str],
+    other: Sequence[str] | Mapping[str, Any],
+) -> dict[str, AttributeSpec]:
+    """The attribute specs of the API's arguments, parsed as the YAML ``attributes`` are; every
+    column of ``df`` must have exactly one role."""
+    parts = [
+        _attribute_document(quasi_identifiers, "quasi_identifier"),
+        _attribute_document(confidential, "confidential"),
+        _attribute_document(identifiers, "identifier"),
+        _attribute_document(other, "other"),
+    ]
+    document: dict[str, Any] = {}
+    for part in parts:
+        for name, body in part.items():
+            if name in document:
+                raise ConfigError(
+                    f"Column {name!r} is given two roles ({document[name]['role']} and "
+                    f"{body['role']}); a column has exactly one role."
+                )
+            document[name] = body
+    for name, body in document.items():
+        if name not in df.columns:
+            continue
+        dtype = df[name].dtype
+        ordered = isinstance(dtype, pd.CategoricalDtype) and dtype.ordered
+        if body.get("type") == "ordinal" and ordered and "categories" not in body:
+            body["categories"] = [str(c) for c in dtype.categories]
+    attributes: dict[str, AttributeSpec] = _attributes(_Checker({}), document)
+    missing = [name for name in attributes if name not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"Column {missing[0]!r} is not in the DataFrame. "
+            f"Its columns are: {', '.join(map(str, df.columns))}."
+        )
+    unlisted = unlisted_columns(list(attributes), [str(c) for c in df.columns], None)
+    if unlisted:
+        raise ConfigError(
+            f"The DataFrame has {len(unlisted)} column(s) with no role: {', '.join(unlisted)}. "
+            f"Pass each in other=[...] to publish it unchanged, or in identifiers=[...] to drop "
+            f"it."
+        )
+    return attributes
+
+
+def _release(
+    df: pd.DataFrame,
+    excluded: np.ndarray,
+    identifiers: Sequence[str],
+    replaced: Mapping[str, np.ndarray],
+    attributes: Mapping[str, AttributeSpec],
+    keep_order: bool,
+    seed: int | None,
+) -> pd.DataFrame:
+    """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
+    a category, bool or other non-numeric dtype), rows shuffled with a fresh ``RangeIndex``
+    unless ``keep_order``."""
+    data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
+    for column, values in replaced.items():
+        if attributes[column].type in ("ordinal", "nominal"):
+            values = _in_input_type(df[column], values)
+        data[column] = values
+    if keep_order:
+        return data
+    rng = np.random.default_rng(seed if seed is not None else secrets.randbits(64))
+    return data.iloc[rng.permutation(len(data))].reset_index(drop=True)
+
+
+def _in_input_type(original: pd.Series, published: np.ndarray) -> Any:
+    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype."""
+    lookup = {str(v): v for v in pd.unique(original.dropna())}
+    values = [None if v is None else lookup.get(v, v) for v in published]
+    dtype = original.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
+    if dtype.kind in "biu":
+        complete = all(v is not None for v in values)
+        return np.array(values, dtype=dtype if complete else object)
+    try:
+        return pd.array(values, dtype=dtype)
+    except (TypeError, ValueError):
+        return np.array(values, dtype=object)

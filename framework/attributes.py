@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -81,19 +82,63 @@ def _check_missing(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     return missing
 
 
+def _instants(values: pd.Series, spec: Any, role: str) -> np.ndarray:
+    """Dates and datetimes as ``int64`` nanoseconds since the epoch (UTC): exact."""
+    converted = pd.to_datetime(values, errors="coerce")
+    bad = converted.isna().to_numpy()
+    if bad.any():
+        raise DataError(
+            f"The {role} column {spec.name!r} is declared {spec.type} but "
+            f"{int(bad.sum())} row(s) hold values that are not dates (rows "
+            f"{_rows(bad, values.index)})."
+        )
+    if getattr(converted.dt, "tz", None) is not None:
+        converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
+    return converted.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+
+
+def _exact_item(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return Decimal(value.strip())
+        except InvalidOperation:
+            return float(value)
+    return value  # Decimal, and any other number type the driver gives
+
+
+def exact_numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
+    """A numeric, date or datetime column in a type that orders it exactly: ``int64`` (or
+    ``uint64``) integers, ``float64`` floats, ``int64`` nanoseconds for instants, else an
+    ``object`` array of Python ``int``/``Decimal``/``float`` (compared exactly by Python).
+    Nothing passes through ``float64`` that was not a float: distinct values stay distinct."""
+    if spec.type in ("date", "datetime"):
+        return _instants(values, spec, role)
+    _numbers(values, spec, role)  # the checks and their messages (NULL, text, infinite)
+    dtype = values.dtype
+    if dtype.kind in "iu":
+        return values.to_numpy(dtype=getattr(dtype, "numpy_dtype", dtype))
+    if dtype.kind == "b":
+        return values.to_numpy(dtype=np.int64)
+    if dtype.kind == "f":
+        return values.to_numpy(dtype=np.float64)
+    items = [_exact_item(v) for v in values.tolist()]
+    kinds = {type(v) for v in items}
+    if kinds == {int} and min(items) >= -(2**63) and max(items) < 2**63:
+        return np.array(items, dtype=np.int64)
+    if kinds == {float}:
+        return np.array(items, dtype=np.float64)
+    result = np.empty(len(items), dtype=object)
+    result[:] = items
+    return result
+
+
 def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     if spec.type in ("date", "datetime"):
-        converted = pd.to_datetime(values, errors="coerce")
-        bad = converted.isna().to_numpy()
-        if bad.any():
-            raise DataError(
-                f"The {role} column {spec.name!r} is declared {spec.type} but "
-                f"{int(bad.sum())} row(s) hold values that are not dates (rows "
-                f"{_rows(bad, values.index)})."
-            )
-        if getattr(converted.dt, "tz", None) is not None:
-            converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
-        return converted.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+        return _instants(values, spec, role).astype(np.float64)
     converted = pd.to_numeric(values, errors="coerce")
     bad = converted.isna().to_numpy()
     if bad.any():
@@ -164,7 +209,7 @@ class QuasiIdentifier:
         n_clusters = int(labels.max()) + 1 if len(labels) else 0
         if self.type in ("numeric", "date", "datetime"):
             counts = np.bincount(labels, minlength=n_clusters)
-            means = np.bincount(labels, weights=self.values, minlength=n_clusters) / counts
+            means = _cluster_means(labels, self.values, counts, n_clusters)
             out = means[labels]
             if self.type == "numeric":
                 return np.rint(out) if self.round else out
@@ -201,10 +246,10 @@ class QuasiIdentifier:
         excluded): the squared standardized difference for numbers and dates, the squared
         scaled rank difference for ordinals, the 0/1 or hierarchical distance for nominals."""
         if self.type == "numeric":
-            return ((self.values - published) / self.std) ** 2
+            return _squared_gap(self.values, np.asarray(published, dtype=np.float64), self.std)
         if self.type in ("date", "datetime"):
             numbers = published.astype("datetime64[ns]").astype(np.int64).astype(np.float64)
-            return ((self.values - numbers) / self.std) ** 2
+            return _squared_gap(self.values, numbers, self.std)
         names = pd.Series(published, dtype=object).fillna(MISSING).astype(str)
         codes = pd.Categorical(names, categories=self.categories).codes.astype(np.int64)
         if self.type == "ordinal":
@@ -223,6 +268,47 @@ class QuasiIdentifier:
         return ground
 
 
+def standardized(numbers: np.ndarray) -> tuple[np.ndarray, float]:
+    """Z-scores of ``numbers`` and their population standard deviation (1 for a constant
+    column). Values so large that the plain formula overflows (near ``1e308``) are divided by
+    their largest magnitude first, so the z-scores and the deviation stay finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = numbers.mean(), numbers.std()
+    if np.isfinite(mean) and np.isfinite(std):
+        std = float(std) or 1.0
+        return (numbers - mean) / std, std
+    magnitude = float(np.abs(numbers).max())
+    scaled = numbers / magnitude
+    centred = scaled - scaled.mean()
+    scaled_std = float(np.sqrt(np.mean(centred**2)))
+    if scaled_std == 0.0:
+        return np.zeros_like(numbers), 1.0
+    return centred / scaled_std, scaled_std * magnitude
+
+
+def _cluster_means(
+    labels: np.ndarray, values: np.ndarray, counts: np.ndarray, n_clusters: int
+) -> np.ndarray:
+    """Mean of ``values`` per cluster, without overflow for values near ``1e308``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        means = np.bincount(labels, weights=values, minlength=n_clusters) / counts
+    if np.isfinite(means).all() or not len(values):
+        return means
+    magnitude = float(np.abs(values).max())
+    return (
+        np.bincount(labels, weights=values / magnitude, minlength=n_clusters) / counts * magnitude
+    )
+
+
+def _squared_gap(original: np.ndarray, published: np.ndarray, std: float) -> np.ndarray:
+    """``((original - published) / std)^2`` without overflow in the difference."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = (original - published) / std
+    if not np.isfinite(gap).all():
+        gap = original / std - published / std
+    return gap**2
+
+
 def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     """Encode one QI column (see the module docstring for the distance it realizes)."""
     missing = _check_missing(values, spec, "quasi-identifier")
@@ -230,8 +316,8 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     scale = np.sqrt(weight)
     if spec.type in ("numeric", "date", "datetime"):
         numbers = _numbers(values, spec, "quasi-identifier")
-        std = float(numbers.std()) or 1.0
-        embedding = ((numbers - numbers.mean()) / std * scale)[:, None]
+        z_scores, std = standardized(numbers)
+        embedding = (z_scores * scale)[:, None]
         column = QuasiIdentifier(
             spec.name,
             spec.type,
@@ -289,16 +375,17 @@ def _hierarchy_embedding(
 def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """A confidential column as the values its distance is fitted on, and extra distance options.
 
-    numeric → floats; date/datetime → nanoseconds as floats; ordinal → the rank of each value in
+    numeric → the values in their own exact type (:func:`exact_numbers`: integers, floats,
+    ``Decimal``); date/datetime → ``int64`` nanoseconds; ordinal → the rank of each value in
     the declared order; nominal → strings (NULL as ``(missing)`` under ``missing: category``), with
     the attribute's ``hierarchy`` and ``categories`` passed to the distance.
     """
     missing = _check_missing(values, spec, "confidential")
     if spec.type in ("numeric", "date", "datetime"):
-        return _numbers(values, spec, "confidential"), {}
+        return exact_numbers(values, spec, "confidential"), {}
     categories, codes = _categories(values, spec, missing, "confidential")
     if spec.type == "ordinal":
-        return codes.astype(np.float64), {}
+        return codes, {}
     extra: dict[str, Any] = {}
     if getattr(spec, "hierarchy", None) is not None:
         extra["hierarchy"] = spec.hierarchy

@@ -164,6 +164,8 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
         progress.close()
     if not args.quiet:
         print(_summary(result.report, time.perf_counter() - started))
+        for warning in result.report.get("warnings", []):
+            print(f"warning:   {warning}")
         print(_outcome(result.report, config, result.published))
         for label, path in (
             ("report", args.report or config.report_json),
@@ -196,6 +198,8 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
                 "actual": config.digest(),
             }
         )
+    if report is not None:
+        checks.append(content_digest_check(report, verification))
     passed = all(c["passed"] for c in checks)
     if progress is not None:
         progress.close()
@@ -218,13 +222,40 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             f"info  t of {column} (measured, not enforced by {config.algorithm}): "
             f"{verification.t_achieved[column]:.4f}"
         )
-    if not args.source:
-        print(
-            "note  the source was not read: row count and confidential values were not "
-            "compared with it (use --source)."
-        )
+    for note in undetectable_changes(report is not None, args.source):
+        print(f"note  {note}")
     print("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1
+
+
+def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str, Any]:
+    """The ``content_digest`` check of ``tclose verify --report``: the published table's digest
+    recomputed now against the one the run recorded."""
+    recorded = (report.get("target") or {}).get("content_digest") or {}
+    actual = (verification.content_digest or {}).get("sha256")
+    return {
+        "name": "content_digest",
+        "passed": bool(recorded.get("sha256")) and recorded.get("sha256") == actual,
+        "expected": recorded.get("sha256") or "a digest in the report (none recorded)",
+        "actual": actual,
+    }
+
+
+def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
+    """What ``tclose verify`` cannot detect without ``--report`` or ``--source``, plainly."""
+    notes = []
+    if not with_source:
+        notes.append(
+            "the source was not read: row count and confidential values were not compared "
+            "with it (use --source)."
+        )
+    if not with_report and not with_source:
+        notes.append(
+            "without --report or --source, a changed, added or removed row or value that "
+            "keeps k and t within bounds CANNOT be detected: only k, t and linking columns "
+            "were checked (use --report REPORT.json to compare the content digest)."
+        )
+    return notes
 
 
 def _expected(check: dict[str, Any]) -> str:

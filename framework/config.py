@@ -50,6 +50,7 @@ _ATTRIBUTE_KEYS = {
     "hierarchy",
     "missing",
     "weight",
+    "allow_unique",
 }
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
@@ -72,6 +73,8 @@ class AttributeSpec:
     hierarchy: Any = None
     missing: str = "error"
     weight: float = 1.0
+    #: ``role: other`` only: the column may be published although its values are unique per row.
+    allow_unique: bool = False
 
 
 @dataclass(frozen=True)
@@ -395,6 +398,12 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             if role in ("quasi_identifier", "confidential")
             else {}
         )
+        if checker.boolean(spec.get("allow_unique", False), (*path, "allow_unique")):
+            if role != "other":
+                raise checker.fail(
+                    (*path, "allow_unique"), "'allow_unique' applies to role: other only."
+                )
+            details["allow_unique"] = True
         result[str(name)] = AttributeSpec(
             str(name), role, attr_type, distance, dict(distance_options), rounded, **details
         )
@@ -461,8 +470,6 @@ def parse_config(
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise checker.fail(("output", "seed"), f"Expected an integer, got {seed!r}.")
     keep_key = checker.boolean(output.get("keep_key", False), ("output", "keep_key"))
-    if keep_key and source.key is None:
-        raise checker.fail(("output", "keep_key"), "keep_key needs source.key to be set.")
 
     if target is None:
         raise checker.fail(
@@ -498,6 +505,31 @@ def parse_config(
     )
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a mapping that repeats a key (YAML would keep the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[str, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)):
+                continue
+            name = str(key)  # column names are text: `1:` and `"1":` name the same column
+            if name in seen:
+                raise ConfigError(
+                    f"The key {name!r} appears twice in the same mapping (lines {seen[name]} "
+                    f"and {line}); YAML would silently keep the last one. Keep one of them."
+                )
+            seen[name] = line
+        return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping
+)
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a YAML configuration file (safe loader).
 
@@ -510,12 +542,14 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except OSError as error:
         raise ConfigError(f"Cannot read the configuration file {path}: {error.strerror}.") from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
         raise ConfigError(f"{path} is not valid YAML{where}: {problem}.") from None
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
     if document is None:
         raise ConfigError(
             f"{path} is empty. Write a configuration there, or create one with "

@@ -55,11 +55,13 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<h1>{escape(title)}</h1>",
         _subtitle(report),
         _verdict(report),
+        _warnings(report),
         "<h2>Summary</h2>",
         _summary_table(report),
         "<h2>Verification</h2>",
         _checks_table(report),
         "<h2>Privacy</h2>",
+        _definitions(report),
         '<div class="grid">',
         _cluster_plot(report),
         *_emd_plots(report),
@@ -251,6 +253,9 @@ def _distribution_section(report: Mapping[str, Any]) -> str:
     )
     figures = []
     for column, data in distributions.items():
+        if "categories" in data:
+            figures.append(_category_figure(column, data))
+            continue
         svg = _histogram(
             data["edges"],
             [
@@ -267,6 +272,40 @@ def _distribution_section(report: Mapping[str, Any]) -> str:
         + '<div class="grid">'
         + "".join(figures)
         + "</div>"
+    )
+
+
+def _warnings(report: Mapping[str, Any]) -> str:
+    warnings = report.get("warnings") or []
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{escape(str(w))}</li>" for w in warnings)
+    return f'<h2>Warnings</h2><ul class="warnings">{items}</ul>'
+
+
+def _definitions(report: Mapping[str, Any]) -> str:
+    """The EMD definition of each confidential attribute's distance, as the plugin gives it."""
+    privacy = report.get("privacy", {})
+    definitions = privacy.get("emd_definitions") or {}
+    if not definitions:
+        return ""
+    names = privacy.get("distance") or {}
+    rows = [
+        (escape(column), escape(str(names.get(column, "-"))), escape(str(text)))
+        for column, text in definitions.items()
+    ]
+    return _table(("confidential attribute", "distance", "EMD definition"), rows, escaped=True)
+
+
+def _category_figure(column: str, data: Mapping[str, Any]) -> str:
+    labels = [str(c) for c in data["categories"]]
+    original = _category_bars(labels, data["original"], column, "rows (original)")
+    published = _category_bars(labels, data["anonymized"], column, "rows (published)")
+    return _figure(
+        column,
+        original + published,
+        "Rows per category, original (first) and published (second); categories with fewer "
+        "than k rows in the original that vanished from the release are pooled.",
     )
 
 

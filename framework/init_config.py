@@ -1,8 +1,8 @@
 """``tclose init``: from a table's definition to a commented YAML skeleton of a run.
 
 The skeleton lists every column on its own line with the column's SQL type, a proposed attribute
-type and the role ``other`` (pass through unchanged), so that the file is safe to read and the
-user's only job is to choose the roles. Comments explain each choice. Once at least one column is
+type and the role ``other`` (pass through unchanged; the row key ``identifier``, never published),
+so that every column has a declared fate and the user's only job is to choose the roles. Comments explain each choice. Once at least one column is
 a ``quasi_identifier`` (and, with ``privacy.t``, one is ``confidential``), the file loads with
 :func:`tclose.config.load_config` as written.
 
@@ -111,7 +111,7 @@ def _scalar(value: str) -> str:
 
 def _hint(column: ColumnInfo, key: str | None) -> str:
     if column.name == key:
-        return f"{column.sql_type}; the row key: not published"
+        return f"{column.sql_type}; the row key: never published (output.keep_key)"
     if _IDENTIFIER_HINTS.search(column.name):
         return f"{column.sql_type}; looks like a direct identifier"
     return column.sql_type
@@ -135,7 +135,11 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
         "#       confidential      the sensitive value to protect (diagnosis, salary, ...): kept",
         "#                         as is; its distribution in every cluster stays t-close to the",
         "#                         whole table's",
-        "#       other             passes through unchanged (delete the line: same effect)",
+        "#       other             passes through unchanged; a column whose values are unique",
+        "#                         per row links the release to the source and fails",
+        "#                         verification unless it says `allow_unique: true`",
+        "#     Every column needs a role: an unlisted column is an error. The row key's role is",
+        "#     identifier (not published; output.keep_key: true publishes it).",
         "#     At least one quasi_identifier is required; privacy.t needs a confidential column.",
         "#     Quasi-identifier and confidential columns must hold no NULL.",
         f"#  2. Check each `type` (supported for quasi-identifiers and confidential attributes: "
@@ -162,7 +166,8 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
     ]
     for column in columns:
         name = (_key(column.name) + ":").ljust(width + 1)
-        body = f"{{role: other, type: {column.attribute_type}}}"
+        role = "identifier" if column.name == key else "other"
+        body = f"{{role: {role}, type: {column.attribute_type}}}"
         lines.append(f"  {name} {body:<31}  # {_hint(column, key)}")
     lines += [
         "privacy:",

@@ -149,6 +149,9 @@ class Distance(Protocol):
         name: the name used in YAML (``attributes.<col>.distance``).
         attribute_types: the attribute types it accepts (``"numeric"``, ``"ordinal"``, ...).
         options_schema: option name → :class:`Option`.
+        definition: one paragraph defining the EMD this distance computes, shown per attribute
+            in the audit report (``privacy.emd_definitions``). Optional: a plugin without it is
+            still accepted, and the report says that the plugin gives no definition.
     """
 
     name: str

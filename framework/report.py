@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from . import __version__
-from .attributes import EncodedTable
+from .attributes import MISSING, EncodedTable
 from .config import redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
@@ -40,10 +41,34 @@ if TYPE_CHECKING:
 log = logging.getLogger("tclose")
 
 EMD_DEFINITION = (
-    "EMD(P,Q) = 1/(m-1) * sum_i |sum_{j<=i} (p_j - q_j)| over the m distinct values of the "
-    "attribute in the published table (ordered distance); a class passes when EMD <= t + "
-    f"{EMD_TOLERANCE:g}"
+    "EMD between each class's distribution of a confidential attribute and the whole published "
+    "column, with the attribute's distance (its definition: privacy.emd_definitions); a class "
+    f"passes when EMD <= t + {EMD_TOLERANCE:g}"
 )
+
+
+def distance_definition(distance: Any) -> str:
+    """The EMD definition a distance plugin gives (its ``definition``), or a plain fallback for
+    a plugin that gives none."""
+    text = getattr(distance, "definition", None)
+    if isinstance(text, str) and text.strip():
+        return text.strip()
+    return f"{distance.name}: the plugin gives no definition of its EMD (see its documentation)"
+
+
+def constant_warnings(encoded: EncodedTable) -> list[str]:
+    """A warning for each confidential attribute that holds a single value in every row."""
+    warnings = []
+    for column, values in encoded.confidential.items():
+        if len(values) and len(pd.unique(np.asarray(values, dtype=object))) == 1:
+            warnings.append(
+                f"The confidential attribute {column} has a single value in all {len(values)} "
+                f"rows: its EMD is 0 in every class, so t-closeness says nothing about it, and "
+                f"the release discloses that value for every row."
+            )
+    return warnings
+
+
 SSE_DEFINITION = (
     "sse = 1/n * sum_rows 1/d * sum_QIs delta(original, published), the paper's normalized SSE; "
     "delta = ((a - a') / std_original)^2 for numeric and date QIs (NED squared), "
@@ -81,9 +106,12 @@ def nice_edges(
     [0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
     """
     span = float(high) - float(low)
+    if span == math.inf:  # values near the float limit: the span overflows, its fraction not
+        raw = float(high) / max(bins, 1) - float(low) / max(bins, 1)
+        span = raw * max(bins, 1)
     if not math.isfinite(span) or span <= 0:
         span = abs(float(low)) or 1.0
-    raw = span / max(bins, 1)
+    raw = span / max(bins, 1) if math.isfinite(span) else raw
     power = 10.0 ** math.floor(math.log10(raw))
     step = next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw * (1 - 1e-12))
     if integer:
@@ -92,24 +120,49 @@ def nice_edges(
     stop = math.ceil(high / step - 1e-9) * step
     if stop <= start:
         stop = start + step
-    count = int(round((stop - start) / step))
-    return np.round(start + step * np.arange(count + 1), 12)
+    count = int(round(stop / step - start / step))
+    edges = (start / 2 + step / 2 * np.arange(count + 1)) * 2  # halves: no overflow near 1e308
+    # rounding to 12 decimals multiplies by 1e12: skip it where that would overflow
+    return np.round(edges, 12) if np.abs(edges).max() < 1e290 else edges
+
+
+def category_frequencies(qi: Any, published: np.ndarray, k: int | None) -> dict[str, list]:
+    """Rows per category of an ordinal or nominal QI, original and published, in the category
+    order. Categories with fewer than ``k`` original rows that do not appear in the release are
+    pooled into one ``(N rare categories)`` entry, so the report names no rare original value."""
+    names = pd.Series(published, dtype=object).fillna(MISSING).astype(str)
+    codes = pd.Categorical(names, categories=qi.categories).codes
+    m = len(qi.categories)
+    before = np.bincount(qi.codes, minlength=m)
+    after = np.bincount(codes[codes >= 0], minlength=m)
+    rare = (before < (k or 1)) & (after == 0)
+    keep = ~rare
+    categories = [c for c, kept in zip(qi.categories, keep) if kept]
+    original, anonymized = before[keep].tolist(), after[keep].tolist()
+    if rare.any():
+        categories.append(f"({int(rare.sum())} rare categories)")
+        original.append(int(before[rare].sum()))
+        anonymized.append(0)
+    return {"categories": categories, "original": original, "anonymized": anonymized}
 
 
 def distributions(
     encoded: EncodedTable,
     anonymized: Mapping[str, np.ndarray],
     bins: int = HISTOGRAM_BINS,
+    k: int | None = None,
 ) -> dict[str, dict[str, list]]:
-    """Binned counts of every numeric (and date) quasi-identifier before and after
-    anonymization, on shared edges (dates in nanoseconds since the epoch). Ordinal and nominal
-    QIs are left out: their categories would be data values.
+    """Counts of every quasi-identifier before and after anonymization: numeric and date QIs
+    binned on shared edges (dates in nanoseconds since the epoch), ordinal and nominal QIs per
+    category (:func:`category_frequencies`).
 
-    Returns column → ``{"edges": [...], "original": [...], "anonymized": [...]}``.
+    Returns column → ``{"edges": [...], "original": [...], "anonymized": [...]}`` (numbers) or
+    ``{"categories": [...], "original": [...], "anonymized": [...]}`` (categories).
     """
     result = {}
     for qi in encoded.quasi_identifiers:
         if qi.values is None:
+            result[qi.name] = category_frequencies(qi, anonymized[qi.name], k)
             continue
         column = qi.name
         before = qi.values
@@ -258,6 +311,9 @@ def build_report(
             "t_achieved": verification.t_achieved if verification else {},
             "distance": {c: d.name for c, (d, _) in resolved.distances.items()},
             "emd_definition": EMD_DEFINITION,
+            "emd_definitions": {
+                c: distance_definition(d) for c, (d, _) in resolved.distances.items()
+            },
             "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
             "emd_histogram": emd_histograms(class_emds, t),
         },
@@ -269,7 +325,8 @@ def build_report(
             "sse_per_attribute": loss["sse_per_attribute"],
             "definition": SSE_DEFINITION,
         },
-        "distributions": distributions(encoded, replaced),
+        "distributions": distributions(encoded, replaced, k=k),
+        "warnings": constant_warnings(encoded),
         "verification": {
             "passed": bool(verification.passed) if verification else False,
             "checks": verification.checks if verification else [],
@@ -277,6 +334,7 @@ def build_report(
         "timings": {**timings, "total": round(finished - started, 4)},
         "plugins": registry.versions(used),
     }
+    _add_release_facts(report, verification)
     if config is not None:
         report["source"].update({"url": source_url, "table": config.source.table})
         report["target"].update({"url": target_url, "table": config.target.table})
@@ -287,6 +345,19 @@ def build_report(
         }
         report["config"] = redacted_document(config.document)
     return _jsonable(report)
+
+
+def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:
+    """The content digest of the written table and the pass-through columns allowed to be
+    unique per row (from the verifier's ``linkage`` check)."""
+    if verification is None:
+        return
+    if verification.content_digest is not None:
+        report["target"]["content_digest"] = verification.content_digest
+    linkage = next((c for c in verification.checks if c["name"] == "linkage"), None)
+    if linkage is not None:
+        report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
+        report["verification"]["linking_columns"] = linkage.get("linking_columns", [])
 
 
 def _dialect(url: str) -> str:

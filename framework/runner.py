@@ -19,11 +19,13 @@ import pandas as pd
 
 from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
+from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
 from .options import validate_options
 from .partition import cluster_rows
+from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, load_registry
 from .verify import Verification, verify_rows
 
@@ -77,7 +79,19 @@ def resolve_plugins(config: Config, registry: Registry) -> Resolved:
             f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
             f"privacy.t (a number in (0, 1])."
         )
+    if config.t is not None and not algorithm.requires_t:
+        raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
     return Resolved(algorithm, options, resolve_distances(config.attributes, registry))
+
+
+def t_not_enforced(name: str, registry: Registry, where: str = "") -> ConfigError:
+    """The error for a ``t`` asked of an algorithm that does not enforce t-closeness."""
+    enforcing = sorted(a for a, p in registry.algorithms.items() if p.obj.requires_t)
+    return ConfigError(
+        f"{where}Algorithm {name} does not enforce t-closeness, so privacy.t would not hold in "
+        f"the published table. Remove t (k-anonymity only), or choose an algorithm that "
+        f"enforces it: {', '.join(enforcing)}."
+    )
 
 
 def resolve_distances(
@@ -229,6 +243,9 @@ def run(
                 f"Column {column!r} (attributes.{column}) does not exist in table "
                 f"{source_name}. Its columns are: {', '.join(source_table.c.keys())}."
             )
+    key = resolve_key(source_db, source_table, config.source.key)
+    check_column_fates(config, list(source_table.c.keys()), key)
+    config = with_key(config, key)
     if target_db.exists(target_name) and target_spec.if_exists == "fail" and not dry_run:
         raise DataError(
             f"The target table {target_name} already exists and target.if_exists is "
@@ -316,7 +333,7 @@ def run(
                 failed = ", ".join(c["name"] for c in verification.failures())
                 raise VerificationError(
                     f"Verification of the written table failed ({failed}); nothing was published "
-                    f"and {target_name} is unchanged.",
+                    f"and {target_name} is unchanged." + linkage_advice(verification.checks),
                     verification.checks,
                 )
             if not dry_run:
@@ -444,9 +461,9 @@ def verify_published(
         config.target.url, config.target.password_file
     )
     say(f"reading the published table {config.target.table}")
-    frame, extra = _read_written(target_db, TableName.parse(config.target.table), config)
+    frame, extra, scan = _read_written(target_db, TableName.parse(config.target.table), config)
     say("verifying")
-    return verify_rows(
+    verification = verify_rows(
         frame,
         config.quasi_identifiers,
         with_attribute_options(distances, extra),
@@ -455,6 +472,7 @@ def verify_published(
         expected_rows,
         source_confidential,
     )
+    return _with_scan(verification, scan)
 
 
 def _read_written(
@@ -464,23 +482,23 @@ def _read_written(
     progress: Callable[..., None] | None = None,
     line: str = "",
     total: int | None = None,
-) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """The QI and confidential columns of a written table, streamed in chunks and concatenated,
-    confidential columns encoded as their distances expect (with the options they add)."""
-    columns = config.quasi_identifiers + config.confidential
-    frames = _chunks(
-        database.read(
-            table, columns, key="tclose_row", with_key=False, chunk_size=config.source.chunk_size
-        ),
-        progress,
-        line,
-        total,
-    )
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+) -> tuple[pd.DataFrame, dict[str, dict], PublishedScan]:
+    """One streamed read of a written table (:func:`tclose.published.scan_published`): its QI
+    and confidential columns, confidential columns encoded as their distances expect (with the
+    options they add), and the scan (content digest, linking pass-through columns)."""
+    scan = scan_published(database, table, config, progress, line, total)
+    frame = scan.frame
     extra = {}
     for column in config.confidential:
         frame[column], extra[column] = encode_confidential(frame[column], config.attributes[column])
-    return frame, extra
+    return frame, extra, scan
+
+
+def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
+    """The verdict with the linkage check and the content digest of the scan."""
+    add_linkage_check(verification, scan.linking, scan.allowed_unique)
+    verification.content_digest = scan.digest
+    return verification
 
 
 def with_attribute_options(
@@ -501,11 +519,11 @@ def _verify_staging(
     progress: Callable[..., None] | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it."""
-    frame, extra = _read_written(
+    frame, extra, scan = _read_written(
         database, staging, config, progress, "verifying the written rows", n
     )
     t_enforced = config.t if resolved.algorithm.requires_t else None
-    return verify_rows(
+    verification = verify_rows(
         frame,
         config.quasi_identifiers,
         with_attribute_options(resolved.distances, extra),
@@ -514,6 +532,7 @@ def _verify_staging(
         n,
         source_confidential,
     )
+    return _with_scan(verification, scan)
 
 
 def describe_error(error: TcloseError) -> str:

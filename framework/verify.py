@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,9 @@ class Verification:
     class_sizes: np.ndarray = field(repr=False)
     #: confidential column → EMD of every class (aligned with ``class_sizes``).
     class_emds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: the written table's content digest (:mod:`tclose.published`), when it was read from a
+    #: database.
+    content_digest: dict[str, Any] | None = None
 
     def failures(self) -> list[dict[str, Any]]:
         return [c for c in self.checks if not c["passed"]]
@@ -50,10 +54,29 @@ def equivalence_classes(frame: pd.DataFrame, quasi_identifiers: Sequence[str]) -
     if len(frame) == 0:
         return np.zeros(0, dtype=np.int64)
     return (
-        frame.groupby(list(quasi_identifiers), dropna=False, sort=False)
+        frame.groupby(list(quasi_identifiers), dropna=False, sort=False, observed=True)
         .ngroup()
         .to_numpy(dtype=np.int64)
     )
+
+
+def same_multiset(expected: np.ndarray, written: np.ndarray) -> bool:
+    """Whether two columns hold the same values with the same multiplicities, compared exactly
+    (arrays of different types are compared as exact ``Decimal`` numbers, or as text)."""
+    if len(expected) != len(written):
+        return False
+    if expected.dtype == written.dtype and expected.dtype != object:
+        return bool(np.array_equal(np.sort(expected), np.sort(written)))
+    return sorted(map(_exact_key, expected.tolist())) == sorted(map(_exact_key, written.tolist()))
+
+
+def _exact_key(value: Any) -> tuple:
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        try:
+            return (0, Decimal(value), "")
+        except (InvalidOperation, ValueError):
+            pass
+    return (1, Decimal(0), str(value))
 
 
 def verify_rows(
@@ -125,9 +148,7 @@ def verify_rows(
                 }
             )
         if expected_confidential is not None and column in expected_confidential:
-            expected = np.sort(np.asarray(expected_confidential[column]))
-            written = np.sort(values)
-            same = len(expected) == len(written) and bool(np.array_equal(expected, written))
+            same = same_multiset(np.asarray(expected_confidential[column]), values)
             checks.append(
                 {
                     "name": f"confidential_multiset:{column}",

@@ -21,6 +21,12 @@ class OrderedEMDDistance:
     name = "emd-ordered"
     attribute_types = ("numeric", "ordinal", "date", "datetime")
     options_schema: Mapping[str, Option] = {}
+    definition = (
+        "emd-ordered: EMD(P,Q) = 1/(m-1) * sum_{i<m} |sum_{j<=i} (p_j - q_j)| over the m "
+        "distinct values of the attribute in the published table, sorted in their own type "
+        "(integers, decimals, dates and datetimes at full resolution, ordinal ranks); ground "
+        "distance |i - j| / (m - 1) between the i-th and j-th values; 0 when m = 1"
+    )
 
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
         return OrderedEMD.fit(values)

@@ -21,6 +21,13 @@ class NominalRankingDistance:
 
     name = "nominal-ranking"
     attribute_types = ("nominal",)
+    definition = (
+        "nominal-ranking: EMD with the equal ground distance (1 between any two different "
+        "categories), i.e. half the L1 distance between the class's and the table's category "
+        "frequencies; with a hierarchy, the hierarchical ground distance of Li et al. (the "
+        "height of the two categories' lowest common ancestor over the hierarchy's height). The "
+        "category order (option 'order') only forms t-first's strata; it does not change the EMD"
+    )
     options_schema: Mapping[str, Option] = {
         "order": Option(
             str,

@@ -38,6 +38,12 @@ def _base_config(
             "zip": {"role": "quasi_identifier", "type": "numeric"},
             "length_of_stay": {"role": "quasi_identifier", "type": "numeric"},
             "charge": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
+            # every column has a declared fate (issue 10): the rest pass through
+            "admission_day": {"role": "other"},
+            "procedures": {"role": "other"},
+            "diagnoses": {"role": "other"},
+            "severity": {"role": "other"},
+            "ward": {"role": "other"},
         },
         "privacy": {"k": 3, "t": 0.2},
         "algorithm": {"name": "t-first", "options": {}},
@@ -91,7 +97,7 @@ def singletons_registry():
     class Singletons:
         name = "singletons"
         options_schema = {}
-        requires_t = False
+        requires_t = True  # it claims to enforce t, so that a config with privacy.t accepts it
 
         def partition(self, x, distances, k, t, options):
             return Partition(np.arange(len(x)))
@@ -259,8 +265,15 @@ class TestDatabase:
         return found
 
     def config(self, source: str, target: str, **overrides) -> dict:
-        """A valid configuration for a :meth:`create_patients` table."""
-        return _base_config(url=self.url, source=source, target=target, **overrides)
+        """A valid configuration for a :meth:`create_patients` table (``note`` and ``code``,
+        unique per row, pass through with ``allow_unique``)."""
+        document = _base_config(url=self.url, source=source, target=target)
+        document["attributes"].update(
+            note={"role": "other", "allow_unique": True},
+            code={"role": "other", "allow_unique": True},
+        )
+        document.update(overrides)
+        return document
 
     def write_config(self, document: dict, name: str = "run.yaml") -> Path:
         path = self.tmp_path / name

@@ -121,6 +121,14 @@ def _typed_rows(n: int = 120) -> list[dict]:
     ]
 
 
+#: Issue 10: every column has a declared fate. The typed table's pass-through columns; some are
+#: unique per row by design (the test matches output rows to source rows), hence allow_unique.
+PASS_THROUGH = {
+    c: {"role": "other", "allow_unique": True}
+    for c in ("amount", "label", "day", "at", "flag", "big", "ratio", "memo")
+}
+
+
 def test_types_precision_and_nulls_are_preserved(db):
     source, target = db.name("typed"), db.name("typed_anon")
     db.create(source, _typed_columns(db), _typed_rows())
@@ -130,6 +138,7 @@ def test_types_precision_and_nulls_are_preserved(db):
         "small_qi": {"role": "quasi_identifier", "type": "numeric", "round": True},
         "int_qi": {"role": "quasi_identifier", "type": "numeric"},
         "conf": {"role": "confidential", "type": "numeric"},
+        **PASS_THROUGH,
     }
     assert main(["run", str(db.write_config(document)), "-q"]) == 0
 
@@ -199,6 +208,8 @@ def test_odd_names_and_schema_qualified_tables(db, odd):
         names["zip"]: {"role": "quasi_identifier", "type": "numeric"},
         names["los"]: {"role": "quasi_identifier", "type": "numeric"},
         names["charge"]: {"role": "confidential", "type": "numeric"},
+        # issue 10: every column has a declared fate; these are unique per row by design here
+        **{names[c]: {"role": "other", "allow_unique": True} for c in ("note", "order", "naive")},
     }
     assert main(["run", str(db.write_config(document)), "-q"]) == 0
 
@@ -283,6 +294,7 @@ def test_postgresql_source_to_mariadb_target(pg, maria):
         "small_qi": {"role": "quasi_identifier", "type": "numeric", "round": True},
         "int_qi": {"role": "quasi_identifier", "type": "numeric"},
         "conf": {"role": "confidential", "type": "numeric"},
+        **PASS_THROUGH,
     }
     assert main(["run", str(pg.write_config(document)), "-q"]) == 0
 

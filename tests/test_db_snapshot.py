@@ -78,7 +78,10 @@ def _run_with_writer(db):
         def register_algorithms(self, register):
             register(writer)
 
-    document = db.config(source, target, algorithm={"name": "writer-during-kernel"})
+    # issue 10: the plugin does not enforce t, so t is not asked for
+    document = db.config(
+        source, target, algorithm={"name": "writer-during-kernel"}, privacy={"k": 3}
+    )
     config = load_config(db.write_config(document))
     registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
     return source, target, before, writer, lambda: run(config, registry=registry)

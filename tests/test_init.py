@@ -48,7 +48,9 @@ def test_skeleton_lists_every_column_with_type_and_role_other(skeleton_file):
     text = skeleton_file.read_text()
     document = yaml.safe_load(text)
     assert list(document["attributes"]) == DEMO_COLUMNS
-    assert {a["role"] for a in document["attributes"].values()} == {"other"}
+    # issue 10: the row key is written with role identifier (never published), the rest other
+    roles = {c: a["role"] for c, a in document["attributes"].items()}
+    assert roles.pop("patient_id") == "identifier" and set(roles.values()) == {"other"}
     assert document["attributes"]["age"]["type"] == "numeric"
     assert document["attributes"]["ward"]["type"] == "nominal"
     assert document["source"]["key"] == "patient_id"
@@ -70,7 +72,7 @@ def test_skeleton_needs_roles_then_loads_and_runs(skeleton_file, tmp_path, monke
 
     config = load_config(skeleton_file)
     assert config.quasi_identifiers == ["age", "zip", "length_of_stay"]
-    assert config.confidential == ["charge"] and config.identifiers == ["name"]
+    assert config.confidential == ["charge"] and config.identifiers == ["patient_id", "name"]
     assert (
         config.line_of("attributes", "charge")
         == text.splitlines().index(next(x for x in text.splitlines() if x.startswith("  charge")))

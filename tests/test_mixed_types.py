@@ -84,6 +84,7 @@ def config(path, algorithm: str, **extra_attributes) -> dict:
         "interview": {"role": "quasi_identifier", "type": "date"},
         "income": {"role": "confidential", "type": "numeric"},
         "water": {"role": "confidential", "type": "nominal", "hierarchy": WATER_TREE},
+        "weight": {"role": "other"},  # issue 10: every column has a declared fate
     }
     attributes.update(extra_attributes)
     return {
@@ -205,7 +206,15 @@ def test_anonymize_api_with_mapping_specs():
         k=5,
         t=0.35,
         algorithm="t-first",
-        identifiers=["head_name"],
+        identifiers=["head_name", "hid"],
+        # issue 10: every column has a role; income is unique per row by design here
+        other={
+            "roof": {},
+            "sex": {},
+            "interview": {},
+            "weight": {},
+            "income": {"allow_unique": True},
+        },
     )
     assert result.data.groupby(["urbrur", "age", "education"]).size().min() >= 5
     assert result.report["privacy"]["t_achieved"]["water"] <= 0.35 + 1e-9
@@ -252,5 +261,6 @@ def test_mixed_type_properties(table, algorithm):
     classes = result.data.groupby(["kind", "size", "education"]).ngroup().to_numpy()
     assert np.bincount(classes).min() >= k
     for c in np.unique(classes):
-        members = frame["label"].to_numpy()[classes == c]
+        # issue 10: the release is shuffled; its own label column is what is published
+        members = result.data["label"].to_numpy()[classes == c]
         assert tv_emd(members, frame["label"].to_numpy()) <= t + 1e-9

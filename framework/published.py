@@ -1,0 +1,254 @@
+"""What the verifier checks about the published content beyond k and t: its digest and links.
+
+Content digest. Every published row (all its columns, ``tclose_row`` included, in column-name
+order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
+bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
+not matter, and a duplicated row changes the sum). The digest is the SHA-256 of the column names,
+the row count and that sum. The report records it (``target.content_digest``) and
+``tclose verify --report`` recomputes it: any changed, added, removed or reordered-into-another-
+column value fails the check.
+
+Linkage check. A published pass-through column (``role: other``) whose non-null values are all
+distinct (and which has at least one non-null value in a table of two rows or more) maps one-to-one
+onto source rows: it is a *linking column* and fails verification, unless its attribute says
+``allow_unique: true`` (the report lists such columns). Confidential columns are published
+unchanged by design and are not checked; quasi-identifiers are covered by the k-anonymity check.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
+_MODULUS = 2**256
+
+
+def _first_values(rows: Sequence[tuple]) -> list[Any]:
+    """The first non-null value of every column (a database column holds one type)."""
+    if not rows:
+        return []
+    found: dict[int, Any] = {}
+    missing = set(range(len(rows[0])))
+    for row in rows:
+        for i in [i for i in missing if row[i] is not None]:
+            found[i] = row[i]
+            missing.discard(i)
+        if not missing:
+            break
+    return list(found.values())
+
+
+def _needs_canonical(value: Any) -> bool:
+    """Whether values of this one's type may need :func:`_canonical` (a representative value
+    per type is checked; any ``datetime`` type triggers the check of every value)."""
+    return isinstance(value, (dt.datetime, memoryview, np.generic))
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return ("utc", value.astimezone(dt.timezone.utc).replace(tzinfo=None))
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+class ContentDigest:
+    """Order-independent digest of rows given in the order of ``columns``."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.columns = list(columns)
+        self.rows = 0
+        self.total = 0
+
+    def update(self, rows: Sequence[tuple]) -> None:
+        """Add rows (tuples of values, in the order of ``columns``)."""
+        if any(_needs_canonical(v) for v in _first_values(rows)):
+            rows = [tuple(_canonical(v) for v in row) for row in rows]
+        sha256, from_bytes = hashlib.sha256, int.from_bytes
+        total = self.total
+        for row in rows:
+            total += from_bytes(sha256(repr(row).encode("utf-8", "surrogatepass")).digest())
+        self.rows += len(rows)
+        self.total = total % _MODULUS
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"algorithm", "columns", "rows", "sha256"}`` as recorded in the report."""
+        summary = repr((self.columns, self.rows, f"{self.total:064x}")).encode()
+        return {
+            "algorithm": DIGEST_ALGORITHM,
+            "columns": self.columns,
+            "rows": self.rows,
+            "sha256": hashlib.sha256(summary).hexdigest(),
+        }
+
+
+def is_linking(values: pd.Series | Sequence[Any], n_rows: int | None = None) -> bool:
+    """Whether a column's non-null values are unique per row (so they link rows one-to-one)."""
+    series = pd.Series(values, dtype=object) if not isinstance(values, pd.Series) else values
+    rows = len(series) if n_rows is None else n_rows
+    present = series.dropna()
+    return rows >= 2 and len(present) >= 1 and not present.duplicated().any()
+
+
+class UniqueTracker:
+    """Streamed :func:`is_linking` for several columns: keeps a 64-bit hash per non-null value."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self.hashes: dict[str, list[np.ndarray]] = {c: [] for c in columns}
+        self.repeated: set[str] = set()  # columns already seen to repeat a value
+        self.rows = 0
+
+    def update(self, column: str, values: Sequence[Any]) -> None:
+        if column in self.repeated:
+            return
+        present = [v for v in values if v is not None]
+        try:
+            distinct = len(set(present))
+        except TypeError:  # unhashable driver values (e.g. memoryview): their canonical text
+            present = [repr(_canonical(v)) for v in present]
+            distinct = len(set(present))
+        if distinct < len(present):  # a repeat within the chunk: not linking
+            self.repeated.add(column)
+            self.hashes[column] = []
+            return
+        if present:
+            self.hashes[column].append(_hash64(present))
+
+    def linking(self) -> list[str]:
+        """The tracked columns whose non-null values are all distinct (hash collisions, at
+        about n²/2^65, can only make a column look not linking)."""
+        found = []
+        for column, parts in self.hashes.items():
+            if column in self.repeated:
+                continue
+            hashed = (
+                np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts]) if parts else []
+            )
+            if self.rows >= 2 and len(hashed) >= 1 and len(np.unique(hashed)) == len(hashed):
+                found.append(column)
+        return found
+
+
+def _hash64(values: list[Any]) -> np.ndarray:
+    """A 64-bit hash of each value (of its canonical text when pandas cannot hash it)."""
+    try:
+        series = pd.Series(values, dtype=object)
+        return pd.util.hash_pandas_object(series, index=False).to_numpy()
+    except (TypeError, ValueError):
+        series = pd.Series([repr(_canonical(v)) for v in values], dtype=object)
+        return pd.util.hash_pandas_object(series, index=False).to_numpy()
+
+
+def checked_columns(attributes: Mapping[str, Any], present: Iterable[str]) -> tuple[list, list]:
+    """The pass-through columns subject to the linkage check, and those allowed to be unique."""
+    present = set(present)
+    others = [a for a in attributes.values() if a.role == "other" and a.name in present]
+    return (
+        [a.name for a in others if not a.allow_unique],
+        [a.name for a in others if a.allow_unique],
+    )
+
+
+def frame_linking_columns(data: pd.DataFrame, attributes: Mapping[str, Any]) -> list[str]:
+    """The linking pass-through columns of a published DataFrame (the API's release)."""
+    checked, _allowed = checked_columns(attributes, data.columns)
+    return [c for c in checked if is_linking(data[c])]
+
+
+def add_linkage_check(verification: Any, linking: Sequence[str], allowed: Sequence[str] = ()):
+    """Append the ``linkage`` check to a :class:`tclose.verify.Verification` (in place)."""
+    verification.checks.append(
+        {
+            "name": "linkage",
+            "passed": not linking,
+            "expected": "no pass-through column unique per row",
+            "actual": ("linking columns: " + ", ".join(linking)) if linking else "none",
+            "linking_columns": list(linking),
+            "allowed_unique": list(allowed),
+        }
+    )
+    verification.passed = verification.passed and not linking
+    return verification
+
+
+def linkage_advice(
+    checks: Sequence[dict[str, Any]],
+    drop: str = "role: identifier",
+    allow: str = "set allow_unique: true on each",
+) -> str:
+    """A sentence naming the linking columns of a failed ``linkage`` check and the fixes
+    (``drop`` and ``allow``, as the caller spells them); "" if the check passed or is absent."""
+    failed = next((c for c in checks if c["name"] == "linkage" and not c["passed"]), None)
+    if failed is None:
+        return ""
+    columns = ", ".join(failed["linking_columns"])
+    return (
+        f" Linking columns (values unique per row): {columns}. Drop them with {drop}, or "
+        f"{allow} to publish them anyway."
+    )
+
+
+@dataclass
+class PublishedScan:
+    """One streamed read of a published (or staging) table."""
+
+    frame: pd.DataFrame
+    digest: dict[str, Any]
+    linking: list[str]
+    allowed_unique: list[str] = field(default_factory=list)
+
+
+def scan_published(
+    database: Any,
+    table: Any,
+    config: Any,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
+    total: int | None = None,
+) -> PublishedScan:
+    """Read every column of a written table once, streamed: digest all rows, track the
+    pass-through columns for the linkage check, and keep the QI and confidential columns.
+
+    ``database`` is a session (:class:`tclose.connectors.sql.Session`, e.g. the one that wrote
+    a staging table) or a database (a read-only session is opened).
+    """
+    wanted = config.quasi_identifiers + config.confidential
+    if hasattr(database, "read_rows"):
+        return _scan(database, table, config, wanted, progress, line, total)
+    with database.session(read_only=True) as session:
+        return _scan(session, table, config, wanted, progress, line, total)
+
+
+def _scan(session, table, config, wanted, progress, line, total) -> PublishedScan:
+    columns = sorted(session.table(table).c.keys())
+    digest = ContentDigest(columns)
+    checked, allowed = checked_columns(config.attributes, columns)
+    tracker = UniqueTracker(checked)
+    position = {c: i for i, c in enumerate(columns)}
+    getter = operator.itemgetter(*[position[c] for c in wanted])
+    pick = getter if len(wanted) > 1 else (lambda row: (getter(row),))
+    frames, done = [], 0
+    for rows in session.read_rows(
+        table, columns, key="tclose_row", chunk_size=config.source.chunk_size, with_key=False
+    ):
+        rows = [tuple(r) for r in rows]
+        digest.update(rows)
+        tracker.rows += len(rows)
+        for column in checked:
+            tracker.update(column, list(map(operator.itemgetter(position[column]), rows)))
+        frames.append(pd.DataFrame.from_records(list(map(pick, rows)), columns=wanted))
+        done += len(rows)
+        if progress is not None:
+            progress(line, done=done, total=total)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wanted)
+    return PublishedScan(frame, digest.as_dict(), tracker.linking(), allowed)

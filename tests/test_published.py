@@ -1,0 +1,51 @@
+"""tclose.published: the content digest and the streamed linkage tracker."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tclose.published import ContentDigest, UniqueTracker, is_linking
+
+ROWS = [(1, 2.5, "a", None), (2, 3.5, "b", None), (3, 2.5, "a", None)]
+
+
+def _digest(rows, columns=("w", "x", "y", "z"), chunks=1):
+    digest = ContentDigest(columns)
+    size = max(1, len(rows) // chunks)
+    for start in range(0, len(rows), size):
+        digest.update(rows[start : start + size])
+    return digest.as_dict()["sha256"]
+
+
+def test_digest_ignores_row_order_and_chunking_but_sees_every_change():
+    base = _digest(ROWS)
+    assert _digest(ROWS[::-1]) == base and _digest(ROWS, chunks=3) == base
+    assert _digest([*ROWS, ROWS[0]]) != base  # a duplicated row
+    assert _digest(ROWS[:2]) != base  # a removed row
+    assert _digest([(1, 2.5, "a", None), (2, 3.5, "b", None), (3, 2.5, "b", None)]) != base
+    assert _digest([(1, 2.5, "a", None), (2, 3.5, "b", None), (3, 2.5, "a", 0)]) != base
+    assert _digest(ROWS, columns=("w", "x", "y", "q")) != base  # a renamed column
+
+
+def test_digest_reads_aware_datetimes_in_utc():
+    utc = dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc)
+    plus2 = utc.astimezone(dt.timezone(dt.timedelta(hours=2)))
+    assert _digest([(1, utc)], ("a", "b")) == _digest([(1, plus2)], ("a", "b"))
+
+
+def test_linkage_tracker_across_chunks():
+    tracker = UniqueTracker(["unique", "repeats_later", "nulls", "blob"])
+    for chunk in ([0, 1, 2], [3, 4, 5]):
+        tracker.rows += len(chunk)
+        tracker.update("unique", [f"u{i}" for i in chunk])
+        tracker.update("repeats_later", [f"r{i % 4}" for i in chunk])
+        tracker.update("nulls", [None for _ in chunk])
+        tracker.update("blob", [memoryview(bytes([i])) for i in chunk])
+    assert tracker.linking() == ["unique", "blob"]
+
+
+def test_is_linking_rule():
+    assert is_linking(["a", "b", None])
+    assert not is_linking(["a", "a", "b"])
+    assert not is_linking([None, None])
+    assert not is_linking(["only row"])
