@@ -56,6 +56,8 @@ ORDERED, NOMINAL, OPAQUE = 0, 1, 2
 MAX_SCAN = 256
 #: Cut points of the axis split checked for t-closeness, best SSE first.
 CUT_TRIES = 4
+#: Improving moves and swaps of one record checked for t-closeness, best first.
+CHECK_TRIES = 8
 #: Clusters handled between two checks of the time budget.
 BATCH = 4096
 
@@ -277,9 +279,10 @@ class _State:
 
         _, found = cKDTree(centroids).query(centroids, k=q + 1)
         found = np.asarray(found, dtype=np.int64).reshape(count, q + 1)
-        for c in range(count):  # drop the cluster itself wherever it appears among equals
-            others = found[c][found[c] != c][:q]
-            table[c, : others.shape[0]] = others
+        drop = found == np.arange(count)[:, None]
+        drop[~drop.any(axis=1), -1] = True  # the cluster itself is hidden among equal centroids
+        drop &= np.cumsum(drop, axis=1) == 1  # drop exactly one entry per row
+        table[:, :q] = found[~drop].reshape(count, q)
         return table
 
 
@@ -455,6 +458,9 @@ def _move_pass(
     theirs = np.empty(n, dtype=np.int64)
     buf = np.empty(n, dtype=np.int64)
     q = table.shape[1]
+    cand_gain = np.empty(q * (MAX_SCAN + 1))
+    cand_b = np.empty(q * (MAX_SCAN + 1), dtype=np.int64)
+    cand_u = np.empty(q * (MAX_SCAN + 1), dtype=np.int64)
     eps = 1e-12
     for a in range(lo, hi):
         if size[a] == 0 or size[a] > MAX_SCAN:
@@ -466,9 +472,7 @@ def _move_pass(
                 continue
             sa = size[a]
             leave = sa / (sa - 1.0) * _sq_norm_dist(x, r, sums, a, sa) if sa > 1 else 0.0
-            best = -eps
-            best_b = -1
-            best_u = -1
+            found = 0
             for j in range(q):
                 b = table[a, j]
                 if b < 0 or b == a or size[b] == 0 or size[b] > MAX_SCAN:
@@ -476,35 +480,40 @@ def _move_pass(
                 sb = size[b]
                 if free and sa > k:
                     gain = sb / (sb + 1.0) * _sq_norm_dist(x, r, sums, b, sb) - leave
-                    if gain < best and _move_ok(
-                        r, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets,
-                        n_refs, buf,
-                    ):  # fmt: skip
-                        best, best_b, best_u = gain, b, -1
+                    if gain < -eps:
+                        cand_gain[found], cand_b[found], cand_u[found] = gain, b, -1
+                        found += 1
                 s_theirs = _gather(head, nxt, b, theirs)
                 for jj in range(s_theirs):
                     u = theirs[jj]
-                    same = _same_codes(codes, kinds, r, u, False)
                     if not free and not _same_codes(codes, kinds, r, u, True):
                         continue
                     gain = _swap_delta(x, r, u, sums, a, b, sa, sb)
-                    if gain < best and (
-                        same
-                        or _swap_ok(
-                            r, u, a, b, head, nxt, group, t, kinds, codes, refs, prefix,
-                            offsets, n_refs, buf,
-                        )
-                    ):  # fmt: skip
-                        best, best_b, best_u = gain, b, u
-            if best_b < 0:
+                    if gain < -eps:
+                        cand_gain[found], cand_b[found], cand_u[found] = gain, b, u
+                        found += 1
+            if found == 0:
                 continue
-            if best_u < 0:
-                _relabel(x, labels, head, nxt, prv, size, sums, r, a, best_b)
-                counts[1] += 1
-            else:
-                _relabel(x, labels, head, nxt, prv, size, sums, r, a, best_b)
-                _relabel(x, labels, head, nxt, prv, size, sums, best_u, best_b, a)
-                counts[2] += 1
+            order = np.argsort(cand_gain[:found], kind="mergesort")
+            for o in range(min(found, CHECK_TRIES)):
+                c = order[o]
+                b, u = cand_b[c], cand_u[c]
+                if u < 0:
+                    if _move_ok(
+                        r, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets,
+                        n_refs, buf,
+                    ):  # fmt: skip
+                        _relabel(x, labels, head, nxt, prv, size, sums, r, a, b)
+                        counts[1] += 1
+                        break
+                elif _same_codes(codes, kinds, r, u, False) or _swap_ok(
+                    r, u, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets,
+                    n_refs, buf,
+                ):  # fmt: skip
+                    _relabel(x, labels, head, nxt, prv, size, sums, r, a, b)
+                    _relabel(x, labels, head, nxt, prv, size, sums, u, b, a)
+                    counts[2] += 1
+                    break
 
 
 @njit(cache=True)
