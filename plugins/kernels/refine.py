@@ -199,7 +199,7 @@ def refine(
     attrs = attributes_of(distances if t is not None else [], n)
     t_value = np.inf if t is None else float(t) + EMD_TOLERANCE
     state = _State(x, dense, n // k if k > 0 else n)
-    counts = np.zeros(3, dtype=np.int64)
+    counts = np.zeros(4, dtype=np.int64)
     deadline = None if seconds is None else started + seconds
     done = 0
     for _ in range(passes):
@@ -215,6 +215,13 @@ def refine(
             for lo in range(0, state.n_clusters, BATCH):
                 if deadline is not None and time.perf_counter() > deadline:
                     break
+                if not attrs.opaque:
+                    _resplit_pass(
+                        x, state.labels, state.head, state.nxt, state.prv, state.size,
+                        state.sums, table, lo, min(lo + BATCH, state.n_clusters), k, t_value,
+                        attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
+                        attrs.rows, counts,
+                    )  # fmt: skip
                 _move_pass(
                     x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
                     table, lo, min(lo + BATCH, state.n_clusters), k, t_value, not attrs.opaque,
@@ -226,7 +233,13 @@ def refine(
             break
     result = np.unique(state.labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
     after = sse_of(x, result)
-    info.update(splits=int(counts[0]), moves=int(counts[1]), swaps=int(counts[2]), passes=done)
+    info.update(
+        splits=int(counts[0]),
+        resplits=int(counts[3]),
+        moves=int(counts[1]),
+        swaps=int(counts[2]),
+        passes=done,
+    )
     if after > before or _invalid(result, distances, k, t):
         info["reverted"] = True  # the safety net: never reached by a correct kernel
         result, after = dense, before
@@ -568,7 +581,9 @@ def _split_all(
             c += 1
             continue
         s = _gather(head, nxt, c, rows)
-        cut = _best_split(x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, left, buf)
+        cut = _best_split(
+            x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, left, buf, -1.0
+        )
         if cut == 0:
             c += 1
             continue
@@ -581,10 +596,13 @@ def _split_all(
 
 
 @njit(cache=True)
-def _best_split(x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf) -> int:
+def _best_split(
+    x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
+) -> int:
     """The lowest-SSE valid split of ``rows[:s]`` into ``out[:cut]`` and ``out[cut:s]``.
 
-    Returns ``cut`` (``0`` when no split is valid or none lowers the SSE).
+    Returns ``cut`` (``0`` when no valid split has an SSE below ``limit``; a negative ``limit``
+    stands for the SSE of the rows as one cluster).
     """
     proj = _axis_projection(x, rows, s)
     order = np.argsort(proj)
@@ -598,7 +616,7 @@ def _best_split(x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, o
         scores[i] = prefix_sse[cuts[i] - 1] + suffix_sse[cuts[i]]
     whole = prefix_sse[s - 1]
     ranked = np.argsort(scores)
-    best_score = whole - 1e-9 * max(whole, 1.0)
+    best_score = limit if limit >= 0 else whole - 1e-9 * max(whole, 1.0)
     best_cut = 0
     for attempt in range(min(CUT_TRIES, ranked.shape[0])):
         cut = cuts[ranked[attempt]]
@@ -611,17 +629,81 @@ def _best_split(x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, o
             best_cut = cut
             out[:s] = by_axis
             break
-    strat = _stratified(rows, s, proj, codes, kinds)
     half = s // 2
-    score = _sse_of_rows(x, strat[:half], half) + _sse_of_rows(x, strat[half:], s - half)
+    strat_best = np.empty(s, dtype=np.int64)
+    strat_score = np.inf
+    for _ in range(3):  # pairs by code, sides by the axis; then the axis between the halves
+        strat = _stratified(rows, s, proj, codes, kinds)
+        score = _sse_of_rows(x, strat[:half], half) + _sse_of_rows(x, strat[half:], s - half)
+        if score >= strat_score:
+            break
+        strat_score = score
+        strat_best[:] = strat
+        proj = _halves_projection(x, rows, s, strat, half)
     if (
-        score < best_score
-        and _group_ok(strat, half, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
-        and _group_ok(strat[half:], s - half, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
+        strat_score < best_score
+        and _group_ok(strat_best, half, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
+        and _group_ok(
+            strat_best[half:], s - half, t, kinds, codes, refs, prefix, offsets, n_refs, buf
+        )
     ):
-        out[:s] = strat
+        out[:s] = strat_best
         best_cut = half
     return best_cut
+
+
+@njit(cache=True)
+def _halves_projection(x, rows, s, halves, half) -> np.ndarray:
+    """Projection of ``rows[:s]`` on the difference of the centroids of ``halves[:half]`` and
+    ``halves[half:s]``."""
+    d = x.shape[1]
+    axis = np.zeros(d)
+    for i in range(s):
+        weight = 1.0 / half if i < half else -1.0 / (s - half)
+        for j in range(d):
+            axis[j] += weight * x[halves[i], j]
+    proj = np.empty(s)
+    for i in range(s):
+        total = 0.0
+        for j in range(d):
+            total -= x[rows[i], j] * axis[j]  # the first half takes the lower projections
+        proj[i] = total
+    return proj
+
+
+@njit(cache=True)
+def _resplit_pass(
+    x, labels, head, nxt, prv, size, sums, table, lo, hi, k, t,
+    kinds, codes, refs, prefix, offsets, n_refs, counts,
+):  # fmt: skip
+    """For each cluster ``a`` in ``lo..hi-1`` and each neighbour ``b``: pool their rows and split
+    them again (:func:`_best_split`) when that lowers their SSE and both parts stay valid."""
+    n = x.shape[0]
+    rows = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    buf = np.empty(n, dtype=np.int64)
+    for a in range(lo, hi):
+        for j in range(table.shape[1]):
+            b = table[a, j]
+            if b < 0 or b == a or size[a] == 0 or size[b] == 0:
+                continue
+            if size[a] + size[b] > MAX_SCAN:
+                continue
+            sa = _gather(head, nxt, a, rows)
+            s = sa + _gather(head, nxt, b, rows[sa:])
+            current = _sse_of_rows(x, rows[:sa], sa) + _sse_of_rows(x, rows[sa:s], s - sa)
+            limit = current - 1e-9 * max(current, 1.0)
+            cut = _best_split(
+                x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
+            )
+            if cut == 0:
+                continue
+            for i in range(s):
+                row = out[i]
+                target = a if i < cut else b
+                if labels[row] != target:
+                    _relabel(x, labels, head, nxt, prv, size, sums, row, labels[row], target)
+            counts[3] += 1
 
 
 @njit(cache=True)
