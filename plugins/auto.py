@@ -8,18 +8,21 @@ into giant clusters there). ``auto`` runs the candidates that fit the table's si
 1. ``t-first`` (always; it is the fastest), then refined;
 2. ``merge`` with the cost/gain partner (MDAV, then the merge loop choosing among the
    ``candidates`` nearest clusters the one with the lowest SSE added per unit of EMD removed),
-   its clusters of ``>= 2k`` rows split while t-close, then refined; it runs under a time budget
-   of ``time_factor`` times what t-first and its refinement took (at least ``min_seconds``), and
-   is abandoned if it passes it;
+   its clusters of ``>= 2k`` rows split while t-close, then refined (on large tables within the
+   time budget below);
 3. ``k-first`` (the paper's Algorithm 2 and merge loop), refined, only when the table has at most
    ``k_first_max_rows`` rows and the budget is not spent (its worst cases are slow).
+
+Time budget: up to ``exhaustive_rows`` rows (10,000) every candidate runs to the end and the
+result is deterministic. On larger tables the whole run gets ``time_factor`` (4) times what
+t-first took: t-first's refinement gets half of what is left, merge must finish its merge loop by
+the deadline (else it is abandoned, ``over budget``) and its refinement stops there, and a
+candidate that cannot start in time is ``skipped``. The result then depends on the machine's speed.
 
 ``info`` lists every candidate with its SSE before and after refinement, its time, its number of
 clusters and its status (``ran``, ``skipped`` or ``over budget``), names the ``winner`` and says
 why it won. SSE here is the sum of squared distances to the cluster centroids in the standardized
 QI space divided by ``n * d`` (numeric QIs: the report's ``utility.sse``). ``auto`` requires ``t``.
-Without a budget hit (small tables) the result is deterministic; a candidate abandoned for time
-makes it depend on the machine's speed, and the report says so.
 """
 
 from __future__ import annotations
@@ -54,11 +57,15 @@ class Auto:
         "time_factor": Option(
             float,
             4.0,
-            "Budget of the later candidates: this many times what t-first and its refinement took.",
+            "Time budget of the whole run above exhaustive_rows: this many times what t-first took.",
             min=0.0,
         ),
-        "min_seconds": Option(
-            float, 2.0, "The later candidates' budget is at least this many seconds.", min=0.0
+        "exhaustive_rows": Option(
+            int,
+            10_000,
+            "Up to this many rows every candidate runs to the end, whatever the time "
+            "(deterministic); above, all share the time budget.",
+            min=0,
         ),
         "merge_max_rows": Option(
             int, 200_000, "merge is a candidate only up to this many rows.", min=0
@@ -86,9 +93,7 @@ class Auto:
         x = np.ascontiguousarray(x, dtype=np.float64)
         run = _Run(x, distances, k, t, options)
         started = time.perf_counter()
-        run.candidate("t-first", self._t_first)
-        spent = time.perf_counter() - started
-        run.deadline = started + max(options["time_factor"] * spent, options["min_seconds"])
+        run.candidate("t-first", self._t_first, share=0.5, started=started)
         if x.shape[0] > options["merge_max_rows"]:
             run.skip("merge", f"more than merge_max_rows = {options['merge_max_rows']} rows")
         else:
@@ -145,6 +150,7 @@ class _Run:
     ) -> None:
         self.x, self.distances, self.k, self.t, self.options = x, distances, k, t, options
         self.deadline: float | None = None
+        self.bounded = x.shape[0] > options["exhaustive_rows"]
         self.report: list[dict[str, Any]] = []
         self.best: tuple[float, int, np.ndarray] | None = None
         self.scale = float(max(x.size, 1))
@@ -160,12 +166,19 @@ class _Run:
     def skip(self, name: str, why: str) -> None:
         self.report.append({"name": name, "status": "skipped", "why": why})
 
-    def candidate(self, name: str, build: Any) -> None:
-        """Run one candidate, refine it, and keep it if it has the lowest SSE so far."""
+    def candidate(
+        self, name: str, build: Any, share: float = 1.0, started: float | None = None
+    ) -> None:
+        """Run one candidate, refine it, and keep it if it has the lowest SSE so far.
+
+        On a table above ``exhaustive_rows``, the first candidate sets the deadline (``started``
+        plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
+        left; later candidates must finish by the deadline.
+        """
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.skip(name, "the time budget was spent by the earlier candidates")
             return
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
         try:
             labels, info = build(self)
         except BudgetExceeded as error:
@@ -179,8 +192,19 @@ class _Run:
             )
             return
         built = time.perf_counter()
+        seconds = None
+        if self.bounded:
+            if self.deadline is None:
+                self.deadline = started + self.options["time_factor"] * (built - started)
+            seconds = max(0.0, (self.deadline - built) * share)
         refined, refine_info = refine(
-            self.x, labels, self.distances, self.k, self.t, passes=self.options["refine_passes"]
+            self.x,
+            labels,
+            self.distances,
+            self.k,
+            self.t,
+            passes=self.options["refine_passes"],
+            seconds=seconds,
         )
         sse = sse_of(self.x, refined) / self.scale
         entry = {
@@ -192,6 +216,7 @@ class _Run:
             "largest_cluster": int(np.bincount(refined).max()) if refined.size else 0,
             "seconds": round(time.perf_counter() - started, 4),
             "seconds_refine": round(time.perf_counter() - built, 4),
+            "refine_passes": refine_info.get("passes", 0),
             "info": info,
         }
         self.report.append(entry)

@@ -68,7 +68,7 @@ def test_auto_skips_k_first_on_large_tables(table):
 
 
 def test_auto_abandons_a_candidate_over_budget(table):
-    info = run(table, time_factor=0.0, min_seconds=0.0).report["algorithm"]["info"]
+    info = run(table, time_factor=0.0, exhaustive_rows=0).report["algorithm"]["info"]
     later = {c["name"]: c["status"] for c in info["candidates"][1:]}
     assert set(later.values()) <= {"skipped", "over budget"}
     assert info["winner"] == "t-first"

@@ -58,6 +58,8 @@ MAX_SCAN = 256
 CUT_TRIES = 4
 #: Improving moves and swaps of one record checked for t-closeness, best first.
 CHECK_TRIES = 8
+#: Nearest clusters with which each cluster is pooled and split again.
+RESPLIT_NEIGHBOURS = 3
 #: Clusters handled between two checks of the time budget.
 BATCH = 4096
 
@@ -202,8 +204,10 @@ def refine(
     counts = np.zeros(4, dtype=np.int64)
     deadline = None if seconds is None else started + seconds
     done = 0
+    active = np.ones(state.size.shape[0], dtype=np.bool_)
     for _ in range(passes):
         changed = counts.sum()
+        previous, first_new = state.labels.copy(), state.n_clusters
         if splits and not attrs.opaque:
             state.n_clusters = _split_all(
                 x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
@@ -220,14 +224,15 @@ def refine(
                         x, state.labels, state.head, state.nxt, state.prv, state.size,
                         state.sums, table, lo, min(lo + BATCH, state.n_clusters), k, t_value,
                         attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
-                        attrs.rows, counts,
+                        attrs.rows, counts, active,
                     )  # fmt: skip
                 _move_pass(
                     x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
                     table, lo, min(lo + BATCH, state.n_clusters), k, t_value, not attrs.opaque,
                     attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
-                    attrs.rows, counts,
+                    attrs.rows, counts, active,
                 )  # fmt: skip
+            active = _still_active(previous, state.labels, first_new, state.n_clusters, table)
         done += 1
         if counts.sum() == changed or (deadline is not None and time.perf_counter() > deadline):
             break
@@ -246,6 +251,23 @@ def refine(
     info["sse_after"] = after / scale
     info["seconds"] = round(time.perf_counter() - started, 4)
     return result, info
+
+
+def _still_active(
+    before: np.ndarray, after: np.ndarray, first_new: int, count: int, table: np.ndarray
+) -> np.ndarray:
+    """Clusters worth scanning in the next pass: those that changed in this one (rows left or
+    joined, or new from a split) and those with such a cluster among their neighbours."""
+    touched = np.zeros(max(count, int(after.max()) + 1), dtype=np.bool_)
+    moved = before != after
+    touched[before[moved]] = True
+    touched[after[moved]] = True
+    touched[first_new:count] = True
+    active = touched.copy()
+    rows = table.shape[0]
+    near = np.where(table >= 0, touched[np.maximum(table, 0)], False).any(axis=1)
+    active[:rows] |= near
+    return active
 
 
 def _invalid(
@@ -458,7 +480,7 @@ def _same_codes(codes, kinds, r, u, only_opaque) -> bool:
 @njit(cache=True)
 def _move_pass(
     x, labels, head, nxt, prv, size, sums, table, lo, hi, k, t, free,
-    kinds, codes, refs, prefix, offsets, n_refs, counts,
+    kinds, codes, refs, prefix, offsets, n_refs, counts, active,
 ):  # fmt: skip
     """Moves and swaps for the records of clusters ``lo..hi-1`` (see the module docs).
 
@@ -476,7 +498,7 @@ def _move_pass(
     cand_u = np.empty(q * (MAX_SCAN + 1), dtype=np.int64)
     eps = 1e-12
     for a in range(lo, hi):
-        if size[a] == 0 or size[a] > MAX_SCAN:
+        if size[a] == 0 or size[a] > MAX_SCAN or not active[a]:
             continue
         s_mine = _gather(head, nxt, a, mine)
         for i in range(s_mine):
@@ -674,7 +696,7 @@ def _halves_projection(x, rows, s, halves, half) -> np.ndarray:
 @njit(cache=True)
 def _resplit_pass(
     x, labels, head, nxt, prv, size, sums, table, lo, hi, k, t,
-    kinds, codes, refs, prefix, offsets, n_refs, counts,
+    kinds, codes, refs, prefix, offsets, n_refs, counts, active,
 ):  # fmt: skip
     """For each cluster ``a`` in ``lo..hi-1`` and each neighbour ``b``: pool their rows and split
     them again (:func:`_best_split`) when that lowers their SSE and both parts stay valid."""
@@ -683,7 +705,9 @@ def _resplit_pass(
     out = np.empty(n, dtype=np.int64)
     buf = np.empty(n, dtype=np.int64)
     for a in range(lo, hi):
-        for j in range(table.shape[1]):
+        if not active[a]:
+            continue
+        for j in range(min(RESPLIT_NEIGHBOURS, table.shape[1])):
             b = table[a, j]
             if b < 0 or b == a or size[a] == 0 or size[b] == 0:
                 continue
