@@ -14,7 +14,7 @@ into giant clusters there). ``auto`` runs the candidates that fit the table's si
    ``k_first_max_rows`` rows and the budget is not spent (its worst cases are slow).
 
 Time budget: up to ``exhaustive_rows`` rows (10,000) every candidate runs to the end and the
-result is deterministic. On larger tables the whole run gets ``time_factor`` (4) times what
+result is deterministic. On larger tables the whole run gets ``time_factor`` (3) times what
 t-first took: t-first's refinement gets half of what is left, merge must finish its merge loop by
 the deadline (else it is abandoned, ``over budget``) and its refinement stops there, and a
 candidate that cannot start in time is ``skipped``. The result then depends on the machine's speed.
@@ -56,7 +56,7 @@ class Auto:
         ),
         "time_factor": Option(
             float,
-            4.0,
+            3.0,
             "Time budget of the whole run above exhaustive_rows: this many times what t-first took.",
             min=0.0,
         ),
