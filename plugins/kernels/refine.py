@@ -9,16 +9,20 @@ given, an EMD of at most ``t + EMD_TOLERANCE`` for every confidential attribute)
    records (the few best cut points), and a *stratified* cut (rows sorted by the first
    confidential attribute's code, each consecutive pair split between the halves by the same
    axis), whose halves follow the cluster's own distribution and so stay close to its EMD;
-2. **moves** a record to one of the ``neighbours`` clusters whose centroids are closest to its
+2. **re-splits** each cluster with each of its ``RESPLIT_NEIGHBOURS`` nearest clusters: their
+   rows are pooled and cut in two again as in 1, when both parts stay valid and the SSE drops;
+3. **moves** a record to one of the ``neighbours`` clusters whose centroids are closest to its
    cluster's, when its cluster keeps ``k`` rows, or **swaps** it with a record of such a cluster,
    choosing the step that lowers the SSE most among those that keep every changed cluster
    t-close for every attribute.
 
 A step is accepted only when it lowers the SSE (the sum over clusters of the squared Euclidean
 distances of the rows to their centroid), so the SSE never rises; merging two clusters never
-lowers the SSE, so merges are only ever part of a re-split. Work is bounded by ``passes`` and,
-optionally, a time budget (checked between batches of clusters). Without a time budget the result
-depends only on the input: there is no randomness, and every tie is broken by position.
+lowers the SSE, so merges are only ever part of a re-split. After the first pass only clusters
+that changed, or have a changed cluster among their neighbours, are scanned again. Work is
+bounded by ``passes`` and, optionally, a time budget (checked between batches of clusters).
+Without a time budget the result depends only on the input: there is no randomness (so no seed
+is needed), and every tie is broken by position.
 
 **Exact, incremental EMD.** A changed cluster's EMD is recomputed from its rows' codes in
 ``O(s log s)`` with the exact integer numerators of :mod:`tclose.plugins.kernels.emd`:
@@ -132,10 +136,6 @@ def _equal_nominal_counts(distance: FittedDistance) -> np.ndarray | None:
     inner = getattr(distance, "distance", distance)
     if getattr(inner, "name", None) != "nominal-ranking" or getattr(inner, "hierarchy", 1):
         return None
-    if not np.array_equal(np.asarray(inner.codes).shape, np.asarray(distance.codes).shape) and (
-        inner is distance
-    ):
-        return None
     return np.asarray(inner.global_counts, dtype=np.int64)
 
 
@@ -183,7 +183,8 @@ def refine(
 
     Returns:
         ``(labels, info)``: dense ``int64`` labels and facts for the report (``sse_before``,
-        ``sse_after`` normalized by ``n * d``, ``splits``, ``moves``, ``swaps``, ``passes``,
+        ``sse_after`` normalized by ``n * d``, ``splits``, ``resplits`` (pairs of clusters
+        split again), ``moves``, ``swaps``, ``passes``,
         ``seconds``; ``skipped`` with a reason when the input is not a valid partition).
     """
     started = time.perf_counter()
