@@ -215,6 +215,7 @@ def refine(
                 state.n_clusters, k, t_value, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
                 attrs.offsets, attrs.rows, counts,
             )  # fmt: skip
+        active[first_new : state.n_clusters] = True  # new from the splits of this pass
         if moves:
             table = state.neighbour_table(neighbours)
             for lo in range(0, state.n_clusters, BATCH):
@@ -233,7 +234,9 @@ def refine(
                     attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
                     attrs.rows, counts, active,
                 )  # fmt: skip
-            active = _still_active(previous, state.labels, first_new, state.n_clusters, table)
+            active = _still_active(
+                previous, state.labels, first_new, state.n_clusters, table, active.shape[0]
+            )
         done += 1
         if counts.sum() == changed or (deadline is not None and time.perf_counter() > deadline):
             break
@@ -255,11 +258,16 @@ def refine(
 
 
 def _still_active(
-    before: np.ndarray, after: np.ndarray, first_new: int, count: int, table: np.ndarray
+    before: np.ndarray,
+    after: np.ndarray,
+    first_new: int,
+    count: int,
+    table: np.ndarray,
+    capacity: int,
 ) -> np.ndarray:
     """Clusters worth scanning in the next pass: those that changed in this one (rows left or
     joined, or new from a split) and those with such a cluster among their neighbours."""
-    touched = np.zeros(max(count, int(after.max()) + 1), dtype=np.bool_)
+    touched = np.zeros(capacity, dtype=np.bool_)  # every cluster id the kernels may index
     moved = before != after
     touched[before[moved]] = True
     touched[after[moved]] = True
