@@ -198,3 +198,31 @@ def test_merge_with_splits_leaves_no_giant_cluster(partner):
     assert sizes.max() < 4 * 5 + 10 and sizes.min() >= 5
     assert charge.cluster_emd(after.labels).max() <= 0.1 + 1e-9
     assert after.info["splits"] > 0
+
+
+@pytest.mark.parametrize("name", ["t-first", "merge"])
+def test_blocked_runs_are_refined_across_block_borders(name):
+    """With blocks, refinement runs on the whole table afterwards (EMDs against the whole table),
+    for an ordered and an equal-distance nominal attribute."""
+    from tclose.options import validate_options
+    from tclose.registry import load_registry
+
+    rng = np.random.default_rng(4)
+    n = 800
+    x = standardize(rng.normal(size=(n, 3)))
+    charge = OrderedEMD.fit(np.round(x[:, 0] + rng.normal(size=n), 1))
+    letters = NominalEMD.fit(np.array(rng.choice(LETTERS, n), dtype=object))
+    plugin = load_registry(entry_points=False).algorithms[name].obj
+    given = {"blocks": 4, "workers": 1}
+    plain = validate_options(name, plugin.options_schema, given, "o")
+    refined = validate_options(name, plugin.options_schema, {**given, "refine": True}, "o")
+    before = plugin.partition(x, [charge, letters], 4, 0.2, plain)
+    after = plugin.partition(x, [charge, letters], 4, 0.2, refined)
+    assert before.info["blocks"] == 4 and after.info["refine"]["passes"] >= 1
+    sizes = np.bincount(after.labels)
+    assert sizes.min() >= 4
+    for distance, naive in ((charge, naive_ordered), (letters, naive_equal)):
+        values = charge.values[charge.codes] if distance is charge else letters.codes
+        for c in range(sizes.shape[0]):
+            assert naive(values[after.labels == c], values) <= 0.2 + 1e-9
+    assert sse_of(x, after.labels) < sse_of(x, before.labels)
