@@ -50,7 +50,7 @@ class Auto:
 
     name = "auto"
     options_schema: Mapping[str, Option] = {
-        "refine_passes": Option(int, 3, "Refinement passes given to every candidate.", min=0),
+        "refine_passes": Option(int, 6, "Refinement passes given to every candidate.", min=0),
         "candidates": Option(
             int, 5, "Nearest clusters examined by merge's cost/gain partner rule.", min=1
         ),
