@@ -80,8 +80,9 @@ def merge_until_t_close(
         labels: ``(n,)`` integer labels of the starting partition (any integers).
         distances: one fitted distance per confidential attribute, each over the same ``n`` rows.
         t: t-closeness level in ``(0, 1]``.
-        partner: ``"nearest"`` (the paper: the closest centroid) or ``"min-emd"`` (among the
-            ``candidates`` closest clusters, the one whose union has the lowest EMD).
+        partner: ``"nearest"`` (the paper: the closest centroid), ``"min-emd"`` (among the
+            ``candidates`` closest clusters, the one whose union has the lowest EMD) or
+            ``"gain"`` (among them, the lowest added SSE per unit of EMD removed).
         candidates: how many of the closest clusters ``"min-emd"`` and ``"gain"`` examine,
             ``>= 1``.
         deadline: a ``time.perf_counter()`` value after which the loop raises
