@@ -21,6 +21,7 @@ DEFAULT_PLUGINS = (
     "tclose.plugins.t_first",
     "tclose.plugins.merge",
     "tclose.plugins.k_first",
+    "tclose.plugins.auto",
     "tclose.connectors.sqlite",
     "tclose.connectors.postgresql",
     "tclose.connectors.mysql",

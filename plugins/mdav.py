@@ -12,6 +12,7 @@ from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.mdav import mdav
+from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
 class MDAV:
@@ -35,6 +36,7 @@ class MDAV:
             "sdcMicro's bucket sort does; identical results on data without ties).",
             choices=("lowest", "sdcmicro"),
         ),
+        **REFINE_OPTIONS,
         **BLOCK_OPTIONS,
     }
     requires_t = False
@@ -52,8 +54,9 @@ class MDAV:
         if blocks > 1:
             partition = partition_blocked(self.name, x, distances, k, None, options, spec, blocks)
             partition.info["t_enforced"] = False
-            return partition
-        return Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
+            return apply_refinement(partition, x, distances, k, None, options)
+        partition = Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
+        return apply_refinement(partition, x, distances, k, None, options)
 
 
 @hookimpl

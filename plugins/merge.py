@@ -13,8 +13,9 @@ from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.k_first import k_first
 from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.plugins.kernels.merge import PARTNERS, merge_until_t_close
 from tclose.plugins.kernels.t_first import t_first
+from tclose.plugins.refinement import REFINE_OPTIONS, SPLIT_OPTION, apply_refinement, split_large
 
 BASES = ("mdav", "k-first", "t-first")
 
@@ -22,11 +23,14 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
     "partner": Option(
         str,
         "nearest",
-        "Merge partner: 'nearest' (the paper: closest centroid) or 'min-emd' (among the "
-        "'candidates' nearest clusters, the one whose merge gives the lowest EMD).",
-        choices=("nearest", "min-emd"),
+        "Merge partner: 'nearest' (the paper: closest centroid), 'min-emd' (among the "
+        "'candidates' nearest clusters, the one whose merge gives the lowest EMD) or 'gain' "
+        "(among them, the lowest SSE added per unit of EMD removed).",
+        choices=PARTNERS,
     ),
-    "candidates": Option(int, 5, "Nearest clusters examined by partner 'min-emd'.", min=1),
+    "candidates": Option(
+        int, 5, "Nearest clusters examined by partners 'min-emd' and 'gain'.", min=1
+    ),
 }
 
 
@@ -45,6 +49,8 @@ class Merge:
     options_schema: Mapping[str, Option] = {
         "base": Option(str, "mdav", "Microaggregation run before merging.", choices=BASES),
         **PARTNER_OPTIONS,
+        **SPLIT_OPTION,
+        **REFINE_OPTIONS,
         **BLOCK_OPTIONS,
     }
     requires_t = True
@@ -63,7 +69,7 @@ class Merge:
         if blocks > 1:
             partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
             partition.info["base"] = base
-            return partition
+            return self._finish(partition, x, distances, k, t, options)
         if base == "mdav":
             labels = mdav(x, k)
         elif base == "k-first":
@@ -74,7 +80,23 @@ class Merge:
         labels, merges = merge_until_t_close(
             x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
         )
-        return Partition(labels, {"base": base, "initial_clusters": initial, "merges": int(merges)})
+        partition = Partition(
+            labels, {"base": base, "initial_clusters": initial, "merges": int(merges)}
+        )
+        return self._finish(partition, x, distances, k, t, options)
+
+    @staticmethod
+    def _finish(
+        partition: Partition,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float,
+        options: Mapping[str, Any],
+    ) -> Partition:
+        """The options ``split`` and ``refine``, in that order."""
+        partition = split_large(partition, x, distances, k, t, options)
+        return apply_refinement(partition, x, distances, k, t, options)
 
 
 @hookimpl

@@ -12,8 +12,9 @@ from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.plugins.kernels.merge import PARTNERS, merge_until_t_close
 from tclose.plugins.kernels.t_first import cluster_size, t_first
+from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
 class TFirst:
@@ -49,9 +50,12 @@ class TFirst:
             str,
             "nearest",
             "Merge partner rule if a cluster still exceeds t.",
-            choices=("nearest", "min-emd"),
+            choices=PARTNERS,
         ),
-        "candidates": Option(int, 5, "Nearest clusters examined by partner 'min-emd'.", min=1),
+        "candidates": Option(
+            int, 5, "Nearest clusters examined by partners 'min-emd' and 'gain'.", min=1
+        ),
+        **REFINE_OPTIONS,
         **BLOCK_OPTIONS,
     }
     requires_t = True
@@ -69,9 +73,10 @@ class TFirst:
         n = x.shape[0]
         blocks = n_blocks(spec, n, n // max(cluster_size(n, k, t), 1))
         if blocks > 1:
-            return partition_blocked(
+            partition = partition_blocked(
                 self.name, x, distances, k, t, options, spec, blocks, stratifying=stratifying
             )
+            return apply_refinement(partition, x, distances, k, t, options)
         labels, k_effective = t_first(x, stratifying.ranks, k, t)
         info: dict[str, Any] = {
             "k_effective": int(k_effective),
@@ -90,7 +95,7 @@ class TFirst:
             )
         info["merges"] = int(merges)
         info["merged_to_enforce_t"] = merges > 0
-        return Partition(labels, info)
+        return apply_refinement(Partition(labels, info), x, distances, k, t, options)
 
 
 def _stratifying(distances: Sequence[FittedDistance], column: str) -> FittedDistance:

@@ -25,6 +25,9 @@ ALGORITHMS = [
     ("merge", {"base": "t-first"}),
     ("merge", {"base": "mdav", "partner": "min-emd"}),
     ("k-first", {}),
+    ("merge", {"base": "mdav", "partner": "gain", "split": True, "refine": True}),
+    ("t-first", {"refine": True}),
+    ("auto", {}),
 ]
 
 

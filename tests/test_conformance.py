@@ -24,6 +24,10 @@ def registry():
         ("merge", {}),
         ("merge", {"base": "t-first", "partner": "min-emd"}),
         ("k-first", {}),
+        ("auto", {}),
+        ("t-first", {"refine": True}),
+        ("mdav", {"refine": True}),
+        ("merge", {"partner": "gain", "split": True, "refine": True}),
     ],
 )
 def test_builtin_algorithms_conform(registry, name, options):

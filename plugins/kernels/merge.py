@@ -33,10 +33,17 @@ result depends only on the input, never on the platform's summation order.
 Partner rule ``"min-emd"`` (an option, not the paper's rule): among the ``candidates`` clusters
 closest to ``C`` (by centroid distance, ties by lowest id), ``C'`` is the one whose union with ``C``
 has the lowest EMD; ties go to the closer candidate.
+
+Partner rule ``"gain"`` (an option): among the ``candidates`` closest clusters, ``C'`` is the one
+with the lowest cost per unit of gain, where the cost is the SSE the merge adds
+(``|C| |C'| / (|C| + |C'|)`` times the squared centroid distance) and the gain is how much the
+union's EMD is below ``C``'s; candidates whose union does not lower the EMD are passed over (if
+none lowers it, the closest is taken, as the paper does). Ties go to the closer candidate.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -46,9 +53,14 @@ from numba import njit
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
 from tclose.plugins.kernels.emd import max_emd_of_rows
 
-__all__ = ["merge_until_t_close"]
+__all__ = ["PARTNERS", "BudgetExceeded", "merge_until_t_close"]
 
-Partner = Literal["nearest", "min-emd"]
+Partner = Literal["nearest", "min-emd", "gain"]
+PARTNERS = ("nearest", "min-emd", "gain")
+
+
+class BudgetExceeded(RuntimeError):
+    """The merge loop passed its ``deadline`` (raised only when a deadline is given)."""
 
 
 def merge_until_t_close(
@@ -59,6 +71,7 @@ def merge_until_t_close(
     *,
     partner: Partner = "nearest",
     candidates: int = 5,
+    deadline: float | None = None,
 ) -> tuple[np.ndarray, int]:
     """Merge clusters until every cluster is within ``t`` of the whole table, for every attribute.
 
@@ -67,9 +80,13 @@ def merge_until_t_close(
         labels: ``(n,)`` integer labels of the starting partition (any integers).
         distances: one fitted distance per confidential attribute, each over the same ``n`` rows.
         t: t-closeness level in ``(0, 1]``.
-        partner: ``"nearest"`` (the paper: the closest centroid) or ``"min-emd"`` (among the
-            ``candidates`` closest clusters, the one whose union has the lowest EMD).
-        candidates: how many of the closest clusters ``"min-emd"`` examines, ``>= 1``.
+        partner: ``"nearest"`` (the paper: the closest centroid), ``"min-emd"`` (among the
+            ``candidates`` closest clusters, the one whose union has the lowest EMD) or
+            ``"gain"`` (among them, the lowest added SSE per unit of EMD removed).
+        candidates: how many of the closest clusters ``"min-emd"`` and ``"gain"`` examine,
+            ``>= 1``.
+        deadline: a ``time.perf_counter()`` value after which the loop raises
+            :class:`BudgetExceeded` (``None``: no limit).
 
     Returns:
         ``(labels, merges)``: ``int64 (n,)`` dense labels ``0..L'-1`` numbered in the order of the
@@ -100,8 +117,13 @@ def merge_until_t_close(
         c = int(np.argmax(state.emd))  # dead clusters hold -inf; ties go to the lowest id
         if state.emd[c] <= t + EMD_TOLERANCE:
             break
+        if deadline is not None and merges % 64 == 0 and time.perf_counter() > deadline:
+            raise BudgetExceeded(f"the merge loop passed its time budget after {merges} merges")
         if partner == "nearest":
             state.merge(c, int(_nearest(state.packed, state.ids, state.n_alive, state.slot[c])))
+        elif partner == "gain":
+            best_p, best_emd = _cheapest_gain(state, c, candidates)
+            state.merge(c, best_p, union_emd=best_emd)
         else:
             best_p, best_emd = -1, np.inf
             for p in _k_nearest(state.packed, state.ids, state.n_alive, state.slot[c], candidates):
@@ -111,6 +133,26 @@ def merge_until_t_close(
             state.merge(c, best_p, union_emd=best_emd)
         merges += 1
     return state.labels(), merges
+
+
+def _cheapest_gain(state: _Clusters, c: int, candidates: int) -> tuple[int, float]:
+    """Partner rule ``"gain"``: the candidate of lowest added SSE per unit of EMD reduction."""
+    near = _k_nearest(state.packed, state.ids, state.n_alive, state.slot[c], candidates)
+    best_p, best_emd, best_ratio = int(near[0]), -1.0, np.inf
+    own = state.packed[state.slot[c]]
+    for p in near:
+        p = int(p)
+        union_emd = max_emd_of_rows(state.distances, state.rows(c, p))
+        if best_emd < 0 and p == int(near[0]):
+            best_emd = union_emd  # the fallback: the closest, as the paper does
+        gain = state.emd[c] - union_emd
+        if gain <= 0:
+            continue
+        a, b = state.size[c], state.size[p]
+        cost = a * b / (a + b) * float(((state.packed[state.slot[p]] - own) ** 2).sum())
+        if cost / gain < best_ratio:
+            best_p, best_emd, best_ratio = p, union_emd, cost / gain
+    return best_p, best_emd
 
 
 class _Clusters:
@@ -311,10 +353,9 @@ def _validate(
             )
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not 0 < t <= 1:
         raise ValueError(f"The 't' parameter of merge must be in (0, 1]. Got {t!r} instead.")
-    if partner not in ("nearest", "min-emd"):
+    if partner not in PARTNERS:
         raise ValueError(
-            f"The 'partner' parameter of merge must be 'nearest' or 'min-emd'. "
-            f"Got {partner!r} instead."
+            f"The 'partner' parameter of merge must be one of {PARTNERS}. Got {partner!r} instead."
         )
     if (
         isinstance(candidates, bool)

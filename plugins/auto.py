@@ -1,0 +1,243 @@
+"""Algorithm plugin ``auto``: run the candidates that fit the table, refine each, keep the best.
+
+No single algorithm of the paper wins everywhere: t-first is best when the confidential attribute
+is unrelated to the quasi-identifiers, merge when they follow each other (and merge can collapse
+into giant clusters there). ``auto`` runs the candidates that fit the table's size, refines each
+(:mod:`tclose.plugins.kernels.refine`), and publishes the partition of lowest SSE:
+
+1. ``t-first`` (always; it is the fastest), then refined;
+2. ``merge`` with the cost/gain partner (MDAV, then the merge loop choosing among the
+   ``candidates`` nearest clusters the one with the lowest SSE added per unit of EMD removed),
+   its clusters of ``>= 2k`` rows split while t-close, then refined (on large tables within the
+   time budget below);
+3. ``k-first`` (the paper's Algorithm 2 and merge loop), refined, only when the table has at most
+   ``k_first_max_rows`` rows and the budget is not spent (its worst cases are slow).
+
+Time budget: up to ``exhaustive_rows`` rows (10,000) every candidate runs to the end and the
+result is deterministic. On larger tables the whole run gets ``time_factor`` (3) times what
+t-first took: t-first's refinement gets half of what is left, merge must finish its merge loop by
+the deadline (else it is abandoned, ``over budget``) and its refinement stops there, and a
+candidate that cannot start in time is ``skipped``. The result then depends on the machine's speed.
+
+``info`` lists every candidate with its SSE before and after refinement, its time, its number of
+clusters and its status (``ran``, ``skipped`` or ``over budget``), names the ``winner`` and says
+why it won. SSE here is the sum of squared distances to the cluster centroids in the standardized
+QI space divided by ``n * d`` (numeric QIs: the report's ``utility.sse``). ``auto`` requires ``t``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tclose.blocks import BLOCK_OPTIONS
+from tclose.errors import ConfigError
+from tclose.hookspecs import hookimpl
+from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.plugins.kernels.mdav import mdav
+from tclose.plugins.kernels.merge import BudgetExceeded, merge_until_t_close
+from tclose.plugins.kernels.refine import refine, sse_of
+
+__all__ = ["Auto"]
+
+
+class Auto:
+    """Run t-first, merge (cost/gain partner, splits) and, on small tables, k-first; refine each;
+    publish the lowest SSE. See the module documentation."""
+
+    name = "auto"
+    options_schema: Mapping[str, Option] = {
+        "refine_passes": Option(int, 6, "Refinement passes given to every candidate.", min=0),
+        "candidates": Option(
+            int, 5, "Nearest clusters examined by merge's cost/gain partner rule.", min=1
+        ),
+        "time_factor": Option(
+            float,
+            3.0,
+            "Time budget of the whole run above exhaustive_rows: this many times what t-first took.",
+            min=0.0,
+        ),
+        "exhaustive_rows": Option(
+            int,
+            10_000,
+            "Up to this many rows every candidate runs to the end, whatever the time "
+            "(deterministic); above, all share the time budget.",
+            min=0,
+        ),
+        "merge_max_rows": Option(
+            int, 200_000, "merge is a candidate only up to this many rows.", min=0
+        ),
+        "k_first_max_rows": Option(
+            int, 5_000, "k-first is a candidate only up to this many rows.", min=0
+        ),
+        **BLOCK_OPTIONS,
+    }
+    requires_t = True
+
+    def partition(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> Partition:
+        if t is None:
+            raise ConfigError(
+                "==> At privacy ==> At key: t\nAlgorithm 'auto' requires t (privacy.t): it "
+                "compares algorithms that enforce t-closeness."
+            )
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        run = _Run(x, distances, k, t, options)
+        started = time.perf_counter()
+        run.candidate("t-first", self._t_first, share=0.5, started=started)
+        if x.shape[0] > options["merge_max_rows"]:
+            run.skip("merge", f"more than merge_max_rows = {options['merge_max_rows']} rows")
+        else:
+            run.candidate("merge", self._merge)
+        if x.shape[0] > options["k_first_max_rows"]:
+            run.skip("k-first", f"more than k_first_max_rows = {options['k_first_max_rows']} rows")
+        else:
+            run.candidate("k-first", self._k_first)
+        return run.result()
+
+    @staticmethod
+    def _t_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
+        from tclose.plugins.t_first import TFirst
+
+        partition = TFirst().partition(run.x, run.distances, run.k, run.t, run.plugin_options())
+        return np.asarray(partition.labels), partition.info
+
+    @staticmethod
+    def _merge(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
+        labels = mdav(run.x, run.k)
+        labels, merges = merge_until_t_close(
+            run.x,
+            labels,
+            run.distances,
+            run.t,
+            partner="gain",
+            candidates=run.options["candidates"],
+            deadline=run.deadline,
+        )
+        labels, split = refine(run.x, labels, run.distances, run.k, run.t, passes=1, moves=False)
+        return labels, {"partner": "gain", "merges": int(merges), "splits": split.get("splits", 0)}
+
+    @staticmethod
+    def _k_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
+        from tclose.plugins.k_first import KFirst
+
+        plugin = KFirst()
+        options = {name: option.default for name, option in plugin.options_schema.items()}
+        options.update({o: run.options[o] for o in BLOCK_OPTIONS if o in options})
+        partition = plugin.partition(run.x, run.distances, run.k, run.t, options)
+        return np.asarray(partition.labels), partition.info
+
+
+class _Run:
+    """The candidates of one ``auto`` run and what each gave."""
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float,
+        options: Mapping[str, Any],
+    ) -> None:
+        self.x, self.distances, self.k, self.t, self.options = x, distances, k, t, options
+        self.deadline: float | None = None
+        self.bounded = x.shape[0] > options["exhaustive_rows"]
+        self.report: list[dict[str, Any]] = []
+        self.best: tuple[float, int, np.ndarray] | None = None
+        self.scale = float(max(x.size, 1))
+
+    def plugin_options(self) -> dict[str, Any]:
+        """t-first's options: its defaults, with auto's block options."""
+        from tclose.plugins.t_first import TFirst
+
+        options = {name: o.default for name, o in TFirst.options_schema.items()}
+        options.update({o: self.options[o] for o in BLOCK_OPTIONS})
+        return options
+
+    def skip(self, name: str, why: str) -> None:
+        self.report.append({"name": name, "status": "skipped", "why": why})
+
+    def candidate(
+        self, name: str, build: Any, share: float = 1.0, started: float | None = None
+    ) -> None:
+        """Run one candidate, refine it, and keep it if it has the lowest SSE so far.
+
+        On a table above ``exhaustive_rows``, the first candidate sets the deadline (``started``
+        plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
+        left; later candidates must finish by the deadline.
+        """
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.skip(name, "the time budget was spent by the earlier candidates")
+            return
+        started = time.perf_counter() if started is None else started
+        try:
+            labels, info = build(self)
+        except BudgetExceeded as error:
+            self.report.append(
+                {
+                    "name": name,
+                    "status": "over budget",
+                    "why": str(error),
+                    "seconds": round(time.perf_counter() - started, 4),
+                }
+            )
+            return
+        built = time.perf_counter()
+        seconds = None
+        if self.bounded:
+            if self.deadline is None:
+                self.deadline = started + self.options["time_factor"] * (built - started)
+            seconds = max(0.0, (self.deadline - built) * share)
+        refined, refine_info = refine(
+            self.x,
+            labels,
+            self.distances,
+            self.k,
+            self.t,
+            passes=self.options["refine_passes"],
+            seconds=seconds,
+        )
+        sse = sse_of(self.x, refined) / self.scale
+        entry = {
+            "name": name,
+            "status": "ran",
+            "sse_unrefined": round(sse_of(self.x, labels) / self.scale, 8),
+            "sse": round(sse, 8),
+            "clusters": int(refined.max()) + 1 if refined.size else 0,
+            "largest_cluster": int(np.bincount(refined).max()) if refined.size else 0,
+            "seconds": round(time.perf_counter() - started, 4),
+            "seconds_refine": round(time.perf_counter() - built, 4),
+            "refine_passes": refine_info.get("passes", 0),
+            "info": info,
+        }
+        self.report.append(entry)
+        if self.best is None or sse < self.best[0]:
+            self.best = (sse, len(self.report) - 1, refined)
+
+    def result(self) -> Partition:
+        assert self.best is not None  # t-first always runs
+        sse, index, labels = self.best
+        winner = self.report[index]["name"]
+        others = [
+            f"{c['name']} {c['sse']:.6g}"
+            for c in self.report
+            if c.get("status") == "ran" and c["name"] != winner
+        ]
+        why = f"lowest SSE after refinement ({sse:.6g})" + (
+            f"; the others: {', '.join(others)}" if others else "; the only candidate that ran"
+        )
+        return Partition(labels, {"winner": winner, "why": why, "candidates": self.report})
+
+
+@hookimpl
+def register_algorithms(register):
+    register(Auto())

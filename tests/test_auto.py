@@ -1,0 +1,81 @@
+"""Algorithm ``auto`` (issue 16): the best refined candidate, with the reasons in the report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tclose
+from tclose.demo import QI_COLUMNS, discharge_table
+from tclose.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return discharge_table(400, seed=7)
+
+
+def run(table, **options):
+    return tclose.anonymize(
+        table,
+        quasi_identifiers=list(QI_COLUMNS[:3]),
+        confidential=["charge", "procedures"],
+        k=3,
+        t=0.2,
+        algorithm="auto",
+        identifiers=["name"],
+        **options,
+    )
+
+
+def test_auto_publishes_the_lowest_sse_and_says_why(table):
+    result = run(table)
+    info = result.report["algorithm"]["info"]
+    ran = [c for c in info["candidates"] if c["status"] == "ran"]
+    assert [c["name"] for c in info["candidates"]] == ["t-first", "merge", "k-first"]
+    assert len(ran) == 3
+    best = min(ran, key=lambda c: c["sse"])
+    assert info["winner"] == best["name"] and "lowest SSE" in info["why"]
+    for candidate in ran:
+        assert candidate["sse"] <= candidate["sse_unrefined"] + 1e-12
+        assert candidate["seconds"] >= candidate["seconds_refine"] >= 0
+    assert result.report["verification"]["passed"]
+    assert np.bincount(result.labels).min() >= 3
+    assert max(result.report["privacy"]["t_achieved"].values()) <= 0.2 + 1e-9
+    assert result.report["utility"]["sse"] == pytest.approx(best["sse"], rel=1e-6)
+
+
+def test_auto_beats_or_equals_every_paper_algorithm(table):
+    sse = {
+        name: tclose.anonymize(
+            table,
+            quasi_identifiers=list(QI_COLUMNS[:3]),
+            confidential=["charge", "procedures"],
+            k=3,
+            t=0.2,
+            algorithm=name,
+        ).report["utility"]["sse"]
+        for name in ("t-first", "merge", "k-first")
+    }
+    assert run(table).report["utility"]["sse"] <= min(sse.values()) + 1e-12
+
+
+def test_auto_skips_k_first_on_large_tables(table):
+    info = run(table, k_first_max_rows=100).report["algorithm"]["info"]
+    skipped = {c["name"]: c for c in info["candidates"] if c["status"] == "skipped"}
+    assert "k_first_max_rows" in skipped["k-first"]["why"]
+
+
+def test_auto_abandons_a_candidate_over_budget(table):
+    info = run(table, time_factor=0.0, exhaustive_rows=0).report["algorithm"]["info"]
+    later = {c["name"]: c["status"] for c in info["candidates"][1:]}
+    assert set(later.values()) <= {"skipped", "over budget"}
+    assert info["winner"] == "t-first"
+
+
+def test_auto_requires_t(table):
+    with pytest.raises(ConfigError, match="t"):
+        tclose.anonymize(
+            table, quasi_identifiers=["age"], confidential=["charge"], k=3, algorithm="auto"
+        )
