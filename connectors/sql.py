@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
+from tclose.redaction import redact_url, remember_secret, url_secrets
 
 log = logging.getLogger("tclose")
 
@@ -86,7 +87,7 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     try:
         parsed = make_url(url)
     except sa.exc.ArgumentError:
-        raise ConfigError(f"Cannot parse the database URL {url.split('@')[-1]!r}.") from None
+        raise ConfigError(f"Cannot parse the database URL {redact_url(url)!r}.") from None
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").strip()
@@ -95,6 +96,8 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
                 f"Cannot read password_file {password_file}: {error.strerror}."
             ) from None
         parsed = parsed.set(password=password)
+    for secret in url_secrets(parsed):
+        remember_secret(secret)
     return parsed
 
 
@@ -136,8 +139,8 @@ class SQLDatabase:
 
     @property
     def redacted_url(self) -> str:
-        """The URL with the password replaced by ``***``."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL with its password and credential parameters replaced by ``***``."""
+        return redact_url(self.url)
 
     def same_database(self, other: SQLDatabase) -> bool:
         return self.url == other.url

@@ -252,10 +252,12 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
 
     columns = inspect_table(args.url, args.table, args.password_file)
     text = skeleton(args.url, args.table, columns)
-    if "${" + PASSWORD_VARIABLE + "}" in text:
+    variables = sorted(set(re.findall(r"\$\{(TCLOSE_DB_[A-Z0-9_]+)\}", text)))
+    if variables:
         print(
-            f"note: the URL's password was replaced by ${{{PASSWORD_VARIABLE}}}; set that "
-            f"environment variable, or use source.password_file.",
+            f"note: the URL's credentials were replaced by "
+            f"{', '.join('${' + v + '}' for v in variables)}; set those environment "
+            f"variables (the password: ${{{PASSWORD_VARIABLE}}}), or use source.password_file.",
             file=sys.stderr,
         )
     if not args.output:
