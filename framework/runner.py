@@ -22,6 +22,7 @@ from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
+from .interrupts import Deferral
 from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
@@ -192,8 +193,29 @@ def run(
         the :class:`RunResult`; ``published`` is true when the target now holds the verified table.
 
     Raises:
-        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1.
+        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1;
+        KeyboardInterrupt: on SIGINT (and SIGTERM under the CLI), with attribute ``published``
+        telling whether the target was replaced before it took effect (signals are deferred from
+        the publish until the report and audit row are written).
     """
+    deferral = Deferral()
+    try:
+        return _run(config, registry, dry_run, report_path, progress, deferral)
+    except BaseException as error:
+        error.published = deferral.published or bool(getattr(error, "published", False))
+        raise
+    finally:
+        deferral.end(deferral.published)
+
+
+def _run(
+    config: Config,
+    registry: Registry | None,
+    dry_run: bool,
+    report_path: str | None,
+    progress: Callable[..., None] | None,
+    deferral: Deferral,
+) -> RunResult:
     from tclose.connectors.sql import ROW_COLUMN, STAGING_SUFFIX, TableName
 
     registry = registry or load_registry()
@@ -321,11 +343,12 @@ def run(
                 )
             if not dry_run:
                 say(f"publishing {target_name}")
+                deferral.start()  # from here an interrupt waits until the outcome is recorded
                 with timer.phase("publish"):
                     target.publish(
                         staging_name, target_name, replace=target_spec.if_exists == "replace"
                     )
-                published = True
+                published = deferral.published = True
         except VerificationError as error:
             failure = error
     # Reported once the sessions have ended (a failed verification has rolled back the staging).
