@@ -148,6 +148,29 @@ class MySQLDatabase(SQLDatabase):
             )
         return super().describe(error, action)
 
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The server (``@@hostname``, ``@@port``, ``@@datadir``), the schema (``DATABASE()`` for
+        an unqualified name) and the table name as the server stores it (folded to lower case
+        under ``lower_case_table_names``)."""
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            host, port, datadir, fold, current = connection.exec_driver_sql(
+                "SELECT @@hostname, @@port, @@datadir, @@lower_case_table_names, DATABASE()"
+            ).one()
+            schema = name.schema or current
+            if schema is None:
+                return None
+            compare = "BINARY table_schema = %s AND BINARY table_name = %s"
+            if int(fold):
+                compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
+            row = connection.exec_driver_sql(
+                f"SELECT table_schema, table_name FROM information_schema.tables WHERE {compare}",
+                (schema, name.name),
+            ).first()
+        if row is None:
+            return None
+        stored = tuple(v.lower() if int(fold) else v for v in row)
+        return ("mysql", host, int(port), datadir, *stored)
+
     @property
     def joins_in_snapshot(self) -> bool:
         """True when the server has ``innodb_snapshot_isolation`` (MariaDB 10.6.18+)."""

@@ -212,6 +212,28 @@ class PostgreSQLDatabase(SQLDatabase):
         table.primary_key.name = f"tclose_pk_{random_suffix()}"
         return table
 
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The cluster's ``system_identifier`` (else the postmaster's start time and port), the
+        database and the table's OID, as ``to_regclass`` resolves the quoted name (the
+        ``search_path`` for an unqualified one)."""
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            oid = connection.exec_driver_sql(
+                "SELECT to_regclass(%(name)s)::oid", {"name": self.qualified(name)}
+            ).scalar()
+            if oid is None:
+                return None
+            try:
+                with connection.begin_nested():
+                    server = connection.exec_driver_sql(
+                        "SELECT system_identifier::text FROM pg_control_system()"
+                    ).scalar()
+            except sa.exc.DBAPIError:  # not granted: the running postmaster is as unique
+                server = connection.exec_driver_sql(
+                    "SELECT pg_postmaster_start_time()::text || ':' || current_setting('port')"
+                ).scalar()
+            database = connection.exec_driver_sql("SELECT current_database()").scalar()
+        return ("postgresql", server, database, int(oid))
+
     def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
         if isinstance(column_type, postgresql.ENUM):
             column_type.create_type = False  # the type exists: the source uses it

@@ -195,8 +195,12 @@ class SQLDatabase:
             self.errors(f"reading the definition of table {name}"),
             _connection(self.engine, connection) as bound,
         ):
-            if not sa.inspect(bound).has_table(name.name, schema=name.schema):
-                raise DataError(f"Table {name} does not exist in {self.redacted_url}.")
+            inspector = sa.inspect(bound)
+            if not inspector.has_table(name.name, schema=name.schema):
+                raise DataError(
+                    f"Table {name} does not exist in {self.redacted_url}. "
+                    f"{_existing_tables(inspector, name.schema)}"
+                )
             return sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
 
     def exists(self, name: TableName, connection: Connection | None = None) -> bool:
@@ -206,6 +210,21 @@ class SQLDatabase:
             _connection(self.engine, connection) as bound,
         ):
             return sa.inspect(bound).has_table(name.name, schema=name.schema)
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """What the database itself says table ``name`` is, or ``None`` if there is no such table.
+
+        Two names (from two URLs, or two spellings) denote the same table exactly when their
+        identities are equal. The base implementation knows only the URL (without credentials),
+        the schema and the name as given; the built-in dialects ask the server: its identity,
+        the database, the schema and the name as the database folds it, or the catalog's object
+        id (see ``docs/databases.md``).
+        """
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
+                return None
+        url = self.url.set(password=None, query={})
+        return (self.dialect, url.render_as_string(), name.schema or "", name.name)
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
@@ -692,6 +711,19 @@ class Session:
 
     def renamed(self, target: TableName) -> None:
         """Called after the staging table got the target's name, before the commit."""
+
+
+def _existing_tables(inspector: sa.Inspector, schema: str | None, shown: int = 20) -> str:
+    """``Its tables are: a, b (2).``, naming the tables the schema does have."""
+    try:
+        names = sorted(inspector.get_table_names(schema=schema))
+    except sa.exc.SQLAlchemyError:
+        return ""
+    where = f"Schema {schema}" if schema else "It"
+    if not names:
+        return f"{where} has no table."
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return f"{where} has the tables: {', '.join(names[:shown])}{more}."
 
 
 def _raw(column: sa.ColumnElement, name: str) -> sa.ColumnElement:

@@ -284,12 +284,14 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
 
 
 def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .guards import refuse_foreign_file
     from .report import write_html
 
     report = _read_report(args.json)
     if not isinstance(report, dict) or "verification" not in report:
         raise ConfigError(f"{args.json} is not an audit report of tclose.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
+    refuse_foreign_file(output, "html")
     write_html(report, output)
     if not args.quiet:
         print(f"wrote {output}")

@@ -21,6 +21,7 @@ from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
+from .guards import refuse_foreign_file, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
 from .options import validate_options
@@ -238,11 +239,15 @@ def _run(
     source_name = TableName.parse(config.source.table)
     target_name = TableName.parse(target_spec.table)
     staging_name = target_name.with_suffix(STAGING_SUFFIX)
-    if target_db is source_db and str(source_name) == str(target_name):
-        raise ConfigError(
-            "==> At target ==> At key: table\nThe target table is the source "
-            "table; tclose never modifies its source. Choose another name."
-        )
+    refuse_same_table(
+        source_db,
+        source_name,
+        target_db,
+        target_name,
+        TableName.parse(config.report_table) if config.report_table else None,
+    )
+    refuse_foreign_file(report_path or config.report_json, "json")
+    refuse_foreign_file(config.report_html, "html")
 
     source_table = source_db.table(source_name)
     for column in config.attributes:

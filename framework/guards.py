@@ -1,0 +1,82 @@
+"""Checks made before a run writes anything: the source is never a table the run writes, and no
+output file overwrites something that is not an output of tclose.
+
+- :func:`refuse_same_table`: source, target and audit table are compared by the identity the
+  database itself gives them (server, database, schema, folded name, real file, catalog object
+  id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling.
+- :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
+  tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def refuse_same_table(
+    source_db: Any, source: Any, target_db: Any, target: Any, audit: Any = None
+) -> None:
+    """:class:`ConfigError` (exit 2) when the target (or the audit table, ``report.table``)
+    is the source table under another name or URL, or the audit table is the target."""
+    source_id = source_db.table_identity(source)
+    if source_id is None:
+        return  # no source table: reading it fails with its own message
+    target_id = target_db.table_identity(target)
+    if target_id == source_id:
+        raise ConfigError(
+            f"==> At target ==> At key: table\nThe target table {target} is the source table "
+            f"{source} (the same table in the same database, named another way); tclose never "
+            f"modifies its source. Choose another target table."
+        )
+    if audit is not None:
+        audit_id = target_db.table_identity(audit)
+        if audit_id is not None and audit_id in (source_id, target_id):
+            which = "source" if audit_id == source_id else "target"
+            raise ConfigError(
+                f"==> At report ==> At key: table\nThe audit table {audit} is the {which} "
+                f"table. Choose another name for report.table."
+            )
+
+
+def refuse_foreign_file(path: str | None, key: str) -> None:
+    """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote."""
+    if not path:
+        return
+    file = Path(path)
+    if not file.exists():
+        return
+    where = f"==> At report ==> At key: {key}\n"
+    if not file.is_file():
+        raise ConfigError(f"{where}The report path {path} exists and is not a file.")
+    with file.open("rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(SQLITE_HEADER):
+        raise ConfigError(
+            f"{where}The report path {path} is a SQLite database file; tclose never overwrites "
+            f"it. Choose another report path."
+        )
+    if file.stat().st_size == 0:
+        return  # an empty file holds nothing to lose
+    if not _is_report(file, head, key):
+        raise ConfigError(
+            f"{where}The report path {path} exists and is not a report of tclose; it is not "
+            f"overwritten. Choose another path, or remove the file."
+        )
+
+
+def _is_report(file: Path, head: bytes, key: str) -> bool:
+    if key == "html":
+        text = head.decode("utf-8", "replace").lower()
+        return "<html" in text and "tclose" in text
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and {"tool", "verification"} <= set(document)
