@@ -37,9 +37,9 @@ _COPY_TRAILER = struct.pack(">h", -1)
 _BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
 
 
-def run_lock_key(staging: str) -> int:
-    """The advisory lock key of the runs that write staging table ``staging`` (``schema.name``)."""
-    digest = hashlib.sha256(f"tclose:{staging}".encode()).digest()
+def run_lock_key(target: str) -> int:
+    """The advisory lock key of the runs that write table ``target`` (``schema.name``)."""
+    digest = hashlib.sha256(f"tclose:{target}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -57,18 +57,18 @@ class PostgreSQLSession(Session):
         if self.database.server_version >= 140000:
             self.execute("SET LOCAL client_connection_check_interval = '2s'")
         if staging is not None:
-            self.lock(TableName(staging.schema, staging.name))
+            self.lock(staging.info.get("target") or TableName(staging.schema, staging.name))
             self.prepare_staging(staging)
 
-    def lock(self, staging: TableName) -> None:
-        """Take the run lock of ``staging``'s target (released at commit or rollback)."""
+    def lock(self, target: TableName) -> None:
+        """Take the run lock of ``target`` (released at commit or rollback)."""
         self.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_SECONDS}s'")
         try:
-            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(staging))})")
+            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(target))})")
         except sa.exc.OperationalError as error:
             if getattr(error.orig, "sqlstate", None) == "55P03":
                 raise DataError(
-                    f"Another tclose run is writing {staging} (waited {LOCK_WAIT_SECONDS} s); "
+                    f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                     f"nothing was written. Retry when it has finished."
                 ) from None
             raise
@@ -184,6 +184,8 @@ class PostgreSQLDatabase(SQLDatabase):
     """A PostgreSQL database (driver: psycopg 3; ``postgresql://`` URLs use it too)."""
 
     session_class = PostgreSQLSession
+    identifier_limit = 63  # NAMEDATALEN - 1, in bytes
+    identifier_bytes = True
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername == "postgresql":

@@ -11,7 +11,7 @@ The runner uses a connector in this order (see ``docs/databases.md``)::
     database = connector.connect(url, password_file)
     source = database.table(TableName.parse("schema.table"))          # reflect, or DataError
     staging = database.staging_table(name, source, columns, replaced, rounded, source_dialect)
-    with database.session(staging) as session:    # snapshot opened, leftovers dropped, staging made
+    with database.session(staging) as session:    # snapshot opened, own leftovers dropped, staging made
         frames = session.read(source_name, kernel_columns, key)        # pass 1, streamed
         session.fill_joined(...)        # or, for a target in another database, fill_streamed(...)
         frames = session.read(staging_name, ...)                       # verification read-back
@@ -43,13 +43,15 @@ from tclose.redaction import redact_url, remember_secret, url_secrets
 
 log = logging.getLogger("tclose")
 
-#: Suffix of the staging table a run creates next to its target.
-STAGING_SUFFIX = "__tclose_staging"
-#: Suffix of the persistent helper table of tclose 0.1 (now a temporary table); a leftover one is
-#: dropped like a leftover staging table.
-MAP_SUFFIX = "__tclose_map"
-#: Suffix under which MySQL keeps the replaced target between ``RENAME TABLE`` and ``DROP TABLE``.
-OLD_SUFFIX = "__tclose_old"
+#: Marks in the names of the tables a run creates: ``<target>__tclose_s_<run>`` (staging) and,
+#: on MySQL, ``<target>__tclose_o_<run>`` (the replaced target between ``RENAME`` and ``DROP``).
+#: The target part is shortened to fit the database's identifier limit. Such a name proves
+#: nothing: tclose drops a table only when it recorded the table as its own (see
+#: :meth:`Session.drop_leftovers`).
+STAGING_MARK = "__tclose_s_"
+OLD_MARK = "__tclose_o_"
+#: Characters of the run id in an owned name.
+RUN_ID_LENGTH = 12
 #: Name of the new surrogate key column of the published table.
 ROW_COLUMN = "tclose_row"
 #: Temporary helper tables of the in-database join (one run's session only).
@@ -101,13 +103,6 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     return parsed
 
 
-def leftover_names(staging: TableName) -> list[TableName]:
-    """Tables an interrupted run for the same target may have left: the staging table, the
-    helper table of tclose 0.1 and MySQL's replaced target between rename and drop."""
-    target = TableName(staging.schema, staging.name.removesuffix(STAGING_SUFFIX))
-    return [staging, staging.with_suffix(MAP_SUFFIX), target.with_suffix(OLD_SUFFIX)]
-
-
 class SQLDatabase:
     """One database reached through a SQLAlchemy engine; subclassed per dialect.
 
@@ -119,6 +114,10 @@ class SQLDatabase:
 
     #: The :class:`Session` subclass of the dialect.
     session_class: ClassVar[type[Session]]
+    #: The longest table name the database keeps (``None``: no limit), in characters, or in
+    #: UTF-8 bytes when :attr:`identifier_bytes`.
+    identifier_limit: ClassVar[int | None] = None
+    identifier_bytes: ClassVar[bool] = False
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -225,6 +224,29 @@ class SQLDatabase:
                 return None
         url = self.url.set(password=None, query={})
         return (self.dialect, url.render_as_string(), name.schema or "", name.name)
+
+    def _size(self, name: str) -> int:
+        return len(name.encode()) if self.identifier_bytes else len(name)
+
+    def check_table_name(self, name: TableName, path: str = "target.table") -> None:
+        """:class:`ConfigError` if the database would cut or refuse table name ``name``."""
+        limit = self.identifier_limit
+        if limit is not None and self._size(name.name) > limit:
+            unit = "bytes" if self.identifier_bytes else "characters"
+            raise ConfigError(
+                f"==> At {path}\nThe table name {name.name!r} is longer than {self.dialect} "
+                f"allows ({self._size(name.name)} {unit}; at most {limit}). Choose a shorter name."
+            )
+
+    def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
+        """The name of a table the run creates next to ``target`` (``mark``: :data:`STAGING_MARK`
+        or :data:`OLD_MARK`): ``target``'s name, shortened to fit, the mark and the run id."""
+        tail = mark + run_id[:RUN_ID_LENGTH]
+        head = target.name
+        if self.identifier_limit is not None:
+            while head and self._size(head + tail) > self.identifier_limit:
+                head = head[:-1]
+        return TableName(target.schema, head + tail)
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
@@ -352,9 +374,9 @@ class SQLDatabase:
     ) -> Iterator[Session]:
         """A :class:`Session`: one connection in one consistent snapshot of the database.
 
-        With ``staging``, the session first drops tables left by an interrupted run for the same
-        target (see :func:`leftover_names`) and creates the staging table, in the way the dialect
-        keeps them invisible or removable. Leaving the block without :meth:`Session.publish`
+        With ``staging``, the session first drops the tables that interrupted runs provably left
+        (see :meth:`Session.drop_leftovers`) and creates the staging table, in the way the
+        dialect keeps it invisible or removable. Leaving the block without :meth:`Session.publish`
         rolls back or drops everything the session created.
 
         Args:
@@ -412,20 +434,19 @@ class Session:
             self.prepare_staging(staging)
 
     def prepare_staging(self, staging: sa.Table) -> None:
-        """Drop what an interrupted run for the same target left, and create ``staging``."""
-        self.drop_leftovers(TableName(staging.schema, staging.name))
+        """Drop what interrupted runs provably left, and create ``staging``."""
+        self.drop_leftovers(staging.schema)
         staging.create(self.connection)
         self.staging = staging
 
-    def drop_leftovers(self, staging: TableName) -> list[TableName]:
-        """Drop the tables of :func:`leftover_names` that exist; log each one."""
-        dropped = []
-        for name in leftover_names(staging):
-            if self.database.exists(name, self.connection):
-                self.execute(f"DROP TABLE {self.database.qualified(name)}")
-                log.warning("dropped table %s, left by an interrupted run", name)
-                dropped.append(name)
-        return dropped
+    def drop_leftovers(self, schema: str | None) -> list[TableName]:
+        """Drop the tables that killed runs left in ``schema`` and that tclose recorded as its
+        own; return them. Never a table because of its name.
+
+        The base implementation (SQLite, PostgreSQL) has nothing to drop: their DDL is
+        transactional, so a killed run leaves no table behind. MySQL keeps a registry.
+        """
+        return []
 
     def close(self, failed: bool = False) -> None:
         """End the session: roll back unless published, drop what must not outlive it, close.
@@ -569,7 +590,7 @@ class Session:
         mapping = sa.Table(
             MAP_TABLE,
             metadata,
-            sa.Column("src_key", key_type, primary_key=True, autoincrement=False),
+            *self.map_key(key_type),
             sa.Column("new_row", sa.BigInteger(), nullable=False),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
@@ -617,9 +638,18 @@ class Session:
                 f"{len(keys)} rows were partitioned but {result.rowcount} were found again. "
                 f"Nothing was published."
             )
-        centroids.drop(self.connection)
-        mapping.drop(self.connection)
+        self.drop_helpers([centroids, mapping])
         self.writes_done()
+
+    def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
+        """Drop the session's temporary helper tables (in its transaction)."""
+        for table in tables:
+            table.drop(self.connection)
+
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+        """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
+        index it needs; the source key is known to be unique and non-null."""
+        return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
 
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Fill ``staging`` from rows computed by the runner (a target in another database).

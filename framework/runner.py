@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -217,7 +218,7 @@ def _run(
     progress: Callable[..., None] | None,
     deferral: Deferral,
 ) -> RunResult:
-    from tclose.connectors.sql import ROW_COLUMN, STAGING_SUFFIX, TableName
+    from tclose.connectors.sql import ROW_COLUMN, STAGING_MARK, TableName
 
     registry = registry or load_registry()
     resolved = resolve_plugins(config, registry)
@@ -238,7 +239,9 @@ def _run(
     )
     source_name = TableName.parse(config.source.table)
     target_name = TableName.parse(target_spec.table)
-    staging_name = target_name.with_suffix(STAGING_SUFFIX)
+    run_id = uuid.uuid4().hex
+    target_db.check_table_name(target_name)
+    staging_name = target_db.owned_name(target_name, STAGING_MARK, run_id)
     refuse_same_table(
         source_db,
         source_name,
@@ -273,6 +276,8 @@ def _run(
     staging_table = target_db.staging_table(
         staging_name, source_table, output_columns, numeric, rounded, source_db.dialect
     )
+    staging_table.info.update(target=target_name, run_id=run_id)
+    staging_table.comment = f"tclose run {run_id}"  # kept by the published table where supported
     # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
     # the target session (staging table created first, so that a missing permission fails before
     # any work) and a read-only source session whose snapshot serves both passes.
@@ -375,6 +380,7 @@ def _run(
         target_url=target_db.redacted_url,
         output_columns=[ROW_COLUMN, *output_columns],
     )
+    report["run"]["id"] = run_id  # the id in the owned names (and the published table's comment)
     report_module.finish(report, registry, config, report_path)
     if failure is not None:
         failure.report = report
