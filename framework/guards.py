@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+import numpy as np
+
+from .errors import ConfigError, DataError
 
 #: The first bytes of every SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -80,3 +82,30 @@ def _is_report(file: Path, head: bytes, key: str) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(document, dict) and {"tool", "verification"} <= set(document)
+
+
+#: The range of a 64-bit signed integer column, as floats: a rounded value must lie in
+#: ``[-2**63, 2**63)`` (``2**63`` itself is a float64 that no BIGINT holds).
+_INT64 = (-(2.0**63), 2.0**63)
+
+
+def refuse_overflow(values: dict[str, np.ndarray], attributes: Any, keys: np.ndarray) -> None:
+    """:class:`DataError` (exit 3) naming the column and rows whose published value does not
+    fit the column it is written to: a rounded QI must be a finite 64-bit integer, any other
+    replaced value finite. Such a value is never written (a cast would wrap it around)."""
+    for column, column_values in values.items():
+        spec = attributes[column]
+        if column_values.dtype.kind != "f":
+            continue
+        bad = ~np.isfinite(column_values)
+        if spec.round:
+            rounded = np.rint(np.where(bad, 0.0, column_values))
+            bad |= (rounded < _INT64[0]) | (rounded >= _INT64[1])
+        if bad.any():
+            shown = ", ".join(str(k) for k in keys[bad][:5]) + (", ..." if bad.sum() > 5 else "")
+            raise DataError(
+                f"The quasi-identifier {column!r} would be published out of range in "
+                f"{int(bad.sum())} row(s) (rows {shown}): its cluster values do not fit "
+                f"{'a 64-bit integer column' if spec.round else 'a double precision column'}. "
+                f"Nothing was written; use round: false, or rescale the column."
+            )

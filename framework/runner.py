@@ -22,7 +22,7 @@ from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
-from .guards import refuse_foreign_file, refuse_same_table
+from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
 from .options import validate_options
@@ -310,6 +310,7 @@ def _run(
                 config.t,
             )
         replaced = encoded.aggregate(labels)
+        refuse_overflow(replaced, config.attributes, keys)
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
         rng = np.random.default_rng(
             config.seed if config.seed is not None else secrets.randbits(64)
