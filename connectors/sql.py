@@ -248,6 +248,14 @@ class SQLDatabase:
                 head = head[:-1]
         return TableName(target.schema, head + tail)
 
+    def table_comment(self, name: TableName) -> str | None:
+        """The comment of table ``name`` (``None`` if none, or the database has no comments);
+        a published table's says which run published it (``tclose run <id>``)."""
+        if not self.engine.dialect.supports_comments:
+            return None
+        with self.errors(f"reading the comment of {name}"), self.engine.connect() as connection:
+            return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
+
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
         :class:`ConfigError` if there is neither."""

@@ -182,7 +182,7 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from .runner import verify_published
+    from .runner import published_run_id, verify_published
 
     config = load_config(args.config)
     report = _read_report(args.report) if args.report else None
@@ -230,6 +230,9 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             "note  the source was not read: row count and confidential values were not "
             "compared with it (use --source)."
         )
+    run_id = published_run_id(config)
+    if run_id is not None:
+        print(f"run   published by tclose run {run_id} (the table's comment)")
     print("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1
 

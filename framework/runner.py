@@ -492,6 +492,24 @@ def verify_published(
     )
 
 
+def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
+    """The id of the run that published ``config``'s target, from the table's comment
+    (PostgreSQL, MySQL); ``None`` where the database keeps no comment. With it, the audit record
+    of a run killed between its publish and its report can be found or rebuilt."""
+    from tclose.connectors.sql import TableName
+
+    registry = registry or load_registry()
+    database = registry.connector_for(_dialect(config.target.url)).connect(
+        config.target.url, config.target.password_file
+    )
+    comment = getattr(database, "table_comment", lambda _name: None)(
+        TableName.parse(config.target.table)
+    )
+    if comment and comment.startswith("tclose run "):
+        return comment.removeprefix("tclose run ").strip()
+    return None
+
+
 def _read_written(
     database,
     table,
