@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
@@ -44,6 +45,11 @@ class SQLiteSession(Session):
             self.execute("BEGIN")
             return
         self.execute("BEGIN IMMEDIATE")
+        run_id = staging.info.get("run_id")
+        if run_id and not any(c.name == f"tclose_run_{run_id}" for c in staging.constraints):
+            # SQLite keeps no table comment: the run id lives in a no-op constraint's name, in
+            # the published table's definition (see SQLiteDatabase.table_comment).
+            staging.append_constraint(sa.CheckConstraint("1", name=f"tclose_run_{run_id}"))
         self.prepare_staging(staging)
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
@@ -143,6 +149,19 @@ class SQLiteDatabase(SQLDatabase):
             return ("memory", id(self.engine), schema)
         stat = os.stat(path)
         return ("file", stat.st_dev, stat.st_ino)
+
+    def table_comment(self, name: TableName) -> str | None:
+        """``tclose run <id>`` when the table's definition holds the constraint ``tclose_run_<id>``
+        a run adds to its staging table (SQLite keeps no comments)."""
+        schema = self.quote(name.schema) + "." if name.schema else ""
+        with self.errors(f"reading the definition of {name}"), self.engine.connect() as connection:
+            row = connection.exec_driver_sql(
+                f"SELECT sql FROM {schema}sqlite_master WHERE type = 'table' AND name = ? "
+                f"COLLATE NOCASE",
+                (name.name,),
+            ).first()
+        found = re.search(r"tclose_run_([0-9a-f]{32})", row[0] or "") if row else None
+        return f"tclose run {found.group(1)}" if found else None
 
     def row_type(self) -> sa.types.TypeEngine:
         return sa.Integer()  # INTEGER PRIMARY KEY: the rowid, rows stored in key order

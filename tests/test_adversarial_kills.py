@@ -9,7 +9,7 @@ must leave behind (``docs/databases.md``):
 
 - the source is unchanged, always;
 - before the publish the target is exactly as it was; after it, the new table, which verifies
-  and names its run in its comment (PostgreSQL, MariaDB);
+  and names its run in its comment (SQLite: in its definition);
 - SIGTERM and SIGINT exit 130 with a truthful message, and leave no table of the run; after the
   publish they take effect once the report is written;
 - SIGKILL leaves nothing on SQLite and PostgreSQL (transactional DDL) and at most an empty,
@@ -228,5 +228,4 @@ def _verify_names_the_run(db, document, what) -> None:
     capture = io.StringIO()
     with contextlib.redirect_stdout(capture):
         assert main(["-q", "verify", str(db.write_config(document, "v.yaml"))]) == 0, what
-    if db.dialect != "sqlite":  # SQLite keeps no table comment
-        assert "published by tclose run " in capture.getvalue(), (what, capture.getvalue())
+    assert "published by tclose run " in capture.getvalue(), (what, capture.getvalue())
