@@ -1,11 +1,12 @@
 """Connector plugin ``mysql``: MySQL and MariaDB through PyMySQL.
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
-  (``GET_LOCK``), drops leftovers and creates the staging table, and only then opens
-  ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` for the reads and the DML (helper tables are
-  ``TEMPORARY``, whose creation does not commit). The staging rows are committed before the
-  verification reads them back; ``RENAME TABLE`` of both names in one statement publishes them.
-  A killed run can leave a staging table behind: the next run for the target drops it.
+  (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
+  records and creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT
+  SNAPSHOT`` for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and
+  ``DROP TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
+  ``RENAME TABLE`` of both names in one statement commits and publishes them. A killed run can
+  leave an empty, registered staging table behind: the next run on the schema drops it.
 - ``INSERT ... SELECT`` reads the source with locks, not from the snapshot. On MariaDB with
   ``innodb_snapshot_isolation`` (10.6.18, 10.11.8, 11.x) the session turns it on, so such a read
   of a row changed since the snapshot fails the run instead of mixing two states of the source.
