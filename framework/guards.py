@@ -27,10 +27,20 @@ def refuse_same_table(
 ) -> None:
     """:class:`ConfigError` (exit 2) when the target (or the audit table, ``report.table``)
     is the source table under another name or URL, or the audit table is the target."""
-    source_id = source_db.table_identity(source)
+    if not all(hasattr(db, "table_identity") for db in (source_db, target_db)):
+        # A connector that cannot say what its tables are: compare what is known.
+        def identify(db: Any, name: Any) -> tuple:
+            return (id(db), str(name))
+
+    else:
+
+        def identify(db: Any, name: Any) -> tuple | None:
+            return db.table_identity(name)
+
+    source_id = identify(source_db, source)
     if source_id is None:
         return  # no source table: reading it fails with its own message
-    target_id = target_db.table_identity(target)
+    target_id = identify(target_db, target)
     if target_id == source_id:
         raise ConfigError(
             f"==> At target ==> At key: table\nThe target table {target} is the source table "
@@ -38,7 +48,7 @@ def refuse_same_table(
             f"modifies its source. Choose another target table."
         )
     if audit is not None:
-        audit_id = target_db.table_identity(audit)
+        audit_id = identify(target_db, audit)
         if audit_id is not None and audit_id in (source_id, target_id):
             which = "source" if audit_id == source_id else "target"
             raise ConfigError(

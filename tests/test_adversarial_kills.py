@@ -178,13 +178,13 @@ def test_kill_campaign(db, plugin_path, tmp_path):
     db.create_patients(source, n=ROWS)
     db.create(target, [sa.Column("old", sa.Integer)], [{"old": 1}, {"old": 2}])
     before = db.rows(source, order="patient_id")
-    report = tmp_path / "report.json"
+    report, audit = tmp_path / "report.json", db.name("audit")
     for phase, signum, at in _campaign():
         what = f"{db.dialect}: {signum.name} at {phase} (chunk {at})"
         document = db.config(source, target)
         document["source"].update(url=f"kill+{db.url}", chunk_size=CHUNK)
         document["target"]["if_exists"] = "replace"
-        document["report"] = {"json": str(report)}
+        document["report"] = {"json": str(report), "table": audit}
         report.unlink(missing_ok=True)
         code, err = _trial(db, plugin_path, tmp_path, document, phase, signum, at)
 
@@ -194,10 +194,12 @@ def test_kill_campaign(db, plugin_path, tmp_path):
             assert len(db.rows(target)) == ROWS, what
         else:
             assert db.rows(target) == [(1,), (2,)], what
-        left = db.tables() - {source, target}
+        left = db.tables() - {source, target, audit}
+        audited = db.rows(audit) if audit in db.tables() else []
         if signum == signal.SIGKILL:
             assert code == -signal.SIGKILL, what
             assert not report.exists(), what  # never a truncated report
+            assert audited == [], what
             if db.dialect == "mysql" and not published:
                 assert len(left) <= 1 and all(db.rows(t) == [] for t in left), what
             else:
@@ -207,10 +209,14 @@ def test_kill_campaign(db, plugin_path, tmp_path):
             assert left == set(), what
             if published:
                 assert "interrupted after publishing" in err, (what, err)
+                run_id = json.loads(report.read_text())["run"]["id"]
                 assert json.loads(report.read_text())["run"]["published"] is True, what
+                assert [r[0] for r in audited] == [run_id], what  # the audit row, too
             else:
                 assert "interrupted: nothing was published" in err, (what, err)
-                assert not report.exists(), what
+                assert not report.exists() and audited == [], what
+        if audit in db.tables():
+            db.execute(f"DELETE FROM {db.quote(audit)}")
         if published:
             _verify_names_the_run(db, document, what)
             db.execute(f"DROP TABLE {db.quote(target)}")
@@ -219,7 +225,7 @@ def test_kill_campaign(db, plugin_path, tmp_path):
     document = db.config(source, target)
     document["target"]["if_exists"] = "replace"
     assert main(["-q", "run", str(db.write_config(document))]) == 0
-    assert db.tables() == {source, target}
+    assert db.tables() - {audit} == {source, target}
     assert len(db.rows(target)) == ROWS
 
 
