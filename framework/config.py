@@ -139,7 +139,9 @@ def config_digest(document: Mapping[str, Any]) -> str:
     def scrub(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {
-                k: redact_url(v) if k == "url" and isinstance(v, str) else scrub(v)
+                k: redact_url(v, remembered=False)
+                if k == "url" and isinstance(v, str)
+                else scrub(v)
                 for k, v in value.items()
             }
         if isinstance(value, list):

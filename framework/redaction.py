@@ -96,11 +96,17 @@ def _redact_one(text: str) -> str:
     return redact_parsed(parsed)
 
 
-def redact_url(text: str | sa.URL) -> str:
-    """``text`` (a URL, or any message) with every credential replaced by ``***``."""
+def redact_url(text: str | sa.URL, remembered: bool = True) -> str:
+    """``text`` (a URL, or any message) with every credential replaced by ``***``.
+
+    With ``remembered`` (the default) the secrets this process has seen are scrubbed too;
+    without, the result depends on ``text`` alone (for digests, which must be reproducible).
+    """
     if isinstance(text, sa.URL):
-        return scrub(redact_parsed(text))
-    return scrub(_URL.sub(lambda m: _redact_one(m.group(0)), str(text)))
+        redacted = redact_parsed(text)
+    else:
+        redacted = _URL.sub(lambda m: _redact_one(m.group(0)), str(text))
+    return scrub(redacted) if remembered else redacted
 
 
 def scrub(text: str) -> str:
