@@ -88,8 +88,11 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     """
     try:
         parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise ConfigError(f"Cannot parse the database URL {redact_url(url)!r}.") from None
+    except (sa.exc.ArgumentError, ValueError) as error:  # ValueError: e.g. a port that is no number
+        detail = f" ({error})" if isinstance(error, ValueError) else ""
+        raise ConfigError(
+            f"Cannot parse the database URL {redact_url(url)!r}{redact_url(detail)}."
+        ) from None
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").strip()

@@ -258,6 +258,7 @@ def _read_report(path: str) -> dict[str, Any]:
 
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .guards import SQLITE_HEADER
     from .init_config import PASSWORD_VARIABLE, inspect_table, skeleton
 
     columns = inspect_table(args.url, args.table, args.password_file)
@@ -276,6 +277,10 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     path = Path(args.output)
     if path.exists() and not args.force:
         raise ConfigError(f"{path} already exists; choose another file or add --force.")
+    if path.is_file():
+        with path.open("rb") as existing:
+            if existing.read(16) == SQLITE_HEADER:
+                raise ConfigError(f"{path} is a SQLite database file; it is never overwritten.")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     if not args.quiet:

@@ -144,3 +144,11 @@ def test_a_missing_table_lists_the_existing_ones(sqlite_run, capsys):
     document["source"]["table"] = "dischargez"
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 3
     assert "It has the tables: discharges." in capsys.readouterr().err
+
+
+def test_init_never_overwrites_a_database_file(sqlite_run, capsys):
+    size = sqlite_run.db.stat().st_size
+    url = f"sqlite:///{sqlite_run.db}"
+    assert main(["init", url, "discharges", "-o", str(sqlite_run.db), "--force"]) == 2
+    assert "is a SQLite database file" in capsys.readouterr().err
+    assert sqlite_run.db.stat().st_size == size and len(sqlite_run.rows("discharges")) == 400
