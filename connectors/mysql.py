@@ -123,13 +123,15 @@ class MySQLSession(Session):
     def registry(self, schema: str | None) -> str:
         return self.database.qualified(TableName(schema, REGISTRY_TABLE))
 
-    def register(self, name: TableName) -> None:
-        """Record ``name`` as this run's before creating it (committed at once)."""
-        self.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.registry(name.schema)} (name VARCHAR(64) "
-            f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, run_lock VARCHAR(64) NOT "
-            f"NULL, created_at DATETIME NOT NULL) ENGINE=InnoDB"
-        )
+    def register(self, name: TableName, create: bool = True) -> None:
+        """Record ``name`` as this run's before creating it (committed at once outside a
+        transaction; ``create``: create the registry first, which commits)."""
+        if create:
+            self.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.registry(name.schema)} (name VARCHAR(64) "
+                f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, run_lock VARCHAR(64) "
+                f"NOT NULL, created_at DATETIME NOT NULL) ENGINE=InnoDB"
+            )
         self.execute(
             f"INSERT INTO {self.registry(name.schema)} VALUES "
             f"({_literal(name.name)}, {_literal(self.run_lock)}, UTC_TIMESTAMP())"
@@ -245,22 +247,34 @@ class MySQLSession(Session):
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
-            self.execute("COMMIT")
+            # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
+            # registration of the old target's parking name) as it runs.
             if exists:
                 run_id = self.staging.info.get("run_id") if self.staging is not None else None
                 old = self.database.owned_name(target, OLD_MARK, run_id or random_suffix())
-                self.register(old)
+                self.register(old, create=False)
                 self.execute(
                     f"RENAME TABLE {quoted(target)} TO {quoted(old)}, "
                     f"{quoted(staging)} TO {quoted(target)}"
                 )
-                self.published = True
-                self.execute(f"DROP TABLE {quoted(old)}")
-                self.unregister(old)
             else:
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
-                self.published = True
+            self.published = True
+        self.tidy_after_publish(staging, old if exists else None)
+
+    def tidy_after_publish(self, staging: TableName, old: TableName | None) -> None:
+        """Drop the replaced target and clear the registry. The target is published already: a
+        failure here is logged, and the next run drops what is still registered."""
+        try:
+            if old is not None:
+                self.execute(f"DROP TABLE {self.database.qualified(old)}")
+                self.unregister(old)
             self.unregister(staging)
+        except Exception as error:
+            log.warning(
+                "published; cleaning up afterwards failed (%s); the next run drops what remains",
+                " ".join(str(getattr(error, "orig", error)).split()),
+            )
 
 
 class MySQLDatabase(SQLDatabase):
