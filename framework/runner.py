@@ -494,8 +494,9 @@ def verify_published(
 
 def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
     """The id of the run that published ``config``'s target, from the table's comment
-    (PostgreSQL, MySQL); ``None`` where the database keeps no comment. With it, the audit record
-    of a run killed between its publish and its report can be found or rebuilt."""
+    (PostgreSQL, MySQL; on SQLite from a constraint name in its definition); ``None`` if the
+    table carries none. With it, the audit record of a run killed between its publish and its
+    report can be found or rebuilt."""
     from tclose.connectors.sql import TableName
 
     registry = registry or load_registry()
