@@ -61,7 +61,10 @@ class PostgreSQLSession(Session):
             self.prepare_staging(staging)
 
     def lock(self, target: TableName) -> None:
-        """Take the run lock of ``target`` (released at commit or rollback)."""
+        """Take the run lock of ``target`` (released at commit or rollback); an unqualified name
+        is qualified with ``current_schema()`` first, so that every spelling takes one lock."""
+        if target.schema is None:
+            target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
         self.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_SECONDS}s'")
         try:
             self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(target))})")

@@ -248,7 +248,7 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
     with holder.connect() as connection:  # another run's lock, held by this connection
         if db.dialect == "postgresql":
             connection.exec_driver_sql(
-                f"SELECT pg_advisory_lock({postgresql.run_lock_key(target)})"
+                f"SELECT pg_advisory_lock({postgresql.run_lock_key(f'public.{target}')})"
             )
         elif db.dialect == "mysql":
             schema = db.engine.url.database
