@@ -1,11 +1,12 @@
 """Connector plugin ``mysql``: MySQL and MariaDB through PyMySQL.
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
-  (``GET_LOCK``), drops leftovers and creates the staging table, and only then opens
-  ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` for the reads and the DML (helper tables are
-  ``TEMPORARY``, whose creation does not commit). The staging rows are committed before the
-  verification reads them back; ``RENAME TABLE`` of both names in one statement publishes them.
-  A killed run can leave a staging table behind: the next run for the target drops it.
+  (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
+  records and creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT
+  SNAPSHOT`` for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and
+  ``DROP TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
+  ``RENAME TABLE`` of both names in one statement commits and publishes them. A killed run can
+  leave an empty, registered staging table behind: the next run on the schema drops it.
 - ``INSERT ... SELECT`` reads the source with locks, not from the snapshot. On MariaDB with
   ``innodb_snapshot_isolation`` (10.6.18, 10.11.8, 11.x) the session turns it on, so such a read
   of a row changed since the snapshot fails the run instead of mixing two states of the source.
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,7 +29,9 @@ from sqlalchemy.dialects import mysql
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import OLD_SUFFIX, Session, SQLDatabase, TableName
+from .sql import OLD_MARK, Session, SQLDatabase, TableName, random_suffix
+
+log = logging.getLogger("tclose")
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
 LOCK_WAIT_SECONDS = 30
@@ -35,20 +39,43 @@ LOCK_WAIT_SECONDS = 30
 RECORD_CHANGED = 1020
 
 
-def run_lock_name(schema: str, staging: str) -> str:
-    """The named lock (``GET_LOCK``) of the runs that write ``schema.staging``; 47 characters,
+#: The registry of the tables runs create, one per schema (see :class:`MySQLSession`).
+REGISTRY_TABLE = "tclose_owned"
+
+
+def run_lock_name(schema: str, target: str) -> str:
+    """The named lock (``GET_LOCK``) of the runs that write ``schema.target``; 47 characters,
     within MySQL's limit of 64."""
-    return "tclose:" + hashlib.sha256(f"{schema}.{staging}".encode()).hexdigest()[:40]
+    return "tclose:" + hashlib.sha256(f"{schema}.{target}".encode()).hexdigest()[:40]
+
+
+def owner_lock_name(run_id: str) -> str:
+    """The named lock one run holds while it lives: its registered tables are not leftovers."""
+    return "tclose-run:" + hashlib.sha256(run_id.encode()).hexdigest()[:40]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class MySQLSession(Session):
-    """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot."""
+    """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot.
+
+    The tables a run creates (the staging table; the replaced target between ``RENAME`` and
+    ``DROP``) are recorded in the registry table ``tclose_owned`` of their schema *before* they
+    exist, with the name of a lock the run holds while it lives (``GET_LOCK``). A later run drops
+    a registered table only once that lock is free (its run is over); it never drops a table
+    that is not registered, whatever its name.
+    """
 
     database: MySQLDatabase
 
     def begin(self, staging: sa.Table | None) -> None:
         if staging is not None:
-            self.lock(TableName(staging.schema, staging.name))
+            target = staging.info.get("target") or TableName(staging.schema, staging.name)
+            self.lock(target)
+            self.run_lock = owner_lock_name(staging.info.get("run_id") or staging.name)
+            self.execute(f"SELECT GET_LOCK('{self.run_lock}', 0)")
             self.prepare_staging(staging)
             if self.database.joins_in_snapshot:
                 self.execute("SET SESSION innodb_snapshot_isolation = ON")
@@ -58,16 +85,86 @@ class MySQLSession(Session):
         else:
             self.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
 
-    def lock(self, staging: TableName) -> None:
-        """Take the run lock of ``staging``'s target (a named lock held by this connection)."""
-        schema = staging.schema or self.database.url.database or ""
-        name = run_lock_name(schema, staging.name)
+    def lock(self, target: TableName) -> None:
+        """Take the run lock of ``target`` (a named lock held by this connection)."""
+        schema = target.schema or self.database.url.database or ""
+        name = run_lock_name(schema, target.name)
         got = self.execute(f"SELECT GET_LOCK('{name}', {LOCK_WAIT_SECONDS})")
         if not got or got[0][0] != 1:
             raise DataError(
-                f"Another tclose run is writing {staging} (waited {LOCK_WAIT_SECONDS} s); "
+                f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                 f"nothing was written. Retry when it has finished."
             )
+
+    def prepare_staging(self, staging: sa.Table) -> None:
+        self.drop_leftovers(staging.schema)
+        name = TableName(staging.schema, staging.name)
+        if self.database.exists(name, self.connection):  # never adopt a table not created here
+            raise DataError(f"Table {name} exists already; nothing was written. Run again.")
+        self.register(name)
+        staging.create(self.connection)
+        self.staging = staging
+        # Publishing needs ALTER and DROP (RENAME TABLE, then DROP of the old target): prove
+        # them now, on the empty table, rather than after the work.
+        quoted = self.database.qualified(name)
+        try:
+            self.execute(f"ALTER TABLE {quoted} RENAME TO {quoted}")
+            self.execute(f"DROP TABLE {quoted}")
+        except sa.exc.DBAPIError as error:
+            raise DataError(
+                f"The database user may create tables in {name.schema or 'the database'} but "
+                f"not alter or drop them, which publishing needs (RENAME TABLE, DROP TABLE): "
+                f"{' '.join(str(error.orig).split())}. Nothing was written."
+            ) from None
+        staging.create(self.connection)
+
+    # --- the registry of owned tables ----------------------------------------------------------
+
+    def registry(self, schema: str | None) -> str:
+        return self.database.qualified(TableName(schema, REGISTRY_TABLE))
+
+    def register(self, name: TableName, create: bool = True) -> None:
+        """Record ``name`` as this run's before creating it (committed at once outside a
+        transaction; ``create``: create the registry first, which commits)."""
+        if create:
+            self.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.registry(name.schema)} (name VARCHAR(64) "
+                f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, run_lock VARCHAR(64) "
+                f"NOT NULL, created_at DATETIME NOT NULL) ENGINE=InnoDB"
+            )
+        self.execute(
+            f"INSERT INTO {self.registry(name.schema)} VALUES "
+            f"({_literal(name.name)}, {_literal(self.run_lock)}, UTC_TIMESTAMP())"
+        )
+
+    def unregister(self, name: TableName, execute: Any = None) -> None:
+        (execute or self.execute)(
+            f"DELETE FROM {self.registry(name.schema)} WHERE name = {_literal(name.name)}"
+        )
+
+    def drop_leftovers(self, schema: str | None) -> list[TableName]:
+        """Drop the registered tables of runs that are over (their lock is free)."""
+        exists = self.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = "
+            + (_literal(schema) if schema else "DATABASE()")
+            + f" AND table_name = {_literal(REGISTRY_TABLE)}"
+        )
+        if not exists[0][0]:
+            return []
+        rows = self.execute(
+            f"SELECT name FROM {self.registry(schema)} WHERE IS_FREE_LOCK(run_lock) = 1"
+        )
+        dropped = []
+        for (name,) in rows:
+            table = TableName(schema, name)
+            if self.database.exists(table, self.connection):
+                self.execute(f"DROP TABLE {self.database.qualified(table)}")
+                log.warning("dropped table %s, left by an interrupted tclose run", table)
+                dropped.append(table)
+            self.unregister(table)
+        return dropped
+
+    # --- reading, writing, publishing ----------------------------------------------------------
 
     def stream(
         self,
@@ -92,18 +189,56 @@ class MySQLSession(Session):
         finally:
             cursor.close()
 
-    def writes_done(self) -> None:
-        self.execute("COMMIT")
-
     def end(self, failed: bool) -> None:
-        if self.published:
+        if self.published or self.staging is None:
+            if not self.published:
+                self.execute("ROLLBACK")
             return
-        self.execute("ROLLBACK")
-        if self.staging is not None:
-            self.execute(f"DROP TABLE IF EXISTS {self.database.qualified(self.staging)}")
+        staging = TableName(self.staging.schema, self.staging.name)
+        try:
+            self.execute("ROLLBACK")
+            self.execute(f"DROP TABLE IF EXISTS {self.database.qualified(staging)}")
+            self.unregister(staging)
+        except Exception:  # a broken connection (e.g. after an interrupt): use a new one
+            try:
+                self._drop_with_new_connection(staging)
+            except Exception as error:
+                log.warning(
+                    "could not drop the staging table %s (%s); it holds no committed row, and "
+                    "the next tclose run on this schema that may drop tables drops it",
+                    staging,
+                    " ".join(str(getattr(error, "orig", error)).split()),
+                )
+
+    def _drop_with_new_connection(self, staging: TableName) -> None:
+        with self.database.engine.connect() as fresh:
+            fresh = fresh.execution_options(isolation_level="AUTOCOMMIT")
+
+            def execute(sql: str) -> None:
+                fresh.exec_driver_sql(sql.replace("%", "%%"))
+
+            execute(f"DROP TABLE IF EXISTS {self.database.qualified(staging)}")
+            self.unregister(staging, execute)
+
+    def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
+        # DROP TABLE would commit the transaction (and with it the unverified staging rows).
+        for table in tables:
+            self.execute(f"DROP TEMPORARY TABLE {self.database.qualified(table)}")
+
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+        """A text or binary key without a length cannot be a MySQL key: it gets a prefix index
+        instead (the join still compares whole values)."""
+        unbounded = isinstance(key_type, (sa.Text, sa.LargeBinary)) or (
+            isinstance(key_type, sa.String) and not key_type.length
+        )
+        if not unbounded:
+            return super().map_key(key_type)
+        column = sa.Column("src_key", key_type, nullable=False)
+        return [column, sa.Index("tclose_map_key", column, mysql_length=255)]
 
     def publish(self, staging: TableName, target: TableName, replace: bool) -> None:
-        """``RENAME TABLE`` of both names in one statement (atomic), then drop the old target."""
+        """``RENAME TABLE`` of both names in one statement (atomic; it commits the staging rows,
+        verified in this transaction), then drop the old target."""
         quoted = self.database.qualified
         with self.database.errors(f"publishing {target}"):
             exists = self.database.exists(target, self.connection)
@@ -112,23 +247,41 @@ class MySQLSession(Session):
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
+            # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
+            # registration of the old target's parking name) as it runs.
             if exists:
-                old = target.with_suffix(OLD_SUFFIX)
+                run_id = self.staging.info.get("run_id") if self.staging is not None else None
+                old = self.database.owned_name(target, OLD_MARK, run_id or random_suffix())
+                self.register(old, create=False)
                 self.execute(
                     f"RENAME TABLE {quoted(target)} TO {quoted(old)}, "
                     f"{quoted(staging)} TO {quoted(target)}"
                 )
-                self.published = True
-                self.execute(f"DROP TABLE {quoted(old)}")
             else:
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
-                self.published = True
+            self.published = True
+        self.tidy_after_publish(staging, old if exists else None)
+
+    def tidy_after_publish(self, staging: TableName, old: TableName | None) -> None:
+        """Drop the replaced target and clear the registry. The target is published already: a
+        failure here is logged, and the next run drops what is still registered."""
+        try:
+            if old is not None:
+                self.execute(f"DROP TABLE {self.database.qualified(old)}")
+                self.unregister(old)
+            self.unregister(staging)
+        except Exception as error:
+            log.warning(
+                "published; cleaning up afterwards failed (%s); the next run drops what remains",
+                " ".join(str(getattr(error, "orig", error)).split()),
+            )
 
 
 class MySQLDatabase(SQLDatabase):
     """A MySQL or MariaDB database (driver: PyMySQL; ``mysql://`` URLs use it too)."""
 
     session_class = MySQLSession
+    identifier_limit = 64
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername in ("mysql", "mariadb"):
@@ -147,6 +300,29 @@ class MySQLDatabase(SQLDatabase):
                 f"{self.redacted_url}. Nothing was published; run again when the source is quiet."
             )
         return super().describe(error, action)
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The server (``@@hostname``, ``@@port``, ``@@datadir``), the schema (``DATABASE()`` for
+        an unqualified name) and the table name as the server stores it (folded to lower case
+        under ``lower_case_table_names``)."""
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            host, port, datadir, fold, current = connection.exec_driver_sql(
+                "SELECT @@hostname, @@port, @@datadir, @@lower_case_table_names, DATABASE()"
+            ).one()
+            schema = name.schema or current
+            if schema is None:
+                return None
+            compare = "BINARY table_schema = %s AND BINARY table_name = %s"
+            if int(fold):
+                compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
+            row = connection.exec_driver_sql(
+                f"SELECT table_schema, table_name FROM information_schema.tables WHERE {compare}",
+                (schema, name.name),
+            ).first()
+        if row is None:
+            return None
+        stored = tuple(v.lower() if int(fold) else v for v in row)
+        return ("mysql", host, int(port), datadir, *stored)
 
     @property
     def joins_in_snapshot(self) -> bool:

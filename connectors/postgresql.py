@@ -37,9 +37,9 @@ _COPY_TRAILER = struct.pack(">h", -1)
 _BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
 
 
-def run_lock_key(staging: str) -> int:
-    """The advisory lock key of the runs that write staging table ``staging`` (``schema.name``)."""
-    digest = hashlib.sha256(f"tclose:{staging}".encode()).digest()
+def run_lock_key(target: str) -> int:
+    """The advisory lock key of the runs that write table ``target`` (``schema.name``)."""
+    digest = hashlib.sha256(f"tclose:{target}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -57,18 +57,21 @@ class PostgreSQLSession(Session):
         if self.database.server_version >= 140000:
             self.execute("SET LOCAL client_connection_check_interval = '2s'")
         if staging is not None:
-            self.lock(TableName(staging.schema, staging.name))
+            self.lock(staging.info.get("target") or TableName(staging.schema, staging.name))
             self.prepare_staging(staging)
 
-    def lock(self, staging: TableName) -> None:
-        """Take the run lock of ``staging``'s target (released at commit or rollback)."""
+    def lock(self, target: TableName) -> None:
+        """Take the run lock of ``target`` (released at commit or rollback); an unqualified name
+        is qualified with ``current_schema()`` first, so that every spelling takes one lock."""
+        if target.schema is None:
+            target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
         self.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_SECONDS}s'")
         try:
-            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(staging))})")
+            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(target))})")
         except sa.exc.OperationalError as error:
             if getattr(error.orig, "sqlstate", None) == "55P03":
                 raise DataError(
-                    f"Another tclose run is writing {staging} (waited {LOCK_WAIT_SECONDS} s); "
+                    f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                     f"nothing was written. Retry when it has finished."
                 ) from None
             raise
@@ -184,6 +187,8 @@ class PostgreSQLDatabase(SQLDatabase):
     """A PostgreSQL database (driver: psycopg 3; ``postgresql://`` URLs use it too)."""
 
     session_class = PostgreSQLSession
+    identifier_limit = 63  # NAMEDATALEN - 1, in bytes
+    identifier_bytes = True
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername == "postgresql":
@@ -211,6 +216,28 @@ class PostgreSQLDatabase(SQLDatabase):
         # table of the same target must not collide with it.
         table.primary_key.name = f"tclose_pk_{random_suffix()}"
         return table
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The cluster's ``system_identifier`` (else the postmaster's start time and port), the
+        database and the table's OID, as ``to_regclass`` resolves the quoted name (the
+        ``search_path`` for an unqualified one)."""
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            oid = connection.exec_driver_sql(
+                "SELECT to_regclass(%(name)s)::oid", {"name": self.qualified(name)}
+            ).scalar()
+            if oid is None:
+                return None
+            try:
+                with connection.begin_nested():
+                    server = connection.exec_driver_sql(
+                        "SELECT system_identifier::text FROM pg_control_system()"
+                    ).scalar()
+            except sa.exc.DBAPIError:  # not granted: the running postmaster is as unique
+                server = connection.exec_driver_sql(
+                    "SELECT pg_postmaster_start_time()::text || ':' || current_setting('port')"
+                ).scalar()
+            database = connection.exec_driver_sql("SELECT current_database()").scalar()
+        return ("postgresql", server, database, int(oid))
 
     def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
         if isinstance(column_type, postgresql.ENUM):

@@ -11,7 +11,7 @@ The runner uses a connector in this order (see ``docs/databases.md``)::
     database = connector.connect(url, password_file)
     source = database.table(TableName.parse("schema.table"))          # reflect, or DataError
     staging = database.staging_table(name, source, columns, replaced, rounded, source_dialect)
-    with database.session(staging) as session:    # snapshot opened, leftovers dropped, staging made
+    with database.session(staging) as session:    # snapshot opened, own leftovers dropped, staging made
         frames = session.read(source_name, kernel_columns, key)        # pass 1, streamed
         session.fill_joined(...)        # or, for a target in another database, fill_streamed(...)
         frames = session.read(staging_name, ...)                       # verification read-back
@@ -39,16 +39,19 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
+from tclose.redaction import redact_url, remember_secret, url_secrets
 
 log = logging.getLogger("tclose")
 
-#: Suffix of the staging table a run creates next to its target.
-STAGING_SUFFIX = "__tclose_staging"
-#: Suffix of the persistent helper table of tclose 0.1 (now a temporary table); a leftover one is
-#: dropped like a leftover staging table.
-MAP_SUFFIX = "__tclose_map"
-#: Suffix under which MySQL keeps the replaced target between ``RENAME TABLE`` and ``DROP TABLE``.
-OLD_SUFFIX = "__tclose_old"
+#: Marks in the names of the tables a run creates: ``<target>__tclose_s_<run>`` (staging) and,
+#: on MySQL, ``<target>__tclose_o_<run>`` (the replaced target between ``RENAME`` and ``DROP``).
+#: The target part is shortened to fit the database's identifier limit. Such a name proves
+#: nothing: tclose drops a table only when it recorded the table as its own (see
+#: :meth:`Session.drop_leftovers`).
+STAGING_MARK = "__tclose_s_"
+OLD_MARK = "__tclose_o_"
+#: Characters of the run id in an owned name.
+RUN_ID_LENGTH = 12
 #: Name of the new surrogate key column of the published table.
 ROW_COLUMN = "tclose_row"
 #: Temporary helper tables of the in-database join (one run's session only).
@@ -85,8 +88,11 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     """
     try:
         parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise ConfigError(f"Cannot parse the database URL {url.split('@')[-1]!r}.") from None
+    except (sa.exc.ArgumentError, ValueError) as error:  # ValueError: e.g. a port that is no number
+        detail = f" ({error})" if isinstance(error, ValueError) else ""
+        raise ConfigError(
+            f"Cannot parse the database URL {redact_url(url)!r}{redact_url(detail)}."
+        ) from None
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").strip()
@@ -95,14 +101,9 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
                 f"Cannot read password_file {password_file}: {error.strerror}."
             ) from None
         parsed = parsed.set(password=password)
+    for secret in url_secrets(parsed):
+        remember_secret(secret)
     return parsed
-
-
-def leftover_names(staging: TableName) -> list[TableName]:
-    """Tables an interrupted run for the same target may have left: the staging table, the
-    helper table of tclose 0.1 and MySQL's replaced target between rename and drop."""
-    target = TableName(staging.schema, staging.name.removesuffix(STAGING_SUFFIX))
-    return [staging, staging.with_suffix(MAP_SUFFIX), target.with_suffix(OLD_SUFFIX)]
 
 
 class SQLDatabase:
@@ -116,6 +117,10 @@ class SQLDatabase:
 
     #: The :class:`Session` subclass of the dialect.
     session_class: ClassVar[type[Session]]
+    #: The longest table name the database keeps (``None``: no limit), in characters, or in
+    #: UTF-8 bytes when :attr:`identifier_bytes`.
+    identifier_limit: ClassVar[int | None] = None
+    identifier_bytes: ClassVar[bool] = False
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -136,8 +141,8 @@ class SQLDatabase:
 
     @property
     def redacted_url(self) -> str:
-        """The URL with the password replaced by ``***``."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL with its password and credential parameters replaced by ``***``."""
+        return redact_url(self.url)
 
     def same_database(self, other: SQLDatabase) -> bool:
         return self.url == other.url
@@ -192,8 +197,12 @@ class SQLDatabase:
             self.errors(f"reading the definition of table {name}"),
             _connection(self.engine, connection) as bound,
         ):
-            if not sa.inspect(bound).has_table(name.name, schema=name.schema):
-                raise DataError(f"Table {name} does not exist in {self.redacted_url}.")
+            inspector = sa.inspect(bound)
+            if not inspector.has_table(name.name, schema=name.schema):
+                raise DataError(
+                    f"Table {name} does not exist in {self.redacted_url}. "
+                    f"{_existing_tables(inspector, name.schema)}"
+                )
             return sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
 
     def exists(self, name: TableName, connection: Connection | None = None) -> bool:
@@ -203,6 +212,52 @@ class SQLDatabase:
             _connection(self.engine, connection) as bound,
         ):
             return sa.inspect(bound).has_table(name.name, schema=name.schema)
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """What the database itself says table ``name`` is, or ``None`` if there is no such table.
+
+        Two names (from two URLs, or two spellings) denote the same table exactly when their
+        identities are equal. The base implementation knows only the URL (without credentials),
+        the schema and the name as given; the built-in dialects ask the server: its identity,
+        the database, the schema and the name as the database folds it, or the catalog's object
+        id (see ``docs/databases.md``).
+        """
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
+                return None
+        url = self.url.set(password=None, query={})
+        return (self.dialect, url.render_as_string(), name.schema or "", name.name)
+
+    def _size(self, name: str) -> int:
+        return len(name.encode()) if self.identifier_bytes else len(name)
+
+    def check_table_name(self, name: TableName, path: str = "target.table") -> None:
+        """:class:`ConfigError` if the database would cut or refuse table name ``name``."""
+        limit = self.identifier_limit
+        if limit is not None and self._size(name.name) > limit:
+            unit = "bytes" if self.identifier_bytes else "characters"
+            raise ConfigError(
+                f"==> At {path}\nThe table name {name.name!r} is longer than {self.dialect} "
+                f"allows ({self._size(name.name)} {unit}; at most {limit}). Choose a shorter name."
+            )
+
+    def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
+        """The name of a table the run creates next to ``target`` (``mark``: :data:`STAGING_MARK`
+        or :data:`OLD_MARK`): ``target``'s name, shortened to fit, the mark and the run id."""
+        tail = mark + run_id[:RUN_ID_LENGTH]
+        head = target.name
+        if self.identifier_limit is not None:
+            while head and self._size(head + tail) > self.identifier_limit:
+                head = head[:-1]
+        return TableName(target.schema, head + tail)
+
+    def table_comment(self, name: TableName) -> str | None:
+        """The comment of table ``name`` (``None`` if none, or the database has no comments);
+        a published table's says which run published it (``tclose run <id>``)."""
+        if not self.engine.dialect.supports_comments:
+            return None
+        with self.errors(f"reading the comment of {name}"), self.engine.connect() as connection:
+            return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
@@ -330,9 +385,9 @@ class SQLDatabase:
     ) -> Iterator[Session]:
         """A :class:`Session`: one connection in one consistent snapshot of the database.
 
-        With ``staging``, the session first drops tables left by an interrupted run for the same
-        target (see :func:`leftover_names`) and creates the staging table, in the way the dialect
-        keeps them invisible or removable. Leaving the block without :meth:`Session.publish`
+        With ``staging``, the session first drops the tables that interrupted runs provably left
+        (see :meth:`Session.drop_leftovers`) and creates the staging table, in the way the
+        dialect keeps it invisible or removable. Leaving the block without :meth:`Session.publish`
         rolls back or drops everything the session created.
 
         Args:
@@ -390,20 +445,19 @@ class Session:
             self.prepare_staging(staging)
 
     def prepare_staging(self, staging: sa.Table) -> None:
-        """Drop what an interrupted run for the same target left, and create ``staging``."""
-        self.drop_leftovers(TableName(staging.schema, staging.name))
+        """Drop what interrupted runs provably left, and create ``staging``."""
+        self.drop_leftovers(staging.schema)
         staging.create(self.connection)
         self.staging = staging
 
-    def drop_leftovers(self, staging: TableName) -> list[TableName]:
-        """Drop the tables of :func:`leftover_names` that exist; log each one."""
-        dropped = []
-        for name in leftover_names(staging):
-            if self.database.exists(name, self.connection):
-                self.execute(f"DROP TABLE {self.database.qualified(name)}")
-                log.warning("dropped table %s, left by an interrupted run", name)
-                dropped.append(name)
-        return dropped
+    def drop_leftovers(self, schema: str | None) -> list[TableName]:
+        """Drop the tables that killed runs left in ``schema`` and that tclose recorded as its
+        own; return them. Never a table because of its name.
+
+        The base implementation (SQLite, PostgreSQL) has nothing to drop: their DDL is
+        transactional, so a killed run leaves no table behind. MySQL keeps a registry.
+        """
+        return []
 
     def close(self, failed: bool = False) -> None:
         """End the session: roll back unless published, drop what must not outlive it, close.
@@ -547,7 +601,7 @@ class Session:
         mapping = sa.Table(
             MAP_TABLE,
             metadata,
-            sa.Column("src_key", key_type, primary_key=True, autoincrement=False),
+            *self.map_key(key_type),
             sa.Column("new_row", sa.BigInteger(), nullable=False),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
@@ -595,9 +649,18 @@ class Session:
                 f"{len(keys)} rows were partitioned but {result.rowcount} were found again. "
                 f"Nothing was published."
             )
-        centroids.drop(self.connection)
-        mapping.drop(self.connection)
+        self.drop_helpers([centroids, mapping])
         self.writes_done()
+
+    def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
+        """Drop the session's temporary helper tables (in its transaction)."""
+        for table in tables:
+            table.drop(self.connection)
+
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+        """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
+        index it needs; the source key is known to be unique and non-null."""
+        return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
 
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Fill ``staging`` from rows computed by the runner (a target in another database).
@@ -689,6 +752,19 @@ class Session:
 
     def renamed(self, target: TableName) -> None:
         """Called after the staging table got the target's name, before the commit."""
+
+
+def _existing_tables(inspector: sa.Inspector, schema: str | None, shown: int = 20) -> str:
+    """``Its tables are: a, b (2).``, naming the tables the schema does have."""
+    try:
+        names = sorted(inspector.get_table_names(schema=schema))
+    except sa.exc.SQLAlchemyError:
+        return ""
+    where = f"Schema {schema}" if schema else "It"
+    if not names:
+        return f"{where} has no table."
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return f"{where} has the tables: {', '.join(names[:shown])}{more}."
 
 
 def _raw(column: sa.ColumnElement, name: str) -> sa.ColumnElement:

@@ -14,9 +14,12 @@ new-key order. Bulk writes are ``executemany`` inside the transaction.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,7 +29,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import Session, SQLDatabase
+from .sql import Session, SQLDatabase, TableName
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30
@@ -42,6 +45,11 @@ class SQLiteSession(Session):
             self.execute("BEGIN")
             return
         self.execute("BEGIN IMMEDIATE")
+        run_id = staging.info.get("run_id")
+        if run_id and not any(c.name == f"tclose_run_{run_id}" for c in staging.constraints):
+            # SQLite keeps no table comment: the run id lives in a no-op constraint's name, in
+            # the published table's definition (see SQLiteDatabase.table_comment).
+            staging.append_constraint(sa.CheckConstraint("1", name=f"tclose_run_{run_id}"))
         self.prepare_staging(staging)
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
@@ -92,11 +100,68 @@ class SQLiteDatabase(SQLDatabase):
 
     def create_engine(self) -> Engine:
         memory = self.url.database in (None, "", ":memory:")
+        uri = self.url.query.get("uri") in ("true", "1") or str(self.url.database).startswith(
+            "file:"
+        )
+        if not memory and not uri and not Path(self.url.database).is_file():
+            path = Path(self.url.database).absolute()
+            raise DataError(
+                f"The SQLite database file {path} does not exist"
+                + (" (it is a folder)" if path.is_dir() else "")
+                + "; tclose never creates a database file. Check the URL (sqlite:///relative/"
+                "path or sqlite:////absolute/path), or create the file first."
+            )
         return sa.create_engine(
             self.url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
         )
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The database file (device and inode: every path, link and spelling of it) and the
+        table name as ``sqlite_master`` stores it (SQLite compares names without case); the
+        ``main.``/``temp.`` prefixes and attached schemas are resolved as SQLite does."""
+        with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
+            files = {
+                row[1].lower(): row[2]
+                for row in connection.exec_driver_sql("PRAGMA database_list").fetchall()
+            }
+            schemas = (
+                [name.schema.lower()]
+                if name.schema
+                else ["temp", "main"] + sorted(set(files) - {"temp", "main"})
+            )
+            for schema in schemas:
+                if schema not in files:
+                    continue
+                master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
+                row = connection.exec_driver_sql(
+                    f"SELECT name FROM {self.quote(schema)}.{master} WHERE type IN "
+                    f"('table', 'view') AND name = ? COLLATE NOCASE",
+                    (name.name,),
+                ).first()
+                if row is not None:
+                    return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
+        return None
+
+    def _file_identity(self, path: str, schema: str) -> tuple:
+        if not path:  # in-memory or temporary: only this connection's engine reaches it
+            return ("memory", id(self.engine), schema)
+        stat = os.stat(path)
+        return ("file", stat.st_dev, stat.st_ino)
+
+    def table_comment(self, name: TableName) -> str | None:
+        """``tclose run <id>`` when the table's definition holds the constraint ``tclose_run_<id>``
+        a run adds to its staging table (SQLite keeps no comments)."""
+        schema = self.quote(name.schema) + "." if name.schema else ""
+        with self.errors(f"reading the definition of {name}"), self.engine.connect() as connection:
+            row = connection.exec_driver_sql(
+                f"SELECT sql FROM {schema}sqlite_master WHERE type = 'table' AND name = ? "
+                f"COLLATE NOCASE",
+                (name.name,),
+            ).first()
+        found = re.search(r"tclose_run_([0-9a-f]{32})", row[0] or "") if row else None
+        return f"tclose run {found.group(1)}" if found else None
 
     def row_type(self) -> sa.types.TypeEngine:
         return sa.Integer()  # INTEGER PRIMARY KEY: the rowid, rows stored in key order

@@ -170,10 +170,10 @@ def _categories(
             categories.append(MISSING)
         unknown = sorted(set(present) - set(categories))
         if unknown:
-            shown = ", ".join(repr(u) for u in unknown[:10])
             raise DataError(
-                f"The {role} column {spec.name!r} holds {len(unknown)} value(s) not "
-                f"in attributes.{spec.name}.categories: {shown}."
+                f"The {role} column {spec.name!r} holds {len(unknown)} distinct value(s) not "
+                f"in attributes.{spec.name}.categories (rows "
+                f"{_rows(np.isin(strings, unknown), values.index)}; values are not shown)."
             )
     else:
         non_missing = [v for v in present if v != MISSING]
@@ -339,7 +339,7 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             hierarchy = Hierarchy.load(hierarchy, f"attributes.{spec.name}.hierarchy")
         categories, codes = _categories(values, spec, missing, "quasi-identifier")
         if hierarchy is not None:
-            hierarchy.check_values([c for c in categories if c != MISSING], spec.name)
+            _check_leaves(hierarchy, values, categories, codes, spec.name)
             embedding = _hierarchy_embedding(hierarchy, categories, codes) * scale
         else:
             embedding = np.eye(len(categories))[codes] / np.sqrt(2.0) * scale
@@ -349,6 +349,20 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     else:
         raise DataError(f"Unknown attribute type {spec.type!r} for {spec.name!r}.")
     return column
+
+
+def _check_leaves(
+    hierarchy: Hierarchy, values: pd.Series, categories: list[str], codes: np.ndarray, name: str
+) -> None:
+    """:class:`DataError` naming the rows whose value is not a leaf of the hierarchy."""
+    leaves = set(hierarchy.leaves)
+    bad = np.array([c != MISSING and c not in leaves for c in categories], dtype=bool)
+    if bad.any():
+        raise DataError(
+            f"Column {name!r}: {int(bad.sum())} distinct value(s) are not leaves of its "
+            f"hierarchy (rows {_rows(bad[codes], values.index)}; values are not shown). Add "
+            f"them to the hierarchy."
+        )
 
 
 def _hierarchy_embedding(
@@ -389,6 +403,8 @@ def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[
     extra: dict[str, Any] = {}
     if getattr(spec, "hierarchy", None) is not None:
         extra["hierarchy"] = spec.hierarchy
+        if isinstance(spec.hierarchy, Hierarchy):
+            _check_leaves(spec.hierarchy, values, categories, codes, spec.name)
     if getattr(spec, "categories", None) is not None:
         extra["categories"] = categories
     return np.array([categories[c] for c in codes], dtype=object), extra

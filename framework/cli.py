@@ -1,7 +1,9 @@
 """The ``tclose`` command.
 
 Exit codes: 0 published and verified (or, for ``verify``, all checks passed); 1 verification
-failed, nothing published; 2 bad configuration or usage; 3 source, connection or data error.
+failed, nothing published; 2 bad configuration or usage; 3 source, connection or data error;
+4 internal error (a bug: one line, the traceback with ``-v``); 130 interrupted (SIGINT or SIGTERM;
+the message says whether the target was published). A closed stdout (``| head``) is not an error.
 
 Output: results on stdout; progress, warnings and errors on stderr. On a terminal the phases show
 as a live line; elsewhere as plain lines. ``--quiet`` prints errors only, ``--verbose`` adds the
@@ -11,12 +13,15 @@ log of every phase. Neither ever prints a data value of a row or a password.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 import sys
 import time
+import traceback
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,7 @@ import yaml
 from . import __version__
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, TcloseError
+from .interrupts import terminate_as_interrupt
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
@@ -45,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="tclose",
         description="k-anonymity and t-closeness through microaggregation, in SQL databases.",
         epilog="Exit codes: 0 ok; 1 verification failed (nothing published); 2 bad "
-        "configuration or usage; 3 source, connection or data error.",
+        "configuration or usage; 3 source, connection or data error; 4 internal error; "
+        "130 interrupted.",
         parents=[noise],
     )
     parser.add_argument("--version", action="version", version=f"tclose {__version__}")
@@ -177,7 +184,7 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from .runner import verify_published
+    from .runner import published_run_id, verify_published
 
     config = load_config(args.config)
     report = _read_report(args.report) if args.report else None
@@ -224,6 +231,9 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         )
     for note in undetectable_changes(report is not None, args.source):
         print(f"note  {note}")
+    run_id = published_run_id(config)
+    if run_id is not None:
+        print(f"run   published by tclose run {run_id} (the table's comment)")
     print("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1
 
@@ -279,14 +289,17 @@ def _read_report(path: str) -> dict[str, Any]:
 
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .guards import SQLITE_HEADER
     from .init_config import PASSWORD_VARIABLE, inspect_table, skeleton
 
     columns = inspect_table(args.url, args.table, args.password_file)
     text = skeleton(args.url, args.table, columns)
-    if "${" + PASSWORD_VARIABLE + "}" in text:
+    variables = sorted(set(re.findall(r"\$\{(TCLOSE_DB_[A-Z0-9_]+)\}", text)))
+    if variables:
         print(
-            f"note: the URL's password was replaced by ${{{PASSWORD_VARIABLE}}}; set that "
-            f"environment variable, or use source.password_file.",
+            f"note: the URL's credentials were replaced by "
+            f"{', '.join('${' + v + '}' for v in variables)}; set those environment "
+            f"variables (the password: ${{{PASSWORD_VARIABLE}}}), or use source.password_file.",
             file=sys.stderr,
         )
     if not args.output:
@@ -295,6 +308,10 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     path = Path(args.output)
     if path.exists() and not args.force:
         raise ConfigError(f"{path} already exists; choose another file or add --force.")
+    if path.is_file():
+        with path.open("rb") as existing:
+            if existing.read(16) == SQLITE_HEADER:
+                raise ConfigError(f"{path} is a SQLite database file; it is never overwritten.")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     if not args.quiet:
@@ -306,12 +323,14 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
 
 
 def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .guards import refuse_foreign_file
     from .report import write_html
 
     report = _read_report(args.json)
     if not isinstance(report, dict) or "verification" not in report:
         raise ConfigError(f"{args.json} is not an audit report of tclose.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
+    refuse_foreign_file(output, "html")
     write_html(report, output)
     if not args.quiet:
         print(f"wrote {output}")
@@ -406,6 +425,46 @@ def _configure_logging(args: argparse.Namespace, progress: Progress | None) -> N
     log.propagate = False
 
 
+def _say_interrupted(args: argparse.Namespace, published: bool) -> None:
+    """The truthful line after an interrupt (SIGINT or SIGTERM)."""
+    if published:
+        target = _config_if_loadable(getattr(args, "config", None))
+        name = target.target.table if target is not None and target.target else "the target"
+        message = (
+            f"interrupted after publishing: {name} holds the new verified table; its report and "
+            f"audit row were written before stopping."
+        )
+    elif args.command == "run":
+        message = "interrupted: nothing was published; the target is as it was."
+    else:
+        message = "interrupted."
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr)
+
+
+def _internal_error(error: Exception, verbose: bool) -> int:
+    """Report a bug (exit 4): one line, the traceback only with ``-v``."""
+    text = " ".join(redact_url(str(error)).split())[:300]
+    with contextlib.suppress(OSError):
+        if verbose:
+            trace = "".join(traceback.format_exception(error))
+            print(redact_url(trace), file=sys.stderr, end="")
+        print(
+            f"internal error: {type(error).__name__}: {text} (a bug in tclose; "
+            f"{'' if verbose else 'run with -v for the traceback, and '}please report it)",
+            file=sys.stderr,
+        )
+    return 4
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``tclose plugins | head -1``): stop silently."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tclose`` console script; returns the exit code."""
     parser = _parser()
@@ -428,7 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     config_path = getattr(args, "config", None)
     try:
-        return handlers[args.command](args, progress)
+        with terminate_as_interrupt():
+            code = handlers[args.command](args, progress)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except TcloseError as error:
         if progress is not None:
             progress.close()
@@ -446,13 +510,14 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return error.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if progress is not None:
             progress.close()
-        print(
-            "interrupted: nothing was published (staging tables are dropped by the next run).",
-            file=sys.stderr,
-        )
+        _say_interrupted(args, getattr(interrupt, "published", False))
         return 130
+    except Exception as error:  # a bug: exit 4, one line, the traceback only with -v
+        if progress is not None:
+            progress.close()
+        return _internal_error(error, args.verbose)
     finally:
         log.handlers, log.propagate, log.level = saved

@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
 from .errors import ConfigError
+from .redaction import redact_url, remember_secret
 
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
@@ -134,18 +136,15 @@ class Config:
         return config_digest(self.document)
 
 
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***``."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
 def config_digest(document: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""
 
     def scrub(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {
-                k: redact_url(v) if k == "url" and isinstance(v, str) else scrub(v)
+                k: redact_url(v, remembered=False)
+                if k == "url" and isinstance(v, str)
+                else scrub(v)
                 for k, v in value.items()
             }
         if isinstance(value, list):
@@ -157,7 +156,14 @@ def config_digest(document: Mapping[str, Any]) -> str:
 
 
 def expand_env(text: str, path: str) -> str:
-    """Replace each ``${VAR}`` in ``text`` by the environment variable's value."""
+    """Replace each ``${VAR}`` in ``text`` by the environment variable's value.
+
+    In a URL, a value that lands in the user and password part or in the query string is
+    percent-encoded (so ``@``, ``:`` or ``/`` in a password stay in the password) and remembered
+    as a secret; elsewhere (host, port, path, or a whole URL in one variable) it is inserted as
+    it is.
+    """
+    encoded = _encoded_spans(text) if path.endswith(".url") else []
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -166,9 +172,34 @@ def expand_env(text: str, path: str) -> str:
                 f"==> At {path}\nThe environment variable {name} used in {path} is not set. "
                 f"Set it, or write the value in the file."
             )
-        return os.environ[name]
+        raw = os.environ[name]
+        if any(start <= match.start() < end for start, end in encoded):
+            remember_secret(raw)
+            return quote(raw, safe="")
+        return raw
 
     return _ENV_PATTERN.sub(value, text)
+
+
+def _encoded_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``${VAR}`` values must be percent-encoded in a URL template: its userinfo
+    (``scheme://USER:PASSWORD@``) and its query string."""
+    spans = []
+    scheme_end = url.find("://")
+    if scheme_end >= 0:
+        start = scheme_end + 3
+        authority_end = len(url)
+        for stop in ("/", "?"):
+            found = url.find(stop, start)
+            if found >= 0:
+                authority_end = min(authority_end, found)
+        at = url.rfind("@", start, authority_end)
+        if at >= 0:
+            spans.append((start, at))
+    query = url.find("?")
+    if query >= 0:
+        spans.append((query, len(url)))
+    return spans
 
 
 def _line_map(text: str) -> dict[tuple[str, ...], int]:

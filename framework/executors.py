@@ -13,7 +13,10 @@ Executors (:func:`run_tasks`, argument ``executor``):
   worker (no process is started, nothing is pickled).
 - ``"local"``: a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes (default:
   one per usable core), started with ``forkserver`` where the platform has it (``spawn``
-  elsewhere), never ``fork``, which is unsafe in a process with threads. At most ``workers`` tasks
+  elsewhere), never ``fork``, which is unsafe in a process with threads. Workers never re-run
+  ``__main__`` (a script from stdin, a notebook or an unguarded script works), and each watches
+  the driver: a worker whose driver is gone (even by SIGKILL) exits within a second, and the fork
+  server and resource tracker follow. At most ``workers`` tasks
   are in flight, so that a lost worker can be blamed on few tasks and the payloads are pickled as
   they are needed. Workers ignore SIGINT: on Ctrl-C the driver cancels what is queued, terminates
   the workers and re-raises ``KeyboardInterrupt`` (the caller publishes nothing).
@@ -35,13 +38,16 @@ rows in 1.42 s``), a WARNING per retry.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -188,10 +194,51 @@ def _run_serial(function, payloads, shared, tracker: _Tracker) -> list[Any]:
 # Local process pool
 
 
-def _worker_init(shared: Any) -> None:
+def _worker_init(shared: Any, driver: int | None = None) -> None:
     global _SHARED
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver alone handles Ctrl-C
     _SHARED = shared
+    if driver is not None:
+        threading.Thread(
+            target=_watch_driver, args=(driver,), name="tclose-watchdog", daemon=True
+        ).start()
+
+
+#: Seconds between two checks that the driver still lives.
+WATCHDOG_SECONDS = 0.5
+
+
+def _watch_driver(driver: int) -> None:
+    """End this worker as soon as the driver process is gone (killed with SIGKILL, say): a
+    worker of a fork server is not the driver's child, so nothing else would stop it."""
+    while True:
+        time.sleep(WATCHDOG_SECONDS)
+        try:
+            os.kill(driver, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # pragma: no cover - the pid was reused by another user's
+            os._exit(1)
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Hide ``__main__``'s file and spec from multiprocessing while workers start, so that no
+    worker (nor the fork server) re-runs the main script: the tasks are module-level functions
+    of installed modules. A script read from stdin, a notebook, or a script without an
+    ``if __name__ == "__main__"`` guard all work then."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {a: vars(main)[a] for a in ("__file__", "__spec__") if a in vars(main)}
+    try:
+        main.__spec__ = None
+        vars(main).pop("__file__", None)
+        yield
+    finally:
+        vars(main).pop("__spec__", None)
+        vars(main).update(saved)
 
 
 def _worker_call(function: Callable[[Any, Any], Any], payload: Any) -> tuple[Any, float, str]:
@@ -208,17 +255,18 @@ def _context(module: str) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", module])
+    context.set_forkserver_preload([module])
     return context
 
 
 def _start_pool(workers: int, shared: Any, module: str) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=_context(module),
-        initializer=_worker_init,
-        initargs=(shared,),
-    )
+    with _main_hidden():
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=_context(module),
+            initializer=_worker_init,
+            initargs=(shared, os.getpid()),
+        )
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
@@ -245,7 +293,8 @@ def _run_local(function, payloads, shared, workers: int, tracker: _Tracker) -> l
         while queue or in_flight:
             while queue and len(in_flight) < workers:
                 index = queue.pop()
-                in_flight[pool.submit(_worker_call, function, payloads[index])] = index
+                with _main_hidden():  # a submit may start a worker
+                    in_flight[pool.submit(_worker_call, function, payloads[index])] = index
             finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             broken = False
             for future in finished:

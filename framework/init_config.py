@@ -96,8 +96,33 @@ def inspect_table(
 
 
 def url_for_file(url: str) -> str:
-    """The URL to write in the file: a password in it becomes ``${TCLOSE_DB_PASSWORD}``."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1${" + PASSWORD_VARIABLE + "}@", url)
+    """The URL to write in the file: a password in it becomes ``${TCLOSE_DB_PASSWORD}``, and a
+    credential query parameter ``name`` becomes ``${TCLOSE_DB_NAME}`` (see
+    :mod:`tclose.redaction`)."""
+    from sqlalchemy.engine import make_url
+
+    from .redaction import is_credential, redact_url, scrub
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return redact_url(url)
+    if parsed.password is None and not any(is_credential(k) for k in parsed.query):
+        return url
+    variables = {}
+    if parsed.password is not None:
+        variables["tclosepasswordplaceholder"] = PASSWORD_VARIABLE
+        parsed = parsed.set(password="tclosepasswordplaceholder")
+    query = dict(parsed.query)
+    for index, name in enumerate(parsed.query):
+        if is_credential(name):
+            token = f"tcloseparameterplaceholder{index}"
+            variables[token] = "TCLOSE_DB_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+            query[name] = token
+    text = parsed.set(query=query).render_as_string(hide_password=False)
+    for token, variable in variables.items():
+        text = text.replace(token, "${" + variable + "}")
+    return scrub(text)
 
 
 def _key(name: str) -> str:

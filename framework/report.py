@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .atomic import write_atomically
 from .attributes import MISSING, EncodedTable
 from .config import redact_url
 from .errors import ConfigError, DataError
@@ -382,19 +383,16 @@ def to_json(report: Mapping[str, Any]) -> str:
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:
-    """Write the report as indented JSON, creating parent folders."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_json(report), encoding="utf-8")
+    """Write the report as indented JSON, creating parent folders (atomically: a full disk
+    leaves the previous file, never a truncated one)."""
+    write_atomically(path, to_json(report))
 
 
 def write_html(report: dict[str, Any], path: str | Path) -> None:
-    """Write the self-contained HTML page of the report, creating parent folders."""
+    """Write the self-contained HTML page of the report, creating parent folders (atomically)."""
     from .html_report import render_html
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(report), encoding="utf-8")
+    write_atomically(path, render_html(report))
 
 
 def finish(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ from .attributes import EncodedTable, encode_confidential, encode_table
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
+from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
+from .interrupts import Deferral
 from .options import validate_options
 from .partition import cluster_rows
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
@@ -206,9 +209,30 @@ def run(
         the :class:`RunResult`; ``published`` is true when the target now holds the verified table.
 
     Raises:
-        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1.
+        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1;
+        KeyboardInterrupt: on SIGINT (and SIGTERM under the CLI), with attribute ``published``
+        telling whether the target was replaced before it took effect (signals are deferred from
+        the publish until the report and audit row are written).
     """
-    from tclose.connectors.sql import ROW_COLUMN, STAGING_SUFFIX, TableName
+    deferral = Deferral()
+    try:
+        return _run(config, registry, dry_run, report_path, progress, deferral)
+    except BaseException as error:
+        error.published = deferral.published or bool(getattr(error, "published", False))
+        raise
+    finally:
+        deferral.end(deferral.published)
+
+
+def _run(
+    config: Config,
+    registry: Registry | None,
+    dry_run: bool,
+    report_path: str | None,
+    progress: Callable[..., None] | None,
+    deferral: Deferral,
+) -> RunResult:
+    from tclose.connectors.sql import ROW_COLUMN, STAGING_MARK, TableName
 
     registry = registry or load_registry()
     resolved = resolve_plugins(config, registry)
@@ -229,12 +253,18 @@ def run(
     )
     source_name = TableName.parse(config.source.table)
     target_name = TableName.parse(target_spec.table)
-    staging_name = target_name.with_suffix(STAGING_SUFFIX)
-    if target_db is source_db and str(source_name) == str(target_name):
-        raise ConfigError(
-            "==> At target ==> At key: table\nThe target table is the source "
-            "table; tclose never modifies its source. Choose another name."
-        )
+    run_id = uuid.uuid4().hex
+    target_db.check_table_name(target_name)
+    staging_name = target_db.owned_name(target_name, STAGING_MARK, run_id)
+    refuse_same_table(
+        source_db,
+        source_name,
+        target_db,
+        target_name,
+        TableName.parse(config.report_table) if config.report_table else None,
+    )
+    refuse_foreign_file(report_path or config.report_json, "json")
+    refuse_foreign_file(config.report_html, "html")
 
     source_table = source_db.table(source_name)
     for column in config.attributes:
@@ -263,6 +293,8 @@ def run(
     staging_table = target_db.staging_table(
         staging_name, source_table, output_columns, numeric, rounded, source_db.dialect
     )
+    staging_table.info.update(target=target_name, run_id=run_id)
+    staging_table.comment = f"tclose run {run_id}"  # kept by the published table where supported
     # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
     # the target session (staging table created first, so that a missing permission fails before
     # any work) and a read-only source session whose snapshot serves both passes.
@@ -295,6 +327,7 @@ def run(
                 config.t,
             )
         replaced = encoded.aggregate(labels)
+        refuse_overflow(replaced, config.attributes, keys)
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
         rng = np.random.default_rng(
             config.seed if config.seed is not None else secrets.randbits(64)
@@ -338,11 +371,12 @@ def run(
                 )
             if not dry_run:
                 say(f"publishing {target_name}")
+                deferral.start()  # from here an interrupt waits until the outcome is recorded
                 with timer.phase("publish"):
                     target.publish(
                         staging_name, target_name, replace=target_spec.if_exists == "replace"
                     )
-                published = True
+                published = deferral.published = True
         except VerificationError as error:
             failure = error
     # Reported once the sessions have ended (a failed verification has rolled back the staging).
@@ -364,6 +398,7 @@ def run(
         target_url=target_db.redacted_url,
         output_columns=[ROW_COLUMN, *output_columns],
     )
+    report["run"]["id"] = run_id  # the id in the owned names (and the published table's comment)
     report_module.finish(report, registry, config, report_path)
     if failure is not None:
         failure.report = report
@@ -473,6 +508,25 @@ def verify_published(
         source_confidential,
     )
     return _with_scan(verification, scan)
+
+
+def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
+    """The id of the run that published ``config``'s target, from the table's comment
+    (PostgreSQL, MySQL; on SQLite from a constraint name in its definition); ``None`` if the
+    table carries none. With it, the audit record of a run killed between its publish and its
+    report can be found or rebuilt."""
+    from tclose.connectors.sql import TableName
+
+    registry = registry or load_registry()
+    database = registry.connector_for(_dialect(config.target.url)).connect(
+        config.target.url, config.target.password_file
+    )
+    comment = getattr(database, "table_comment", lambda _name: None)(
+        TableName.parse(config.target.table)
+    )
+    if comment and comment.startswith("tclose run "):
+        return comment.removeprefix("tclose run ").strip()
+    return None
 
 
 def _read_written(

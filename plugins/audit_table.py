@@ -145,13 +145,26 @@ def run_finished(report: dict[str, Any], config: Any) -> None:
     name = getattr(config, "report_table", None)
     if not name:
         return
-    from tclose.connectors.sql import url_with_password
-
-    engine = sa.create_engine(url_with_password(config.target.url, config.target.password_file))
+    engine = _engine(config.target.url, config.target.password_file)
     try:
         append_report(engine, name, report)
     finally:
         engine.dispose()
+
+
+def _engine(url: str, password_file: str | None) -> sa.Engine:
+    """The engine of the target's registered connector (its driver and URL rules, e.g.
+    ``postgresql://`` through psycopg 3), else a plain SQLAlchemy engine."""
+    from tclose.connectors.sql import url_with_password
+    from tclose.errors import TcloseError
+    from tclose.registry import load_registry
+
+    dialect = url.split("://", 1)[0].split("+", 1)[0]
+    try:
+        database = load_registry().connector_for(dialect).connect(url, password_file)
+        return database.engine
+    except (TcloseError, AttributeError):
+        return sa.create_engine(url_with_password(url, password_file))
 
 
 def _timestamp(text: str | None) -> dt.datetime | None:

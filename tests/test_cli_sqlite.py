@@ -67,14 +67,14 @@ def test_run_publishes_a_verified_k_anonymous_t_close_table(sqlite_run, tmp_path
     assert "rows:" in capsys.readouterr().out
 
 
-def test_leftover_staging_table_is_cleaned_and_source_untouched(sqlite_run):
+def test_a_table_named_like_a_staging_table_is_kept_and_source_untouched(sqlite_run):
     before = sqlite_run.rows("discharges")
     import sqlite3
 
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("CREATE TABLE discharges_anon__tclose_staging (x INTEGER)")
     assert main(["run", str(sqlite_run.write(sqlite_run.config()))]) == 0
-    assert "discharges_anon__tclose_staging" not in sqlite_run.tables()
+    assert "discharges_anon__tclose_staging" in sqlite_run.tables()  # not tclose's: kept
     assert sqlite_run.rows("discharges") == before
 
 

@@ -27,7 +27,7 @@ import pytest
 import sqlalchemy as sa
 
 from tclose.cli import main
-from tclose.connectors.sql import STAGING_SUFFIX
+from tclose.connectors.sql import STAGING_MARK
 
 PLUGIN = '''
 """Test-only tclose plugin: a connector that pauses at a named moment; an algorithm breaking k."""
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import tclose
 from tclose.connectors import mysql, postgresql, sqlite
-from tclose.connectors.sql import STAGING_SUFFIX
+from tclose.connectors.sql import STAGING_MARK
 from tclose.interfaces import Partition
 from tclose.plugins.kernels.mdav import mdav
 
@@ -65,7 +65,7 @@ def pausing(session_class):
         def read_rows(self, name, *args, **kwargs):
             for rows in super().read_rows(name, *args, **kwargs):
                 yield rows
-                if str(name).endswith(STAGING_SUFFIX):
+                if STAGING_MARK in str(name):
                     pause("verify")
 
     return Pausing
@@ -146,7 +146,6 @@ def test_a_killed_run_leaves_the_target_as_it_was(db, plugin_path, tmp_path, mom
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    staging = f"{target}{STAGING_SUFFIX}"
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():
@@ -165,7 +164,9 @@ def test_a_killed_run_leaves_the_target_as_it_was(db, plugin_path, tmp_path, mom
     assert process.returncode == -signal.SIGKILL
     assert db.rows(target) == [(1,), (2,)]
     if db.dialect == "mysql":  # its DDL committed: the staging table waits for the next run
-        assert db.tables() == {source, target, staging}
+        (left,) = db.tables() - {source, target}
+        assert STAGING_MARK in left
+        assert db.rows(left) == []  # its rows were never committed: no one can read them
     else:  # rolled back by the server (PostgreSQL) or from the hot journal (SQLite)
         assert db.tables() == {source, target}
 

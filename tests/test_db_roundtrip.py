@@ -16,7 +16,6 @@ import sqlalchemy as sa
 
 from tclose.cli import main
 from tclose.config import load_config
-from tclose.connectors.sql import STAGING_SUFFIX
 from tclose.errors import DataError
 from tclose.runner import run
 
@@ -220,27 +219,31 @@ def test_odd_names_and_schema_qualified_tables(db, odd):
     kept = [names["charge"], names["note"], names["order"], names["naive"]]
     assert _content(out, kept) == _content(pd.DataFrame(rows), kept)
     assert f"{odd}.{source}" in db.tables() or source in db.tables()
-    assert not any(STAGING_SUFFIX in t for t in db.tables())
+    assert not any("__tclose_" in t for t in db.tables())
 
 
-def test_leftovers_of_an_interrupted_run_are_dropped(db, caplog):
+def test_tables_named_like_leftovers_are_never_dropped(db, caplog):
     source, target = db.name("patients"), db.name("anon")
     db.create_patients(source, n=60)
-    leftovers = [
-        f"{target}{STAGING_SUFFIX}",
-        f"{target}{STAGING_SUFFIX}__tclose_map",
+    look_alikes = [
+        f"{target}__tclose_staging",
+        f"{target}__tclose_staging__tclose_map",
         f"{target}__tclose_old",
+        f"{target}__tclose_s_0123456789ab",
+        f"{target}__tclose_o_0123456789ab",
     ]
-    for name in leftovers:
+    for name in look_alikes:
         db.create(name, [sa.Column("x", sa.Integer)], [{"x": 1}])
 
     with caplog.at_level("WARNING", logger="tclose"):
         assert run(load_config(db.write_config(db.config(source, target)))).published
+        document = db.config(source, target)
+        document["target"]["if_exists"] = "replace"
+        assert run(load_config(db.write_config(document))).published
 
-    assert db.tables() == {source, target}
-    assert len(db.rows(target)) == 60
-    dropped = [r.getMessage() for r in caplog.records if "interrupted run" in r.getMessage()]
-    assert len(dropped) == 3
+    assert db.tables() == {source, target, *look_alikes}
+    assert all(db.rows(name) == [(1,)] for name in look_alikes)
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]
 
 
 def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
@@ -252,17 +255,16 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
     monkeypatch.setattr(postgresql, "LOCK_WAIT_SECONDS", 1)
     monkeypatch.setattr(mysql, "LOCK_WAIT_SECONDS", 1)
     monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_SECONDS", 0.5)
-    staging = f"{target}{STAGING_SUFFIX}"
     holder = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
     with holder.connect() as connection:  # another run's lock, held by this connection
         if db.dialect == "postgresql":
             connection.exec_driver_sql(
-                f"SELECT pg_advisory_lock({postgresql.run_lock_key(staging)})"
+                f"SELECT pg_advisory_lock({postgresql.run_lock_key(f'public.{target}')})"
             )
         elif db.dialect == "mysql":
             schema = db.engine.url.database
             connection.exec_driver_sql(
-                f"SELECT GET_LOCK('{mysql.run_lock_name(schema, staging)}', 0)"
+                f"SELECT GET_LOCK('{mysql.run_lock_name(schema, target)}', 0)"
             )
         else:
             connection.exec_driver_sql("BEGIN IMMEDIATE")

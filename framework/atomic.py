@@ -1,0 +1,32 @@
+"""Files written whole or not at all: a temporary file beside the target, flushed to disk, then
+renamed over it (``os.replace`` is atomic on POSIX and Windows). A full disk or a kill leaves the
+previous file (or none), never a truncated one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``, creating parent folders; all or nothing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

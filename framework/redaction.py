@@ -1,0 +1,120 @@
+"""Secrets never leave tclose: one place that redacts database URLs and any text holding them.
+
+:func:`redact_url` is the only redaction function; every output (messages, logs, the JSON and HTML
+reports, the audit table, the YAML of ``tclose init``) goes through it. A URL is parsed with
+SQLAlchemy's :class:`~sqlalchemy.engine.URL`; its password and every query parameter that carries
+a credential (:data:`CREDENTIAL_PARAMETERS`) become ``***``. Free text is searched for URLs, and
+every secret the process has seen (:func:`remember_secret`: passwords read from URLs, from
+``password_file``, from credential parameters) is replaced wherever it appears, raw or
+percent-encoded.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from urllib.parse import quote, unquote
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+#: Query parameters of a database URL whose values are credentials (lower case; libpq, psycopg,
+#: PyMySQL, mysqlclient, ODBC and cloud drivers). ``sslkey``/``sslcert`` are file paths, not
+#: secrets, but say where a private key lives: they are hidden too.
+CREDENTIAL_PARAMETERS = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passfile",
+        "sslpassword",
+        "ssl_password",
+        "sslkey",
+        "ssl_key",
+        "sslcert",
+        "ssl_cert",
+        "sslcrl",
+        "token",
+        "access_token",
+        "auth_token",
+        "secret",
+        "client_secret",
+        "api_key",
+        "apikey",
+        "private_key",
+        "private_key_passphrase",
+        "passphrase",
+        "credentials",
+        "credentials_path",
+    }
+)
+MASK = "***"
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+_SECRETS: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def is_credential(parameter: str) -> bool:
+    """Whether a URL query parameter carries a credential."""
+    return parameter.lower() in CREDENTIAL_PARAMETERS
+
+
+def remember_secret(value: str | None) -> None:
+    """Add ``value`` to the secrets scrubbed from every text :func:`redact_url` sees."""
+    if value and len(str(value)) >= 3:
+        with _LOCK:
+            _SECRETS.add(str(value))
+
+
+def url_secrets(url: sa.URL) -> list[str]:
+    """The password and the credential query values of ``url``."""
+    found = [url.password] if url.password else []
+    for name, value in url.query.items():
+        if is_credential(name):
+            found.extend([value] if isinstance(value, str) else list(value))
+    return [str(v) for v in found if v]
+
+
+def redact_parsed(url: sa.URL) -> str:
+    """A parsed URL as text, its password and credential parameters replaced by ``***``."""
+    for secret in url_secrets(url):
+        remember_secret(secret)
+    query = {k: (MASK if is_credential(k) else v) for k, v in url.query.items()}
+    text = url.set(query=query).render_as_string(hide_password=True)
+    return text.replace("%2A%2A%2A", MASK)
+
+
+def _redact_one(text: str) -> str:
+    try:
+        parsed = make_url(text)
+    except Exception:  # not a URL SQLAlchemy reads: hide everything that could be userinfo/query
+        return re.sub(r"(://)[^/?#]*@", r"\1" + MASK + "@", text.split("?", 1)[0])
+    if not url_secrets(parsed):
+        return text  # nothing to hide: unchanged (configuration digests depend on it)
+    return redact_parsed(parsed)
+
+
+def redact_url(text: str | sa.URL, remembered: bool = True) -> str:
+    """``text`` (a URL, or any message) with every credential replaced by ``***``.
+
+    With ``remembered`` (the default) the secrets this process has seen are scrubbed too;
+    without, the result depends on ``text`` alone (for digests, which must be reproducible).
+    """
+    if isinstance(text, sa.URL):
+        redacted = redact_parsed(text)
+    else:
+        redacted = _URL.sub(lambda m: _redact_one(m.group(0)), str(text))
+    return scrub(redacted) if remembered else redacted
+
+
+def scrub(text: str) -> str:
+    """Replace every remembered secret in ``text`` (raw, percent-encoded or decoded)."""
+    with _LOCK:
+        known = sorted(_SECRETS, key=len, reverse=True)
+    for secret in known:
+        for form in {secret, quote(secret, safe=""), quote(secret), unquote(secret)}:
+            if len(form) >= 3 and form in text:
+                text = text.replace(form, MASK)
+    return text
