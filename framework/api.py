@@ -13,6 +13,7 @@ import pandas as pd
 from .attributes import encode_confidential, encode_table
 from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
+from .measures import INTERVAL_P, measure_configured
 from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
@@ -63,6 +64,7 @@ def anonymize(
     *,
     identifiers: Sequence[str] = (),
     registry: Registry | None = None,
+    interval_p: float = INTERVAL_P,
     **options: Any,
 ) -> AnonymizationResult:
     """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
@@ -77,6 +79,7 @@ def anonymize(
         algorithm: a registered algorithm name.
         identifiers: direct identifiers, dropped from the output.
         registry: the plugins to use (default: built-ins and installed plugins).
+        interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML).
 
     Returns:
@@ -120,6 +123,8 @@ def anonymize(
             encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
         )
     replaced = encoded.aggregate(labels)
+    with timer.phase("measures"):
+        measures = measure_configured(encoded, replaced, attributes, interval_p)
     data = df.loc[~encoded.excluded].drop(columns=list(identifiers)).copy()
     for column, values in replaced.items():
         data[column] = values
@@ -153,6 +158,7 @@ def anonymize(
         published=False,
         k=k,
         t=t,
+        measures=measures,
     )
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())

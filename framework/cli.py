@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from . import __version__
+from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, TcloseError
 from .progress import ConsoleHandler, Progress
@@ -115,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--rows", type=int, default=20_000, help="rows of the demo table")
     demo.add_argument("--dir", default="tclose-demo", help="folder for the database and report")
+    add_compare_parser(commands, [noise])
     return parser
 
 
@@ -320,6 +322,12 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace, progress: Progress | None) -> int:
+    from .compare import command
+
+    return command(args, progress)
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
@@ -394,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": _report,
         "plugins": _plugins,
         "demo": _demo,
+        "compare": _compare,
     }
     config_path = getattr(args, "config", None)
     try:

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
 
 from .attributes import MISSING, EncodedTable, QuasiIdentifier, _hierarchy_embedding
 from .errors import ConfigError, DataError
@@ -100,6 +99,8 @@ def linkage_contributions(
     distinct = published_x[first]
     if source_x.shape[1] == 0:  # no QI: every published row is at distance 0
         return np.full(n, 1.0 / n)
+    from scipy.spatial import cKDTree
+
     tree = cKDTree(distinct)
     neighbours = min(2, len(distinct))
     distance, index = tree.query(source_x, k=neighbours, workers=-1)
@@ -501,3 +502,15 @@ def evaluate(
     }
     values = {q.name: released[q.name].to_numpy() for q in encoded.quasi_identifiers}
     return measure_release(encoded, values, kinds, p, confidential_values)
+
+
+def measure_configured(
+    encoded: EncodedTable,
+    published: Mapping[str, np.ndarray],
+    attributes: Mapping[str, Any],
+    p: float = INTERVAL_P,
+) -> dict[str, dict[str, Any]]:
+    """:func:`measure_release` for a run: confidential types from the attribute specs
+    (:class:`tclose.config.AttributeSpec`), the source's confidential values as published."""
+    kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
+    return measure_release(encoded, published, kinds, p)

@@ -22,6 +22,7 @@ from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
+from .measures import measure_configured
 from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
@@ -278,6 +279,9 @@ def run(
                 config.t,
             )
         replaced = encoded.aggregate(labels)
+        say("measuring disclosure risk and utility")
+        with timer.phase("measures"):
+            measures = measure_configured(encoded, replaced, config.attributes, config.interval_p)
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
         rng = np.random.default_rng(
             config.seed if config.seed is not None else secrets.randbits(64)
@@ -346,6 +350,7 @@ def run(
         source_url=source_db.redacted_url,
         target_url=target_db.redacted_url,
         output_columns=[ROW_COLUMN, *output_columns],
+        measures=measures,
     )
     report_module.finish(report, registry, config, report_path)
     if failure is not None:
