@@ -27,6 +27,7 @@ from . import __version__
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, TcloseError
+from .measures import measure_lines
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
@@ -220,6 +221,8 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             f"info  t of {column} (measured, not enforced by {config.algorithm}): "
             f"{verification.t_achieved[column]:.4f}"
         )
+    for text in measure_lines(verification.measures):
+        print(text)
     if not args.source:
         print(
             "note  the source was not read: row count and confidential values were not "

@@ -238,11 +238,10 @@ def total_variation(original_codes: np.ndarray, published_codes: np.ndarray, m: 
     >>> total_variation(np.array([0, 0, 1, 2]), np.array([0, 0, 0, 2]), 3)
     0.25
     """
-    n = len(original_codes)
-    if n == 0:
+    if len(original_codes) == 0 or len(published_codes) == 0:
         return 0.0
-    before = np.bincount(original_codes, minlength=m) / n
-    after = np.bincount(published_codes, minlength=m) / n
+    before = np.bincount(original_codes, minlength=m) / len(original_codes)
+    after = np.bincount(published_codes, minlength=m) / len(published_codes)
     return float(np.abs(before - after).sum() / 2)
 
 
@@ -366,6 +365,7 @@ def measure_release(
     confidential_types: Mapping[str, str],
     p: float = INTERVAL_P,
     published_confidential: Mapping[str, np.ndarray] | None = None,
+    linked: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """The ``risk`` section and the ``utility`` additions of a report.
 
@@ -376,21 +376,22 @@ def measure_release(
         p: interval disclosure's half-width in standard deviations.
         published_confidential: confidential column → published values (default: the source's,
             which tclose publishes unchanged).
+        linked: whether ``published`` is aligned with ``encoded`` row for row. Without the link
+            (a published table read back without the source key), record linkage, interval
+            disclosure and IL1s are ``None``; the other measures compare each table's own
+            statistics and need no link.
 
     Returns:
         ``{"risk": {...}, "utility": {...}}`` (JSON-ready).
     """
     qis = encoded.quasi_identifiers
-    n = len(encoded.x)
+    n = len(next(iter(published.values()))) if qis else len(encoded.x)
     released = published_confidential if published_confidential is not None else {}
     confidential = {c: released.get(c, v) for c, v in encoded.confidential.items()}
     classes = published_classes([np.asarray(published[q.name]) for q in qis])
     if not qis:
         classes = np.zeros(n, dtype=np.int64)
-    published_x = (
-        np.hstack([embed_published(q, published[q.name]) for q in qis]) if qis else encoded.x
-    )
-    continuous = [q for q in qis if q.type in _CONTINUOUS]
+    continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
     before = np.column_stack([q.values for q in continuous]) if continuous else None
     after = (
         np.column_stack([continuous_values(q, published[q.name]) for q in continuous])
@@ -398,8 +399,14 @@ def measure_release(
         else None
     )
     sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
+    linkage = None
+    if linked:
+        published_x = (
+            np.hstack([embed_published(q, published[q.name]) for q in qis]) if qis else encoded.x
+        )
+        linkage = record_linkage(encoded.x, published_x, classes)
     risk = {
-        "record_linkage": record_linkage(encoded.x, published_x, classes),
+        "record_linkage": linkage,
         "interval_disclosure": interval_disclosure(before, after, sd, p) if continuous else None,
         "interval_p": p,
         "attribute": _attribute_section(classes, confidential),
@@ -514,3 +521,64 @@ def measure_configured(
     (:class:`tclose.config.AttributeSpec`), the source's confidential values as published."""
     kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
     return measure_release(encoded, published, kinds, p)
+
+
+def measure_published(
+    encoded: EncodedTable,
+    source_keys: np.ndarray,
+    frame: pd.DataFrame,
+    attributes: Mapping[str, Any],
+    p: float = INTERVAL_P,
+    key: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The measures of ``tclose verify --source``: the encoded source and the published table as
+    read back (QI and encoded confidential columns, and ``key`` when it was kept).
+
+    With the source key in ``frame`` (``output.keep_key``) every published row is linked to its
+    source row and every measure is computed; otherwise those that need the link are ``None``
+    (``risk.linked`` says which case applied).
+    """
+    kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
+    names = [q.name for q in encoded.quasi_identifiers]
+    linked = False
+    if key is not None and key in frame.columns and frame[key].is_unique:
+        order = pd.Index(frame[key]).get_indexer(source_keys)
+        if len(frame) == len(source_keys) and (order >= 0).all():
+            frame, linked = frame.iloc[order], True
+    values = {name: frame[name].to_numpy() for name in names}
+    released = {name: frame[name].to_numpy() for name in kinds}
+    result = measure_release(encoded, values, kinds, p, released, linked=linked)
+    result["risk"]["linked"] = linked
+    return result
+
+
+def measure_lines(measures: Mapping[str, Any] | None) -> list[str]:
+    """Lines of text for the measures (``tclose verify --source``); none for ``None``."""
+    if not measures:
+        return []
+    risk, utility = measures["risk"], measures["utility"]
+
+    def show(value: Any) -> str:
+        return "-" if value is None else f"{value:.4g}"
+
+    reid = risk["reidentification"]
+    lines = [
+        f"risk  record linkage {show(risk['record_linkage'])}, interval disclosure "
+        f"{show(risk['interval_disclosure'])} (p = {risk['interval_p']:g}), prosecutor max "
+        f"{show(reid['max'])} mean {show(reid['mean'])}"
+    ]
+    for column, figures in risk["attribute"].items():
+        lines.append(
+            f"risk  {column}: distinct l {figures['distinct_l']}, entropy l "
+            f"{show(figures['entropy_l'])}, beta {show(figures['beta'])}"
+        )
+    lines.append(
+        f"utility  IL1s {show(utility['il1s'])}, largest correlation change "
+        f"{show(utility['correlation_max_diff'])}"
+    )
+    if not risk.get("linked", True):
+        lines.append(
+            "note  record linkage, interval disclosure and IL1s need each published row's source "
+            "row: the run's report has them (or publish with output.keep_key: true)."
+        )
+    return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +22,7 @@ from .attributes import EncodedTable, encode_confidential, encode_table
 from .config import AttributeSpec, Config, redact_url
 from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
-from .measures import measure_configured
+from .measures import measure_configured, measure_published
 from .options import validate_options
 from .partition import cluster_rows
 from .registry import Registry, load_registry
@@ -449,9 +449,12 @@ def verify_published(
         config.target.url, config.target.password_file
     )
     say(f"reading the published table {config.target.table}")
-    frame, extra = _read_written(target_db, TableName.parse(config.target.table), config)
+    linked = [config.source.key] if against_source and config.keep_key else []
+    frame, extra = _read_written(
+        target_db, TableName.parse(config.target.table), config, extra_columns=linked
+    )
     say("verifying")
-    return verify_rows(
+    verification = verify_rows(
         frame,
         config.quasi_identifiers,
         with_attribute_options(distances, extra),
@@ -460,6 +463,11 @@ def verify_published(
         expected_rows,
         source_confidential,
     )
+    if against_source:
+        verification.measures = measure_published(
+            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
+        )
+    return verification
 
 
 def _read_written(
@@ -469,10 +477,12 @@ def _read_written(
     progress: Callable[..., None] | None = None,
     line: str = "",
     total: int | None = None,
+    extra_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """The QI and confidential columns of a written table, streamed in chunks and concatenated,
-    confidential columns encoded as their distances expect (with the options they add)."""
-    columns = config.quasi_identifiers + config.confidential
+    """The QI and confidential columns (and ``extra_columns``) of a written table, streamed in
+    chunks and concatenated, confidential columns encoded as their distances expect (with the
+    options they add)."""
+    columns = config.quasi_identifiers + config.confidential + list(extra_columns)
     frames = _chunks(
         database.read(
             table, columns, key="tclose_row", with_key=False, chunk_size=config.source.chunk_size

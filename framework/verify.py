@@ -40,6 +40,8 @@ class Verification:
     class_sizes: np.ndarray = field(repr=False)
     #: confidential column → EMD of every class (aligned with ``class_sizes``).
     class_emds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: risk and utility against the source (``tclose verify --source``), see tclose.measures.
+    measures: dict[str, Any] | None = field(default=None, repr=False)
 
     def failures(self) -> list[dict[str, Any]]:
         return [c for c in self.checks if not c["passed"]]

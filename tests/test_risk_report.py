@@ -161,3 +161,38 @@ def test_compare_on_postgresql(pg, tmp_path, capsys):
     config = pg.write_config(pg.config(source, pg.name("anon")))
     _compare_and_check(config, tmp_path, capsys)
     assert pg.tables() == {source}
+
+
+# --- tclose verify --source -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_key", [True, False])
+def test_verify_source_prints_the_measures_of_the_run(sqlite_run, tmp_path, capsys, keep_key):
+    from tclose.config import load_config
+    from tclose.runner import verify_published
+
+    report_path = tmp_path / "report.json"
+    config = sqlite_run.write(sqlite_run.config(output={"seed": 7, "keep_key": keep_key}))
+    assert main(["run", str(config), "--report", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    capsys.readouterr()
+
+    measures = verify_published(load_config(config), against_source=True).measures
+    risk, utility = measures["risk"], measures["utility"]
+    assert risk["linked"] is keep_key
+    for name in ("record_linkage", "interval_disclosure"):
+        if keep_key:
+            assert risk[name] == pytest.approx(report["risk"][name], abs=1e-12)
+        else:
+            assert risk[name] is None
+    assert (utility["il1s"] is None) is not keep_key
+    assert risk["reidentification"] == pytest.approx(report["risk"]["reidentification"])
+    assert risk["attribute"] == report["risk"]["attribute"]
+    assert utility["correlation_max_diff"] == pytest.approx(
+        report["utility"]["correlation_max_diff"], abs=1e-9
+    )
+
+    assert main(["verify", str(config), "--source"]) == 0
+    out = capsys.readouterr().out
+    assert "risk  record linkage" in out and "utility  IL1s" in out
+    assert ("need each published row's source row" in out) is not keep_key
