@@ -39,6 +39,8 @@ LINK_TOLERANCE = 1e-9
 INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
+#: Published vectors near a row's own that record linkage tries first as proof of a miss.
+WITNESSES = 8
 
 DEFINITIONS = {
     "record_linkage": (
@@ -81,9 +83,11 @@ def linkage_contributions(
             ``np.unique`` when omitted).
         tolerance: distances within ``tolerance`` of the minimum tie.
 
-    Runs in ``O(n log n)``: a KD-tree over the distinct published vectors answers each source row's
-    two nearest neighbours; only rows whose two nearest are within ``2·tolerance`` (possible
-    ties) get a ball query whose distances are recomputed exactly.
+    Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors. A row whose
+    own published vector is beaten (by more than ``tolerance``) by one of the
+    :data:`WITNESSES` vectors nearest to its own contributes 0, proven by that witness; the tree
+    answers the two nearest neighbours of the other rows, and those whose two nearest are within
+    ``2·tolerance`` (possible ties) get a ball query whose distances are recomputed exactly.
     """
     source_x = np.ascontiguousarray(source_x, dtype=np.float64)
     published_x = np.ascontiguousarray(published_x, dtype=np.float64)
@@ -102,19 +106,42 @@ def linkage_contributions(
     from scipy.spatial import cKDTree
 
     tree = cKDTree(distinct)
+    out = np.zeros(n)
+    rows = _rows_without_witness(tree, source_x, distinct, classes, tolerance)
     neighbours = min(2, len(distinct))
-    distance, index = tree.query(source_x, k=neighbours, workers=-1)
-    distance = distance.reshape(n, neighbours)
-    nearest = index.reshape(n, neighbours)[:, 0]
-    out = np.where(classes == nearest, 1.0 / counts[nearest], 0.0)
+    distance, index = tree.query(source_x[rows], k=neighbours, workers=-1)
+    distance = distance.reshape(len(rows), neighbours)
+    nearest = index.reshape(len(rows), neighbours)[:, 0]
+    out[rows] = np.where(classes[rows] == nearest, 1.0 / counts[nearest], 0.0)
     if neighbours == 2:
         tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * tolerance)
         for start in range(0, len(tied), _BATCH):
-            rows = tied[start : start + _BATCH]
-            out[rows] = _tied_contributions(
-                tree, source_x, distinct, counts, classes, rows, distance[rows, 0], tolerance
+            batch = tied[start : start + _BATCH]
+            out[rows[batch]] = _tied_contributions(
+                tree,
+                source_x,
+                distinct,
+                counts,
+                classes,
+                rows[batch],
+                distance[batch, 0],
+                tolerance,
             )
     return out
+
+
+def _rows_without_witness(tree, source_x, distinct, classes, tolerance) -> np.ndarray:
+    """Rows for which none of the :data:`WITNESSES` distinct vectors nearest to their own
+    published vector is closer than their own minus ``tolerance`` (the others contribute 0)."""
+    n = len(source_x)
+    m = min(WITNESSES, len(distinct) - 1)
+    if m < 1:
+        return np.arange(n)
+    from ._linkage import beaten_rows
+
+    near = tree.query(distinct, k=m + 1, workers=-1)[1].reshape(len(distinct), m + 1)
+    beaten = beaten_rows(source_x, distinct, classes, np.ascontiguousarray(near[:, 1:]), tolerance)
+    return np.flatnonzero(~beaten)
 
 
 def _tied_contributions(tree, source_x, distinct, counts, classes, rows, nearest, tolerance):
