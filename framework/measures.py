@@ -83,7 +83,8 @@ def linkage_contributions(
             ``np.unique`` when omitted).
         tolerance: distances within ``tolerance`` of the minimum tie.
 
-    Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors. A row whose
+    Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors (rotated to
+    their principal axes, which leaves distances unchanged). A row whose
     own published vector is beaten (by more than ``tolerance``) by one of the
     :data:`WITNESSES` vectors nearest to its own contributes 0, proven by that witness; the tree
     answers the two nearest neighbours of the other rows, and those whose two nearest are within
@@ -105,11 +106,12 @@ def linkage_contributions(
         return np.full(n, 1.0 / n)
     from scipy.spatial import cKDTree
 
-    tree = cKDTree(distinct)
+    basis = principal_axes(distinct)
+    tree = cKDTree(distinct @ basis)
     out = np.zeros(n)
     rows = _rows_without_witness(tree, source_x, distinct, classes, tolerance)
     neighbours = min(2, len(distinct))
-    distance, index = tree.query(source_x[rows], k=neighbours, workers=-1)
+    distance, index = tree.query(source_x[rows] @ basis, k=neighbours, workers=-1)
     distance = distance.reshape(len(rows), neighbours)
     nearest = index.reshape(len(rows), neighbours)[:, 0]
     out[rows] = np.where(classes[rows] == nearest, 1.0 / counts[nearest], 0.0)
@@ -119,6 +121,7 @@ def linkage_contributions(
             batch = tied[start : start + _BATCH]
             out[rows[batch]] = _tied_contributions(
                 tree,
+                basis,
                 source_x,
                 distinct,
                 counts,
@@ -130,6 +133,14 @@ def linkage_contributions(
     return out
 
 
+def principal_axes(points: np.ndarray) -> np.ndarray:
+    """Orthonormal ``(d, d)`` basis of the principal axes of ``points``, largest variance first.
+    Distances are invariant under it; a KD-tree on rotated points splits along the directions
+    that separate them best (about twice as fast on correlated quasi-identifiers)."""
+    centred = points - points.mean(axis=0)
+    return np.linalg.eigh(centred.T @ centred)[1][:, ::-1]
+
+
 def _rows_without_witness(tree, source_x, distinct, classes, tolerance) -> np.ndarray:
     """Rows for which none of the :data:`WITNESSES` distinct vectors nearest to their own
     published vector is closer than their own minus ``tolerance`` (the others contribute 0)."""
@@ -139,14 +150,15 @@ def _rows_without_witness(tree, source_x, distinct, classes, tolerance) -> np.nd
         return np.arange(n)
     from ._linkage import beaten_rows
 
-    near = tree.query(distinct, k=m + 1, workers=-1)[1].reshape(len(distinct), m + 1)
+    near = tree.query(tree.data, k=m + 1, workers=-1)[1].reshape(len(distinct), m + 1)
     beaten = beaten_rows(source_x, distinct, classes, np.ascontiguousarray(near[:, 1:]), tolerance)
     return np.flatnonzero(~beaten)
 
 
-def _tied_contributions(tree, source_x, distinct, counts, classes, rows, nearest, tolerance):
-    """Exact shares of ``rows`` whose nearest published vectors may tie."""
-    found = tree.query_ball_point(source_x[rows], nearest + 2 * tolerance, workers=-1)
+def _tied_contributions(tree, basis, source_x, distinct, counts, classes, rows, nearest, tolerance):
+    """Exact shares of ``rows`` whose nearest published vectors may tie (candidates from the
+    tree, distances recomputed on the unrotated vectors)."""
+    found = tree.query_ball_point(source_x[rows] @ basis, nearest + 4 * tolerance, workers=-1)
     lengths = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
     candidates = np.fromiter(
         (j for f in found for j in f), dtype=np.int64, count=int(lengths.sum())
