@@ -27,7 +27,7 @@ from . import __version__
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, TcloseError
-from .measures import measure_lines
+from .measures import measure_lines, risk_summary
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
@@ -138,6 +138,8 @@ def _summary(report: dict, seconds: float) -> str:
         f"verified:  {'yes' if report['verification']['passed'] else 'NO'}",
         f"time:      {seconds:.2f} s",
     ]
+    if report.get("risk"):
+        lines.insert(-2, risk_summary(report["risk"]))
     return "\n".join(lines)
 
 

@@ -84,11 +84,12 @@ def linkage_contributions(
         tolerance: distances within ``tolerance`` of the minimum tie.
 
     Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors (rotated to
-    their principal axes, which leaves distances unchanged). A row whose
-    own published vector is beaten (by more than ``tolerance``) by one of the
-    :data:`WITNESSES` vectors nearest to its own contributes 0, proven by that witness; the tree
-    answers the two nearest neighbours of the other rows, and those whose two nearest are within
-    ``2·tolerance`` (possible ties) get a ball query whose distances are recomputed exactly.
+    their principal axes, which leaves distances unchanged) and lists the :data:`WITNESSES`
+    vectors nearest to each. Most rows are settled by their own vector's list: a listed vector
+    closer than their own proves a miss (share 0); a row close enough to its own vector that
+    every vector within its distance is listed gets ``1/|N(i)|`` exactly (triangle inequality).
+    The tree answers the two nearest neighbours of the other rows, and those whose two nearest
+    are within ``2·tolerance`` (possible ties) get a ball query whose distances are recomputed.
     """
     source_x = np.ascontiguousarray(source_x, dtype=np.float64)
     published_x = np.ascontiguousarray(published_x, dtype=np.float64)
@@ -109,7 +110,7 @@ def linkage_contributions(
     basis = principal_axes(distinct)
     tree = cKDTree(distinct @ basis)
     out = np.zeros(n)
-    rows = _rows_without_witness(tree, source_x, distinct, classes, tolerance)
+    rows = _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out)
     neighbours = min(2, len(distinct))
     distance, index = tree.query(source_x[rows] @ basis, k=neighbours, workers=-1)
     distance = distance.reshape(len(rows), neighbours)
@@ -141,18 +142,23 @@ def principal_axes(points: np.ndarray) -> np.ndarray:
     return np.linalg.eigh(centred.T @ centred)[1][:, ::-1]
 
 
-def _rows_without_witness(tree, source_x, distinct, classes, tolerance) -> np.ndarray:
-    """Rows for which none of the :data:`WITNESSES` distinct vectors nearest to their own
-    published vector is closer than their own minus ``tolerance`` (the others contribute 0)."""
-    n = len(source_x)
+def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out):
+    """Decide the rows that the :data:`WITNESSES` vectors nearest to their own vector settle
+    (:func:`tclose._linkage.resolve_rows`), writing their shares into ``out``; return the
+    others."""
+    from ._linkage import resolve_rows
+
     m = min(WITNESSES, len(distinct) - 1)
     if m < 1:
-        return np.arange(n)
-    from ._linkage import beaten_rows
-
-    near = tree.query(tree.data, k=m + 1, workers=-1)[1].reshape(len(distinct), m + 1)
-    beaten = beaten_rows(source_x, distinct, classes, np.ascontiguousarray(near[:, 1:]), tolerance)
-    return np.flatnonzero(~beaten)
+        return np.arange(len(source_x))
+    reach, near = tree.query(tree.data, k=m + 1, workers=-1)
+    reach = reach.reshape(len(distinct), m + 1)[:, -1]
+    if m + 1 == len(distinct):  # every vector is listed
+        reach = np.full(len(distinct), np.inf)
+    near = np.ascontiguousarray(near.reshape(len(distinct), m + 1))
+    resolved, share = resolve_rows(source_x, distinct, counts, classes, near, reach, tolerance)
+    out[resolved] = share[resolved]
+    return np.flatnonzero(~resolved)
 
 
 def _tied_contributions(tree, basis, source_x, distinct, counts, classes, rows, nearest, tolerance):
@@ -621,3 +627,14 @@ def measure_lines(measures: Mapping[str, Any] | None) -> list[str]:
             "row: the run's report has them (or publish with output.keep_key: true)."
         )
     return lines
+
+
+def risk_summary(risk: Mapping[str, Any]) -> str:
+    """One line of the ``tclose run`` summary."""
+    linkage = risk.get("record_linkage")
+    reid = risk.get("reidentification", {})
+    shown = "-" if linkage is None else f"{linkage:.2%}"
+    return (
+        f"risk:      record linkage {shown} of records, prosecutor risk max "
+        f"{reid.get('max', 0):.2%} mean {reid.get('mean', 0):.2%}"
+    )

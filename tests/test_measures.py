@@ -320,3 +320,15 @@ def test_evaluate_rejects_unaligned_frames() -> None:
         evaluate(original, published.reset_index(drop=True), ["age"], ["pay"])
     with pytest.raises(ConfigError, match="'zap'"):
         evaluate(original, published, ["zap"])
+
+
+@pytest.mark.parametrize("witnesses", [0, 1, 3])
+@pytest.mark.parametrize("integer", [False, True])
+def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer) -> None:
+    """Few listed neighbours leave more rows to the tree's queries and tie searches."""
+    monkeypatch.setattr(measures_module, "WITNESSES", witnesses)
+    for seed in range(4):
+        rng = np.random.default_rng(100 + seed)
+        x, published, _ = random_release(rng, 150, 3, 3, integer)
+        published[:20] = x[:20][::-1]
+        assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12

@@ -32,7 +32,7 @@ def standardized(original: pd.DataFrame, published: pd.DataFrame) -> tuple[np.nd
     return (x - mean) / std, (published[QIS].to_numpy(float) - mean) / std
 
 
-def test_run_report_holds_risk_computed_from_the_published_rows(sqlite_run, tmp_path):
+def test_run_report_holds_risk_computed_from_the_published_rows(sqlite_run, tmp_path, capsys):
     report_path = tmp_path / "report.json"
     document = sqlite_run.config(output={"seed": 7, "keep_key": True})
     document["report"] = {"interval_p": 0.5}
@@ -69,6 +69,7 @@ def test_run_report_holds_risk_computed_from_the_published_rows(sqlite_run, tmp_
     html = render_html(report)
     assert "Disclosure risk" in html and "Record linkage" in html
     assert "picks that person" in html and "distinct l" in html
+    assert "risk:      record linkage" in capsys.readouterr().out
 
 
 def test_interval_p_must_be_a_positive_number(sqlite_run, capsys):
@@ -99,13 +100,28 @@ def test_api_with_categorical_qis_reports_total_variation():
     rng = np.random.default_rng(0)
     frame = discharge_table(200, seed=2)
     frame["sex"] = rng.choice(["f", "m"], len(frame))
-    result = tclose.anonymize(
-        frame, {"age": "numeric", "sex": "nominal"}, ["charge"], k=3, t=0.4, algorithm="merge"
+    frame["level"] = rng.choice(["low", "mid", "high"], len(frame))
+    frame["admitted"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(
+        frame["admission_day"], unit="D"
     )
-    utility = result.report["utility"]
-    assert set(utility["categorical_total_variation"]) == {"sex"}
+    qis = {
+        "age": "numeric",
+        "sex": "nominal",
+        "level": {"type": "ordinal", "categories": ["low", "mid", "high"]},
+        "admitted": "date",
+    }
+    result = tclose.anonymize(frame, qis, ["charge"], k=3, t=0.4, algorithm="merge")
+    utility, risk = result.report["utility"], result.report["risk"]
+    assert set(utility["categorical_total_variation"]) == {"sex", "level"}
     assert 0 <= utility["categorical_total_variation"]["sex"] <= 1
-    assert 0 <= result.report["risk"]["record_linkage"] <= 1
+    assert set(utility["moments"]) == {"age"}  # dates: no relative mean change
+    assert 0 <= risk["record_linkage"] <= 1 and 0 <= risk["interval_disclosure"] <= 1
+    # Published unchanged (k = 1 with the identity), every record links to itself alone.
+    same = tclose.measures.evaluate(frame, frame, qis, ["charge"])
+    assert same["risk"]["interval_disclosure"] == 1.0 and same["utility"]["il1s"] == 0.0
+    # ... each record ties with its duplicates only: the mean of 1/|duplicates| is distinct/n
+    distinct = len(frame[list(qis)].drop_duplicates())
+    assert same["risk"]["record_linkage"] == pytest.approx(distinct / len(frame), abs=1e-12)
 
 
 # --- tclose compare -------------------------------------------------------------------------
