@@ -99,7 +99,8 @@ def main() -> None:
         line(f"{n:>9,} anonymize (t-first)", times, f"{labels.max() + 1:,} clusters")
         published = encoded.aggregate(labels)
         times, figures = timed(
-            lambda e=encoded, p=published: measure_configured(e, p, attributes), repeats
+            lambda e=encoded, p=published, c=labels: measure_configured(e, p, attributes, labels=c),
+            repeats,
         )
         risk = figures["risk"]
         line(

@@ -124,7 +124,7 @@ def anonymize(
         )
     replaced = encoded.aggregate(labels)
     with timer.phase("measures"):
-        measures = measure_configured(encoded, replaced, attributes, interval_p)
+        measures = measure_configured(encoded, replaced, attributes, interval_p, labels)
     data = df.loc[~encoded.excluded].drop(columns=list(identifiers)).copy()
     for column, values in replaced.items():
         data[column] = values

@@ -86,7 +86,7 @@ def run_setting(
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)
-    measures = measure_configured(encoded, replaced, config.attributes, config.interval_p)
+    measures = measure_configured(encoded, replaced, config.attributes, config.interval_p, labels)
     frame = pd.DataFrame({c: np.asarray(v) for c, v in replaced.items()})
     for column, values in encoded.confidential.items():
         frame[column] = values

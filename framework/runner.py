@@ -281,7 +281,9 @@ def run(
         replaced = encoded.aggregate(labels)
         say("measuring disclosure risk and utility")
         with timer.phase("measures"):
-            measures = measure_configured(encoded, replaced, config.attributes, config.interval_p)
+            measures = measure_configured(
+                encoded, replaced, config.attributes, config.interval_p, labels
+            )
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
         rng = np.random.default_rng(
             config.seed if config.seed is not None else secrets.randbits(64)

@@ -332,3 +332,25 @@ def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, inte
         x, published, _ = random_release(rng, 150, 3, 3, integer)
         published[:20] = x[:20][::-1]
         assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+def test_classes_from_cluster_labels_merge_clusters_with_equal_values() -> None:
+    from tclose.measures import measure_release
+
+    frame = pd.DataFrame({"a": [1.0, 3.0, 0.0, 4.0, 9.0, 11.0], "c": [1, 2, 3, 4, 5, 6]})
+    encoded = encode_table(
+        frame,
+        _specs(
+            {
+                "a": {"role": "quasi_identifier", "type": "numeric"},
+                "c": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
+            }
+        ),
+    )
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    published = {"a": encoded.aggregate(labels)["a"]}  # clusters 0 and 1 both publish 2.0
+    with_labels = measure_release(encoded, published, {"c": "numeric"}, labels=labels)
+    without = measure_release(encoded, published, {"c": "numeric"})
+    assert with_labels == without
+    assert with_labels["risk"]["classes"] == 2
+    assert with_labels["risk"]["reidentification"]["max"] == 0.5
