@@ -438,19 +438,8 @@ def measure_release(
     n = len(next(iter(published.values()))) if qis else len(encoded.x)
     released = published_confidential if published_confidential is not None else {}
     confidential = {c: released.get(c, v) for c, v in encoded.confidential.items()}
-    if labels is not None and qis and len(labels):
-        labels = np.asarray(labels, dtype=np.int64)
-        first = np.full(int(labels.max()) + 1, len(labels), dtype=np.int64)
-        np.minimum.at(first, labels, np.arange(len(labels)))
-        first = first[first < len(labels)]
-        per_cluster = published_classes([np.asarray(published[q.name])[first] for q in qis])
-        lookup = np.zeros(int(labels.max()) + 1, dtype=np.int64)
-        lookup[labels[first]] = per_cluster
-        classes = lookup[labels]
-    else:
-        classes = published_classes([np.asarray(published[q.name]) for q in qis])
-    if not qis:
-        classes = np.zeros(n, dtype=np.int64)
+    columns = [np.asarray(published[q.name]) for q in qis]
+    classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
     continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
     before = np.column_stack([q.values for q in continuous]) if continuous else None
     after = (
@@ -495,6 +484,20 @@ def measure_release(
 
 
 _UTILITY = ("il1s", "correlation_max_diff")
+
+
+def _release_classes(columns: Sequence[np.ndarray], labels: np.ndarray | None) -> np.ndarray:
+    """:func:`published_classes`, found among one row per cluster when ``labels`` are given
+    (rows of a cluster share their published values)."""
+    if labels is None or len(labels) == 0:
+        return published_classes(columns)
+    labels = np.asarray(labels, dtype=np.int64)
+    first = np.full(int(labels.max()) + 1, len(labels), dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(len(labels)))
+    first = first[first < len(labels)]
+    lookup = np.zeros(int(labels.max()) + 1, dtype=np.int64)
+    lookup[labels[first]] = published_classes([column[first] for column in columns])
+    return lookup[labels]
 
 
 def _attribute_section(
