@@ -15,6 +15,7 @@ from .attributes import encode_confidential, encode_table
 from .columns import unlisted_columns
 from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
+from .measures import INTERVAL_P, measure_configured
 from .options import validate_options
 from .partition import cluster_rows
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
@@ -70,6 +71,7 @@ def anonymize(
     keep_order: bool = False,
     seed: int | None = None,
     registry: Registry | None = None,
+    interval_p: float = INTERVAL_P,
     **options: Any,
 ) -> AnonymizationResult:
     """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
@@ -94,6 +96,7 @@ def anonymize(
             a frame links back to the input row by row; do not share it).
         seed: seed of the shuffle of the output rows (default: a fresh random seed).
         registry: the plugins to use (default: built-ins and installed plugins).
+        interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML).
 
     Returns:
@@ -137,6 +140,8 @@ def anonymize(
             encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
         )
     replaced = encoded.aggregate(labels)
+    with timer.phase("measures"):
+        measures = measure_configured(encoded, replaced, attributes, interval_p, labels)
     data = _release(df, encoded.excluded, identifiers, replaced, attributes, keep_order, seed)
     with timer.phase("verify"):
         written = data[qi_names].copy()
@@ -169,6 +174,7 @@ def anonymize(
         published=False,
         k=k,
         t=t,
+        measures=measures,
     )
     if not verification.passed:
         failed = ", ".join(c["name"] for c in verification.failures())

@@ -203,6 +203,7 @@ class QuasiIdentifier:
     hierarchy: Hierarchy | None = None
     round: bool = False
     std: float = 1.0
+    weight: float = 1.0  # the attribute's weight in the mixed distance
 
     def aggregate(self, labels: np.ndarray) -> np.ndarray:
         """The published value of every row given dense cluster labels."""
@@ -348,6 +349,7 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
         )
     else:
         raise DataError(f"Unknown attribute type {spec.type!r} for {spec.name!r}.")
+    column.weight = weight
     return column
 
 

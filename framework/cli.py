@@ -29,9 +29,11 @@ from typing import Any
 import yaml
 
 from . import __version__
+from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, TcloseError
 from .interrupts import terminate_as_interrupt
+from .measures import measure_lines, risk_summary
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
@@ -122,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--rows", type=int, default=20_000, help="rows of the demo table")
     demo.add_argument("--dir", default="tclose-demo", help="folder for the database and report")
+    add_compare_parser(commands, [noise])
     return parser
 
 
@@ -142,6 +145,8 @@ def _summary(report: dict, seconds: float) -> str:
         f"verified:  {'yes' if report['verification']['passed'] else 'NO'}",
         f"time:      {seconds:.2f} s",
     ]
+    if report.get("risk"):
+        lines.insert(-2, risk_summary(report["risk"]))
     return "\n".join(lines)
 
 
@@ -229,6 +234,8 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             f"info  t of {column} (measured, not enforced by {config.algorithm}): "
             f"{verification.t_achieved[column]:.4f}"
         )
+    for text in measure_lines(verification.measures):
+        print(text)
     for note in undetectable_changes(report is not None, args.source):
         print(f"note  {note}")
     run_id = published_run_id(config)
@@ -370,6 +377,12 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace, progress: Progress | None) -> int:
+    from .compare import command
+
+    return command(args, progress)
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
@@ -484,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": _report,
         "plugins": _plugins,
         "demo": _demo,
+        "compare": _compare,
     }
     config_path = getattr(args, "config", None)
     try:

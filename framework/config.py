@@ -56,7 +56,7 @@ _ATTRIBUTE_KEYS = {
 }
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
-_REPORT_KEYS = {"json", "html", "table"}
+_REPORT_KEYS = {"json", "html", "table", "interval_p"}
 _OUTPUT_KEYS = {"seed", "keep_key"}
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -106,6 +106,8 @@ class Config:
     report_html: str | None = None
     #: audit table in the target database that gets one row per run (``report.table``).
     report_table: str | None = None
+    #: half-width of interval disclosure in standard deviations (``report.interval_p``).
+    interval_p: float = 0.05
     seed: int | None = None
     keep_key: bool = False
     document: dict[str, Any] = field(default_factory=dict)
@@ -493,9 +495,12 @@ def parse_config(
     checker.mapping(options, ("algorithm", "options"), None)
 
     report = checker.mapping(top.get("report") or {}, ("report",), _REPORT_KEYS)
-    for key in _REPORT_KEYS:
+    for key in _REPORT_KEYS - {"interval_p"}:
         if report.get(key) is not None:
             checker.string(report[key], ("report", key))
+    interval_p = report.get("interval_p", 0.05)
+    if isinstance(interval_p, bool) or not isinstance(interval_p, (int, float)) or interval_p <= 0:
+        raise checker.fail(("report", "interval_p"), f"Expected a number > 0, got {interval_p!r}.")
     output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
     seed = output.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -529,6 +534,7 @@ def parse_config(
         report_json=report.get("json"),
         report_html=report.get("html"),
         report_table=report.get("table"),
+        interval_p=float(interval_p),
         seed=seed,
         keep_key=keep_key,
         document=dict(document),

@@ -66,10 +66,12 @@ def render_html(report: Mapping[str, Any]) -> str:
         _cluster_plot(report),
         *_emd_plots(report),
         "</div>",
+        _risk_section(report),
         "<h2>Information loss</h2>",
         '<div class="grid">',
         _sse_plot(report),
         "</div>",
+        _utility_details(report),
         _distribution_section(report),
         "<h2>Lineage</h2>",
         _lineage(report),
@@ -349,6 +351,119 @@ def _lineage(report: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _percent(value: Any) -> str:
+    return "-" if value is None else f"{100 * float(value):.2f} %"
+
+
+def _risk_section(report: Mapping[str, Any]) -> str:
+    """Disclosure risk: the figures, a sentence each, and one bar chart of the shares at risk."""
+    risk = report.get("risk")
+    if not risk:
+        return ""
+    reid = risk.get("reidentification", {})
+    p = risk.get("interval_p")
+    smallest = round(1 / reid["max"]) if reid.get("max") else None
+    rows = [
+        (
+            "Record linkage",
+            risk.get("record_linkage"),
+            "An intruder who knows a person's original quasi-identifiers and links them to the "
+            "nearest published row picks that person's own row for this share of the people.",
+        ),
+        (
+            f"Interval disclosure (p = {_number(p)})",
+            risk.get("interval_disclosure"),
+            f"For this share of the people every published numeric quasi-identifier lies within "
+            f"{_number(p)} standard deviations of the true value: publishing it almost "
+            f"discloses the true value.",
+        ),
+        (
+            "Re-identification (prosecutor), largest",
+            reid.get("max"),
+            f"Every published row shares its quasi-identifiers with at least {_number(smallest)} "
+            f"rows, so an intruder who knows a person is in the table finds the right row with "
+            f"at most this probability.",
+        ),
+        (
+            "Re-identification (prosecutor), mean",
+            reid.get("mean"),
+            "The same chance averaged over all people.",
+        ),
+    ]
+    bars = _share_bars([r[0] for r in rows], [float(r[1] or 0.0) for r in rows])
+    parts = [
+        "<h2>Disclosure risk</h2>",
+        "<p>Measured on the source rows and the rows actually published (definitions and "
+        "sources in docs/reports.md).</p>",
+        _table(("measure", "value", "what it means"), [(m, _percent(v), w) for m, v, w in rows]),
+        '<div class="grid">',
+        _figure("Shares of people at risk", bars, "0 % is no risk; 100 % would be every person."),
+        "</div>",
+    ]
+    attribute = risk.get("attribute") or {}
+    if attribute:
+        parts.append("<h3>Attribute disclosure (confidential attributes)</h3>")
+        parts.append(
+            _table(
+                ("attribute", "distinct l", "entropy l", "beta (β-likeness)"),
+                [
+                    (c, _number(a["distinct_l"]), _number(a["entropy_l"]), _number(a["beta"]))
+                    for c, a in attribute.items()
+                ],
+            )
+        )
+        parts.append(
+            "<p>Distinct l: in every class the attribute takes at least l different values. "
+            "Entropy l: every class is at least as uncertain as l equally likely values. Beta: "
+            "the largest relative increase, in any class, of a value's share over its share in "
+            "the whole table (what an intruder learns by finding a person's class; large for "
+            "attributes whose values are almost all distinct, such as amounts).</p>"
+        )
+    return "\n".join(parts)
+
+
+def _utility_details(report: Mapping[str, Any]) -> str:
+    """IL1s, correlations, moments and category frequencies, with a sentence each."""
+    utility = report.get("utility", {})
+    if "il1s" not in utility:
+        return ""
+    rows = [
+        (
+            "IL1s",
+            _number(utility.get("il1s")),
+            "Mean distance between an original and a published numeric quasi-identifier, in "
+            "standard deviations divided by √2 (sdcMicro's IL1s); 0 is no change.",
+        ),
+        (
+            "Largest correlation change",
+            _number(utility.get("correlation_max_diff")),
+            "No Pearson correlation between two numeric attributes (quasi-identifiers and "
+            "confidential) changed by more than this (correlations range from -1 to 1).",
+        ),
+    ]
+    parts = [_table(("measure", "value", "what it means"), rows)]
+    moments = utility.get("moments") or {}
+    if moments:
+        parts.append(
+            "<p>Relative change of each numeric quasi-identifier's mean and variance "
+            "(microaggregation keeps means and shrinks variances):</p>"
+        )
+        parts.append(
+            _table(
+                ("attribute", "mean", "variance"),
+                [(c, _percent(m["mean"]), _percent(m["variance"])) for c, m in moments.items()],
+            )
+        )
+    variation = utility.get("categorical_total_variation") or {}
+    if variation:
+        parts.append(
+            "<p>Total variation between the original and the published category frequencies "
+            "(the share of rows whose category would have to change to restore them):</p>"
+        )
+        parts.append(_table(("attribute", "total variation"), list(variation.items())))
+    return "\n".join(parts)
+
+
 # --- HTML helpers ----------------------------------------------------------------------------
 
 
@@ -544,6 +659,32 @@ def _category_bars(
                 f'text-anchor="middle">{escape(category)}</text>'
             )
     out.append(_x_label(x_label))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _share_bars(labels: Sequence[str], values: Sequence[float]) -> str:
+    """Horizontal bars of shares on a fixed 0 to 100 % axis."""
+    left, row = 190, 24
+    height = _TOP + row * len(labels) + 30
+    plot_w = _WIDTH - left - _RIGHT - 50
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="shares at risk" '
+        f'font-family="system-ui,sans-serif" font-size="11"><title>shares at risk</title>'
+    ]
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        y = _TOP + i * row
+        width = plot_w * min(max(float(value), 0.0), 1.0)
+        out.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
+        out.append(
+            f'<rect x="{left}" y="{y + 3}" width="{plot_w}" height="{row - 6}" fill="#eef1f4"/>'
+        )
+        out.append(
+            f'<rect x="{left}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="{row - 6}" '
+            f'fill="{_LIMIT}"><title>{escape(label)}: {_percent(value)}</title></rect>'
+        )
+        out.append(f'<text x="{left + plot_w + 4}" y="{y + 15}">{_percent(value)}</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -215,14 +215,17 @@ def scan_published(
     progress: Callable[..., None] | None = None,
     line: str = "",
     total: int | None = None,
+    extra_columns: Sequence[str] = (),
 ) -> PublishedScan:
     """Read every column of a written table once, streamed: digest all rows, track the
-    pass-through columns for the linkage check, and keep the QI and confidential columns.
+    pass-through columns for the linkage check, and keep the QI and confidential columns (and
+    ``extra_columns``, e.g. a kept source key).
 
     ``database`` is a session (:class:`tclose.connectors.sql.Session`, e.g. the one that wrote
     a staging table) or a database (a read-only session is opened).
     """
     wanted = config.quasi_identifiers + config.confidential
+    wanted += [c for c in extra_columns if c not in wanted]
     if hasattr(database, "read_rows"):
         return _scan(database, table, config, wanted, progress, line, total)
     with database.session(read_only=True) as session:

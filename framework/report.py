@@ -239,6 +239,7 @@ def build_report(
     k: int | None = None,
     t: float | None = None,
     output_columns: Sequence[str] | None = None,
+    measures: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Assemble the audit report (the contract's fields and more), as JSON-ready data.
 
@@ -263,6 +264,8 @@ def build_report(
         k: k when ``config`` is ``None``.
         t: t when ``config`` is ``None``.
         output_columns: the columns of the written table, in order (names only).
+        measures: the ``risk`` section and the ``utility`` additions
+            (:func:`tclose.measures.measure_configured`).
     """
     k = config.k if config is not None else k
     t = config.t if config is not None else t
@@ -336,6 +339,9 @@ def build_report(
         "plugins": registry.versions(used),
     }
     _add_release_facts(report, verification)
+    if measures:
+        report["risk"] = dict(measures["risk"])
+        report["utility"].update(measures["utility"])
     if config is not None:
         report["source"].update({"url": source_url, "table": config.source.table})
         report["target"].update({"url": target_url, "table": config.target.table})

@@ -10,7 +10,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
+from .measures import measure_configured, measure_published
 from .options import validate_options
 from .partition import cluster_rows
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
@@ -328,6 +329,11 @@ def _run(
             )
         replaced = encoded.aggregate(labels)
         refuse_overflow(replaced, config.attributes, keys)
+        say("measuring disclosure risk and utility")
+        with timer.phase("measures"):
+            measures = measure_configured(
+                encoded, replaced, config.attributes, config.interval_p, labels
+            )
         written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
         rng = np.random.default_rng(
             config.seed if config.seed is not None else secrets.randbits(64)
@@ -397,6 +403,7 @@ def _run(
         source_url=source_db.redacted_url,
         target_url=target_db.redacted_url,
         output_columns=[ROW_COLUMN, *output_columns],
+        measures=measures,
     )
     report["run"]["id"] = run_id  # the id in the owned names (and the published table's comment)
     report_module.finish(report, registry, config, report_path)
@@ -489,6 +496,8 @@ def verify_published(
             config.source.url, config.source.password_file
         )
         say(f"reading the source table {config.source.table}")
+        source_table = source_db.table(TableName.parse(config.source.table))
+        config = with_key(config, resolve_key(source_db, source_table, config.source.key))
         keys, encoded, _set_aside = _read_inputs(source_db, config)
         source_confidential = encoded.confidential
         expected_rows = len(keys)
@@ -496,7 +505,11 @@ def verify_published(
         config.target.url, config.target.password_file
     )
     say(f"reading the published table {config.target.table}")
-    frame, extra, scan = _read_written(target_db, TableName.parse(config.target.table), config)
+    kept_key = config.source.key if against_source and config.keep_key else None
+    linked = [kept_key] if kept_key is not None else []
+    frame, extra, scan = _read_written(
+        target_db, TableName.parse(config.target.table), config, extra_columns=linked
+    )
     say("verifying")
     verification = verify_rows(
         frame,
@@ -507,6 +520,10 @@ def verify_published(
         expected_rows,
         source_confidential,
     )
+    if against_source:
+        verification.measures = measure_published(
+            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
+        )
     return _with_scan(verification, scan)
 
 
@@ -536,11 +553,13 @@ def _read_written(
     progress: Callable[..., None] | None = None,
     line: str = "",
     total: int | None = None,
+    extra_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, dict[str, dict], PublishedScan]:
     """One streamed read of a written table (:func:`tclose.published.scan_published`): its QI
-    and confidential columns, confidential columns encoded as their distances expect (with the
-    options they add), and the scan (content digest, linking pass-through columns)."""
-    scan = scan_published(database, table, config, progress, line, total)
+    and confidential columns (and ``extra_columns``), confidential columns encoded as their
+    distances expect (with the options they add), and the scan (content digest, linking
+    pass-through columns)."""
+    scan = scan_published(database, table, config, progress, line, total, extra_columns)
     frame = scan.frame
     extra = {}
     for column in config.confidential:

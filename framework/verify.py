@@ -44,6 +44,8 @@ class Verification:
     #: the written table's content digest (:mod:`tclose.published`), when it was read from a
     #: database.
     content_digest: dict[str, Any] | None = None
+    #: risk and utility against the source (``tclose verify --source``), see tclose.measures.
+    measures: dict[str, Any] | None = field(default=None, repr=False)
 
     def failures(self) -> list[dict[str, Any]]:
         return [c for c in self.checks if not c["passed"]]

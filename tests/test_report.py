@@ -80,9 +80,9 @@ def test_html_page_is_self_contained_with_the_plots(published):
     _, html = published
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert "<script" not in html and "<link" not in html and " src=" not in html
-    assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"] * 6
-    # cluster sizes, EMD of charge, SSE per attribute, and one distribution per QI
-    assert html.count("<svg") == 6
+    assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"] * 7
+    # cluster sizes, EMD of charge, shares at risk, SSE per attribute, one distribution per QI
+    assert html.count("<svg") == 7
     assert "t = 0.2" in html and "Verified and published as discharges_anon." in html
     for column in QIS:
         assert f"<h3>{column}</h3>" in html

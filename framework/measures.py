@@ -1,0 +1,660 @@
+"""Disclosure risk and utility of a release, measured from the source rows and the published rows.
+
+The kernels take NumPy arrays whose rows are aligned: row ``i`` of ``published`` is the published
+version of source row ``i`` (the link an intruder does not have but the data controller does).
+:func:`evaluate` takes two DataFrames for people who anonymize elsewhere; :func:`measure_release`
+is what ``tclose run``, ``tclose compare`` and :func:`tclose.anonymize` call. Every measure, its
+formula and its source (sdcMicro, ARX, the literature) is in ``docs/reports.md``.
+
+Risk:
+
+- :func:`record_linkage` — distance-based record linkage (Pagliuca and Seri 1999; Domingo-Ferrer
+  and Torra 2001; sdcMicro's ``recordLinkage``): the expected share of source records an intruder
+  who knows a record's original quasi-identifiers re-identifies by linking it to its nearest
+  published row(s).
+- :func:`interval_disclosure` — the share of records whose every continuous QI lies within
+  ``published ± p·sd`` (SDID, Mateo-Sanz, Sebé and Domingo-Ferrer 2004; sdcMicro's ``dRisk``).
+- :func:`attribute_disclosure` — distinct and entropy l-diversity (Machanavajjhala et al. 2007)
+  and β-likeness (Cao and Karras 2012) of a confidential attribute over the classes.
+- :func:`reidentification_risk` — the prosecutor risk ``1/|class|`` (ARX).
+
+Utility: :func:`il1s` (sdcMicro's ``dUtility`` IL1s), :func:`correlation_max_diff`,
+:func:`moment_changes` and :func:`total_variation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .attributes import MISSING, EncodedTable, QuasiIdentifier, _hierarchy_embedding
+from .errors import ConfigError, DataError
+
+#: Two distances that differ by at most this (in standard deviations) are a tie in record linkage.
+LINK_TOLERANCE = 1e-9
+#: Default ``p`` of interval disclosure (sdcMicro's ``dRisk`` default ``k = 0.05``).
+INTERVAL_P = 0.05
+_CONTINUOUS = ("numeric", "date", "datetime")
+_BATCH = 1 << 16
+#: Published vectors near a row's own that record linkage tries first as proof of a miss.
+WITNESSES = 8
+
+DEFINITIONS = {
+    "record_linkage": (
+        "mean over source records i of [p(i) in N(i)] / |N(i)|, N(i) = the published rows at "
+        "minimum mixed distance (source standardization) from i's original QIs, ties within "
+        f"{LINK_TOLERANCE:g}"
+    ),
+    "interval_disclosure": (
+        "share of source records whose every continuous QI x satisfies |x - x'| <= p * sd(x) "
+        "(sample sd of the source)"
+    ),
+    "attribute": (
+        "per confidential attribute over the classes: distinct_l = min distinct values, "
+        "entropy_l = min exp(-sum q log q), beta = max over values with q > p of (q - p) / p "
+        "(q: share in the class, p: share in the table)"
+    ),
+    "reidentification": "prosecutor risk 1/|class| per record: max, mean over records",
+    "il1s": "mean over records and continuous QIs of |x - x'| / (sqrt(2) * sd(x))",
+    "correlation_max_diff": (
+        "max over pairs of numeric attributes (QIs and confidential) of |r - r'|, Pearson"
+    ),
+}
+
+
+# --- kernels: NumPy in, NumPy out ---------------------------------------------------------------
+
+
+def linkage_contributions(
+    source_x: np.ndarray,
+    published_x: np.ndarray,
+    classes: np.ndarray | None = None,
+    tolerance: float = LINK_TOLERANCE,
+) -> np.ndarray:
+    """Each source record's share ``[p(i) ∈ N(i)] / |N(i)|`` in :func:`record_linkage`.
+
+    Args:
+        source_x: ``(n, d)`` original records (embedded QIs, see :func:`embed_published`).
+        published_x: ``(n, d)`` published records, row ``i`` the release of source row ``i``.
+        classes: optional labels of the rows with identical published vectors (computed with
+            ``np.unique`` when omitted).
+        tolerance: distances within ``tolerance`` of the minimum tie.
+
+    Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors (rotated to
+    their principal axes, which leaves distances unchanged) and lists the :data:`WITNESSES`
+    vectors nearest to each. Most rows are settled by their own vector's list: a listed vector
+    closer than their own proves a miss (share 0); a row close enough to its own vector that
+    every vector within its distance is listed gets ``1/|N(i)|`` exactly (triangle inequality).
+    The tree answers the two nearest neighbours of the other rows, and those whose two nearest
+    are within ``2·tolerance`` (possible ties) get a ball query whose distances are recomputed.
+    """
+    source_x = np.ascontiguousarray(source_x, dtype=np.float64)
+    published_x = np.ascontiguousarray(published_x, dtype=np.float64)
+    n = len(source_x)
+    if n == 0:
+        return np.zeros(0)
+    if classes is None:
+        classes = np.unique(published_x, axis=0, return_inverse=True)[1].reshape(-1)
+    classes = np.asarray(classes, dtype=np.int64)
+    counts = np.bincount(classes)
+    first = np.full(len(counts), n, dtype=np.int64)
+    np.minimum.at(first, classes, np.arange(n))
+    distinct = published_x[first]
+    if source_x.shape[1] == 0:  # no QI: every published row is at distance 0
+        return np.full(n, 1.0 / n)
+    from scipy.spatial import cKDTree
+
+    basis = principal_axes(distinct)
+    tree = cKDTree(distinct @ basis)
+    out = np.zeros(n)
+    rows = _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out)
+    neighbours = min(2, len(distinct))
+    distance, index = tree.query(source_x[rows] @ basis, k=neighbours, workers=-1)
+    distance = distance.reshape(len(rows), neighbours)
+    nearest = index.reshape(len(rows), neighbours)[:, 0]
+    out[rows] = np.where(classes[rows] == nearest, 1.0 / counts[nearest], 0.0)
+    if neighbours == 2:
+        tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * tolerance)
+        for start in range(0, len(tied), _BATCH):
+            batch = tied[start : start + _BATCH]
+            out[rows[batch]] = _tied_contributions(
+                tree,
+                basis,
+                source_x,
+                distinct,
+                counts,
+                classes,
+                rows[batch],
+                distance[batch, 0],
+                tolerance,
+            )
+    return out
+
+
+def principal_axes(points: np.ndarray) -> np.ndarray:
+    """Orthonormal ``(d, d)`` basis of the principal axes of ``points``, largest variance first.
+    Distances are invariant under it; a KD-tree on rotated points splits along the directions
+    that separate them best (about twice as fast on correlated quasi-identifiers)."""
+    centred = points - points.mean(axis=0)
+    return np.linalg.eigh(centred.T @ centred)[1][:, ::-1]
+
+
+def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out):
+    """Decide the rows that the :data:`WITNESSES` vectors nearest to their own vector settle
+    (:func:`tclose._linkage.resolve_rows`), writing their shares into ``out``; return the
+    others."""
+    from ._linkage import resolve_rows
+
+    m = min(WITNESSES, len(distinct) - 1)
+    if m < 1:
+        return np.arange(len(source_x))
+    reach, near = tree.query(tree.data, k=m + 1, workers=-1)
+    reach = reach.reshape(len(distinct), m + 1)[:, -1]
+    if m + 1 == len(distinct):  # every vector is listed
+        reach = np.full(len(distinct), np.inf)
+    near = np.ascontiguousarray(near.reshape(len(distinct), m + 1))
+    resolved, share = resolve_rows(source_x, distinct, counts, classes, near, reach, tolerance)
+    out[resolved] = share[resolved]
+    return np.flatnonzero(~resolved)
+
+
+def _tied_contributions(tree, basis, source_x, distinct, counts, classes, rows, nearest, tolerance):
+    """Exact shares of ``rows`` whose nearest published vectors may tie (candidates from the
+    tree, distances recomputed on the unrotated vectors)."""
+    found = tree.query_ball_point(source_x[rows] @ basis, nearest + 4 * tolerance, workers=-1)
+    lengths = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
+    candidates = np.fromiter(
+        (j for f in found for j in f), dtype=np.int64, count=int(lengths.sum())
+    )
+    owner = np.repeat(rows, lengths)
+    dist = np.sqrt(((source_x[owner] - distinct[candidates]) ** 2).sum(axis=1))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    minimum = np.minimum.reduceat(dist, starts)
+    member = dist <= np.repeat(minimum, lengths) + tolerance
+    size = np.add.reduceat(np.where(member, counts[candidates], 0), starts)
+    hit = np.logical_or.reduceat(member & (candidates == classes[owner]), starts)
+    return np.where(hit, 1.0 / size, 0.0)
+
+
+def record_linkage(
+    source_x: np.ndarray,
+    published_x: np.ndarray,
+    classes: np.ndarray | None = None,
+    tolerance: float = LINK_TOLERANCE,
+) -> float:
+    """Distance-based record linkage: ``1/n · Σ_i [p(i) ∈ N(i)] / |N(i)|``.
+
+    ``N(i)`` is the set of published rows at minimum Euclidean distance from source row ``i``
+    (ties within ``tolerance``), ``p(i)`` the published row of ``i``: an intruder who links ``i``
+    to a random row of ``N(i)`` is right with probability ``[p(i) ∈ N(i)] / |N(i)|``.
+
+    >>> source = np.array([[0.0], [1.0], [4.0], [5.0]])
+    >>> record_linkage(source, np.array([[0.5], [0.5], [4.5], [4.5]]))
+    0.5
+    >>> record_linkage(source, np.array([[0.0], [1.0], [5.0], [4.0]]))
+    0.5
+    """
+    shares = linkage_contributions(source_x, published_x, classes, tolerance)
+    return float(shares.mean()) if len(shares) else 0.0
+
+
+def interval_disclosure(
+    original: np.ndarray, published: np.ndarray, sd: np.ndarray, p: float = INTERVAL_P
+) -> float:
+    """Share of rows whose every column satisfies ``|x − x'| ≤ p·sd`` (SDID, sdcMicro ``dRisk``).
+
+    ``original`` and ``published`` are ``(n, q)``; ``sd`` the ``q`` standard deviations of the
+    source columns. A rounding allowance of ``1e-12·max(1, |x|)`` absorbs the floating-point
+    error of a cluster mean.
+
+    >>> interval_disclosure(np.array([[1.0], [2.0], [9.0]]), np.array([[1.0], [2.2], [9.0]]),
+    ...                     np.array([2.0]))
+    0.6666666666666666
+    """
+    original = np.asarray(original, dtype=np.float64)
+    if original.shape[0] == 0:
+        return 0.0
+    allowance = 1e-12 * np.maximum(1.0, np.abs(original))
+    allowance += p * np.asarray(sd)
+    inside = np.abs(original - published) <= allowance
+    return float(inside.all(axis=1).mean())
+
+
+def il1s(original: np.ndarray, published: np.ndarray, sd: np.ndarray) -> float:
+    """sdcMicro's IL1s: ``1/(n·q) · Σ_i Σ_j |x_ij − x'_ij| / (√2·sd_j)``.
+
+    A constant column (``sd = 0``) is divided by 1.
+
+    >>> il1s(np.array([[0.0], [2.0]]), np.array([[1.0], [1.0]]), np.array([1.0]))
+    0.7071067811865475
+    """
+    original = np.asarray(original, dtype=np.float64)
+    if original.size == 0:
+        return 0.0
+    scale = np.sqrt(2.0) * np.where(np.asarray(sd) > 0, sd, 1.0)
+    return float((np.abs(original - published) / scale).mean())
+
+
+def correlation_matrix(values: np.ndarray) -> np.ndarray:
+    """Pearson correlations of the columns of ``values`` (a constant column correlates 0)."""
+    values = np.asarray(values, dtype=np.float64)
+    centred = values - values.mean(axis=0)
+    norm = np.sqrt((centred**2).sum(axis=0))
+    z = centred / np.where(norm > 0, norm, 1.0)
+    return z.T @ z
+
+
+def correlation_max_diff(original: np.ndarray, published: np.ndarray) -> float | None:
+    """Largest ``|r − r'|`` over pairs of columns (``None`` with fewer than two columns).
+
+    >>> a = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0], [4.0, 4.0]])
+    >>> b = np.array([[1.5, 1.0], [1.5, 2.0], [3.5, 3.0], [3.5, 4.0]])
+    >>> round(correlation_max_diff(a, b), 6)
+    0.105573
+    """
+    q = np.asarray(original).shape[1]
+    if q < 2:
+        return None
+    difference = np.abs(correlation_matrix(original) - correlation_matrix(published))
+    return float(difference[~np.eye(q, dtype=bool)].max())
+
+
+def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, float | None]:
+    """Relative change of the mean and of the (population) variance of one column.
+
+    ``None`` where the original moment is 0.
+
+    >>> moment_changes(np.array([1.0, 3.0]), np.array([2.0, 2.0]))
+    {'mean': 0.0, 'variance': -1.0}
+    """
+    mean, mean_after = float(np.mean(original)), float(np.mean(published))
+    var, var_after = float(np.var(original)), float(np.var(published))
+    return {
+        "mean": (mean_after - mean) / abs(mean) if mean != 0 else None,
+        "variance": (var_after - var) / var if var != 0 else None,
+    }
+
+
+def total_variation(original_codes: np.ndarray, published_codes: np.ndarray, m: int) -> float:
+    """``½ Σ_v |f(v) − f'(v)|`` between category frequencies (codes ``0..m-1``).
+
+    >>> total_variation(np.array([0, 0, 1, 2]), np.array([0, 0, 0, 2]), 3)
+    0.25
+    """
+    if len(original_codes) == 0 or len(published_codes) == 0:
+        return 0.0
+    before = np.bincount(original_codes, minlength=m) / len(original_codes)
+    after = np.bincount(published_codes, minlength=m) / len(published_codes)
+    return float(np.abs(before - after).sum() / 2)
+
+
+def attribute_disclosure(classes: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """Distinct l, entropy l and β-likeness of one confidential attribute over the classes.
+
+    - ``distinct_l`` = min over classes of the number of distinct values;
+    - ``entropy_l`` = min over classes of ``exp(−Σ_v q_v log q_v)``;
+    - ``beta`` = max over classes and values with ``q_v > p_v`` of ``(q_v − p_v) / p_v``
+      (0 when no class raises any value's share), ``q`` the share in the class, ``p`` in the table.
+
+    >>> attribute_disclosure(np.array([0, 0, 1, 1]), np.array(["a", "b", "a", "a"]))
+    {'distinct_l': 1, 'entropy_l': 1.0, 'beta': 1.0}
+    """
+    classes = np.asarray(classes, dtype=np.int64)
+    n = len(classes)
+    if n == 0:
+        return {"distinct_l": 0, "entropy_l": 0.0, "beta": 0.0}
+    codes = pd.factorize(np.asarray(values), use_na_sentinel=False)[0]
+    m = int(codes.max()) + 1
+    pairs, pair_counts = np.unique(classes * m + codes, return_counts=True)
+    pair_class, pair_value = pairs // m, pairs % m
+    sizes = np.bincount(classes)
+    share = pair_counts / sizes[pair_class]
+    entropy = -np.bincount(pair_class, weights=share * np.log(share), minlength=len(sizes))
+    overall = np.bincount(codes, minlength=m) / n
+    gain = (share - overall[pair_value]) / overall[pair_value]
+    return {
+        "distinct_l": int(np.bincount(pair_class, minlength=len(sizes)).min()),
+        "entropy_l": float(np.exp(entropy.min())),
+        "beta": float(max(gain.max(), 0.0)),
+    }
+
+
+def reidentification_risk(classes: np.ndarray) -> dict[str, float]:
+    """Prosecutor risk ``1/|class|`` of every record: ``max``, ``mean`` over records, and
+    ``records_at_max`` (the share of records at the maximum).
+
+    >>> reidentification_risk(np.array([0, 0, 1, 1, 1, 1]))
+    {'max': 0.5, 'mean': 0.3333333333333333, 'records_at_max': 0.3333333333333333}
+    """
+    classes = np.asarray(classes, dtype=np.int64)
+    if len(classes) == 0:
+        return {"max": 0.0, "mean": 0.0, "records_at_max": 0.0}
+    sizes = np.bincount(classes)
+    sizes = sizes[sizes > 0]
+    smallest = int(sizes.min())
+    return {
+        "max": 1.0 / smallest,
+        "mean": len(sizes) / len(classes),
+        "records_at_max": float(sizes[sizes == smallest].sum() / len(classes)),
+    }
+
+
+# --- published values in the source's encoding ---------------------------------------------------
+
+
+def continuous_values(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
+    """Published values of a numeric or date QI as floats (dates in nanoseconds)."""
+    if qi.type == "numeric":
+        return np.asarray(published, dtype=np.float64)
+    instants = np.asarray(published).astype("datetime64[ns]")
+    return instants.astype(np.int64).astype(np.float64)
+
+
+def category_codes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
+    """Published values of an ordinal or nominal QI as codes of the source's categories."""
+    names = pd.Series(np.asarray(published, dtype=object), dtype=object).fillna(MISSING)
+    codes = pd.Index(qi.categories).get_indexer(names.astype(str)).astype(np.int64)
+    unknown = codes < 0
+    if unknown.any():
+        raise DataError(
+            f"The published column {qi.name!r} holds {int(unknown.sum())} value(s) that are not "
+            f"categories of the source (rows {_positions(unknown)})."
+        )
+    return codes
+
+
+def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
+    """``(n, width)`` embedding of published values with the SOURCE's standardization, so that
+    squared Euclidean distances between ``qi.embedding`` rows and these rows are the documented
+    mixed distance (:mod:`tclose.attributes`). Equal values embed to equal rows bit for bit."""
+    scale = np.sqrt(qi.weight)
+    if qi.type in _CONTINUOUS:
+        numbers = continuous_values(qi, published)
+        return ((numbers - qi.values.mean()) / qi.std * scale)[:, None]
+    codes = category_codes(qi, published)
+    m = len(qi.categories)
+    if qi.type == "ordinal":
+        table = (np.arange(m) / max(m - 1, 1) * scale)[:, None]
+    elif qi.hierarchy is not None:
+        table = _hierarchy_embedding(qi.hierarchy, qi.categories, np.arange(m)) * scale
+    else:
+        table = np.eye(m) / np.sqrt(2.0) * scale
+    return table[codes]
+
+
+def published_classes(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Class of every row: rows with identical published values in every column (NULLs
+    included) share a class; dense labels in order of first appearance."""
+    if not columns:
+        return np.zeros(0, dtype=np.int64)
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(np.asarray(column), use_na_sentinel=False)
+        key = pd.factorize(key * max(len(uniques), 1) + codes)[0].astype(np.int64)
+    return key
+
+
+def _positions(mask: np.ndarray) -> str:
+    rows = np.flatnonzero(mask)
+    return ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+
+
+# --- a release: the report's risk and utility sections -------------------------------------------
+
+
+def measure_release(
+    encoded: EncodedTable,
+    published: Mapping[str, np.ndarray],
+    confidential_types: Mapping[str, str],
+    p: float = INTERVAL_P,
+    published_confidential: Mapping[str, np.ndarray] | None = None,
+    linked: bool = True,
+    labels: np.ndarray | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The ``risk`` section and the ``utility`` additions of a report.
+
+    Args:
+        encoded: the encoded source (:func:`tclose.attributes.encode_table`), kept rows only.
+        published: QI column → published value of every kept row, aligned with ``encoded``.
+        confidential_types: confidential column → its type (numeric ones enter correlations).
+        p: interval disclosure's half-width in standard deviations.
+        published_confidential: confidential column → published values (default: the source's,
+            which tclose publishes unchanged).
+        linked: whether ``published`` is aligned with ``encoded`` row for row. Without the link
+            (a published table read back without the source key), record linkage, interval
+            disclosure and IL1s are ``None``; the other measures compare each table's own
+            statistics and need no link.
+        labels: optional cluster of every row, when rows of a cluster share their published
+            values (as :meth:`EncodedTable.aggregate` makes them): the classes are then found
+            among one row per cluster, which is faster and gives the same classes.
+
+    Returns:
+        ``{"risk": {...}, "utility": {...}}`` (JSON-ready).
+    """
+    qis = encoded.quasi_identifiers
+    n = len(next(iter(published.values()))) if qis else len(encoded.x)
+    released = published_confidential if published_confidential is not None else {}
+    confidential = {c: released.get(c, v) for c, v in encoded.confidential.items()}
+    columns = [np.asarray(published[q.name]) for q in qis]
+    classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
+    continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
+    before = np.column_stack([q.values for q in continuous]) if continuous else None
+    after = (
+        np.column_stack([continuous_values(q, published[q.name]) for q in continuous])
+        if continuous
+        else None
+    )
+    sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
+    linkage = None
+    if linked:
+        published_x = (
+            np.hstack([embed_published(q, published[q.name]) for q in qis]) if qis else encoded.x
+        )
+        linkage = record_linkage(encoded.x, published_x, classes)
+    risk = {
+        "record_linkage": linkage,
+        "interval_disclosure": interval_disclosure(before, after, sd, p) if continuous else None,
+        "interval_p": p,
+        "attribute": _attribute_section(classes, confidential),
+        "reidentification": reidentification_risk(classes),
+        "classes": int(classes.max()) + 1 if n else 0,
+        "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
+    }
+    utility = {
+        "il1s": il1s(before, after, sd) if continuous else None,
+        "correlation_max_diff": _correlations(encoded, published, confidential_types, confidential),
+        "moments": {
+            q.name: moment_changes(q.values, continuous_values(q, published[q.name]))
+            for q in qis
+            if q.type == "numeric"
+        },
+        "categorical_total_variation": {
+            q.name: total_variation(
+                q.codes, category_codes(q, published[q.name]), len(q.categories)
+            )
+            for q in qis
+            if q.type not in _CONTINUOUS
+        },
+        "measure_definitions": {k: DEFINITIONS[k] for k in _UTILITY},
+    }
+    return {"risk": risk, "utility": utility}
+
+
+_UTILITY = ("il1s", "correlation_max_diff")
+
+
+def _release_classes(columns: Sequence[np.ndarray], labels: np.ndarray | None) -> np.ndarray:
+    """:func:`published_classes`, found among one row per cluster when ``labels`` are given
+    (rows of a cluster share their published values)."""
+    if labels is None or len(labels) == 0:
+        return published_classes(columns)
+    labels = np.asarray(labels, dtype=np.int64)
+    first = np.full(int(labels.max()) + 1, len(labels), dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(len(labels)))
+    first = first[first < len(labels)]
+    lookup = np.zeros(int(labels.max()) + 1, dtype=np.int64)
+    lookup[labels[first]] = published_classes([column[first] for column in columns])
+    return lookup[labels]
+
+
+def _attribute_section(
+    classes: np.ndarray, confidential: Mapping[str, np.ndarray]
+) -> dict[str, dict[str, float]]:
+    section = {c: attribute_disclosure(classes, v) for c, v in confidential.items()}
+    if section:
+        section["overall"] = {
+            "distinct_l": min(s["distinct_l"] for s in section.values()),
+            "entropy_l": min(s["entropy_l"] for s in section.values()),
+            "beta": max(s["beta"] for s in section.values()),
+        }
+    return section
+
+
+def _correlations(encoded, published, confidential_types, confidential) -> float | None:
+    numeric = [q for q in encoded.quasi_identifiers if q.type == "numeric"]
+    extra = [c for c, kind in confidential_types.items() if kind == "numeric" and c in confidential]
+    if len(numeric) + len(extra) < 2:
+        return None
+    before = [q.values for q in numeric] + [encoded.confidential[c] for c in extra]
+    after = [continuous_values(q, published[q.name]) for q in numeric]
+    after += [np.asarray(confidential[c], dtype=np.float64) for c in extra]
+    return correlation_max_diff(np.column_stack(before), np.column_stack(after))
+
+
+# --- two DataFrames ------------------------------------------------------------------------------
+
+
+def evaluate(
+    original: pd.DataFrame,
+    published: pd.DataFrame,
+    quasi_identifiers: Sequence[str] | Mapping[str, Any],
+    confidential: Sequence[str] | Mapping[str, Any] = (),
+    *,
+    p: float = INTERVAL_P,
+) -> dict[str, dict[str, Any]]:
+    """Risk and utility of ``published`` as a release of ``original``, for data anonymized
+    anywhere.
+
+    Rows are matched by index: ``published.loc[label]`` is the release of ``original.loc[label]``
+    (both indexes unique and holding the same labels). ``quasi_identifiers`` and ``confidential``
+    take the forms of :func:`tclose.anonymize` (a list means numeric; a mapping gives types or full
+    attribute specs). Classes are the rows of ``published`` sharing all QI values.
+
+    Returns:
+        ``{"risk": {...}, "utility": {...}}`` as in the audit report (``docs/reports.md``).
+    """
+    from .api import _attribute_document
+    from .attributes import encode_confidential, encode_table
+    from .config import _attributes, _Checker
+
+    document = _attribute_document(quasi_identifiers, "quasi_identifier")
+    document.update(_attribute_document(confidential, "confidential"))
+    specs = _attributes(_Checker({}), document)
+    for frame, which in ((original, "original"), (published, "published")):
+        absent = [name for name in specs if name not in frame.columns]
+        if absent:
+            raise ConfigError(f"Column {absent[0]!r} is not in the {which} DataFrame.")
+    if not original.index.is_unique or not published.index.is_unique:
+        raise ConfigError("The indexes of both DataFrames must be unique (rows match by index).")
+    if len(original) != len(published) or not original.index.isin(published.index).all():
+        raise ConfigError(
+            "The published DataFrame must hold the same index labels as the original: rows are "
+            "matched by index (reset both indexes if they are aligned by position)."
+        )
+    encoded = encode_table(original, list(specs.values()))
+    released = published.loc[original.index[~encoded.excluded]]
+    kinds = {name: s.type for name, s in specs.items() if s.role == "confidential"}
+    confidential_values = {
+        name: encode_confidential(released[name], specs[name])[0] for name in kinds
+    }
+    values = {q.name: released[q.name].to_numpy() for q in encoded.quasi_identifiers}
+    return measure_release(encoded, values, kinds, p, confidential_values)
+
+
+def measure_configured(
+    encoded: EncodedTable,
+    published: Mapping[str, np.ndarray],
+    attributes: Mapping[str, Any],
+    p: float = INTERVAL_P,
+    labels: np.ndarray | None = None,
+) -> dict[str, dict[str, Any]]:
+    """:func:`measure_release` for a run: confidential types from the attribute specs
+    (:class:`tclose.config.AttributeSpec`), the source's confidential values as published,
+    ``labels`` the run's clusters (``published`` is ``encoded.aggregate(labels)``)."""
+    kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
+    return measure_release(encoded, published, kinds, p, labels=labels)
+
+
+def measure_published(
+    encoded: EncodedTable,
+    source_keys: np.ndarray,
+    frame: pd.DataFrame,
+    attributes: Mapping[str, Any],
+    p: float = INTERVAL_P,
+    key: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The measures of ``tclose verify --source``: the encoded source and the published table as
+    read back (QI and encoded confidential columns, and ``key`` when it was kept).
+
+    With the source key in ``frame`` (``output.keep_key``) every published row is linked to its
+    source row and every measure is computed; otherwise those that need the link are ``None``
+    (``risk.linked`` says which case applied).
+    """
+    kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
+    names = [q.name for q in encoded.quasi_identifiers]
+    linked = False
+    if key is not None and key in frame.columns and frame[key].is_unique:
+        order = pd.Index(frame[key]).get_indexer(source_keys)
+        if len(frame) == len(source_keys) and (order >= 0).all():
+            frame, linked = frame.iloc[order], True
+    values = {name: frame[name].to_numpy() for name in names}
+    released = {name: frame[name].to_numpy() for name in kinds}
+    result = measure_release(encoded, values, kinds, p, released, linked=linked)
+    result["risk"]["linked"] = linked
+    return result
+
+
+def measure_lines(measures: Mapping[str, Any] | None) -> list[str]:
+    """Lines of text for the measures (``tclose verify --source``); none for ``None``."""
+    if not measures:
+        return []
+    risk, utility = measures["risk"], measures["utility"]
+
+    def show(value: Any) -> str:
+        return "-" if value is None else f"{value:.4g}"
+
+    reid = risk["reidentification"]
+    lines = [
+        f"risk  record linkage {show(risk['record_linkage'])}, interval disclosure "
+        f"{show(risk['interval_disclosure'])} (p = {risk['interval_p']:g}), prosecutor max "
+        f"{show(reid['max'])} mean {show(reid['mean'])}"
+    ]
+    for column, figures in risk["attribute"].items():
+        lines.append(
+            f"risk  {column}: distinct l {figures['distinct_l']}, entropy l "
+            f"{show(figures['entropy_l'])}, beta {show(figures['beta'])}"
+        )
+    lines.append(
+        f"utility  IL1s {show(utility['il1s'])}, largest correlation change "
+        f"{show(utility['correlation_max_diff'])}"
+    )
+    if not risk.get("linked", True):
+        lines.append(
+            "note  record linkage, interval disclosure and IL1s need each published row's source "
+            "row: the run's report has them (or publish with output.keep_key: true)."
+        )
+    return lines
+
+
+def risk_summary(risk: Mapping[str, Any]) -> str:
+    """One line of the ``tclose run`` summary."""
+    linkage = risk.get("record_linkage")
+    reid = risk.get("reidentification", {})
+    shown = "-" if linkage is None else f"{linkage:.2%}"
+    return (
+        f"risk:      record linkage {shown} of records, prosecutor risk max "
+        f"{reid.get('max', 0):.2%} mean {reid.get('mean', 0):.2%}"
+    )

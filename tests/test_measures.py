@@ -1,0 +1,381 @@
+"""Risk and utility measures: hand-computed cases and plain O(n²) references on random tables."""
+
+from __future__ import annotations
+
+import doctest
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tclose.measures as measures_module
+from tclose.attributes import encode_table
+from tclose.config import _attributes, _Checker
+from tclose.errors import ConfigError, DataError
+from tclose.measures import (
+    LINK_TOLERANCE,
+    attribute_disclosure,
+    correlation_max_diff,
+    embed_published,
+    evaluate,
+    il1s,
+    interval_disclosure,
+    moment_changes,
+    published_classes,
+    record_linkage,
+    reidentification_risk,
+    total_variation,
+)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(measures_module).failed == 0
+
+
+# --- plain references ------------------------------------------------------------------------
+
+
+def linkage_reference(source: np.ndarray, published: np.ndarray) -> float:
+    """The definition, row by row over every published row: O(n²)."""
+    total = 0.0
+    for i in range(len(source)):
+        distances = np.sqrt(((source[i] - published) ** 2).sum(axis=1))
+        members = np.flatnonzero(distances <= distances.min() + LINK_TOLERANCE)
+        total += (i in members) / len(members)
+    return total / len(source)
+
+
+def interval_reference(original, published, sd, p):
+    hits = 0
+    for i in range(len(original)):
+        hits += all(
+            abs(original[i, j] - published[i, j])
+            <= p * sd[j] + 1e-12 * max(1.0, abs(original[i, j]))
+            for j in range(original.shape[1])
+        )
+    return hits / len(original)
+
+
+def attribute_reference(classes, values):
+    groups: dict[int, list] = {}
+    for c, v in zip(classes, values):
+        groups.setdefault(int(c), []).append(v)
+    table = Counter(values.tolist())
+    n = len(values)
+    distinct, entropy, beta = [], [], 0.0
+    for members in groups.values():
+        counts = Counter(members)
+        distinct.append(len(counts))
+        h = -sum(c / len(members) * math.log(c / len(members)) for c in counts.values())
+        entropy.append(math.exp(h))
+        for value, c in counts.items():
+            q, p = c / len(members), table[value] / n
+            if q > p:
+                beta = max(beta, (q - p) / p)
+    return {"distinct_l": min(distinct), "entropy_l": min(entropy), "beta": beta}
+
+
+def random_release(rng, n, d, k, integer):
+    """A random table and a microaggregated release of it (clusters of about k along a sort)."""
+    x = rng.integers(0, 4, size=(n, d)).astype(float) if integer else rng.normal(size=(n, d))
+    order = np.lexsort(x.T[::-1])
+    labels = np.empty(n, dtype=np.int64)
+    labels[order] = np.minimum(np.arange(n) // k, max(n // k - 1, 0))
+    means = np.zeros((labels.max() + 1, d))
+    for j in range(d):
+        means[:, j] = np.bincount(labels, weights=x[:, j]) / np.bincount(labels)
+    return x, means[labels], labels
+
+
+# --- record linkage --------------------------------------------------------------------------
+
+
+def test_record_linkage_hand_cases() -> None:
+    source = np.array([[0.0], [1.0], [10.0], [11.0]])
+    # the two clusters' means: every record's nearest published rows are its own cluster's two rows
+    assert record_linkage(source, np.array([[0.5], [0.5], [10.5], [10.5]])) == 0.5
+    # published unchanged: each record links to itself alone
+    assert record_linkage(source, source) == 1.0
+    # rows 0 and 1 swapped: records 0 and 1 link to the other's row
+    assert record_linkage(source, np.array([[1.0], [0.0], [10.0], [11.0]])) == 0.5
+    # a tie: record 0 at 0 is equidistant from published -1 (its own) and 1: 1/2; record 1
+    # at 5 links to its own row 1: 1
+    assert record_linkage(np.array([[0.0], [5.0]]), np.array([[-1.0], [1.0]])) == 0.75
+
+
+def test_record_linkage_no_qi_and_single_vector() -> None:
+    assert record_linkage(np.zeros((3, 0)), np.zeros((3, 0))) == pytest.approx(1 / 3)
+    assert record_linkage(np.array([[1.0], [2.0]]), np.array([[1.5], [1.5]])) == 0.5
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("integer", [False, True])
+def test_record_linkage_equals_quadratic_reference(seed: int, integer: bool) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 160))
+    x, published, _ = random_release(
+        rng, n, int(rng.integers(1, 4)), int(rng.integers(1, 5)), integer
+    )
+    if seed % 2:  # some records published unchanged, some swapped: ties and misses both occur
+        published[: n // 3] = x[: n // 3][::-1]
+    assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+def test_record_linkage_many_ties_batches(monkeypatch) -> None:
+    monkeypatch.setattr(measures_module, "_BATCH", 7)
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, size=(90, 2)).astype(float)
+    published = rng.integers(0, 3, size=(90, 2)).astype(float)
+    assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+# --- interval disclosure, IL1s, correlations, moments ------------------------------------------
+
+
+def test_interval_disclosure_hand_case() -> None:
+    original = np.array([[10.0, 1.0], [20.0, 2.0], [30.0, 3.0]])
+    published = np.array([[10.4, 1.0], [20.0, 2.6], [31.0, 3.0]])
+    sd = np.array([10.0, 1.0])
+    # p = 0.05: widths 0.5 and 0.05; only row 0 (0.4 <= 0.5, 0 <= 0.05) has every value inside
+    assert interval_disclosure(original, published, sd, 0.05) == pytest.approx(1 / 3)
+    # p = 0.1: widths 1 and 0.1: rows 0 and 2
+    assert interval_disclosure(original, published, sd, 0.1) == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interval_disclosure_and_il1s_equal_references(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x, published, _ = random_release(rng, 120, 3, 4, integer=bool(seed % 2))
+    sd = x.std(axis=0, ddof=1)
+    for p in (0.05, 0.3, 1.0):
+        assert interval_disclosure(x, published, sd, p) == interval_reference(x, published, sd, p)
+    reference = sum(
+        abs(x[i, j] - published[i, j]) / (math.sqrt(2) * sd[j])
+        for i in range(len(x))
+        for j in range(3)
+    ) / (len(x) * 3)
+    assert abs(il1s(x, published, sd) - reference) <= 1e-12
+
+
+def test_il1s_hand_case() -> None:
+    # sdcMicro's IL1s: |x - x'| / (sqrt(2) sd) averaged: (2 + 0) / sqrt(2) / 2
+    assert il1s(np.array([[3.0], [5.0]]), np.array([[5.0], [5.0]]), np.array([1.0])) == (
+        pytest.approx(1 / math.sqrt(2))
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_correlation_max_diff_equals_corrcoef(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x, published, _ = random_release(rng, 80, 4, 5, integer=False)
+    before, after = np.corrcoef(x.T), np.corrcoef(published.T)
+    expected = max(abs(before[i, j] - after[i, j]) for i in range(4) for j in range(4) if i != j)
+    assert abs(correlation_max_diff(x, published) - expected) <= 1e-12
+
+
+def test_correlation_constant_column_and_single_column() -> None:
+    a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 7.0]])
+    b = np.array([[2.0, 2.0], [2.0, 4.0], [2.0, 7.0]])  # the first column became constant
+    expected = abs(np.corrcoef(a.T)[0, 1] - 0.0)
+    assert correlation_max_diff(a, b) == pytest.approx(expected)
+    assert correlation_max_diff(a[:, :1], b[:, :1]) is None
+
+
+def test_moment_changes_and_total_variation() -> None:
+    # mean 4 -> 4; population variance 8/3 -> 2
+    assert moment_changes(np.array([2.0, 4.0, 6.0]), np.array([3.0, 3.0, 6.0])) == {
+        "mean": 0.0,
+        "variance": pytest.approx(-0.25),
+    }
+    assert moment_changes(np.array([-1.0, 1.0]), np.array([0.0, 0.0]))["mean"] is None
+    assert total_variation(np.array([0, 1, 1, 2]), np.array([1, 1, 1, 1]), 3) == 0.5
+
+
+# --- classes: attribute disclosure and re-identification ---------------------------------------
+
+
+def test_attribute_disclosure_hand_case() -> None:
+    classes = np.array([0, 0, 0, 1, 1, 1])
+    values = np.array(["flu", "flu", "hiv", "flu", "cold", "hiv"], dtype=object)
+    result = attribute_disclosure(classes, values)
+    assert result["distinct_l"] == 2
+    # class 0: shares 2/3, 1/3: exp(H) = exp(-(2/3 ln 2/3 + 1/3 ln 1/3))
+    expected = math.exp(-(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)))
+    assert result["entropy_l"] == pytest.approx(expected, abs=1e-12)
+    # cold: table 1/6, class 1 1/3 -> gain 1; flu: table 1/2, class 0 2/3 -> 1/3
+    assert result["beta"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_attribute_disclosure_equals_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(10, 200))
+    classes = rng.integers(0, max(n // 6, 1), n)
+    classes = np.unique(classes, return_inverse=True)[1]
+    values = rng.integers(0, int(rng.integers(2, 9)), n).astype(float)
+    result = attribute_disclosure(classes, values)
+    reference = attribute_reference(classes, values)
+    assert result["distinct_l"] == reference["distinct_l"]
+    assert abs(result["entropy_l"] - reference["entropy_l"]) <= 1e-12
+    assert abs(result["beta"] - reference["beta"]) <= 1e-12
+
+
+def test_reidentification_hand_case() -> None:
+    risk = reidentification_risk(np.array([0, 0, 0, 1, 1, 2, 2, 2, 2]))
+    assert risk == {"max": 0.5, "mean": 3 / 9, "records_at_max": 2 / 9}
+
+
+def test_published_classes_group_equal_rows_including_nulls() -> None:
+    a = np.array([1.0, 1.0, 2.0, 1.0])
+    b = np.array(["x", None, None, "x"], dtype=object)
+    classes = published_classes([a, b])
+    assert classes[0] == classes[3]
+    assert len(set(classes.tolist())) == 3
+
+
+# --- the mixed distance and the DataFrame API --------------------------------------------------
+
+
+def _specs(document):
+    return list(_attributes(_Checker({}), document).values())
+
+
+def test_embedding_realizes_the_mixed_distance() -> None:
+    rng = np.random.default_rng(0)
+    n = 60
+    frame = pd.DataFrame(
+        {
+            "age": rng.integers(18, 90, n),
+            "level": rng.choice(["low", "mid", "high"], n),
+            "city": rng.choice(["a", "b", "c", "d"], n),
+        }
+    )
+    specs = _specs(
+        {
+            "age": {"role": "quasi_identifier", "type": "numeric", "weight": 2.0},
+            "level": {
+                "role": "quasi_identifier",
+                "type": "ordinal",
+                "categories": ["low", "mid", "high"],
+            },
+            "city": {"role": "quasi_identifier", "type": "nominal", "weight": 0.5},
+        }
+    )
+    encoded = encode_table(frame, specs)
+    other = frame.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    published = {c: other[c].to_numpy() for c in frame.columns}
+    embedded = np.hstack([embed_published(q, published[q.name]) for q in encoded.quasi_identifiers])
+    squared = ((encoded.x - embedded) ** 2).sum(axis=1)
+    expected = sum(q.weight * q.squared_error(published[q.name]) for q in encoded.quasi_identifiers)
+    np.testing.assert_allclose(squared, expected, atol=1e-12)
+    # the same values embed to the same rows, bit for bit
+    same = np.hstack(
+        [embed_published(q, frame[q.name].to_numpy()) for q in encoded.quasi_identifiers]
+    )
+    assert np.array_equal(same, encoded.x)
+
+
+def test_unknown_published_category_is_an_error_naming_the_column() -> None:
+    frame = pd.DataFrame({"city": ["a", "b", "a"]})
+    encoded = encode_table(frame, _specs({"city": {"role": "quasi_identifier", "type": "nominal"}}))
+    with pytest.raises(DataError, match="'city'.*1 value"):
+        embed_published(encoded.quasi_identifiers[0], np.array(["a", "z", "a"], dtype=object))
+
+
+def _two_frames():
+    rng = np.random.default_rng(2)
+    n = 40
+    original = pd.DataFrame(
+        {"age": rng.integers(20, 60, n), "zip": rng.integers(0, 5, n), "pay": rng.normal(size=n)},
+        index=pd.Index(rng.permutation(1000)[:n]),
+    )
+    labels = np.argsort(np.argsort(original["age"].to_numpy())) // 4
+    published = original.copy()
+    for column in ("age", "zip"):
+        published[column] = original.groupby(labels)[column].transform("mean").to_numpy()
+    return original, published
+
+
+def test_evaluate_matches_rows_by_index() -> None:
+    original, published = _two_frames()
+    result = evaluate(original, published, ["age", "zip"], ["pay"])
+    shuffled = published.sample(frac=1.0, random_state=5)
+    assert evaluate(original, shuffled, ["age", "zip"], ["pay"]) == result
+    risk, utility = result["risk"], result["utility"]
+    x = original[["age", "zip"]].to_numpy(float)
+    z = (x - x.mean(axis=0)) / x.std(axis=0)
+    zp = (published[["age", "zip"]].to_numpy(float) - x.mean(axis=0)) / x.std(axis=0)
+    assert abs(risk["record_linkage"] - linkage_reference(z, zp)) <= 1e-12
+    assert risk["reidentification"]["max"] <= 1 / 4
+    assert utility["moments"]["age"]["mean"] == pytest.approx(0.0, abs=1e-12)
+    assert utility["moments"]["age"]["variance"] < 0
+    assert set(risk["attribute"]) == {"pay", "overall"}
+
+
+def test_evaluate_rejects_unaligned_frames() -> None:
+    original, published = _two_frames()
+    with pytest.raises(ConfigError, match="same index labels"):
+        evaluate(original, published.reset_index(drop=True), ["age"], ["pay"])
+    with pytest.raises(ConfigError, match="'zap'"):
+        evaluate(original, published, ["zap"])
+
+
+@pytest.mark.parametrize("witnesses", [0, 1, 3])
+@pytest.mark.parametrize("integer", [False, True])
+def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer) -> None:
+    """Few listed neighbours leave more rows to the tree's queries and tie searches."""
+    monkeypatch.setattr(measures_module, "WITNESSES", witnesses)
+    for seed in range(4):
+        rng = np.random.default_rng(100 + seed)
+        x, published, _ = random_release(rng, 150, 3, 3, integer)
+        published[:20] = x[:20][::-1]
+        assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+def test_classes_from_cluster_labels_merge_clusters_with_equal_values() -> None:
+    from tclose.measures import measure_release
+
+    frame = pd.DataFrame({"a": [1.0, 3.0, 0.0, 4.0, 9.0, 11.0], "c": [1, 2, 3, 4, 5, 6]})
+    encoded = encode_table(
+        frame,
+        _specs(
+            {
+                "a": {"role": "quasi_identifier", "type": "numeric"},
+                "c": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
+            }
+        ),
+    )
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    published = {"a": encoded.aggregate(labels)["a"]}  # clusters 0 and 1 both publish 2.0
+    with_labels = measure_release(encoded, published, {"c": "numeric"}, labels=labels)
+    without = measure_release(encoded, published, {"c": "numeric"})
+    assert with_labels == without
+    assert with_labels["risk"]["classes"] == 2
+    assert with_labels["risk"]["reidentification"]["max"] == 0.5
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(2, 40).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.integers(-3, 3), min_size=2, max_size=2), min_size=n, max_size=n),
+            st.lists(st.integers(0, n - 1), min_size=n, max_size=n),
+        )
+    ),
+    st.integers(0, 4),
+)
+def test_record_linkage_property_equals_reference(case, witnesses) -> None:
+    """Any small grid table (many exact ties) and any published rows drawn from it."""
+    rows, picks = case
+    x = np.array(rows, dtype=float)
+    published = x[np.array(picks)] / 2.0
+    saved = measures_module.WITNESSES
+    measures_module.WITNESSES = witnesses
+    try:
+        assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+    finally:
+        measures_module.WITNESSES = saved
