@@ -269,22 +269,37 @@ class QuasiIdentifier:
         return ground
 
 
-def standardized(numbers: np.ndarray) -> tuple[np.ndarray, float]:
-    """Z-scores of ``numbers`` and their population standard deviation (1 for a constant
-    column). Values so large that the plain formula overflows (near ``1e308``) are divided by
-    their largest magnitude first, so the z-scores and the deviation stay finite."""
+def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
+    """``(divisor, centre, spread, std)``: the z-score of ``x`` is
+    ``(x / divisor - centre) / spread`` and ``std`` the population standard deviation (1 for a
+    constant column). Values so large that the plain formula overflows (near ``1e308``) are
+    divided by their largest magnitude first, so the z-scores and the deviation stay finite."""
     with np.errstate(over="ignore", invalid="ignore"):
         mean, std = numbers.mean(), numbers.std()
     if np.isfinite(mean) and np.isfinite(std):
         std = float(std) or 1.0
-        return (numbers - mean) / std, std
+        return 1.0, float(mean), std, std
     magnitude = float(np.abs(numbers).max())
     scaled = numbers / magnitude
-    centred = scaled - scaled.mean()
-    scaled_std = float(np.sqrt(np.mean(centred**2)))
-    if scaled_std == 0.0:
-        return np.zeros_like(numbers), 1.0
-    return centred / scaled_std, scaled_std * magnitude
+    centre = float(scaled.mean())
+    spread = float(np.sqrt(np.mean((scaled - centre) ** 2)))
+    if spread == 0.0:
+        return magnitude, centre, 1.0, 1.0
+    return magnitude, centre, spread, spread * magnitude
+
+
+def standardized(numbers: np.ndarray) -> tuple[np.ndarray, float]:
+    """Z-scores of ``numbers`` and their population standard deviation (see
+    :func:`_standardization`; finite even for values near ``1e308``)."""
+    divisor, centre, spread, std = _standardization(numbers)
+    return (numbers / divisor - centre) / spread, std
+
+
+def standardized_like(numbers: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``numbers`` standardized as :func:`standardized` standardizes ``reference`` (the same
+    operations, so a value of ``reference`` maps to its own z-score bit for bit)."""
+    divisor, centre, spread, _std = _standardization(reference)
+    return (numbers / divisor - centre) / spread
 
 
 def _cluster_means(

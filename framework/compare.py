@@ -66,9 +66,11 @@ def resolve_all(
     resolved, seen = [], set()
     for name, k, t in settings:
         options = config.algorithm_options if name == config.algorithm else {}
-        variant = dataclasses.replace(config, algorithm=name, algorithm_options=options, k=k, t=t)
+        t_used = t if registry.get("algorithm", name, "--algorithms").requires_t else None
+        variant = dataclasses.replace(
+            config, algorithm=name, algorithm_options=options, k=k, t=t_used
+        )
         plugins = resolve_plugins(variant, registry)
-        t_used = t if plugins.algorithm.requires_t else None
         if (plugins.algorithm.name, k, t_used) in seen:
             continue
         seen.add((plugins.algorithm.name, k, t_used))

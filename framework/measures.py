@@ -24,13 +24,20 @@ Utility: :func:`il1s` (sdcMicro's ``dUtility`` IL1s), :func:`correlation_max_dif
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .attributes import MISSING, EncodedTable, QuasiIdentifier, _hierarchy_embedding
+from .attributes import (
+    MISSING,
+    EncodedTable,
+    QuasiIdentifier,
+    _hierarchy_embedding,
+    standardized_like,
+)
 from .errors import ConfigError, DataError
 
 #: Two distances that differ by at most this (in standard deviations) are a tie in record linkage.
@@ -270,6 +277,7 @@ def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, flo
     >>> moment_changes(np.array([1.0, 3.0]), np.array([2.0, 2.0]))
     {'mean': 0.0, 'variance': -1.0}
     """
+    original, published = rescaled(original, published)
     mean, mean_after = float(np.mean(original)), float(np.mean(published))
     var, var_after = float(np.var(original)), float(np.var(published))
     return {
@@ -373,7 +381,7 @@ def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
     scale = np.sqrt(qi.weight)
     if qi.type in _CONTINUOUS:
         numbers = continuous_values(qi, published)
-        return ((numbers - qi.values.mean()) / qi.std * scale)[:, None]
+        return (standardized_like(numbers, qi.values) * scale)[:, None]
     codes = category_codes(qi, published)
     m = len(qi.categories)
     if qi.type == "ordinal":
@@ -441,12 +449,9 @@ def measure_release(
     columns = [np.asarray(published[q.name]) for q in qis]
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
     continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
-    before = np.column_stack([q.values for q in continuous]) if continuous else None
-    after = (
-        np.column_stack([continuous_values(q, published[q.name]) for q in continuous])
-        if continuous
-        else None
-    )
+    pairs = [rescaled(q.values, continuous_values(q, published[q.name])) for q in continuous]
+    before = np.column_stack([b for b, _ in pairs]) if continuous else None
+    after = np.column_stack([a for _, a in pairs]) if continuous else None
     sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
     linkage = None
     if linked:
@@ -518,10 +523,30 @@ def _correlations(encoded, published, confidential_types, confidential) -> float
     extra = [c for c, kind in confidential_types.items() if kind == "numeric" and c in confidential]
     if len(numeric) + len(extra) < 2:
         return None
-    before = [q.values for q in numeric] + [encoded.confidential[c] for c in extra]
-    after = [continuous_values(q, published[q.name]) for q in numeric]
-    after += [np.asarray(confidential[c], dtype=np.float64) for c in extra]
-    return correlation_max_diff(np.column_stack(before), np.column_stack(after))
+    pairs = [rescaled(q.values, continuous_values(q, published[q.name])) for q in numeric]
+    pairs += [
+        rescaled(
+            np.asarray(encoded.confidential[c], dtype=np.float64),
+            np.asarray(confidential[c], dtype=np.float64),
+        )
+        for c in extra
+    ]
+    before = np.column_stack([b for b, _ in pairs])
+    after = np.column_stack([a for _, a in pairs])
+    return correlation_max_diff(before, after)
+
+
+def rescaled(original: np.ndarray, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both columns divided by one power of two when their magnitude nears the float64 limit
+    (above ``2**500``), so that sums of squares cannot overflow; unchanged otherwise. Dividing
+    by a power of two is exact, and every measure that uses it is scale-invariant (IL1s,
+    interval disclosure, relative moments, correlations)."""
+    arrays = [np.asarray(a, dtype=np.float64) for a in (original, published)]
+    top = max((float(np.max(np.abs(a))) for a in arrays if len(a)), default=0.0)
+    if not math.isfinite(top) or top < 2.0**500:
+        return arrays[0], arrays[1]
+    exponent = math.frexp(top)[1]  # top < 2**exponent (which may itself not be a float64)
+    return np.ldexp(arrays[0], -exponent), np.ldexp(arrays[1], -exponent)
 
 
 # --- two DataFrames ------------------------------------------------------------------------------
