@@ -216,27 +216,36 @@ def brute_force_marks(codes: np.ndarray, cum: np.ndarray, members: list[int]) ->
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 40), st.integers(1, 15), st.integers(1, 12))
-def test_marked_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
-    """The O(k log m) interval description of the improving codes equals brute force."""
+def test_improving_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
+    """The O(k) test of a code against the segment table equals brute force, for every code."""
     rng = np.random.default_rng(seed)
     d = OrderedEMD.fit(rng.integers(0, m_max, n))
     members = np.sort(rng.choice(n, min(s, n), replace=False))
     s = members.size
-    table = np.empty((s + 1, k_first_module._COLUMNS), dtype=np.int64)
-    marks = np.empty((3 * (s + 1), 2), dtype=np.int64)
-    count = k_first_module._mark(
-        members,
-        np.arange(n),
-        d.codes[None, :],
-        np.array([0, d.m]),
-        d.cum_counts,
-        d.cum_prefix,
-        np.array([n]),
+    cluster = k_first_module._CompiledCluster([d.ordered_parts()], [], s, 0.5)
+    rows = np.arange(n)
+    k_first_module._build_table(
         0,
-        table,
-        marks,
+        members,
+        rows,
+        cluster.o_codes,
+        cluster.o_off,
+        cluster.o_cuts,
+        cluster.o_prefix,
+        cluster.o_rows,
+        cluster.tables,
+        cluster.n_segments,
+        cluster.segment_of,
+        cluster.order,
     )
-    fast = np.array([k_first_module._marked(c, marks, count) for c in range(d.m)])
+    fast = np.array(
+        [
+            k_first_module._ordered_improves(
+                0, c, cluster.tables, cluster.n_segments, cluster.o_prefix, 0, n, s
+            )
+            for c in range(d.m)
+        ]
+    )
     np.testing.assert_array_equal(fast, brute_force_marks(d.codes, d.cum_counts, members.tolist()))
 
 
