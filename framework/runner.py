@@ -24,6 +24,7 @@ from .errors import ConfigError, DataError, TcloseError, VerificationError
 from .interfaces import Algorithm, Distance
 from .options import validate_options
 from .partition import cluster_rows
+from .progress import phase_counts
 from .registry import Registry, load_registry
 from .verify import Verification, verify_rows
 
@@ -267,8 +268,9 @@ def run(
         n = len(keys)
         n_read = n + int(encoded.excluded.sum())
 
-        say(f"partitioning {n} rows with {resolved.algorithm.name}")
-        with timer.phase("kernel"):
+        kernel_line = f"partitioning {n} rows with {resolved.algorithm.name}"
+        say(kernel_line)
+        with timer.phase("kernel"), phase_counts(say, kernel_line):
             labels, partition, _fitted = cluster_rows(
                 encoded.x,
                 encoded.confidential,

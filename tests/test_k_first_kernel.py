@@ -264,3 +264,104 @@ def test_validation():
 
 def test_doctests():
     assert doctest.testmod(k_first_module).failed == 0
+
+
+def test_progress_reports_rows_clustered(monkeypatch):
+    """The progress callable sees nondecreasing counts ending at (n, n); labels do not change."""
+    monkeypatch.setattr(k_first_module, "PROGRESS_INTERVAL", 0.0)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 2))
+    d = OrderedEMD.fit(np.round(x[:, 0], 1))
+    calls = []
+    labels = k_first(x, [d], 3, 0.1, progress=lambda done, total: calls.append((done, total)))
+    np.testing.assert_array_equal(labels, k_first(x, [d], 3, 0.1))
+    assert len(calls) > 10
+    assert calls[-1] == (300, 300)
+    assert all(total == 300 for _, total in calls)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_plugin_updates_the_phase_bar():
+    """Inside the runner's phase_counts, the k-first plugin reports to the phase's line."""
+    from tclose.plugins.k_first import KFirst
+    from tclose.progress import phase_counts
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(200, 2))
+    d = OrderedEMD.fit(np.round(x[:, 0], 1))
+    seen = []
+    plugin = KFirst()
+    options = {key: option.default for key, option in plugin.options_schema.items()}
+    with phase_counts(lambda line, **counts: seen.append((line, counts)), "partitioning"):
+        plugin.partition(x, [d], 2, 0.2, options)
+    assert seen[-1] == ("partitioning", {"done": 200, "total": 200})
+    seen.clear()
+    plugin.partition(x, [d], 2, 0.2, options)  # outside a phase: nothing reported
+    assert seen == []
+
+
+def load_previous():
+    """``tests/k_first_previous.py``, the kernel before issue 16 (importlib mode: load by path)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "k_first_previous" not in sys.modules:
+        path = Path(__file__).with_name("k_first_previous.py")
+        spec = importlib.util.spec_from_file_location("k_first_previous", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["k_first_previous"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["k_first_previous"]
+
+
+def follow_order(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The adversarial case: every QI column sorted and handed out in the order of ``values``."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[np.argsort(values, kind="stable")] = np.arange(len(values))
+    return np.sort(x, axis=0)[rank]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_partitions_as_the_previous_kernel_ordered(seed):
+    """Medium inputs (too large for the Python reference): adversarial order, ties, grids."""
+    previous = load_previous()
+    rng = np.random.default_rng(seed)
+    n = 700
+    values = np.round(rng.lognormal(0, 1, n), 1 + seed)  # ties
+    x = follow_order(rng.normal(size=(n, 3)), values)
+    grid = rng.integers(0, 4, (n, 2)).astype(float)  # tied distances
+    other = OrderedEMD.fit(rng.integers(0, 5, n))
+    for qi in (x, grid):
+        for k, t in ((2, 0.05), (2, 0.25), (3, 0.15), (7, 0.1)):
+            distances = [OrderedEMD.fit(values)]
+            expected = previous.k_first(qi, distances, k, t)
+            np.testing.assert_array_equal(k_first(qi, distances, k, t), expected)
+        expected = previous.k_first(qi, [OrderedEMD.fit(values), other], 3, 0.1)
+        np.testing.assert_array_equal(
+            k_first(qi, [OrderedEMD.fit(values), other], 3, 0.1), expected
+        )
+
+
+@pytest.mark.parametrize("hierarchical", [False, True])
+def test_same_partitions_as_the_previous_kernel_nominal(hierarchical):
+    """The compiled nominal path against the previous kernel's plain path (``emd_of_counts``),
+    alone and next to an ordered attribute."""
+    from tclose.hierarchy import Hierarchy
+    from tclose.plugins.kernels.nominal import NominalEMD
+
+    previous = load_previous()
+    rng = np.random.default_rng(5)
+    n = 160
+    x = rng.normal(size=(n, 2))
+    letters = np.array(list("abcdefgh"))
+    values = letters[np.clip((x[:, 0] * 2 + 4 + rng.normal(size=n)).astype(int), 0, 7)]
+    tree = Hierarchy.from_mapping(
+        {"*": {"P": ["a", "b", "c"], "Q": {"R": ["d", "e"], "S": list("fgh")}}}
+    )
+    nominal = NominalEMD.fit(values, hierarchy=tree if hierarchical else None)
+    ordered = OrderedEMD.fit(np.round(x[:, 1], 1))
+    for distances in ([nominal], [nominal, ordered], [ordered, nominal]):
+        for k, t in ((2, 0.2), (4, 0.3)):
+            expected = previous.k_first(x, distances, k, t)
+            np.testing.assert_array_equal(k_first(x, distances, k, t), expected)
