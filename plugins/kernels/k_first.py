@@ -22,35 +22,48 @@ order (no fused multiply-add), and the centroid of ``X'`` is the sum of its rows
 order divided by ``|X'|``. Every tie (farthest record, closest records, next candidate, which
 ``y'``) goes to the lowest row index, except that ``x`` is always the first member of its ``C``.
 
-Making it fast without changing the result (the paper's cost is ``O(n^3/k)``):
+Making it fast without changing the result (the paper's cost is ``O(n^3/k)``; the worst cases
+are tables whose QIs follow the confidential order, where almost every candidate is swapped in):
 
-- Which candidates can be swapped in. A record of code ``c`` swapped for a member of code ``z``
-  changes the cluster's cumulative counts ``F`` by ``+1`` on ``[c, z)`` (if ``c < z``) or ``-1`` on
-  ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see :mod:`~tclose.plugins.kernels.emd`),
-  ``Hp(c) = sum_{i<c} |D_i + n| - |D_i|`` and ``Hm(c) = sum_{i<c} |D_i - n| - |D_i|``, the swap
-  lowers the exact numerator ``E`` iff ``Hp(c) > Hp(z)`` (``c < z``) or ``Hm(c) < Hm(z)``
-  (``c > z``). Between two members' codes ``F`` is constant, ``Hp`` is concave and ``Hm`` convex,
-  so the codes that improve on some member form at most ``3 (k + 1)`` intervals, found in
-  ``O(k log m)`` by binary searches (:func:`_mark`), recomputed only when ``C`` changes. A
-  candidate with an unmarked code would be rejected and leave ``C`` unchanged, so it is passed
-  over; a marked one is evaluated exactly (with one attribute it lowers ``E``, so it is swapped
-  in). With several attributes the marks are those of the attribute with the largest EMD: a
-  necessary condition for a swap.
-- The order of the candidates, without sorting them. The next 32 candidates are selected in one
-  pass (most scans end there); the rest are spread over equal-width buckets of distance, ``O(1)`` a
-  record, and in each bucket the closest marked candidate not yet passed is found by a scan.
+- Exact swap evaluation in ``O(k)``. A record of code ``c`` swapped for a member of code ``z``
+  changes the cluster's cumulative counts ``F`` by ``+1`` on ``[c, z)`` (if ``c < z``) or ``-1``
+  on ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see
+  :mod:`~tclose.plugins.kernels.emd`), ``Hp(c) = sum_{i<c} |D_i + n| - |D_i|`` and
+  ``Hm(c) = sum_{i<c} |D_i - n| - |D_i|``, the exact numerator changes by ``Hp(z) - Hp(c)``
+  (``c < z``) or ``Hm(c) - Hm(z)`` (``c > z``). A table of the segments between the members'
+  codes (:func:`_build_table`, rebuilt after each swap in ``O(k)`` from thresholds computed once)
+  gives ``Hp`` and ``Hm`` at any code in ``O(1)`` from prefix sums, so the ``k`` possible swaps
+  of a candidate cost ``O(k)`` (the old kernel recomputed ``k`` EMDs, ``O(k^2 log m)``). The EMDs
+  compared are ``float(E') / float(n s (m - 1))`` of the exact integers: bit for bit the values a
+  recomputation gives, so every decision and tie is the same.
+- Candidates that cannot be swapped in are passed in ``O(1)``: the code improves on some member
+  iff ``Hp(c)`` exceeds the least ``Hp`` of the member codes above it or ``Hm(c)`` is below the
+  greatest ``Hm`` of those below (:func:`_ordered_improves`). With several attributes the test is
+  made on the attribute with the largest EMD: a necessary condition for a swap.
+- Nominal attributes (:class:`~tclose.plugins.kernels.nominal.TreeParts`, the equal distance or
+  a hierarchy) keep the gaps of the cluster's counts per tree node; a swap changes the nodes on
+  two leaf-to-root paths, so its exact numerator change costs ``O(H)``. Whether a value improves
+  on some member is cached per value until the next swap.
+- The order of the candidates. The next 32 are selected in one pass (most scans end there); the
+  rest are spread over at most 256 buckets between quantiles of a sample of the keys (balanced
+  whatever the distribution of the distances), and a bucket is sorted when the scan reaches it. The old
+  kernel searched its (equal-width, so on skewed distances very unequal) buckets again after
+  every swap: ``O(n)`` per swap, the ``O(n^3/k)`` of the worst cases.
 
-So a GenerateCluster costs ``O(|X'| d)`` plus ``O(k log m)`` and one bucket scan per swap. When
-``t`` is out of reach (e.g. ``k = 2``, ``t = 0.05``: no two records are that close to the whole
-distribution) every scan still runs to the last candidate: ``O(n^2 / k)`` over the run, each
-candidate costing a few comparisons.
+So a GenerateCluster costs ``O(|X'| (d + log |X'|))`` plus ``O(k)`` per candidate swapped in.
+When ``t`` is out of reach (e.g. ``k = 2``, ``t = 0.05``) every scan runs to the last candidate:
+``O(n^2 / k)`` over the run, each candidate costing a few comparisons. Arrays are passed to the
+compiled helpers one by one (tuples of arrays cost reference counting on every call), and all
+of this module's compiled code calls only compiled functions of this module: Numba's cache
+checks only the file of the function it caches (see ``_compiled.py``; a test enforces it).
 
-This compiled path serves distances that offer
+The compiled path serves distances that offer
 :class:`~tclose.plugins.kernels.emd.OrderedParts` (an exact
 :class:`~tclose.plugins.kernels.emd.OrderedEMD`, or any distance with an ``ordered_parts()``
-method). Any other :class:`~tclose.interfaces.FittedDistance` goes through a plain path that
-evaluates the ``k`` possible swaps of every candidate with ``emd_of_counts`` (``O(k m)`` each):
-same result, slow.
+method) or :class:`~tclose.plugins.kernels.nominal.TreeParts` (``tree_parts()``: a
+:class:`~tclose.plugins.kernels.nominal.NominalEMD`). Any other
+:class:`~tclose.interfaces.FittedDistance` goes through a plain path that evaluates the ``k``
+possible swaps of every candidate with ``emd_of_counts`` (``O(k m)`` each): same result, slow.
 """
 
 from __future__ import annotations
