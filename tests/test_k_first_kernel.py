@@ -365,3 +365,87 @@ def test_same_partitions_as_the_previous_kernel_nominal(hierarchical):
         for k, t in ((2, 0.2), (4, 0.3)):
             expected = previous.k_first(x, distances, k, t)
             np.testing.assert_array_equal(k_first(x, distances, k, t), expected)
+
+
+class PlainNominal:
+    """A NominalEMD seen without ``tree_parts``: k-first takes its plain path."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.column = inner, inner.name, None
+        self.codes, self.m, self.ranks = inner.codes, inner.m, inner.ranks
+        self.global_counts = inner.global_counts
+
+    def emd_of_counts(self, counts):
+        return self.inner.emd_of_counts(counts)
+
+    def cluster_emd(self, labels):
+        return self.inner.cluster_emd(labels)
+
+
+def naive_equal_emd(group: np.ndarray, column: np.ndarray) -> float:
+    """Total variation distance, from the definition."""
+    values = np.unique(column)
+    p = np.array([(group == v).mean() for v in values])
+    q = np.array([(column == v).mean() for v in values])
+    return 0.5 * float(np.abs(p - q).sum())
+
+
+@st.composite
+def nominal_cases(draw):
+    n = draw(st.integers(2, 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.integers(0, 3, (n, 2)).astype(float)  # ties in the distances
+    letters = np.array(list("abcdef"))[: draw(st.integers(1, 6))]
+    columns = [rng.choice(letters, n) for _ in range(draw(st.integers(1, 2)))]
+    with_ordered = draw(st.booleans())
+    ordered = rng.integers(0, 4, n) if with_ordered else None
+    k = draw(st.integers(1, max(1, n // 2)))
+    t = draw(st.sampled_from([0.05, 0.2, 0.5, 1.0]))
+    return x, columns, ordered, k, t, draw(st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(nominal_cases())
+def test_nominal_and_mixed_attributes_keep_the_promise(case):
+    """Nominal (equal or hierarchical) and mixed attributes: compiled path equals the plain path;
+    after the merge loop every row is in one cluster of >= k rows, every EMD <= t."""
+    from tclose.hierarchy import Hierarchy
+    from tclose.plugins.kernels.nominal import NominalEMD
+
+    x, columns, ordered, k, t, hierarchical = case
+    tree = Hierarchy.from_mapping({"*": {"P": ["a", "b"], "Q": {"R": ["c", "d"], "S": ["e", "f"]}}})
+    nominal = [NominalEMD.fit(c, hierarchy=tree if hierarchical else None) for c in columns]
+    distances = nominal + ([OrderedEMD.fit(ordered)] if ordered is not None else [])
+    labels = k_first(x, distances, k, t)
+    plain = [PlainNominal(d) for d in nominal] + distances[len(nominal) :]
+    np.testing.assert_array_equal(labels, k_first(x, plain, k, t))
+    check_partition(labels, k)
+    merged, _ = merge_until_t_close(x, labels, distances, t)
+    sizes = np.bincount(merged)
+    assert sizes.sum() == len(x) and sizes.min() >= k
+    for d, column in zip(nominal, columns):
+        assert d.cluster_emd(merged).max() <= t + EMD_TOLERANCE
+        if not hierarchical:
+            for label in range(sizes.size):
+                group = column[merged == label]
+                assert naive_equal_emd(group, column) <= t + 1e-9
+    if ordered is not None:
+        assert distances[-1].cluster_emd(merged).max() <= t + EMD_TOLERANCE
+
+
+def test_block_view_of_a_nominal_attribute_takes_the_compiled_path():
+    """A block's view of a nominal attribute (EMDs against the whole table) offers tree_parts;
+    the compiled path gives the plain path's partition."""
+    from tclose.plugins.blocked import reference_of, restrict
+    from tclose.plugins.kernels.nominal import NominalEMD, tree_parts
+
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(300, 2))
+    whole = NominalEMD.fit(rng.choice(list("abcdefg"), 300))
+    block = np.sort(rng.choice(300, 120, replace=False))
+    view = restrict(reference_of(whole), whole.codes[block])
+    assert tree_parts(view) is not None
+    for k, t in ((2, 0.3), (4, 0.2)):
+        np.testing.assert_array_equal(
+            k_first(x[block], [view], k, t), k_first(x[block], [PlainNominal(view)], k, t)
+        )
