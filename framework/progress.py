@@ -18,12 +18,33 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import IO
 
 from .config import redact_url
 
 _FRAMES = "|/-\\"
 _CLEAR = "\r\x1b[K"
+_COUNTS: ContextVar[Callable[[int, int], None] | None] = ContextVar("tclose_counts", default=None)
+
+
+@contextmanager
+def phase_counts(say: Callable[..., None], line: str) -> Iterator[None]:
+    """While the block runs, :func:`counts_reporter` returns a callable ``(done, total)`` that
+    calls ``say(line, done=done, total=total)``: how an algorithm deep inside a phase (k-first)
+    updates the phase's bar without knowing about the runner."""
+    token = _COUNTS.set(lambda done, total: say(line, done=done, total=total))
+    try:
+        yield
+    finally:
+        _COUNTS.reset(token)
+
+
+def counts_reporter() -> Callable[[int, int], None] | None:
+    """The ``(done, total)`` callable of the enclosing :func:`phase_counts`, or ``None``."""
+    return _COUNTS.get()
 
 
 class Progress:

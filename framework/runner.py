@@ -29,6 +29,7 @@ from .interrupts import Deferral
 from .measures import measure_configured, measure_published
 from .options import validate_options
 from .partition import cluster_rows
+from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, load_registry
 from .verify import Verification, verify_rows
@@ -317,8 +318,9 @@ def _run(
         n = len(keys)
         n_read = n + int(encoded.excluded.sum())
 
-        say(f"partitioning {n} rows with {resolved.algorithm.name}")
-        with timer.phase("kernel"):
+        kernel_line = f"partitioning {n} rows with {resolved.algorithm.name}"
+        say(kernel_line)
+        with timer.phase("kernel"), phase_counts(say, kernel_line):
             labels, partition, _fitted = cluster_rows(
                 encoded.x,
                 encoded.confidential,

@@ -47,6 +47,7 @@ from tclose.executors import run_tasks
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Partition
 from tclose.plugins.kernels.emd import OrderedEMD, OrderedParts
 from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.plugins.kernels.nominal import tree_parts
 from tclose.plugins.kernels.t_first import cluster_size, strata_sizes
 
 log = logging.getLogger("tclose")
@@ -290,6 +291,12 @@ class RestrictedDistance:
 
     def emd_of_counts(self, counts: np.ndarray) -> np.ndarray:
         return self.distance.emd_of_counts(counts)
+
+    def tree_parts(self) -> Any:
+        """The distance's tree description (k-first's compiled nominal path) with the block rows'
+        codes, EMDs against the whole table; ``None`` if the distance has none."""
+        parts = tree_parts(self.distance)
+        return None if parts is None else parts._replace(codes=self.codes)
 
 
 def restrict(reference: Any, table_codes: np.ndarray, table_ranks: np.ndarray | None = None) -> Any:

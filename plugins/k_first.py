@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,12 @@ from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.k_first import k_first
 from tclose.plugins.kernels.merge import merge_until_t_close
 from tclose.plugins.merge import PARTNER_OPTIONS
+from tclose.progress import counts_reporter
+
+log = logging.getLogger("tclose")
+
+#: Seconds between two INFO log lines of k-first's progress (shown with ``tclose run -v``).
+LOG_INTERVAL = 10.0
 
 
 class KFirst:
@@ -41,12 +49,30 @@ class KFirst:
         blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
         if blocks > 1:
             return partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
-        labels = k_first(x, distances, k, t)
+        labels = k_first(x, distances, k, t, progress=_progress())
         initial = len(np.unique(labels))
         labels, merges = merge_until_t_close(
             x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
         )
         return Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
+
+
+def _progress() -> Callable[[int, int], None]:
+    """Rows clustered so far: to the phase's bar of the ``tclose`` command (when it runs one),
+    and as an INFO log line every :data:`LOG_INTERVAL` seconds (for logs and pipes, where the
+    bar is not drawn)."""
+    bar = counts_reporter()
+    last = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        if bar is not None:
+            bar(done, total)
+        if done < total and time.monotonic() - last >= LOG_INTERVAL:
+            log.info("k-first: %d of %d rows clustered (%.0f %%)", done, total, 100 * done / total)
+            last = time.monotonic()
+
+    return report
 
 
 @hookimpl

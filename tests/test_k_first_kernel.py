@@ -216,27 +216,36 @@ def brute_force_marks(codes: np.ndarray, cum: np.ndarray, members: list[int]) ->
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 40), st.integers(1, 15), st.integers(1, 12))
-def test_marked_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
-    """The O(k log m) interval description of the improving codes equals brute force."""
+def test_improving_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
+    """The O(k) test of a code against the segment table equals brute force, for every code."""
     rng = np.random.default_rng(seed)
     d = OrderedEMD.fit(rng.integers(0, m_max, n))
     members = np.sort(rng.choice(n, min(s, n), replace=False))
     s = members.size
-    table = np.empty((s + 1, k_first_module._COLUMNS), dtype=np.int64)
-    marks = np.empty((3 * (s + 1), 2), dtype=np.int64)
-    count = k_first_module._mark(
-        members,
-        np.arange(n),
-        d.codes[None, :],
-        np.array([0, d.m]),
-        d.cum_counts,
-        d.cum_prefix,
-        np.array([n]),
+    cluster = k_first_module._CompiledCluster([d.ordered_parts()], [], s, 0.5)
+    rows = np.arange(n)
+    k_first_module._build_table(
         0,
-        table,
-        marks,
+        members,
+        rows,
+        cluster.o_codes,
+        cluster.o_off,
+        cluster.o_cuts,
+        cluster.o_prefix,
+        cluster.o_rows,
+        cluster.tables,
+        cluster.n_segments,
+        cluster.segment_of,
+        cluster.order,
     )
-    fast = np.array([k_first_module._marked(c, marks, count) for c in range(d.m)])
+    fast = np.array(
+        [
+            k_first_module._ordered_improves(
+                0, c, cluster.tables, cluster.n_segments, cluster.o_prefix, 0, n, s
+            )
+            for c in range(d.m)
+        ]
+    )
     np.testing.assert_array_equal(fast, brute_force_marks(d.codes, d.cum_counts, members.tolist()))
 
 
@@ -255,3 +264,188 @@ def test_validation():
 
 def test_doctests():
     assert doctest.testmod(k_first_module).failed == 0
+
+
+def test_progress_reports_rows_clustered(monkeypatch):
+    """The progress callable sees nondecreasing counts ending at (n, n); labels do not change."""
+    monkeypatch.setattr(k_first_module, "PROGRESS_INTERVAL", 0.0)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 2))
+    d = OrderedEMD.fit(np.round(x[:, 0], 1))
+    calls = []
+    labels = k_first(x, [d], 3, 0.1, progress=lambda done, total: calls.append((done, total)))
+    np.testing.assert_array_equal(labels, k_first(x, [d], 3, 0.1))
+    assert len(calls) > 10
+    assert calls[-1] == (300, 300)
+    assert all(total == 300 for _, total in calls)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_plugin_updates_the_phase_bar():
+    """Inside the runner's phase_counts, the k-first plugin reports to the phase's line."""
+    from tclose.plugins.k_first import KFirst
+    from tclose.progress import phase_counts
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(200, 2))
+    d = OrderedEMD.fit(np.round(x[:, 0], 1))
+    seen = []
+    plugin = KFirst()
+    options = {key: option.default for key, option in plugin.options_schema.items()}
+    with phase_counts(lambda line, **counts: seen.append((line, counts)), "partitioning"):
+        plugin.partition(x, [d], 2, 0.2, options)
+    assert seen[-1] == ("partitioning", {"done": 200, "total": 200})
+    seen.clear()
+    plugin.partition(x, [d], 2, 0.2, options)  # outside a phase: nothing reported
+    assert seen == []
+
+
+def load_previous():
+    """``tests/k_first_previous.py``, the kernel before issue 16 (importlib mode: load by path)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "k_first_previous" not in sys.modules:
+        path = Path(__file__).with_name("k_first_previous.py")
+        spec = importlib.util.spec_from_file_location("k_first_previous", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["k_first_previous"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["k_first_previous"]
+
+
+def follow_order(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The adversarial case: every QI column sorted and handed out in the order of ``values``."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[np.argsort(values, kind="stable")] = np.arange(len(values))
+    return np.sort(x, axis=0)[rank]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_partitions_as_the_previous_kernel_ordered(seed):
+    """Medium inputs (too large for the Python reference): adversarial order, ties, grids."""
+    previous = load_previous()
+    rng = np.random.default_rng(seed)
+    n = 700
+    values = np.round(rng.lognormal(0, 1, n), 1 + seed)  # ties
+    x = follow_order(rng.normal(size=(n, 3)), values)
+    grid = rng.integers(0, 4, (n, 2)).astype(float)  # tied distances
+    other = OrderedEMD.fit(rng.integers(0, 5, n))
+    for qi in (x, grid):
+        for k, t in ((2, 0.05), (2, 0.25), (3, 0.15), (7, 0.1)):
+            distances = [OrderedEMD.fit(values)]
+            expected = previous.k_first(qi, distances, k, t)
+            np.testing.assert_array_equal(k_first(qi, distances, k, t), expected)
+        expected = previous.k_first(qi, [OrderedEMD.fit(values), other], 3, 0.1)
+        np.testing.assert_array_equal(
+            k_first(qi, [OrderedEMD.fit(values), other], 3, 0.1), expected
+        )
+
+
+@pytest.mark.parametrize("hierarchical", [False, True])
+def test_same_partitions_as_the_previous_kernel_nominal(hierarchical):
+    """The compiled nominal path against the previous kernel's plain path (``emd_of_counts``),
+    alone and next to an ordered attribute."""
+    from tclose.hierarchy import Hierarchy
+    from tclose.plugins.kernels.nominal import NominalEMD
+
+    previous = load_previous()
+    rng = np.random.default_rng(5)
+    n = 160
+    x = rng.normal(size=(n, 2))
+    letters = np.array(list("abcdefgh"))
+    values = letters[np.clip((x[:, 0] * 2 + 4 + rng.normal(size=n)).astype(int), 0, 7)]
+    tree = Hierarchy.from_mapping(
+        {"*": {"P": ["a", "b", "c"], "Q": {"R": ["d", "e"], "S": list("fgh")}}}
+    )
+    nominal = NominalEMD.fit(values, hierarchy=tree if hierarchical else None)
+    ordered = OrderedEMD.fit(np.round(x[:, 1], 1))
+    for distances in ([nominal], [nominal, ordered], [ordered, nominal]):
+        for k, t in ((2, 0.2), (4, 0.3)):
+            expected = previous.k_first(x, distances, k, t)
+            np.testing.assert_array_equal(k_first(x, distances, k, t), expected)
+
+
+class PlainNominal:
+    """A NominalEMD seen without ``tree_parts``: k-first takes its plain path."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.column = inner, inner.name, None
+        self.codes, self.m, self.ranks = inner.codes, inner.m, inner.ranks
+        self.global_counts = inner.global_counts
+
+    def emd_of_counts(self, counts):
+        return self.inner.emd_of_counts(counts)
+
+    def cluster_emd(self, labels):
+        return self.inner.cluster_emd(labels)
+
+
+def naive_equal_emd(group: np.ndarray, column: np.ndarray) -> float:
+    """Total variation distance, from the definition."""
+    values = np.unique(column)
+    p = np.array([(group == v).mean() for v in values])
+    q = np.array([(column == v).mean() for v in values])
+    return 0.5 * float(np.abs(p - q).sum())
+
+
+@st.composite
+def nominal_cases(draw):
+    n = draw(st.integers(2, 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.integers(0, 3, (n, 2)).astype(float)  # ties in the distances
+    letters = np.array(list("abcdef"))[: draw(st.integers(1, 6))]
+    columns = [rng.choice(letters, n) for _ in range(draw(st.integers(1, 2)))]
+    with_ordered = draw(st.booleans())
+    ordered = rng.integers(0, 4, n) if with_ordered else None
+    k = draw(st.integers(1, max(1, n // 2)))
+    t = draw(st.sampled_from([0.05, 0.2, 0.5, 1.0]))
+    return x, columns, ordered, k, t, draw(st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(nominal_cases())
+def test_nominal_and_mixed_attributes_keep_the_promise(case):
+    """Nominal (equal or hierarchical) and mixed attributes: compiled path equals the plain path;
+    after the merge loop every row is in one cluster of >= k rows, every EMD <= t."""
+    from tclose.hierarchy import Hierarchy
+    from tclose.plugins.kernels.nominal import NominalEMD
+
+    x, columns, ordered, k, t, hierarchical = case
+    tree = Hierarchy.from_mapping({"*": {"P": ["a", "b"], "Q": {"R": ["c", "d"], "S": ["e", "f"]}}})
+    nominal = [NominalEMD.fit(c, hierarchy=tree if hierarchical else None) for c in columns]
+    distances = nominal + ([OrderedEMD.fit(ordered)] if ordered is not None else [])
+    labels = k_first(x, distances, k, t)
+    plain = [PlainNominal(d) for d in nominal] + distances[len(nominal) :]
+    np.testing.assert_array_equal(labels, k_first(x, plain, k, t))
+    check_partition(labels, k)
+    merged, _ = merge_until_t_close(x, labels, distances, t)
+    sizes = np.bincount(merged)
+    assert sizes.sum() == len(x) and sizes.min() >= k
+    for d, column in zip(nominal, columns):
+        assert d.cluster_emd(merged).max() <= t + EMD_TOLERANCE
+        if not hierarchical:
+            for label in range(sizes.size):
+                group = column[merged == label]
+                assert naive_equal_emd(group, column) <= t + 1e-9
+    if ordered is not None:
+        assert distances[-1].cluster_emd(merged).max() <= t + EMD_TOLERANCE
+
+
+def test_block_view_of_a_nominal_attribute_takes_the_compiled_path():
+    """A block's view of a nominal attribute (EMDs against the whole table) offers tree_parts;
+    the compiled path gives the plain path's partition."""
+    from tclose.plugins.blocked import reference_of, restrict
+    from tclose.plugins.kernels.nominal import NominalEMD, tree_parts
+
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(300, 2))
+    whole = NominalEMD.fit(rng.choice(list("abcdefg"), 300))
+    block = np.sort(rng.choice(300, 120, replace=False))
+    view = restrict(reference_of(whole), whole.codes[block])
+    assert tree_parts(view) is not None
+    for k, t in ((2, 0.3), (4, 0.2)):
+        np.testing.assert_array_equal(
+            k_first(x[block], [view], k, t), k_first(x[block], [PlainNominal(view)], k, t)
+        )

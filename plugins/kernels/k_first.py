@@ -22,56 +22,75 @@ order (no fused multiply-add), and the centroid of ``X'`` is the sum of its rows
 order divided by ``|X'|``. Every tie (farthest record, closest records, next candidate, which
 ``y'``) goes to the lowest row index, except that ``x`` is always the first member of its ``C``.
 
-Making it fast without changing the result (the paper's cost is ``O(n^3/k)``):
+Making it fast without changing the result (the paper's cost is ``O(n^3/k)``; the worst cases
+are tables whose QIs follow the confidential order, where almost every candidate is swapped in):
 
-- Which candidates can be swapped in. A record of code ``c`` swapped for a member of code ``z``
-  changes the cluster's cumulative counts ``F`` by ``+1`` on ``[c, z)`` (if ``c < z``) or ``-1`` on
-  ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see :mod:`~tclose.plugins.kernels.emd`),
-  ``Hp(c) = sum_{i<c} |D_i + n| - |D_i|`` and ``Hm(c) = sum_{i<c} |D_i - n| - |D_i|``, the swap
-  lowers the exact numerator ``E`` iff ``Hp(c) > Hp(z)`` (``c < z``) or ``Hm(c) < Hm(z)``
-  (``c > z``). Between two members' codes ``F`` is constant, ``Hp`` is concave and ``Hm`` convex,
-  so the codes that improve on some member form at most ``3 (k + 1)`` intervals, found in
-  ``O(k log m)`` by binary searches (:func:`_mark`), recomputed only when ``C`` changes. A
-  candidate with an unmarked code would be rejected and leave ``C`` unchanged, so it is passed
-  over; a marked one is evaluated exactly (with one attribute it lowers ``E``, so it is swapped
-  in). With several attributes the marks are those of the attribute with the largest EMD: a
-  necessary condition for a swap.
-- The order of the candidates, without sorting them. The next 32 candidates are selected in one
-  pass (most scans end there); the rest are spread over equal-width buckets of distance, ``O(1)`` a
-  record, and in each bucket the closest marked candidate not yet passed is found by a scan.
+- Exact swap evaluation in ``O(k)``. A record of code ``c`` swapped for a member of code ``z``
+  changes the cluster's cumulative counts ``F`` by ``+1`` on ``[c, z)`` (if ``c < z``) or ``-1``
+  on ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see
+  :mod:`~tclose.plugins.kernels.emd`), ``Hp(c) = sum_{i<c} |D_i + n| - |D_i|`` and
+  ``Hm(c) = sum_{i<c} |D_i - n| - |D_i|``, the exact numerator changes by ``Hp(z) - Hp(c)``
+  (``c < z``) or ``Hm(c) - Hm(z)`` (``c > z``). A table of the segments between the members'
+  codes (:func:`_build_table`, rebuilt after each swap in ``O(k)`` from thresholds computed once)
+  gives ``Hp`` and ``Hm`` at any code in ``O(1)`` from prefix sums, so the ``k`` possible swaps
+  of a candidate cost ``O(k)`` (the old kernel recomputed ``k`` EMDs, ``O(k^2 log m)``). The EMDs
+  compared are ``float(E') / float(n s (m - 1))`` of the exact integers: bit for bit the values a
+  recomputation gives, so every decision and tie is the same.
+- Candidates that cannot be swapped in are passed in ``O(1)``: the code improves on some member
+  iff ``Hp(c)`` exceeds the least ``Hp`` of the member codes above it or ``Hm(c)`` is below the
+  greatest ``Hm`` of those below (:func:`_ordered_improves`). With several attributes the test is
+  made on the attribute with the largest EMD: a necessary condition for a swap.
+- Nominal attributes (:class:`~tclose.plugins.kernels.nominal.TreeParts`, the equal distance or
+  a hierarchy) keep the gaps of the cluster's counts per tree node; a swap changes the nodes on
+  two leaf-to-root paths, so its exact numerator change costs ``O(H)``. Whether a value improves
+  on some member is cached per value until the next swap.
+- The order of the candidates. The next 32 are selected in one pass (most scans end there); the
+  rest are spread over at most 256 buckets between quantiles of a sample of the keys (balanced
+  whatever the distribution of the distances), and a bucket is sorted when the scan reaches it. The old
+  kernel searched its (equal-width, so on skewed distances very unequal) buckets again after
+  every swap: ``O(n)`` per swap, the ``O(n^3/k)`` of the worst cases.
 
-So a GenerateCluster costs ``O(|X'| d)`` plus ``O(k log m)`` and one bucket scan per swap. When
-``t`` is out of reach (e.g. ``k = 2``, ``t = 0.05``: no two records are that close to the whole
-distribution) every scan still runs to the last candidate: ``O(n^2 / k)`` over the run, each
-candidate costing a few comparisons.
+So a GenerateCluster costs ``O(|X'| (d + log |X'|))`` plus ``O(k)`` per candidate swapped in.
+When ``t`` is out of reach (e.g. ``k = 2``, ``t = 0.05``) every scan runs to the last candidate:
+``O(n^2 / k)`` over the run, each candidate costing a few comparisons. Arrays are passed to the
+compiled helpers one by one (tuples of arrays cost reference counting on every call), and all
+of this module's compiled code calls only compiled functions of this module: Numba's cache
+checks only the file of the function it caches (see ``_compiled.py``; a test enforces it).
 
-This compiled path serves distances that offer
+The compiled path serves distances that offer
 :class:`~tclose.plugins.kernels.emd.OrderedParts` (an exact
 :class:`~tclose.plugins.kernels.emd.OrderedEMD`, or any distance with an ``ordered_parts()``
-method). Any other :class:`~tclose.interfaces.FittedDistance` goes through a plain path that
-evaluates the ``k`` possible swaps of every candidate with ``emd_of_counts`` (``O(k m)`` each):
-same result, slow.
+method) or :class:`~tclose.plugins.kernels.nominal.TreeParts` (``tree_parts()``: a
+:class:`~tclose.plugins.kernels.nominal.NominalEMD`). Any other
+:class:`~tclose.interfaces.FittedDistance` goes through a plain path that evaluates the ``k``
+possible swaps of every candidate with ``emd_of_counts`` (``O(k m)`` each): same result, slow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numba import njit
 
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
-from tclose.plugins.kernels.emd import (
-    OrderedParts,
-    emd_from_numerator,
-    numerator_sorted,
-    ordered_parts,
-)
+from tclose.plugins.kernels.emd import OrderedParts, ordered_parts
+from tclose.plugins.kernels.nominal import TreeParts, tree_parts
 
 __all__ = ["k_first"]
 
+#: Seconds between two calls of the ``progress`` callable of :func:`k_first`.
+PROGRESS_INTERVAL = 0.5
 
-def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float) -> np.ndarray:
+
+def k_first(
+    x: np.ndarray,
+    distances: Sequence[FittedDistance],
+    k: int,
+    t: float,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """Partition the rows with the k-anonymity-first algorithm (Algorithm 2 of the paper).
 
     Args:
@@ -79,6 +98,9 @@ def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
         distances: one fitted distance per confidential attribute, each over the same ``n`` rows.
         k: minimum cluster size, ``1 <= k``.
         t: t-closeness level in ``(0, 1]`` that the swaps aim at.
+        progress: called as ``progress(done, n)`` with the rows clustered so far, at most every
+            :data:`PROGRESS_INTERVAL` seconds and once at the end (between two clusters, never
+            inside the compiled loops).
 
     Returns:
         ``int64 (n,)`` labels ``0..L-1`` in order of cluster creation. Every cluster has exactly
@@ -100,9 +122,12 @@ def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
     x, k, t = _validate(x, distances, k, t)
     n = x.shape[0]
     labels = np.full(n, -1, dtype=np.int64)
-    parts = [ordered_parts(d) for d in distances]
-    if all(p is not None for p in parts):
-        generate = _OrderedCluster(parts, k, t)
+    ordered = [ordered_parts(d) for d in distances]
+    trees = [tree_parts(d) if o is None else None for d, o in zip(distances, ordered)]
+    if all(o is not None or tr is not None for o, tr in zip(ordered, trees)):
+        generate = _CompiledCluster(
+            [o for o in ordered if o is not None], [tr for tr in trees if tr is not None], k, t
+        )
     else:
         generate = _GenericCluster(distances, k, t)
     rows = np.arange(n, dtype=np.int64)  # the unclustered records, ascending, in rows[:size]
@@ -110,6 +135,7 @@ def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
     dist = np.empty(n)  # their squared distances to the current point
     size = n
     label = 0
+    reported = time.monotonic()
     while size:
         _sq_dists(xt, size, _mean(xt, size), dist)
         source = int(np.argmax(dist[:size]))  # x_0; argmax ties go to the lowest row
@@ -123,6 +149,11 @@ def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
             labels[rows[members]] = label
             label += 1
             size = _remove(members, size, rows, xt, dist)
+        if progress is not None and time.monotonic() - reported >= PROGRESS_INTERVAL:
+            progress(n - size, n)
+            reported = time.monotonic()
+    if progress is not None:
+        progress(n, n)
     return labels
 
 
@@ -137,33 +168,91 @@ def _first_members(dist: np.ndarray, source: int, k: int) -> tuple[np.ndarray, n
     return np.sort(_next_closest(key, -np.inf, -1, k)), key
 
 
-class _OrderedCluster:
-    """GenerateCluster for distances with :class:`OrderedParts` (compiled, see the module doc)."""
+class _CompiledCluster:
+    """GenerateCluster for ordered attributes (:class:`OrderedParts`) and nominal ones
+    (:class:`TreeParts`), compiled (see the module doc)."""
 
-    def __init__(self, parts: Sequence[OrderedParts], k: int, t: float) -> None:
-        self.k, self.t = k, t
-        self.codes = np.stack([p.codes for p in parts]).astype(np.int64, copy=False)
-        sizes = [p.cum_counts.shape[0] for p in parts]
-        self.offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        self.cum = np.concatenate([p.cum_counts for p in parts]).astype(np.int64, copy=False)
-        self.cum_prefix = np.concatenate([p.cum_prefix for p in parts]).astype(np.int64, copy=False)
-        self.table_rows = np.array([p.table_rows for p in parts], dtype=np.int64)
+    def __init__(
+        self, ordered: Sequence[OrderedParts], trees: Sequence[TreeParts], k: int, t: float
+    ) -> None:
+        self.k, self.limit = k, t + EMD_TOLERANCE
+        n = (ordered[0] if ordered else trees[0]).codes.shape[0]
+        self.o_codes = _stack([p.codes for p in ordered], n)
+        self.o_off = _offsets([p.cum_counts.shape[0] for p in ordered])
+        self.o_cum = _concat([p.cum_counts for p in ordered])
+        self.o_cuts = _cuts(ordered, k)
+        self.o_prefix = _concat([p.cum_prefix for p in ordered])
+        self.o_rows = np.array([p.table_rows for p in ordered], dtype=np.int64)
+        self.tables = np.empty((len(ordered), k + 1, _COLUMNS), dtype=np.int64)
+        self.n_segments = np.zeros(len(ordered), dtype=np.int64)
+        self.segment_of = np.zeros((len(ordered), k), dtype=np.int64)
+        self.order = np.zeros(k, dtype=np.int64)
+        slots = np.cumsum([0] + [p.slot_node.shape[0] for p in trees])
+        nodes = np.cumsum([0] + [p.node_weight.shape[0] for p in trees])
+        self.t_codes = _stack([p.codes for p in trees], n)
+        self.t_off = _offsets([p.path_ptr.shape[0] for p in trees])
+        self.path_ptr = _concat([p.path_ptr + o for p, o in zip(trees, _path_starts(trees))])
+        self.path_slot = _concat([p.path_slot + o for p, o in zip(trees, slots)])
+        self.slot_node = _concat([p.slot_node + o for p, o in zip(trees, nodes)])
+        self.slot_count = _concat([p.slot_count for p in trees])
+        self.slot_off = slots.astype(np.int64)
+        self.node_off = nodes.astype(np.int64)
+        self.node_weight = _concat([p.node_weight for p in trees])
+        self.t_rows = np.array([p.table_rows for p in trees], dtype=np.int64)
+        self.t_height = np.array([p.height for p in trees], dtype=np.int64)
+        self.gaps = np.zeros(self.slot_node.shape[0], dtype=np.int64)
+        self.pos = np.zeros(self.node_weight.shape[0], dtype=np.int64)
+        self.neg = np.zeros(self.node_weight.shape[0], dtype=np.int64)
+        self.stamp = np.zeros(self.path_ptr.shape[0], dtype=np.int64)
+        self.verdict = np.zeros(self.path_ptr.shape[0], dtype=np.bool_)
+        self.generation = np.zeros(1, dtype=np.int64)
 
     def __call__(self, rows: np.ndarray, dist: np.ndarray, source: int) -> np.ndarray:
         if rows.size < 2 * self.k:
             return np.arange(rows.size)
         members, key = _first_members(dist, source, self.k)
-        return _refine(
-            members,
-            key,
-            rows,
-            self.codes,
-            self.offsets,
-            self.cum,
-            self.cum_prefix,
-            self.table_rows,
-            self.t + EMD_TOLERANCE,
-        )
+        return _generate(
+            members, key, rows,
+            self.o_codes, self.o_off, self.o_cum, self.o_cuts, self.o_prefix, self.o_rows,
+            self.tables,
+            self.n_segments, self.segment_of, self.order,
+            self.t_codes, self.t_off, self.path_ptr, self.path_slot, self.slot_node,
+            self.slot_count, self.slot_off, self.node_off, self.node_weight, self.t_rows,
+            self.t_height, self.gaps, self.pos, self.neg, self.stamp, self.verdict,
+            self.generation, self.limit,
+        )  # fmt: skip
+
+
+def _cuts(ordered: Sequence[OrderedParts], k: int) -> np.ndarray:
+    """``cuts[a, 0, f + 1]`` (``cuts[a, 1, f + 1]``): the first code ``i < m - 1`` of attribute
+    ``a`` with ``k cum[i] > f n`` (``>= f n``), ``m - 1`` if none, for ``f = -1 .. k + 1``."""
+    cuts = np.zeros((len(ordered), 2, k + 3), dtype=np.int64)
+    for a, p in enumerate(ordered):
+        scaled = k * p.cum_counts[:-1].astype(np.int64)
+        thresholds = np.arange(-1, k + 2, dtype=np.int64) * int(p.table_rows)
+        cuts[a, 0] = np.searchsorted(scaled, thresholds, side="right")
+        cuts[a, 1] = np.searchsorted(scaled, thresholds, side="left")
+    return cuts
+
+
+def _stack(codes: list[np.ndarray], n: int) -> np.ndarray:
+    if not codes:
+        return np.zeros((0, n), dtype=np.int64)
+    return np.ascontiguousarray(np.stack(codes), dtype=np.int64)
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    return np.ascontiguousarray(np.concatenate(arrays), dtype=np.int64)
+
+
+def _path_starts(trees: Sequence[TreeParts]) -> list[int]:
+    return np.cumsum([0] + [p.path_slot.shape[0] for p in trees])[:-1].tolist()
 
 
 class _GenericCluster:
@@ -207,248 +296,430 @@ class _GenericCluster:
         return members
 
 
-@njit(cache=True)
-def _refine(
-    members: np.ndarray,
-    key: np.ndarray,
-    rows: np.ndarray,
-    codes: np.ndarray,
-    offsets: np.ndarray,
-    cum: np.ndarray,
-    cum_prefix: np.ndarray,
-    table_rows: np.ndarray,
-    limit: float,
-) -> np.ndarray:
-    """The swap loop of GenerateCluster, for attributes with :class:`OrderedParts`.
-
-    Args:
-        members: ``(k,)`` positions (into ``rows``) of the first members, ascending.
-        key: ``(|X'|,)`` distance of each unclustered record to the source (source at ``-1``);
-            candidates come in the order (key, position).
-        rows: ``(|X'|,)`` row of each position, ascending.
-        codes: ``(A, n)`` value codes of every row, one line per attribute (the attributes'
-            :class:`~tclose.plugins.kernels.emd.OrderedParts`).
-        offsets: ``(A + 1,)``: attribute ``a`` owns ``cum[offsets[a]:offsets[a + 1]]``.
-        cum: concatenated reference cumulative counts of the attributes.
-        cum_prefix: concatenated prefix sums of ``cum``.
-        table_rows: ``(A,)`` rows of each attribute's reference table.
-        limit: ``t + EMD_TOLERANCE``.
-
-    Returns:
-        the final members' positions, ascending.
-    """
-    s = members.shape[0]
-    members = members.copy()
-    emds = np.empty(codes.shape[0])
-    for a in range(codes.shape[0]):
-        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows, a)
-    if emds.max() <= limit:
-        return members
-    last = members[0]  # the k-th closest: candidates come after it in (key, position) order
-    for q in range(s):
-        j = members[q]
-        if key[j] > key[last] or (key[j] == key[last] and j > last):
-            last = j
-    table = np.empty((s + 1, _COLUMNS), dtype=np.int64)
-    marks = np.empty((3 * (s + 1), 2), dtype=np.int64)
-    target = int(np.argmax(emds))
-    target_codes = codes[target]
-    n_marks = _mark(
-        members, rows, codes, offsets, cum, cum_prefix, table_rows, target, table, marks
-    )
-    for phase in range(2):
-        if phase == 0:  # most scans stop early: first the next few candidates, then the rest
-            stream = _next_closest(key, key[last], last, _FIRST_BATCH)
-            bounds = np.array([0, stream.shape[0]])
-        else:
-            stream, bounds = _bucket_candidates(key, last)
-        for b in range(bounds.shape[0] - 1):
-            while True:  # the closest marked candidate of the bucket not yet passed, if any
-                y = -1
-                for i in range(bounds[b], bounds[b + 1]):
-                    j = stream[i]
-                    if key[j] < key[last] or (key[j] == key[last] and j <= last):
-                        continue
-                    if not _marked(target_codes[rows[j]], marks, n_marks):
-                        continue
-                    if y == -1 or key[j] < key[y] or (key[j] == key[y] and j < y):
-                        y = j
-                if y == -1:
-                    break
-                last = y  # every candidate before y is unmarked: rejected, C unchanged
-                if _try_swap(y, members, emds, rows, codes, offsets, cum, cum_prefix, table_rows):
-                    if emds.max() <= limit:
-                        return members
-                    target = int(np.argmax(emds))
-                    target_codes = codes[target]
-                    n_marks = _mark(
-                        members,
-                        rows,
-                        codes,
-                        offsets,
-                        cum,
-                        cum_prefix,
-                        table_rows,
-                        target,
-                        table,
-                        marks,
-                    )
-        if phase == 0 and stream.shape[0]:
-            for j in stream:  # the whole batch is passed
-                if key[j] > key[last] or (key[j] == key[last] and j > last):
-                    last = j
-    return members
-
-
-@njit(cache=True)
-def _try_swap(
-    y: int,
-    members: np.ndarray,
-    emds: np.ndarray,
-    rows: np.ndarray,
-    codes: np.ndarray,
-    offsets: np.ndarray,
-    cum: np.ndarray,
-    cum_prefix: np.ndarray,
-    table_rows: np.ndarray,
-) -> bool:
-    """Swap candidate ``y`` for the member ``y'`` minimizing the resulting EMD (largest over the
-    attributes; ties: lowest row), if that EMD is lower than the current one.
-
-    Updates ``members`` (kept ascending) and ``emds`` (per attribute) in place; ``O(A k^2 log m)``.
-    Returns whether the swap was made.
-    """
-    best_out, best = -1, np.inf
-    for q in range(members.shape[0]):  # members ascending: ties go to the lowest row
-        worst = 0.0
-        for a in range(codes.shape[0]):
-            worst = max(
-                worst,
-                _member_emd(members, q, y, rows, codes, offsets, cum, cum_prefix, table_rows, a),
-            )
-        if worst < best:
-            best_out, best = q, worst
-    if best >= emds.max():
-        return False
-    members[best_out] = y
-    members.sort()
-    for a in range(codes.shape[0]):
-        emds[a] = _member_emd(members, -1, -1, rows, codes, offsets, cum, cum_prefix, table_rows, a)
-    return True
-
-
-@njit(cache=True)
-def _member_emd(
-    members: np.ndarray,
-    out: int,
-    replacement: int,
-    rows: np.ndarray,
-    codes: np.ndarray,
-    offsets: np.ndarray,
-    cum: np.ndarray,
-    cum_prefix: np.ndarray,
-    table_rows: np.ndarray,
-    a: int,
-) -> float:
-    """EMD of attribute ``a`` for the members, with ``members[out]`` replaced by position
-    ``replacement`` (no replacement when ``out == -1``)."""
-    s = members.shape[0]
-    zs = np.empty(s, dtype=np.int64)
-    for q in range(s):
-        zs[q] = codes[a, rows[replacement if q == out else members[q]]]
-    zs.sort()
-    lo, hi = offsets[a], offsets[a + 1]
-    n = table_rows[a]
-    return emd_from_numerator(numerator_sorted(zs, n, cum[lo:hi], cum_prefix[lo:hi]), n, s, hi - lo)
-
-
-# Columns of the segment table built by _build_table (one line per segment of constant F).
+# Columns of the segment table of an ordered attribute (one line per segment of constant F).
 _LO, _V, _HP, _HM, _A, _B, _A2, _B2, _T, _U, _U0 = range(11)
 _COLUMNS = 11
 _MAX = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
 #: Candidates selected one pass ahead before the rest are bucketed (most scans stop within them).
 _FIRST_BATCH = 32
+#: Keys sampled to place the bucket boundaries of the candidates after the first batch.
+_SAMPLE = 512
 
 
 @njit(cache=True)
+def _generate(
+    members, key, rows,
+    o_codes, o_off, o_cum, o_cuts, o_prefix, o_rows, tables, n_segments, segment_of, order,
+    t_codes, t_off, path_ptr, path_slot, slot_node, slot_count, slot_off, node_off,
+    node_weight, t_rows, t_height, gaps, pos, neg, stamp, verdict, generation,
+    limit,
+):  # fmt: skip
+    """The swap loop of GenerateCluster (see the module doc).
+
+    Args:
+        members: ``(k,)`` positions (into ``rows``) of the first members, ascending.
+        key: ``(|X'|,)`` distance of each unclustered record to the source (source at ``-1``);
+            candidates come in the order (key, position).
+        rows: ``(|X'|,)`` row of each position, ascending.
+        o_codes, o_off, o_cum, o_prefix, o_rows: the ordered attributes'
+            :class:`OrderedParts`, concatenated; ``o_cuts``: see :func:`_cuts`; ``tables``, ``n_segments``, ``segment_of``,
+            ``order``: their scratch (see :func:`_build_table`).
+        t_codes, ..., t_height: the nominal attributes' :class:`TreeParts`, concatenated;
+            ``gaps``, ``pos``, ``neg``: their state; ``stamp``, ``verdict``, ``generation``:
+            cached answers of :func:`_tree_improves`, per value.
+        limit: ``t + EMD_TOLERANCE``.
+
+    Returns:
+        the final members' positions, ascending.
+
+    Arrays are passed one by one, not in tuples: a call with tuples of arrays costs hundreds of
+    nanoseconds of reference counting, more than the work of the hot helpers.
+    """
+    members = members.copy()
+    s = members.shape[0]
+    n_ordered = o_codes.shape[0]
+    n_attributes = n_ordered + t_codes.shape[0]
+    numer = np.zeros(n_attributes, dtype=np.int64)
+    emds = np.zeros(n_attributes)
+    delta = np.zeros((n_attributes, s), dtype=np.int64)
+    zs = np.empty(s, dtype=np.int64)
+    for a in range(n_ordered):
+        _build_table(a, members, rows, o_codes, o_off, o_cuts, o_prefix, o_rows, tables,
+                     n_segments, segment_of, order)  # fmt: skip
+        for q in range(s):
+            zs[q] = o_codes[a, rows[members[q]]]
+        zs.sort()
+        lo, hi = o_off[a], o_off[a + 1]
+        numer[a] = _numerator_sorted(zs, o_rows[a], o_cum[lo:hi], o_prefix[lo:hi])
+        emds[a] = _ordered_emd(numer[a], o_rows[a], s, hi - lo)
+    generation[0] += 1  # forget the cached verdicts of the previous cluster
+    for a in range(t_codes.shape[0]):
+        numer[n_ordered + a] = _tree_start(a, members, rows, t_codes, t_off, path_ptr,
+                                           path_slot, slot_node, slot_count, slot_off,
+                                           node_off, node_weight, t_rows[a], gaps, pos, neg)  # fmt: skip
+        emds[n_ordered + a] = _tree_emd(numer[n_ordered + a], t_rows[a], s, t_height[a])
+    if emds.max() <= limit:
+        return members
+    last = members[0]  # the k-th closest: candidates come after it in (key, position) order
+    for j in members:
+        if key[j] > key[last] or (key[j] == key[last] and j > last):
+            last = j
+    # Phase 0: most scans stop early, so first the next few candidates, in order. Phase 1: the
+    # rest, in buckets of keys, each sorted when the scan reaches it.
+    target = int(np.argmax(emds))
+    stream = _next_closest(key, key[last], last, _FIRST_BATCH)
+    bounds = np.array([0, stream.shape[0]])
+    for phase in range(2):
+        if phase == 1:
+            if stream.shape[0] < _FIRST_BATCH:
+                break
+            stream, bounds = _bucket_candidates(key, stream[-1])
+        for b in range(bounds.shape[0] - 1):
+            lo, hi = bounds[b], bounds[b + 1]
+            if phase == 1:
+                _sort_bucket(stream, lo, hi, key)
+            for i in range(lo, hi):
+                j = stream[i]
+                if target < n_ordered:
+                    good = _ordered_improves(target, o_codes[target, rows[j]], tables,
+                                             n_segments, o_prefix, o_off[target],
+                                             o_rows[target], s)  # fmt: skip
+                else:
+                    a = target - n_ordered
+                    slot = t_off[a] + t_codes[a, rows[j]]
+                    if stamp[slot] != generation[0]:  # not cached since the last swap
+                        stamp[slot] = generation[0]
+                        verdict[slot] = _tree_improves(a, j, members, rows, t_codes, t_off,
+                                                       path_ptr, path_slot, slot_node,
+                                                       node_weight, t_rows[a], gaps, pos,
+                                                       neg)  # fmt: skip
+                    good = verdict[slot]
+                if not good:
+                    continue
+                if _try_swap(j, members, rows, numer, emds, delta, o_codes, o_off, o_cuts,
+                             o_prefix, o_rows, tables, n_segments, segment_of, order, t_codes,
+                             t_off, path_ptr, path_slot, slot_node, node_weight, t_rows,
+                             t_height, gaps, pos, neg):  # fmt: skip
+                    generation[0] += 1  # the cached verdicts are stale
+                    if emds.max() <= limit:
+                        return members
+                    target = int(np.argmax(emds))
+    return members
+
+
+@njit(cache=True, _nrt=False)
+def _ordered_improves(a, c, tables, n_segments, prefix, base, n, s) -> bool:
+    """Whether replacing some member by a row of code ``c`` lowers the exact numerator of
+    ordered attribute ``a``: ``Hp(c)`` above the least ``Hp`` of the member codes above ``c``,
+    or ``Hm(c)`` below the greatest ``Hm`` of those below (see :func:`_build_table`)."""
+    q, hp, hm = _locate(a, c, tables, n_segments, prefix, base, n, s)
+    if hp > tables[a, q, _T]:
+        return True
+    if c > tables[a, q, _LO]:
+        return hm < tables[a, q, _U]
+    return q > 0 and hm < tables[a, q, _U0]
+
+
+@njit(cache=True, _nrt=False)
+def _tree_improves(
+    a, j, members, rows, t_codes, t_off, path_ptr, path_slot, slot_node, node_weight, n, gaps,
+    pos, neg,
+) -> bool:  # fmt: skip
+    """Whether replacing some member by candidate ``j`` lowers the exact numerator of nominal
+    attribute ``a`` (``O(k H)``; the caller caches the answer per value until the next swap)."""
+    c = t_codes[a, rows[j]]
+    for q in range(members.shape[0]):
+        z = t_codes[a, rows[members[q]]]
+        change = _tree_delta(c, z, t_off[a], path_ptr, path_slot, slot_node, node_weight, n,
+                             gaps, pos, neg)  # fmt: skip
+        if change < 0:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _locate(a, c, tables, n_segments, prefix, base, n, s) -> tuple[int, int, int]:
+    """Segment ``q`` of code ``c`` for ordered attribute ``a``, and ``Hp(c)``, ``Hm(c)``."""
+    q = n_segments[a] - 1
+    while tables[a, q, _LO] > c:
+        q -= 1
+    hp = tables[a, q, _HP] + _sum_hp(tables, a, q, c, n, s, prefix, base)
+    hm = tables[a, q, _HM] + _sum_hm(tables, a, q, c, n, s, prefix, base)
+    return q, hp, hm
+
+
+@njit(cache=True, _nrt=False)
+def _try_swap(
+    y, members, rows, numer, emds, delta,
+    o_codes, o_off, o_cuts, o_prefix, o_rows, tables, n_segments, segment_of, order,
+    t_codes, t_off, path_ptr, path_slot, slot_node, node_weight, t_rows, t_height, gaps, pos,
+    neg,
+) -> bool:  # fmt: skip
+    """Swap candidate ``y`` for the member ``y'`` minimizing the resulting EMD (largest over the
+    attributes; ties: lowest row), if that EMD is lower than the current one.
+
+    Each member's numerator change is exact and ``O(1)`` (ordered, from the segment table) or
+    ``O(H)`` (nominal); the EMDs compared are ``float(E') / float(denominator)``, bit for bit the
+    values of a recomputation. Updates ``members`` (kept ascending), ``numer``, ``emds`` and the
+    attributes' states in place; returns whether the swap was made.
+    """
+    s = members.shape[0]
+    n_ordered = o_codes.shape[0]
+    for a in range(n_ordered):
+        c = o_codes[a, rows[y]]
+        q, hp, hm = _locate(a, c, tables, n_segments, o_prefix, o_off[a], o_rows[a], s)
+        for r in range(s):
+            g = segment_of[a, r]
+            z = tables[a, g, _LO]
+            if z > c:
+                delta[a, r] = tables[a, g, _HP] - hp
+            elif z < c:
+                delta[a, r] = hm - tables[a, g, _HM]
+            else:
+                delta[a, r] = 0
+    for a in range(t_codes.shape[0]):
+        c = t_codes[a, rows[y]]
+        for r in range(s):
+            z = t_codes[a, rows[members[r]]]
+            delta[n_ordered + a, r] = _tree_delta(c, z, t_off[a], path_ptr, path_slot,
+                                                  slot_node, node_weight, t_rows[a], gaps,
+                                                  pos, neg)  # fmt: skip
+    best_out, best = -1, np.inf
+    for r in range(s):  # members ascending: ties go to the lowest row
+        worst = 0.0
+        for a in range(n_ordered):
+            m = o_off[a + 1] - o_off[a]
+            worst = max(worst, _ordered_emd(numer[a] + delta[a, r], o_rows[a], s, m))
+        for a in range(t_codes.shape[0]):
+            e = numer[n_ordered + a] + delta[n_ordered + a, r]
+            worst = max(worst, _tree_emd(e, t_rows[a], s, t_height[a]))
+        if worst < best:
+            best_out, best = r, worst
+    if best >= emds.max():
+        return False
+    for a in range(t_codes.shape[0]):
+        z = t_codes[a, rows[members[best_out]]]
+        _tree_apply(t_codes[a, rows[y]], z, t_off[a], path_ptr, path_slot, slot_node, t_rows[a],
+                    gaps, pos, neg)  # fmt: skip
+    for a in range(numer.shape[0]):
+        numer[a] += delta[a, best_out]
+        if a < n_ordered:
+            emds[a] = _ordered_emd(numer[a], o_rows[a], s, o_off[a + 1] - o_off[a])
+        else:
+            b = a - n_ordered
+            emds[a] = _tree_emd(numer[a], t_rows[b], s, t_height[b])
+    p = best_out  # members[best_out] = y, keeping the members ascending
+    while p > 0 and members[p - 1] > y:
+        members[p] = members[p - 1]
+        p -= 1
+    while p + 1 < s and members[p + 1] < y:
+        members[p] = members[p + 1]
+        p += 1
+    members[p] = y
+    for a in range(n_ordered):
+        _build_table(a, members, rows, o_codes, o_off, o_cuts, o_prefix, o_rows, tables,
+                     n_segments, segment_of, order)  # fmt: skip
+    return True
+
+
+@njit(cache=True, inline="always")
+def _ordered_emd(numer: int, n: int, s: int, m: int) -> float:
+    """``float(E) / float(n * s * (m - 1))``; ``0`` when ``m == 1`` (as in the emd module)."""
+    if m <= 1:
+        return 0.0
+    return float(numer) / float(n * s * (m - 1))
+
+
+@njit(cache=True, inline="always")
+def _tree_emd(numer: int, n: int, s: int, height: int) -> float:
+    """``float(E) / float(H * n * s)``, as :meth:`NominalEMD.emd_of_counts`."""
+    return float(numer) / float(height * n * s)
+
+
+@njit(cache=True)
+def _tree_start(
+    a, members, rows, t_codes, t_off, path_ptr, path_slot, slot_node, slot_count, slot_off,
+    node_off, node_weight, n, gaps, pos, neg,
+) -> int:  # fmt: skip
+    """Set nominal attribute ``a``'s gaps for the members; return its numerator ``E``."""
+    s = members.shape[0]
+    for node in range(node_off[a], node_off[a + 1]):
+        pos[node] = 0
+        neg[node] = 0
+    for slot in range(slot_off[a], slot_off[a + 1]):
+        gaps[slot] = -s * slot_count[slot]
+        neg[slot_node[slot]] += s * slot_count[slot]
+    for q in range(s):
+        c = t_codes[a, rows[members[q]]]
+        for p in range(path_ptr[t_off[a] + c], path_ptr[t_off[a] + c + 1]):
+            _move_gap(path_slot[p], n, gaps, pos, neg, slot_node)
+    total = 0
+    for node in range(node_off[a], node_off[a + 1]):
+        total += node_weight[node] * min(pos[node], neg[node])
+    return total
+
+
+@njit(cache=True, inline="always")
+def _move_gap(slot: int, change: int, gaps, pos, neg, slot_node) -> None:
+    """Add ``change`` to the gap of ``slot``, keeping its node's ``pos`` and ``neg`` sums."""
+    node = slot_node[slot]
+    old = gaps[slot]
+    new = old + change
+    pos[node] += max(new, 0) - max(old, 0)
+    neg[node] += max(-new, 0) - max(-old, 0)
+    gaps[slot] = new
+
+
+@njit(cache=True, inline="always")
+def _node_delta(node: int, old1: int, new1: int, old2: int, new2: int, pos, neg, weight) -> int:
+    """Change of ``weight * min(pos, neg)`` of ``node`` when two of its gaps change."""
+    p = pos[node] + max(new1, 0) - max(old1, 0) + max(new2, 0) - max(old2, 0)
+    q = neg[node] + max(-new1, 0) - max(-old1, 0) + max(-new2, 0) - max(-old2, 0)
+    return weight[node] * (min(p, q) - min(pos[node], neg[node]))
+
+
+@njit(cache=True, _nrt=False)
+def _tree_delta(c, z, base, path_ptr, path_slot, slot_node, node_weight, n, gaps, pos, neg) -> int:
+    """Change of a nominal numerator when a row of value ``z`` is replaced by one of value ``c``
+    (``base``: the attribute's offset in ``path_ptr``), ``O(H)``: below their lowest common
+    ancestor the slots on ``c``'s path gain ``n``, those on ``z``'s lose ``n``; at it, one slot of
+    each; above it, nothing."""
+    if c == z:
+        return 0
+    c_lo, c_top = path_ptr[base + c], path_ptr[base + c + 1] - 1
+    z_lo, z_top = path_ptr[base + z], path_ptr[base + z + 1] - 1
+    while c_top > c_lo and z_top > z_lo and path_slot[c_top] == path_slot[z_top]:
+        c_top -= 1  # walk down from the root's children while the paths agree
+        z_top -= 1
+    total = 0
+    for p in range(c_lo, c_top):
+        slot = path_slot[p]
+        g = gaps[slot]
+        total += _node_delta(slot_node[slot], g, g + n, 0, 0, pos, neg, node_weight)
+    for p in range(z_lo, z_top):
+        slot = path_slot[p]
+        g = gaps[slot]
+        total += _node_delta(slot_node[slot], g, g - n, 0, 0, pos, neg, node_weight)
+    up, down = path_slot[c_top], path_slot[z_top]
+    gu, gd = gaps[up], gaps[down]
+    return total + _node_delta(slot_node[up], gu, gu + n, gd, gd - n, pos, neg, node_weight)
+
+
+@njit(cache=True, _nrt=False)
+def _tree_apply(c, z, base, path_ptr, path_slot, slot_node, n, gaps, pos, neg) -> None:
+    """Replace a row of value ``z`` by one of value ``c`` in a nominal attribute's gaps."""
+    for p in range(path_ptr[base + c], path_ptr[base + c + 1]):
+        _move_gap(path_slot[p], n, gaps, pos, neg, slot_node)
+    for p in range(path_ptr[base + z], path_ptr[base + z + 1]):
+        _move_gap(path_slot[p], -n, gaps, pos, neg, slot_node)
+
+
+@njit(cache=True, _nrt=False)
 def _build_table(
-    members: np.ndarray,
-    rows: np.ndarray,
-    codes: np.ndarray,
-    offsets: np.ndarray,
-    cum_all: np.ndarray,
-    prefix_all: np.ndarray,
-    table_rows: np.ndarray,
-    a: int,
-    table: np.ndarray,
-) -> int:
-    """Describe, for attribute ``a``, which codes can lower the members' EMD by one swap.
+    a, members, rows, codes, offsets, cuts, prefix, table_rows, tables, n_segments, segment_of,
+    order,
+) -> None:  # fmt: skip
+    """Describe, for ordered attribute ``a``, which codes can lower the members' EMD by one swap.
 
     The members' distinct codes ``u_1 < ... < u_r`` cut ``[0, m)`` into segments
     ``[0, u_1), [u_1, u_2), ..., [u_r, m)`` on which the count ``F`` is constant. Line ``q`` of
-    ``table`` holds, for segment ``q``: its start ``_LO``; ``_V = n F``; ``_HP``, ``_HM``: ``Hp``
+    the table holds, for segment ``q``: its start ``_LO``; ``_V = n F``; ``_HP``, ``_HM``: ``Hp``
     and ``Hm`` at its start; ``_A``, ``_B`` and ``_A2``, ``_B2``: the breakpoints where ``hp`` and
     ``hm`` change form inside it; ``_T``: the least ``Hp(z)`` over member codes ``z`` after the
     segment; ``_U`` and ``_U0``: the greatest ``Hm(z)`` over member codes ``z < c`` for a code
-    ``c`` inside the segment, and for ``c`` at its start. See :func:`_mark`.
-
-    Returns:
-        the number of segments ``r + 1``.
+    ``c`` inside the segment, and for ``c`` at its start. ``segment_of[a, q]`` is the segment
+    that member ``q`` starts. The breakpoints are the thresholds ``cuts`` (computed once: they
+    depend on ``F`` only) clipped to the segment's start, so this is ``O(k)`` (members nearly
+    in code order) to ``O(k^2)``.
     """
-    lo_a, hi_a = offsets[a], offsets[a + 1]
-    cum = cum_all[lo_a:hi_a]
-    prefix = prefix_all[lo_a:hi_a]
-    m = hi_a - lo_a
+    base = offsets[a]
     n = table_rows[a]
     s = members.shape[0]
-    zs = np.empty(s, dtype=np.int64)
+    # the members in (code, position) order: insertion sort
     for q in range(s):
-        zs[q] = codes[a, rows[members[q]]]
-    zs.sort()
+        z = codes[a, rows[members[q]]]
+        p = q
+        while p > 0 and codes[a, rows[members[order[p - 1]]]] > z:
+            order[p] = order[p - 1]
+            p -= 1
+        order[p] = q
     r = 0  # segment 0 is [0, u_1), with F = 0 (empty when u_1 = 0)
-    table[0, _LO] = 0
-    table[0, _V] = 0
-    for q in range(s):
-        if q == 0 or zs[q] != zs[q - 1]:
+    tables[a, 0, _LO] = 0
+    tables[a, 0, _V] = 0
+    for i in range(s):
+        z = codes[a, rows[members[order[i]]]]
+        if i == 0 or z != tables[a, r, _LO]:
             r += 1
-            table[r, _LO] = zs[q]
-        table[r, _V] = n * (q + 1)
-    table[0, _HP] = 0
-    table[0, _HM] = 0
+            tables[a, r, _LO] = z
+        tables[a, r, _V] = n * (i + 1)
+        segment_of[a, order[i]] = r
+    tables[a, 0, _HP] = 0
+    tables[a, 0, _HM] = 0
     for q in range(r + 1):
-        v = table[q, _V]
-        lo = table[q, _LO]
-        table[q, _A] = _first_above(cum, lo, m - 1, s, v, True)
-        table[q, _B] = _first_above(cum, lo, m - 1, s, v + n, False)
-        table[q, _A2] = _first_above(cum, lo, m - 1, s, v - n, True)
-        table[q, _B2] = _first_above(cum, lo, m - 1, s, v, False)
+        v = tables[a, q, _V]
+        lo = tables[a, q, _LO]
+        f = v // n + 1  # cuts[a, _, f + j]: first code with s cum > (or >=) (F + j) n
+        tables[a, q, _A] = max(lo, cuts[a, 0, f])
+        tables[a, q, _B] = max(lo, cuts[a, 1, f + 1])
+        tables[a, q, _A2] = max(lo, cuts[a, 0, f - 1])
+        tables[a, q, _B2] = max(lo, cuts[a, 1, f])
         if q < r:
-            end = table[q + 1, _LO]
-            table[q + 1, _HP] = table[q, _HP] + _sum_hp(table, q, end, n, s, prefix)
-            table[q + 1, _HM] = table[q, _HM] + _sum_hm(table, q, end, n, s, prefix)
+            end = tables[a, q + 1, _LO]
+            tables[a, q + 1, _HP] = tables[a, q, _HP] + _sum_hp(
+                tables, a, q, end, n, s, prefix, base
+            )
+            tables[a, q + 1, _HM] = tables[a, q, _HM] + _sum_hm(
+                tables, a, q, end, n, s, prefix, base
+            )
     lowest = _MAX
     for q in range(r, -1, -1):
-        table[q, _T] = lowest
+        tables[a, q, _T] = lowest
         if q > 0:
-            lowest = min(lowest, table[q, _HP])
+            lowest = min(lowest, tables[a, q, _HP])
     highest = _MIN
-    table[0, _U] = _MIN
-    table[0, _U0] = _MIN
+    tables[a, 0, _U] = _MIN
+    tables[a, 0, _U0] = _MIN
     for q in range(1, r + 1):
-        table[q, _U0] = highest
-        highest = max(highest, table[q, _HM])
-        table[q, _U] = highest
-    return r + 1
+        tables[a, q, _U0] = highest
+        highest = max(highest, tables[a, q, _HM])
+        tables[a, q, _U] = highest
+    n_segments[a] = r + 1
 
 
 @njit(cache=True)
-def _first_above(cum: np.ndarray, lo: int, hi: int, s: int, threshold: int, strict: bool) -> int:
-    """First ``i`` in ``[lo, hi)`` with ``s * cum[i] > threshold`` (``>=`` if not ``strict``);
-    ``hi`` if none (``cum`` is nondecreasing)."""
+def _numerator_sorted(codes: np.ndarray, n: int, cum: np.ndarray, cum_prefix: np.ndarray) -> int:
+    """The exact EMD numerator of a group given its codes sorted ascending, ``O(s log m)``: the
+    same sum as :func:`tclose.plugins.kernels.emd.numerator_sorted`, kept here so that this
+    module's compiled code calls no compiled function of another file (see ``_compiled.py``)."""
+    s = codes.shape[0]
+    top = cum.shape[0] - 1
+    total = s * cum_prefix[min(codes[0], top)]  # F = 0 below the first code
+    for r in range(s):
+        hi = codes[r + 1] if r + 1 < s else top
+        lo = codes[r]
+        if hi <= lo:
+            continue
+        v = n * (r + 1)
+        p = _first_above(cum, 0, lo, hi, s, v, False)  # first i with s * cum[i] >= v
+        total += (
+            v * (p - lo)
+            - s * (cum_prefix[p] - cum_prefix[lo])
+            + s * (cum_prefix[hi] - cum_prefix[p])
+            - v * (hi - p)
+        )
+    return total
+
+
+@njit(cache=True, inline="always")
+def _first_above(
+    cum: np.ndarray, base: int, lo: int, hi: int, s: int, threshold: int, strict: bool
+) -> int:
+    """First ``i`` in ``[lo, hi)`` with ``s * cum[base + i] > threshold`` (``>=`` if not
+    ``strict``); ``hi`` if none (``cum`` is nondecreasing)."""
     while lo < hi:
         mid = (lo + hi) // 2
-        value = s * cum[mid]
+        value = s * cum[base + mid]
         if value > threshold or (not strict and value == threshold):
             hi = mid
         else:
@@ -456,205 +727,85 @@ def _first_above(cum: np.ndarray, lo: int, hi: int, s: int, threshold: int, stri
     return lo
 
 
-@njit(cache=True)
-def _sum_hp(table: np.ndarray, q: int, c: int, n: int, s: int, prefix: np.ndarray) -> int:
-    """``sum_{i in [lo, c)} |D_i + n| - |D_i|`` inside segment ``q`` (``D_i = v - s cum_i``).
+@njit(cache=True, inline="always")
+def _sum_hp(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -> int:
+    """``sum_{i in [lo, c)} |D_i + n| - |D_i|`` inside segment ``q`` of attribute ``t``
+    (``D_i = v - s cum_i``; ``prefix[base:]`` are the attribute's prefix sums of ``cum``).
 
     The term is ``n`` while ``s cum_i <= v`` (up to ``_A``), ``-n`` once ``s cum_i >= v + n``
     (from ``_B``), and ``2v + n - 2 s cum_i`` in between; ``O(1)`` with the prefix sums.
     """
-    lo, v, a, b = table[q, _LO], table[q, _V], table[q, _A], table[q, _B]
+    lo, v, a, b = tables[t, q, _LO], tables[t, q, _V], tables[t, q, _A], tables[t, q, _B]
     if c <= lo:
         return 0
     total = n * (min(c, a) - lo)
     end = min(c, b)
     if end > a:
-        total += (2 * v + n) * (end - a) - 2 * s * (prefix[end] - prefix[a])
+        total += (2 * v + n) * (end - a) - 2 * s * (prefix[base + end] - prefix[base + a])
     if c > b:
         total -= n * (c - b)
     return total
 
 
-@njit(cache=True)
-def _sum_hm(table: np.ndarray, q: int, c: int, n: int, s: int, prefix: np.ndarray) -> int:
-    """``sum_{i in [lo, c)} |D_i - n| - |D_i|`` inside segment ``q``.
+@njit(cache=True, inline="always")
+def _sum_hm(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -> int:
+    """``sum_{i in [lo, c)} |D_i - n| - |D_i|`` inside segment ``q`` of attribute ``t``.
 
     The term is ``-n`` while ``s cum_i <= v - n`` (up to ``_A2``), ``n`` once ``s cum_i >= v``
     (from ``_B2``), and ``2 s cum_i - 2v + n`` in between.
     """
-    lo, v, a, b = table[q, _LO], table[q, _V], table[q, _A2], table[q, _B2]
+    lo, v, a, b = tables[t, q, _LO], tables[t, q, _V], tables[t, q, _A2], tables[t, q, _B2]
     if c <= lo:
         return 0
     total = -n * (min(c, a) - lo)
     end = min(c, b)
     if end > a:
-        total += (n - 2 * v) * (end - a) + 2 * s * (prefix[end] - prefix[a])
+        total += (n - 2 * v) * (end - a) + 2 * s * (prefix[base + end] - prefix[base + a])
     if c > b:
         total += n * (c - b)
     return total
 
 
 @njit(cache=True)
-def _mark(
-    members: np.ndarray,
-    rows: np.ndarray,
-    codes: np.ndarray,
-    offsets: np.ndarray,
-    cum_all: np.ndarray,
-    prefix_all: np.ndarray,
-    table_rows: np.ndarray,
-    a: int,
-    table: np.ndarray,
-    marks: np.ndarray,
-) -> int:
-    """The codes that can lower the members' EMD numerator of attribute ``a`` by one swap.
-
-    For a member code ``z > c``, swapping in a record of code ``c`` adds 1 to ``F`` on
-    ``[c, z)`` and changes the numerator by ``Hp(z) - Hp(c)``; for ``z < c`` it removes 1 on
-    ``[z, c)`` and changes it by ``Hm(c) - Hm(z)``. So ``c`` is marked iff
-    ``Hp(c) > min Hp(z > c)`` or ``Hm(c) < max Hm(z < c)``. Inside a segment of constant ``F``,
-    ``Hp`` is concave and ``Hm`` convex (their increments are monotone in ``cum``), so each
-    condition holds on an interval of the segment, found by binary searches with ``O(1)``
-    evaluations (see :func:`_build_table`). ``O(k log m)``.
-
-    Args:
-        table: ``(k + 1, _COLUMNS)`` scratch for :func:`_build_table`.
-        marks: ``(3 (k + 1), 2)`` output: disjoint inclusive intervals ``[lo, hi]`` of marked
-            codes, sorted.
-
-    Returns:
-        the number of intervals.
-    """
-    n_segments = _build_table(
-        members, rows, codes, offsets, cum_all, prefix_all, table_rows, a, table
-    )
-    cum = cum_all[offsets[a] : offsets[a + 1]]
-    prefix = prefix_all[offsets[a] : offsets[a + 1]]
-    m = cum.shape[0]
-    n = table_rows[a]
-    s = members.shape[0]
-    count = 0
-    for q in range(n_segments):
-        lo = table[q, _LO]
-        hi = table[q + 1, _LO] if q + 1 < n_segments else m  # codes [lo, hi)
-        if hi <= lo:
-            continue
-        v = table[q, _V]
-        bound = table[q, _T]
-        if bound != _MAX:  # Hp(c) > bound: Hp rises up to the first c with hp(c) <= 0
-            top = _first_above(cum, lo, hi - 1, 2 * s, 2 * v + n, False)
-            if table[q, _HP] + _sum_hp(table, q, top, n, s, prefix) > bound:
-                left, right = lo, top
-                while left < right:
-                    mid = (left + right) // 2
-                    if table[q, _HP] + _sum_hp(table, q, mid, n, s, prefix) > bound:
-                        right = mid
-                    else:
-                        left = mid + 1
-                start = left
-                left, right = top, hi - 1
-                while left < right:
-                    mid = (left + right + 1) // 2
-                    if table[q, _HP] + _sum_hp(table, q, mid, n, s, prefix) > bound:
-                        left = mid
-                    else:
-                        right = mid - 1
-                marks[count, 0], marks[count, 1] = start, left
-                count += 1
-        bound = table[q, _U]
-        if bound != _MIN and hi - 1 > lo:  # Hm(c) < bound for lo < c < hi: Hm falls, then rises
-            bottom = max(_first_above(cum, lo, hi - 1, 2 * s, 2 * v - n, False), lo + 1)
-            if table[q, _HM] + _sum_hm(table, q, bottom, n, s, prefix) < bound:
-                left, right = lo + 1, bottom
-                while left < right:
-                    mid = (left + right) // 2
-                    if table[q, _HM] + _sum_hm(table, q, mid, n, s, prefix) < bound:
-                        right = mid
-                    else:
-                        left = mid + 1
-                start = left
-                left, right = bottom, hi - 1
-                while left < right:
-                    mid = (left + right + 1) // 2
-                    if table[q, _HM] + _sum_hm(table, q, mid, n, s, prefix) < bound:
-                        left = mid
-                    else:
-                        right = mid - 1
-                marks[count, 0], marks[count, 1] = start, left
-                count += 1
-        if q > 0 and table[q, _HM] < table[q, _U0]:  # c = lo: members below lo only
-            marks[count, 0], marks[count, 1] = lo, lo
-            count += 1
-    return _merge_intervals(marks, count)
-
-
-@njit(cache=True)
-def _merge_intervals(marks: np.ndarray, count: int) -> int:
-    """Sort the first ``count`` inclusive intervals and merge overlapping or adjacent ones."""
-    for i in range(1, count):  # insertion sort by start
-        lo, hi = marks[i, 0], marks[i, 1]
-        p = i
-        while p > 0 and marks[p - 1, 0] > lo:
-            marks[p, 0], marks[p, 1] = marks[p - 1, 0], marks[p - 1, 1]
-            p -= 1
-        marks[p, 0], marks[p, 1] = lo, hi
-    merged = 0
-    for i in range(count):
-        if merged > 0 and marks[i, 0] <= marks[merged - 1, 1] + 1:
-            marks[merged - 1, 1] = max(marks[merged - 1, 1], marks[i, 1])
-        else:
-            marks[merged, 0], marks[merged, 1] = marks[i, 0], marks[i, 1]
-            merged += 1
-    return merged
-
-
-@njit(cache=True)
-def _marked(c: int, marks: np.ndarray, count: int) -> bool:
-    """Whether code ``c`` lies in one of the ``count`` sorted disjoint intervals."""
-    if count <= 8:
-        hit = False
-        for i in range(count):
-            hit |= (marks[i, 0] <= c) & (c <= marks[i, 1])
-        return hit
-    lo, hi = 0, count
-    while lo < hi:  # first interval starting after c
-        mid = (lo + hi) // 2
-        if marks[mid, 0] > c:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo > 0 and c <= marks[lo - 1, 1]
-
-
-@njit(cache=True)
 def _bucket_candidates(key: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray]:
     """The positions after ``last`` in (key, position) order, grouped into buckets of keys.
 
-    Buckets are equal-width ranges of key values, about 16 records each on average: a key's bucket
-    is computed, not searched, so bucketing costs ``O(1)`` a record. Keys in a lower bucket are all
+    The bucket boundaries are quantiles of a sample of at most ``_SAMPLE`` keys (evenly spaced
+    positions), so buckets hold about 16 records each whatever the distribution of the keys; a
+    key's bucket is found by binary search among the boundaries. Keys in a lower bucket are all
     smaller, equal keys share a bucket, and inside a bucket positions are ascending (buckets are
-    scanned, never sorted).
+    not sorted here: see :func:`_sort_bucket`).
 
     Returns:
         ``(stream, bounds)``: bucket ``b`` is ``stream[bounds[b]:bounds[b + 1]]``.
     """
     after = np.empty(key.shape[0], dtype=np.int64)
     count = 0
-    low = np.inf
-    high = -np.inf
     for j in range(key.shape[0]):
         kj = key[j]
         if kj > key[last] or (kj == key[last] and j > last):
             after[count] = j
             count += 1
-            low = min(low, kj)
-            high = max(high, kj)
-    n_buckets = max(1, count // 16)
-    scale = (n_buckets / (high - low)) if high > low else 0.0
+    n_buckets = max(1, min(count // 16, _SAMPLE // 2))
+    sample = np.empty(min(count, _SAMPLE))
+    for i in range(sample.shape[0]):
+        sample[i] = key[after[(i * count) // sample.shape[0]]]
+    sample.sort()
+    edges = np.empty(n_buckets - 1)
+    for b in range(1, n_buckets):
+        edges[b - 1] = sample[(b * sample.shape[0]) // n_buckets]
     bucket = np.empty(count, dtype=np.int64)
     bounds = np.zeros(n_buckets + 1, dtype=np.int64)
     for i in range(count):
-        b = min(int((key[after[i]] - low) * scale), n_buckets - 1)
+        kj = key[after[i]]
+        lo, hi = 0, n_buckets - 1  # the number of edges <= kj
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if edges[mid] <= kj:
+                lo = mid + 1
+            else:
+                hi = mid
+        b = lo
         bucket[i] = b
         bounds[b + 1] += 1
     for b in range(n_buckets):
@@ -665,6 +816,27 @@ def _bucket_candidates(key: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarr
         stream[fill[bucket[i]]] = after[i]
         fill[bucket[i]] += 1
     return stream, bounds
+
+
+@njit(cache=True)
+def _sort_bucket(stream: np.ndarray, lo: int, hi: int, key: np.ndarray) -> None:
+    """Sort ``stream[lo:hi]`` (positions, ascending) by (key, position): a stable sort by key."""
+    if hi - lo <= 32:
+        for i in range(lo + 1, hi):  # insertion sort
+            j = stream[i]
+            p = i
+            while p > lo and key[stream[p - 1]] > key[j]:
+                stream[p] = stream[p - 1]
+                p -= 1
+            stream[p] = j
+        return
+    part = stream[lo:hi].copy()
+    values = np.empty(hi - lo)
+    for i in range(hi - lo):
+        values[i] = key[part[i]]
+    order = np.argsort(values, kind="mergesort")
+    for i in range(hi - lo):
+        stream[lo + i] = part[order[i]]
 
 
 @njit(cache=True)

@@ -22,7 +22,7 @@ Rufian-Torrell's semantic marginality), or ``listed`` (the order given in the co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -118,26 +118,64 @@ class NominalEMD:
         return f"NominalEMD({kind}, n={self.n}, m={self.m})"
 
     def emd_of_counts(self, counts: np.ndarray) -> np.ndarray:
-        """EMD of groups given as value histograms ``(m,)`` or ``(g, m)`` against the column."""
-        counts = np.asarray(counts, dtype=np.float64)
+        """EMD of groups given as value histograms ``(m,)`` or ``(g, m)`` against the column.
+
+        Integer counts are evaluated exactly (see :meth:`tree_parts`): the EMD is
+        ``float(E) / float(H * n * s)`` with the integer numerator ``E``, so that every
+        evaluation of the same group, here or in the compiled k-first, is bit for bit the same.
+        Fractional weights go through the same formula in floating point.
+        """
+        counts = np.asarray(counts)
         single = counts.ndim == 1
         matrix = np.atleast_2d(counts)
-        sizes = matrix.sum(axis=1, keepdims=True)
-        sizes[sizes == 0] = 1.0
-        extra = matrix / sizes - self.global_pmf
-        if self.hierarchy is None:
-            result = 0.5 * np.abs(extra).sum(axis=1)
+        if matrix.dtype.kind not in "iub" and np.array_equal(matrix, np.round(matrix)):
+            matrix = matrix.astype(np.int64)
+        if matrix.dtype.kind in "iub":
+            matrix = matrix.astype(np.int64)
+            sizes = matrix.sum(axis=1)
+            numer = self._numerators(matrix, sizes)
+            denom = self._height * self.n * np.maximum(sizes, 1)
+            result = numer.astype(np.float64) / denom.astype(np.float64)
         else:
-            result = np.zeros(len(matrix))
-            for weight, membership in self._nodes:
-                child_extra = extra @ membership
-                positive = np.clip(child_extra, 0, None).sum(axis=1)
-                negative = np.clip(-child_extra, 0, None).sum(axis=1)
-                result += weight * np.minimum(positive, negative)
+            matrix = matrix.astype(np.float64)
+            sizes = matrix.sum(axis=1, keepdims=True)
+            sizes[sizes == 0] = 1.0
+            extra = matrix / sizes - self.global_pmf
+            if self.hierarchy is None:
+                result = 0.5 * np.abs(extra).sum(axis=1)
+            else:
+                result = np.zeros(len(matrix))
+                for weight, membership in self._nodes:
+                    child_extra = extra @ membership
+                    positive = np.clip(child_extra, 0, None).sum(axis=1)
+                    negative = np.clip(-child_extra, 0, None).sum(axis=1)
+                    result += weight * np.minimum(positive, negative)
         return result[0] if single else result
 
+    def _numerators(self, counts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Exact numerators ``E`` of groups of integer ``counts`` ``(g, m)`` of ``sizes`` rows."""
+        extra = self.n * counts - sizes[:, None] * self.global_counts  # n s (p - q), exact
+        if self.hierarchy is None:
+            return np.clip(extra, 0, None).sum(axis=1)
+        numer = np.zeros(counts.shape[0], dtype=np.int64)
+        for weight, membership in self._nodes:
+            child_extra = extra @ membership.astype(np.int64)
+            positive = np.clip(child_extra, 0, None).sum(axis=1)
+            negative = np.clip(-child_extra, 0, None).sum(axis=1)
+            numer += int(round(weight * self._height)) * np.minimum(positive, negative)
+        return numer
+
+    @property
+    def _height(self) -> int:
+        return self.hierarchy.height if self.hierarchy is not None else 1
+
+    def tree_parts(self) -> TreeParts:
+        """The exact description the compiled k-first uses (see :class:`TreeParts`)."""
+        return tree_parts_of(self.codes, self.global_counts, self.n, self._height, self._nodes)
+
     def cluster_emd(self, labels: np.ndarray) -> np.ndarray:
-        """EMD of every cluster of a partition (dense labels ``0..L-1``)."""
+        """EMD of every cluster of a partition (dense labels ``0..L-1``), exact as
+        :meth:`emd_of_counts`."""
         labels = np.asarray(labels, dtype=np.int64)
         n_clusters = int(labels.max()) + 1 if len(labels) else 0
         if self.hierarchy is None:
@@ -153,20 +191,106 @@ class NominalEMD:
                 if block + 1 < len(bounds)
                 else order[bounds[block] :]
             )
-            counts = np.zeros((last - first, self.m))
-            np.add.at(counts, (labels[rows] - first, self.codes[rows]), 1.0)
+            counts = np.zeros((last - first, self.m), dtype=np.int64)
+            np.add.at(counts, (labels[rows] - first, self.codes[rows]), 1)
             out[first:last] = self.emd_of_counts(counts)
         return out
 
     def _equal_cluster_emd(self, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+        """Sparse route: ``E`` sums ``n c_v - s G_v`` over the values present in a cluster with
+        ``n c_v > s G_v`` (absent values have a negative gap)."""
         pairs, pair_counts = np.unique(labels * self.m + self.codes, return_counts=True)
         cluster = pairs // self.m
         value = pairs % self.m
-        sizes = np.bincount(labels, minlength=n_clusters).astype(np.float64)
-        q = self.global_pmf[value]
-        present_gap = np.abs(pair_counts / sizes[cluster] - q)
-        total = np.bincount(cluster, weights=present_gap - q, minlength=n_clusters)
-        return 0.5 * (total + 1.0)
+        sizes = np.bincount(labels, minlength=n_clusters).astype(np.int64)
+        gap = self.n * pair_counts.astype(np.int64) - sizes[cluster] * self.global_counts[value]
+        numer = np.zeros(n_clusters, dtype=np.int64)
+        np.add.at(numer, cluster, np.clip(gap, 0, None))
+        return numer.astype(np.float64) / (self.n * np.maximum(sizes, 1)).astype(np.float64)
+
+
+class TreeParts(NamedTuple):
+    """A nominal EMD as a tree, for exact incremental updates in compiled code.
+
+    The equal ground distance is the tree of height ``H = 1`` whose root holds every value. For a
+    group of ``s`` rows out of the ``n`` of the table, each *slot* (a child of an inner node: a
+    value, or an inner node below the root) has the gap ``X = n c - s G`` between the group's
+    rows under it (``c``) and the table's (``G``), scaled by ``n s``. An inner node of depth
+    ``d`` adds ``(H - d) * min(POS, NEG)``, the sums of the positive gaps and of the absolute
+    negative gaps of its slots. The EMD is ``E / (H n s)`` with the sum ``E`` over inner nodes.
+
+    Attributes:
+        codes: ``int64 (n_rows,)`` the rows' value codes.
+        path_ptr: ``int64 (m + 1,)``: value ``c``'s slots, bottom-up (its own slot first, the
+            root's child last), are ``path_slot[path_ptr[c]:path_ptr[c + 1]]``.
+        path_slot: ``int64``, see ``path_ptr``.
+        slot_node: ``int64 (slots,)``: the inner node each slot is a child of.
+        slot_count: ``int64 (slots,)``: the table's rows under each slot (``G``).
+        node_weight: ``int64 (nodes,)``: ``H - depth`` of each inner node.
+        table_rows: ``n``.
+        height: ``H``.
+    """
+
+    codes: np.ndarray
+    path_ptr: np.ndarray
+    path_slot: np.ndarray
+    slot_node: np.ndarray
+    slot_count: np.ndarray
+    node_weight: np.ndarray
+    table_rows: int
+    height: int
+
+
+def tree_parts_of(
+    codes: np.ndarray,
+    global_counts: np.ndarray,
+    n: int,
+    height: int,
+    nodes: list[tuple[float, Any]],
+) -> TreeParts:
+    """Build :class:`TreeParts` from the inner nodes of :func:`_inner_nodes` (or, without a
+    hierarchy, one root over every value)."""
+    m = global_counts.shape[0]
+    if not nodes:
+        nodes = [(1.0, np.eye(m))]
+    paths: list[list[int]] = [[] for _ in range(m)]
+    slot_node: list[int] = []
+    slot_count: list[int] = []
+    node_weight: list[int] = []
+    depth_of: list[int] = []
+    for node, (weight, membership) in enumerate(nodes):
+        node_weight.append(int(round(weight * height)))
+        for child in range(membership.shape[1]):
+            under = np.flatnonzero(membership[:, child])
+            if under.size == 0:
+                continue
+            slot = len(slot_node)
+            slot_node.append(node)
+            slot_count.append(int(global_counts[under].sum()))
+            depth_of.append(node_weight[-1])
+            for c in under:
+                paths[c].append(slot)
+    # bottom-up: the slot of the deepest node (the largest H - depth is the shallowest) first
+    for c in range(m):
+        paths[c].sort(key=lambda slot: depth_of[slot])
+    ptr = np.concatenate(([0], np.cumsum([len(p) for p in paths]))).astype(np.int64)
+    flat = [slot for p in paths for slot in p]
+    return TreeParts(
+        np.ascontiguousarray(codes, dtype=np.int64),
+        ptr,
+        np.array(flat, dtype=np.int64),
+        np.array(slot_node, dtype=np.int64),
+        np.array(slot_count, dtype=np.int64),
+        np.array(node_weight, dtype=np.int64),
+        int(n),
+        int(height),
+    )
+
+
+def tree_parts(distance: Any) -> TreeParts | None:
+    """``distance.tree_parts()`` if the distance has that method, else ``None``."""
+    method = getattr(distance, "tree_parts", None)
+    return method() if callable(method) else None
 
 
 def _inner_nodes(hierarchy: Hierarchy, categories: list[str]) -> list[tuple[float, Any]]:

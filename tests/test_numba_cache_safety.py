@@ -1,0 +1,91 @@
+"""Numba's on-disk cache must never run a stale compiled helper.
+
+``cache=True`` keys a cached function on its own source file only. A cached function that calls
+a compiled helper defined in another file keeps running the old helper after that file changes
+(see ``plugins/kernels/_compiled.py``). This test reads every cached compiled function of the
+kernel modules and fails if it calls a compiled function of another module.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from numba.core.registry import CPUDispatcher
+
+import tclose.plugins.kernels as kernels
+
+MODULES = sorted(
+    f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)
+)
+
+
+def load_previous():
+    """``tests/k_first_previous.py`` (the tests run in importlib mode: no sibling imports)."""
+    if "k_first_previous" not in sys.modules:
+        path = Path(__file__).with_name("k_first_previous.py")
+        spec = importlib.util.spec_from_file_location("k_first_previous", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["k_first_previous"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["k_first_previous"]
+
+
+def cached_dispatchers(module):
+    for name, value in vars(module).items():
+        if (
+            isinstance(value, CPUDispatcher)
+            and value.py_func.__module__ == module.__name__
+            and type(value._cache).__name__ != "NullCache"
+        ):
+            yield name, value
+
+
+def called_dispatchers(module, function):
+    """The compiled functions that ``function``'s source calls, by name or ``module.name``."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function.py_func)))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        target = None
+        if isinstance(node.func, ast.Name):
+            target = vars(module).get(node.func.id)
+        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            owner = vars(module).get(node.func.value.id)
+            target = getattr(owner, node.func.attr, None) if owner is not None else None
+        if isinstance(target, CPUDispatcher):
+            yield target
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_cached_functions_call_only_their_own_module(name):
+    module = importlib.import_module(name)
+    foreign = [
+        f"{function_name} calls {callee.py_func.__module__}.{callee.py_func.__name__}"
+        for function_name, function in cached_dispatchers(module)
+        for callee in called_dispatchers(module, function)
+        if callee.py_func.__module__ != module.__name__
+    ]
+    assert not foreign, foreign
+
+
+def test_the_check_finds_a_foreign_call():
+    """The check itself, on the k-first kernel as it was before issue 16 (kept in the tests
+    without the cache): its ``_member_emd`` called the emd module's compiled helpers, which
+    this test reported while that code had ``cache=True``."""
+    k_first_previous = load_previous()
+    callees = {
+        f"{c.py_func.__module__}.{c.py_func.__name__}"
+        for c in called_dispatchers(k_first_previous, k_first_previous._member_emd)
+    }
+    assert callees == {
+        "tclose.plugins.kernels.emd.numerator_sorted",
+        "tclose.plugins.kernels.emd.emd_from_numerator",
+    }
