@@ -16,6 +16,7 @@ from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.kernels.k_first import k_first
 from tclose.plugins.kernels.merge import merge_until_t_close
 from tclose.plugins.merge import PARTNER_OPTIONS
+from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
 
 log = logging.getLogger("tclose")
@@ -31,10 +32,13 @@ class KFirst:
 
     Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
     as for t-first; k-first and the merge loop run in every block with EMDs against the whole
-    table, then the merge loop runs on the whole table if a cluster still exceeds ``t``."""
+    table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
+
+    ``refine`` (off by default, so that the paper's algorithm is what runs): the refinement pass
+    of :mod:`tclose.plugins.refinement` on the final partition."""
 
     name = "k-first"
-    options_schema: Mapping[str, Option] = {**PARTNER_OPTIONS, **BLOCK_OPTIONS}
+    options_schema: Mapping[str, Option] = {**PARTNER_OPTIONS, **REFINE_OPTIONS, **BLOCK_OPTIONS}
     requires_t = True
 
     def partition(
@@ -48,13 +52,15 @@ class KFirst:
         spec = block_spec(self.name, options)
         blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
         if blocks > 1:
-            return partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+            partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+            return apply_refinement(partition, x, distances, k, t, options)
         labels = k_first(x, distances, k, t, progress=_progress())
         initial = len(np.unique(labels))
         labels, merges = merge_until_t_close(
             x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
         )
-        return Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
+        partition = Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
+        return apply_refinement(partition, x, distances, k, t, options)
 
 
 def _progress() -> Callable[[int, int], None]:

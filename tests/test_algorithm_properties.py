@@ -27,6 +27,7 @@ ALGORITHMS = [
     ("k-first", {}),
     ("merge", {"base": "mdav", "partner": "gain", "split": True, "refine": True}),
     ("t-first", {"refine": True}),
+    ("k-first", {"refine": True}),
     ("auto", {}),
 ]
 

@@ -28,6 +28,7 @@ def registry():
         ("t-first", {"refine": True}),
         ("mdav", {"refine": True}),
         ("merge", {"partner": "gain", "split": True, "refine": True}),
+        ("k-first", {"refine": True}),
     ],
 )
 def test_builtin_algorithms_conform(registry, name, options):
