@@ -139,6 +139,8 @@ def _load_entry_points(
     autoload, wanted = _allowed_entry_points()
     loaded: list[tuple[object, str, str]] = []
     broken: list[BrokenPlugin] = []
+    if not autoload and not wanted:
+        return loaded, broken  # not even the installed distributions' metadata is read
     seen: set[str] = set()
     for dist in list(importlib.metadata.distributions()):
         for ep in dist.entry_points:
