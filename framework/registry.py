@@ -104,7 +104,10 @@ class Registry:
             if dialect in provided.obj.dialects:
                 return provided.obj
         known = sorted(d for p in self.connectors.values() for d in p.obj.dialects)
-        raise ConfigError(f"No connector serves the database dialect {dialect!r}. Known: {known}.")
+        broken = "".join(f"\nNote: {b.describe()}" for b in self.broken)
+        raise ConfigError(
+            f"No connector serves the database dialect {dialect!r}. Known: {known}.{broken}"
+        )
 
     def versions(self, names: Iterable[tuple[str, str]]) -> dict[str, str]:
         """``{"kind:name": "provider version"}`` for the (kind, name) pairs a run used."""

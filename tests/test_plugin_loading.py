@@ -160,3 +160,11 @@ def test_entry_points_false_ignores_the_allow_list(installed, monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, "good")
     registry = load_registry(entry_points=False)
     assert "loading-good" not in registry.algorithms and registry.broken == []
+
+
+def test_an_unknown_dialect_names_the_broken_entry_point(installed):
+    from tclose.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="dialect 'oracle'") as error:
+        load_registry().connector_for("oracle")
+    assert "Note: plugin entry point 'broken'" in str(error.value)
