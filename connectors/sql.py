@@ -30,16 +30,18 @@ import secrets
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
 from tclose.redaction import redact_url, remember_secret, url_secrets
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger("tclose")
 
@@ -529,6 +531,8 @@ class Session:
         with_key: bool = True,
     ) -> Iterator[pd.DataFrame]:
         """:meth:`read_rows` as DataFrames; with ``with_key`` the first column is ``__key__``."""
+        import pandas as pd
+
         names = ([KEY_LABEL] if with_key else []) + list(columns)
         for rows in self.read_rows(name, columns, key, chunk_size, with_key):
             yield pd.DataFrame.from_records(rows, columns=names)

@@ -12,7 +12,23 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0"
 
-from .api import AnonymizationResult, anonymize  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
 from .hookspecs import hookimpl  # noqa: E402
 
+if TYPE_CHECKING:
+    from .api import AnonymizationResult, anonymize
+
 __all__ = ["AnonymizationResult", "anonymize", "hookimpl", "__version__"]
+
+_LAZY = {"anonymize", "AnonymizationResult"}
+
+
+def __getattr__(name: str) -> Any:
+    """``anonymize`` and ``AnonymizationResult`` are imported on first use (PEP 562): ``import
+    tclose`` and plugin registration then do not import pandas."""
+    if name in _LAZY:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'tclose' has no attribute {name!r}")

@@ -350,6 +350,12 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
         print(f"{kind}s:")
         for name, provided in sorted(registry.table(kind).items()):
             print(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
+    if registry.broken:
+        print("broken (not loaded):")
+        for broken in registry.broken:
+            print(
+                f"  {broken.entry_point:<16} {broken.distribution} {broken.version}  {broken.error}"
+            )
     return 0
 
 

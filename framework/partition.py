@@ -11,6 +11,7 @@ import numpy as np
 from .encoding import dense_labels
 from .errors import DataError, VerificationError
 from .interfaces import FittedDistance, Partition
+from .kernel_notice import compile_notice
 
 if TYPE_CHECKING:
     from .runner import Resolved
@@ -49,12 +50,13 @@ def cluster_rows(
             f"is possible. Lower k or add rows."
         )
     fitted = []
-    for column, values in confidential.items():
-        distance, options = resolved.distances[column]
-        model = distance.fit(values, {**options, **distance_options.get(column, {})})
-        model.column = column
-        fitted.append(model)
-    partition = resolved.algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
+    with compile_notice():
+        for column, values in confidential.items():
+            distance, options = resolved.distances[column]
+            model = distance.fit(values, {**options, **distance_options.get(column, {})})
+            model.column = column
+            fitted.append(model)
+        partition = resolved.algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
     labels = np.asarray(partition.labels)
     if labels.shape != (n,):
         raise VerificationError(

@@ -25,6 +25,8 @@ from typing import IO
 
 from .config import redact_url
 
+#: The display of the running ``tclose`` command, if any (see :func:`notice`).
+_current: Progress | None = None
 _FRAMES = "|/-\\"
 _CLEAR = "\r\x1b[K"
 _COUNTS: ContextVar[Callable[[int, int], None] | None] = ContextVar("tclose_counts", default=None)
@@ -71,6 +73,8 @@ class Progress:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        global _current
+        _current = self
 
     def __call__(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """Start the phase ``line``, or, if it is the current phase, update its ``done`` count
@@ -105,6 +109,9 @@ class Progress:
             self._thread = None
         with self._lock:
             self._end_phase()
+        global _current
+        if _current is self:
+            _current = None
 
     def __enter__(self) -> Progress:
         return self
@@ -184,3 +191,13 @@ class ConsoleHandler(logging.Handler):
             self.progress.write(self.format(record))
         except Exception:  # logging must never break a run
             self.handleError(record)
+
+
+def notice(text: str) -> None:
+    """Tell the user ``text`` (a full line): above the live line of the running ``tclose``
+    command's display, or, without one (``--quiet``, the Python API), as an INFO log record."""
+    progress = _current
+    if progress is not None:
+        progress.write(text)
+    else:
+        logging.getLogger("tclose").info(text)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,32 @@ DEFAULT_PLUGINS = (
 
 KINDS = ("algorithm", "distance", "connector")
 
+#: Set to ``1`` (or ``true``/``yes``) to load no third-party plugin except those named in
+#: :data:`PLUGINS_ENV` (like pytest's ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``).
+DISABLE_AUTOLOAD_ENV = "TCLOSE_DISABLE_PLUGIN_AUTOLOAD"
+#: Comma-separated entry-point names loaded even when autoload is disabled.
+PLUGINS_ENV = "TCLOSE_PLUGINS"
+
+log = logging.getLogger("tclose")
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A ``tclose`` entry point that could not be loaded, and why (the rest still load)."""
+
+    entry_point: str
+    value: str
+    distribution: str
+    version: str
+    error: str
+
+    def describe(self) -> str:
+        """One line naming the entry point, its distribution and the error."""
+        return (
+            f"plugin entry point {self.entry_point!r} ({self.value}) of distribution "
+            f"{self.distribution} {self.version} failed to load: {self.error}"
+        )
+
 
 @dataclass(frozen=True)
 class Provided:
@@ -51,6 +79,7 @@ class Registry:
     distances: dict[str, Provided] = field(default_factory=dict)
     connectors: dict[str, Provided] = field(default_factory=dict)
     manager: pluggy.PluginManager | None = None
+    broken: list[BrokenPlugin] = field(default_factory=list)
 
     def table(self, kind: str) -> dict[str, Provided]:
         tables = {"algorithm": self.algorithms, "distance": self.distances}
@@ -62,9 +91,10 @@ class Registry:
         table = self.table(kind)
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
+            broken = "".join(f"\nNote: {b.describe()}" for b in self.broken)
             raise ConfigError(
                 f"==> At {path}\nUnknown {kind} {name!r}. Available: {known}. "
-                f"Run 'tclose plugins' to list them."
+                f"Run 'tclose plugins' to list them.{broken}"
             )
         return table[name].obj
 
@@ -74,7 +104,10 @@ class Registry:
             if dialect in provided.obj.dialects:
                 return provided.obj
         known = sorted(d for p in self.connectors.values() for d in p.obj.dialects)
-        raise ConfigError(f"No connector serves the database dialect {dialect!r}. Known: {known}.")
+        broken = "".join(f"\nNote: {b.describe()}" for b in self.broken)
+        raise ConfigError(
+            f"No connector serves the database dialect {dialect!r}. Known: {known}.{broken}"
+        )
 
     def versions(self, names: Iterable[tuple[str, str]]) -> dict[str, str]:
         """``{"kind:name": "provider version"}`` for the (kind, name) pairs a run used."""
@@ -85,13 +118,65 @@ class Registry:
         return out
 
 
-def _provider_of(manager: pluggy.PluginManager, plugin: object) -> tuple[str, str]:
-    for registered, distribution in manager.list_plugin_distinfo():
+def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -> tuple[str, str]:
+    for registered, name, version in distributions:
         if registered is plugin:
-            return distribution.project_name, distribution.version
+            return name, version
     from . import __version__
 
     return "tclose", __version__
+
+
+def _allowed_entry_points() -> tuple[bool, list[str]]:
+    """(autoload, allow-list) from :data:`DISABLE_AUTOLOAD_ENV` and :data:`PLUGINS_ENV`."""
+    disabled = os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    return not disabled, names
+
+
+def _load_entry_points(
+    manager: pluggy.PluginManager,
+) -> tuple[list[tuple[object, str, str]], list[BrokenPlugin]]:
+    """Register the ``tclose`` entry points the environment allows; an entry point that fails to
+    import is returned as a :class:`BrokenPlugin` (and logged) instead of stopping the others."""
+    autoload, wanted = _allowed_entry_points()
+    loaded: list[tuple[object, str, str]] = []
+    broken: list[BrokenPlugin] = []
+    if not autoload and not wanted:
+        return loaded, broken  # not even the installed distributions' metadata is read
+    seen: set[str] = set()
+    for dist in list(importlib.metadata.distributions()):
+        for ep in dist.entry_points:
+            if ep.group != hookspecs.PROJECT or ep.name in seen:
+                continue
+            if not autoload and ep.name not in wanted:
+                continue
+            seen.add(ep.name)
+            dist_name, dist_version = dist.metadata["Name"] or "?", dist.version or "?"
+            try:
+                plugin = ep.load()
+                manager.register(plugin, name=ep.name)
+            except Exception as error:  # any import or hook-validation failure of third-party code
+                problem = BrokenPlugin(
+                    ep.name, ep.value, dist_name, dist_version, f"{type(error).__name__}: {error}"
+                )
+                log.warning("%s", problem.describe())
+                broken.append(problem)
+                continue
+            loaded.append((plugin, dist_name, dist_version))
+    for name in wanted:
+        if name not in seen:
+            problem = BrokenPlugin(
+                name,
+                "?",
+                "?",
+                "?",
+                f"{PLUGINS_ENV} names it but no installed distribution "
+                f"provides it in the {hookspecs.PROJECT!r} entry-point group",
+            )
+            log.warning("%s", problem.describe())
+            broken.append(problem)
+    return loaded, broken
 
 
 def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = True) -> Registry:
@@ -100,7 +185,10 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
     Args:
         extra_plugins: plugin objects or modules to register after the built-ins (used by tests and
             by applications embedding tclose).
-        entry_points: whether to load third-party plugins from the ``tclose`` entry-point group.
+        entry_points: whether to load third-party plugins from the ``tclose`` entry-point group
+            (all of them, or, when ``TCLOSE_DISABLE_PLUGIN_AUTOLOAD=1``, only the entry-point
+            names listed in ``TCLOSE_PLUGINS``). An entry point that fails to import does not stop
+            the others: it is logged and listed in :attr:`Registry.broken`.
 
     Raises:
         PluginError: two plugins register the same name (the message names both).
@@ -109,12 +197,14 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
     manager.add_hookspecs(hookspecs)
     for module_name in DEFAULT_PLUGINS:
         manager.register(importlib.import_module(module_name), name=module_name)
+    distributions: list[tuple[object, str, str]] = []
+    broken: list[BrokenPlugin] = []
     if entry_points:
-        manager.load_setuptools_entrypoints(hookspecs.PROJECT)
+        distributions, broken = _load_entry_points(manager)
     for plugin in extra_plugins:
         manager.register(plugin)
 
-    registry = Registry(manager=manager)
+    registry = Registry(manager=manager, broken=broken)
     hooks = {
         "algorithm": manager.hook.register_algorithms,
         "distance": manager.hook.register_distances,
@@ -123,7 +213,7 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
     for kind, hook in hooks.items():
         table = registry.table(kind)
         for impl in reversed(hook.get_hookimpls()):  # registration order
-            provider, version = _provider_of(manager, impl.plugin)
+            provider, version = _provider_of(distributions, impl.plugin)
             plugin_name = impl.plugin_name
 
             def register(

@@ -17,13 +17,13 @@ the table. A table name may be schema-qualified (``audit.tclose_runs``).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql
+from typing import TYPE_CHECKING, Any
 
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
+
+if TYPE_CHECKING:  # imported when used: registering the plugin does not need SQLAlchemy
+    import sqlalchemy as sa
 
 #: The audit table's columns, in order (a pre-existing table must have at least these).
 COLUMNS = (
@@ -51,6 +51,9 @@ COLUMNS = (
 
 def audit_table(name: str, metadata: sa.MetaData | None = None) -> sa.Table:
     """The audit table's definition; ``name`` may be ``schema.table``."""
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import mysql, postgresql
+
     schema, _, table = name.rpartition(".")
     report_type = (
         sa.JSON()
@@ -119,6 +122,8 @@ def append_report(engine: sa.Engine, table_name: str, report: dict[str, Any]) ->
     Raises:
         DataError: the table exists without the audit columns.
     """
+    import sqlalchemy as sa
+
     table = audit_table(table_name)
     row = audit_row(report)
     if engine.dialect.name in ("mysql", "mariadb"):
@@ -155,6 +160,8 @@ def run_finished(report: dict[str, Any], config: Any) -> None:
 def _engine(url: str, password_file: str | None) -> sa.Engine:
     """The engine of the target's registered connector (its driver and URL rules, e.g.
     ``postgresql://`` through psycopg 3), else a plain SQLAlchemy engine."""
+    import sqlalchemy as sa
+
     from tclose.connectors.sql import url_with_password
     from tclose.errors import TcloseError
     from tclose.registry import load_registry

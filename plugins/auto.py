@@ -37,9 +37,6 @@ from tclose.blocks import BLOCK_OPTIONS
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import BudgetExceeded, merge_until_t_close
-from tclose.plugins.kernels.refine import refine, sse_of
 
 __all__ = ["Auto"]
 
@@ -113,6 +110,10 @@ class Auto:
 
     @staticmethod
     def _merge(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
+        from tclose.plugins.kernels.mdav import mdav
+        from tclose.plugins.kernels.merge import merge_until_t_close
+        from tclose.plugins.kernels.refine import refine
+
         labels = mdav(run.x, run.k)
         labels, merges = merge_until_t_close(
             run.x,
@@ -175,6 +176,9 @@ class _Run:
         plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
         left; later candidates must finish by the deadline.
         """
+        from tclose.plugins.kernels.merge import BudgetExceeded
+        from tclose.plugins.kernels.refine import refine, sse_of
+
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.skip(name, "the time budget was spent by the earlier candidates")
             return

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,10 +45,9 @@ from tclose.blocks import (
 from tclose.encoding import dense_labels
 from tclose.executors import run_tasks
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Partition
-from tclose.plugins.kernels.emd import OrderedEMD, OrderedParts
-from tclose.plugins.kernels.merge import merge_until_t_close
-from tclose.plugins.kernels.nominal import tree_parts
-from tclose.plugins.kernels.t_first import cluster_size, strata_sizes
+
+if TYPE_CHECKING:
+    from tclose.plugins.kernels.emd import OrderedParts
 
 log = logging.getLogger("tclose")
 
@@ -92,6 +91,8 @@ class OrderedReference:
 
 def reference_of(distance: FittedDistance) -> Any:
     """The part of a fitted distance that block tasks need (sent once per worker)."""
+    from tclose.plugins.kernels.emd import OrderedEMD
+
     if isinstance(distance, OrderedEMD):
         return OrderedReference(
             distance.name,
@@ -183,6 +184,8 @@ class RestrictedOrderedEMD:
         """The exact description the compiled kernels use (merge loop, k-first): the block rows'
         codes among the whole table's values, and the whole table's cumulative counts.
         ``None`` when the whole table's numerators are not exact in ``int64``."""
+        from tclose.plugins.kernels.emd import OrderedParts
+
         ref = self.reference
         if not ref.exact:
             return None
@@ -295,6 +298,8 @@ class RestrictedDistance:
     def tree_parts(self) -> Any:
         """The distance's tree description (k-first's compiled nominal path) with the block rows'
         codes, EMDs against the whole table; ``None`` if the distance has none."""
+        from tclose.plugins.kernels.nominal import tree_parts
+
         parts = tree_parts(self.distance)
         return None if parts is None else parts._replace(codes=self.codes)
 
@@ -356,6 +361,8 @@ def partition_blocked(
         ``block_seconds`` (splitting, tasks, final check).
     """
     from tclose.plugins.block_tasks import Block, Shared, block_task
+    from tclose.plugins.kernels.merge import merge_until_t_close
+    from tclose.plugins.kernels.t_first import cluster_size, strata_sizes
 
     x = np.ascontiguousarray(x, dtype=np.float64)
     n = x.shape[0]

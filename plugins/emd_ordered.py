@@ -9,7 +9,6 @@ import numpy as np
 
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option
-from tclose.plugins.kernels.emd import OrderedEMD
 
 
 class OrderedEMDDistance:
@@ -29,6 +28,8 @@ class OrderedEMDDistance:
     )
 
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
+        from tclose.plugins.kernels.emd import OrderedEMD
+
         return OrderedEMD.fit(values)
 
 

@@ -13,8 +13,6 @@ from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.merge import merge_until_t_close
 from tclose.plugins.merge import PARTNER_OPTIONS
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
@@ -54,6 +52,9 @@ class KFirst:
         if blocks > 1:
             partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
             return apply_refinement(partition, x, distances, k, t, options)
+        from tclose.plugins.kernels.k_first import k_first
+        from tclose.plugins.kernels.merge import merge_until_t_close
+
         labels = k_first(x, distances, k, t, progress=_progress())
         initial = len(np.unique(labels))
         labels, merges = merge_until_t_close(

@@ -11,7 +11,6 @@ from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels.mdav import mdav
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -55,6 +54,8 @@ class MDAV:
             partition = partition_blocked(self.name, x, distances, k, None, options, spec, blocks)
             partition.info["t_enforced"] = False
             return apply_refinement(partition, x, distances, k, None, options)
+        from tclose.plugins.kernels.mdav import mdav
+
         partition = Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
         return apply_refinement(partition, x, distances, k, None, options)
 

@@ -11,10 +11,7 @@ from tclose.blocks import BLOCK_OPTIONS, block_spec
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import PARTNERS, merge_until_t_close
-from tclose.plugins.kernels.t_first import t_first
+from tclose.plugins.kernels import PARTNERS
 from tclose.plugins.refinement import REFINE_OPTIONS, SPLIT_OPTION, apply_refinement, split_large
 
 BASES = ("mdav", "k-first", "t-first")
@@ -70,6 +67,11 @@ class Merge:
             partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
             partition.info["base"] = base
             return self._finish(partition, x, distances, k, t, options)
+        from tclose.plugins.kernels.k_first import k_first
+        from tclose.plugins.kernels.mdav import mdav
+        from tclose.plugins.kernels.merge import merge_until_t_close
+        from tclose.plugins.kernels.t_first import t_first
+
         if base == "mdav":
             labels = mdav(x, k)
         elif base == "k-first":

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.kernels.refine import refine
 
 __all__ = ["REFINE_OPTIONS", "SPLIT_OPTION", "apply_refinement", "split_large"]
 
@@ -60,6 +59,8 @@ def apply_refinement(
     if not options.get("refine", False):
         return partition
     seconds = options.get("refine_seconds", 0.0) or None
+    from tclose.plugins.kernels.refine import refine
+
     labels, info = refine(
         x,
         np.asarray(partition.labels),
@@ -84,5 +85,7 @@ def split_large(
     (``info["split"]``: how many splits)."""
     if not options.get("split", False):
         return partition
+    from tclose.plugins.kernels.refine import refine
+
     labels, info = refine(x, np.asarray(partition.labels), distances, k, t, passes=1, moves=False)
     return Partition(labels, {**partition.info, "splits": info.get("splits", 0)})

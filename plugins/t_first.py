@@ -12,8 +12,7 @@ from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels.merge import PARTNERS, merge_until_t_close
-from tclose.plugins.kernels.t_first import cluster_size, t_first
+from tclose.plugins.kernels import PARTNERS
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -68,6 +67,9 @@ class TFirst:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
+        from tclose.plugins.kernels.merge import merge_until_t_close
+        from tclose.plugins.kernels.t_first import cluster_size, t_first
+
         stratifying = _stratifying(distances, options["stratify"])
         spec = block_spec(self.name, options)
         n = x.shape[0]

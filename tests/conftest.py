@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -9,6 +10,12 @@ import pytest
 import yaml
 
 from tclose.demo import create_demo_database
+from tclose.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV
+
+# The project's tests see only the built-ins, whatever third-party plugins are installed: a test
+# that needs an entry point opts in with TCLOSE_PLUGINS (monkeypatch.setenv), subprocesses inherit.
+os.environ[DISABLE_AUTOLOAD_ENV] = "1"
+os.environ.pop(PLUGINS_ENV, None)
 
 
 @pytest.fixture
@@ -123,7 +130,6 @@ def sqlite_run(tmp_path: Path, demo_db: Path) -> SQLiteHelpers:
 # (CI=true), where it fails them. Every test gets a unique table-name prefix and its tables are
 # dropped afterwards, so the suite can run repeatedly and concurrently.
 
-import os  # noqa: E402
 import secrets  # noqa: E402
 
 import sqlalchemy as sa  # noqa: E402

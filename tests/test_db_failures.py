@@ -105,8 +105,10 @@ def register_algorithms(register):
 
 
 @pytest.fixture
-def plugin_path(tmp_path: Path) -> Path:
-    """A folder holding the test plugin and its distribution metadata (entry point)."""
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding the test plugin and its distribution metadata (entry point), opted in
+    by name (the suite disables plugin autoload)."""
+    monkeypatch.setenv("TCLOSE_PLUGINS", "test")
     folder = tmp_path / "plugin"
     info = folder / "tclose_test_plugin-0.1.dist-info"
     info.mkdir(parents=True)

@@ -32,6 +32,12 @@ def _installed():
         pytest.skip(message)
 
 
+@pytest.fixture(autouse=True)
+def _opted_in(monkeypatch):
+    """The suite disables plugin autoload (conftest.py); these tests load the example by name."""
+    monkeypatch.setenv("TCLOSE_PLUGINS", "sortagg")
+
+
 def test_entry_point_registers_the_algorithm_with_its_distribution():
     provided = load_registry().algorithms["principal-sort"]
     assert (provided.provider, provided.version) == ("tclose-sortagg", "0.1.0")

@@ -56,7 +56,7 @@ from tclose.plugins.kernels.emd import max_emd_of_rows
 __all__ = ["PARTNERS", "BudgetExceeded", "merge_until_t_close"]
 
 Partner = Literal["nearest", "min-emd", "gain"]
-PARTNERS = ("nearest", "min-emd", "gain")
+from tclose.plugins.kernels import PARTNERS  # noqa: E402  (light: option declarations use it)
 
 
 class BudgetExceeded(RuntimeError):

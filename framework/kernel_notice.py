@@ -1,0 +1,81 @@
+"""Tell the user when Numba compiles kernels (a cache miss), once, with how long it took.
+
+The built-in kernels are compiled by Numba on their first use on a machine and cached on disk
+(``cache=True``, next to the modules or in ``NUMBA_CACHE_DIR``); later runs load them in a fraction
+of a second. A first run can therefore spend seconds compiling: :func:`compile_notice` says so on
+stderr (through :func:`tclose.progress.notice`) instead of leaving an unexplained wait.
+
+Only compilations in this process are seen (not those in the worker processes of a blocked run).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .progress import notice
+
+_lock = threading.Lock()
+
+
+class _CompileWatch:
+    """A Numba event listener timing the outermost ``numba:compile`` events (nested compilations
+    of called kernels are part of their caller's)."""
+
+    def __init__(self) -> None:
+        from numba.core import event
+
+        class Listener(event.Listener):
+            def on_start(inner, ev: Any) -> None:  # noqa: N805
+                self.start()
+
+            def on_end(inner, ev: Any) -> None:  # noqa: N805
+                self.end()
+
+        self.listener = Listener()
+        self.depth = 0
+        self.started = 0.0
+        self.seconds = 0.0
+        self.kernels = 0
+
+    def start(self) -> None:
+        with _lock:
+            self.depth += 1
+            if self.depth > 1:
+                return
+            self.started = time.perf_counter()
+            if self.kernels == 0:
+                notice(
+                    "compiling Numba kernels for this machine (first run only: later runs "
+                    "load them from the cache)..."
+                )
+
+    def end(self) -> None:
+        with _lock:
+            self.depth -= 1
+            if self.depth == 0:
+                self.seconds += time.perf_counter() - self.started
+                self.kernels += 1
+
+
+@contextmanager
+def compile_notice() -> Iterator[_CompileWatch]:
+    """Within the block, announce the first Numba compilation and, at the end, how many kernels
+    were compiled and in how many seconds (nothing at all when every kernel came from the cache).
+    """
+    from numba.core import event
+
+    watch = _CompileWatch()
+    event.register("numba:compile", watch.listener)
+    try:
+        yield watch
+    finally:
+        event.unregister("numba:compile", watch.listener)
+        if watch.kernels:
+            notice(
+                f"compiled {watch.kernels} Numba kernel(s) in {watch.seconds:.1f} s "
+                "(cached for the next runs)"
+            )

@@ -1,0 +1,85 @@
+"""Start-up stays light (issue 14): ``import tclose`` and the plugin registry do not import pandas
+(nor, for ``import tclose``, Numba or SQLAlchemy), and a Numba compilation is announced once with
+its duration. Timings themselves are in bench/bench_startup.py, not here."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tclose
+from tclose import progress
+from tclose.kernel_notice import compile_notice
+
+
+def _modules_after(code: str) -> set[str]:
+    script = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_import_tclose_imports_no_heavy_dependency():
+    modules = _modules_after("import tclose")
+    assert not {"pandas", "numba", "sqlalchemy", "scipy"} & modules
+
+
+def test_plugin_registration_does_not_import_pandas():
+    modules = _modules_after("from tclose.registry import load_registry; load_registry()")
+    assert "pandas" not in modules
+    assert "tclose.api" not in modules
+
+
+def test_the_lazy_api_names_still_work():
+    from tclose.api import AnonymizationResult, anonymize
+
+    assert tclose.anonymize is anonymize
+    assert tclose.AnonymizationResult is AnonymizationResult
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = tclose.nothing
+
+
+def _fresh_kernel():
+    from numba import njit
+
+    @njit  # no cache: compiled on its first call in this process
+    def total(values):
+        result = 0.0
+        for v in values:
+            result += v
+        return result
+
+    return total
+
+
+def test_a_compilation_is_announced_once_with_its_duration():
+    stream = io.StringIO()
+    display = progress.Progress(stream, live=False)
+    kernel = _fresh_kernel()
+    try:
+        with compile_notice() as watch:
+            kernel(np.arange(3.0))
+            kernel(np.arange(4.0))  # same types: no second compilation
+        with compile_notice() as again:
+            kernel(np.arange(5.0))
+    finally:
+        display.close()
+    lines = stream.getvalue().splitlines()
+    assert watch.kernels == 1 and watch.seconds > 0 and again.kernels == 0
+    assert sum("compiling Numba kernels" in line for line in lines) == 1
+    [done] = [line for line in lines if line.startswith("compiled ")]
+    assert done.startswith("compiled 1 Numba kernel(s) in ") and "cached" in done
+
+
+def test_without_a_display_the_notice_is_a_log_record(caplog, monkeypatch):
+    monkeypatch.setattr(progress, "_current", None)
+    kernel = _fresh_kernel()
+    with caplog.at_level("INFO", logger="tclose"), compile_notice():
+        kernel(np.arange(2.0))
+    assert "compiling Numba kernels" in caplog.text and "compiled 1 Numba kernel(s)" in caplog.text
