@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -236,9 +236,18 @@ class MySQLSession(Session):
         column = sa.Column("src_key", key_type, nullable=False)
         return [column, sa.Index("tclose_map_key", column, mysql_length=255)]
 
-    def publish(self, staging: TableName, target: TableName, replace: bool) -> None:
+    publishes_in_transaction = False
+
+    def publish(
+        self,
+        staging: TableName,
+        target: TableName,
+        replace: bool,
+        before_commit: Callable[[Any], None] | None = None,
+    ) -> None:
         """``RENAME TABLE`` of both names in one statement (atomic; it commits the staging rows,
-        verified in this transaction), then drop the old target."""
+        verified in this transaction), then drop the old target. ``before_commit`` is never
+        called: the RENAME commits by itself (:attr:`publishes_in_transaction` is false)."""
         quoted = self.database.qualified
         with self.database.errors(f"publishing {target}"):
             exists = self.database.exists(target, self.connection)

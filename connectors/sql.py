@@ -730,12 +730,24 @@ class Session:
 
     # --- publishing -----------------------------------------------------------------------------
 
-    def publish(self, staging: TableName, target: TableName, replace: bool) -> None:
+    #: Whether :meth:`publish` calls ``before_commit`` inside its transaction (DDL that does not
+    #: commit by itself).
+    publishes_in_transaction: ClassVar[bool] = True
+
+    def publish(
+        self,
+        staging: TableName,
+        target: TableName,
+        replace: bool,
+        before_commit: Callable[[Connection], None] | None = None,
+    ) -> None:
         """Swap ``staging`` in under ``target``'s name and commit, atomically.
 
         The base implementation (SQLite, PostgreSQL) drops the old target and renames the staging
-        table in the session's transaction, then commits. Raises :class:`DataError` if the
-        target exists and not ``replace``.
+        table in the session's transaction, calls ``before_commit`` with the session's connection
+        (the audit record is written there), then commits. Raises :class:`DataError` if the
+        target exists and not ``replace``; whatever ``before_commit`` raises rolls everything
+        back.
         """
         with self.database.errors(f"publishing {target}"):
             exists = self.database.exists(target, self.connection)
@@ -751,6 +763,8 @@ class Session:
                 f"RENAME TO {self.database.quote(target.name)}"
             )
             self.renamed(target)
+            if before_commit is not None:
+                before_commit(self.connection)
             self.execute("COMMIT")
             self.published = True
 

@@ -61,6 +61,22 @@ def register_connectors(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
+def run_publishing(report: dict[str, Any], config: Any, connection: Any) -> None:
+    """Called inside the publishing transaction, on databases whose DDL is transactional
+    (SQLite, PostgreSQL): after the verified table got the target's name, before the commit.
+
+    ``report`` is the audit report as it will stand if the commit succeeds (``run.published`` is
+    true; the ``publish`` timing is not known yet); ``config`` is the run's configuration;
+    ``connection`` is the SQLAlchemy ``Connection`` of that transaction. What an implementation
+    writes with it commits or rolls back together with the published table, so an audit record
+    and the release it describes cannot exist one without the other. An exception here rolls the
+    publish back: nothing is published and the run fails (exit 3). Not called where publishing
+    commits by itself (MySQL/MariaDB ``RENAME TABLE``) nor in a dry run: there ``run_finished``
+    is the only record, and the published table carries the run id.
+    """
+
+
+@hookspec
 def run_finished(report: dict[str, Any], config: Any) -> None:
     """Called once after every run that reached verification, published or not.
 

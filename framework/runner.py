@@ -297,9 +297,49 @@ def _run(
     )
     staging_table.info.update(target=target_name, run_id=run_id)
     staging_table.comment = f"tclose run {run_id}"  # kept by the published table where supported
+
     # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
     # the target session (staging table created first, so that a missing permission fails before
     # any work) and a read-only source session whose snapshot serves both passes.
+    def make_report(published: bool, audited_in_publish: bool = False) -> dict[str, Any]:
+        """The audit report of this run (variables of the phases, read when called)."""
+        report = report_module.build_report(
+            config,
+            registry,
+            resolved,
+            n_read,
+            labels,
+            partition,
+            verification,
+            encoded,
+            replaced,
+            timer.seconds,
+            started,
+            published=published,
+            dry_run=dry_run,
+            source_url=source_db.redacted_url,
+            target_url=target_db.redacted_url,
+            output_columns=[ROW_COLUMN, *output_columns],
+            measures=measures,
+        )
+        report["run"]["id"] = run_id  # the id in the owned names (and the table's comment)
+        if audited_in_publish:
+            report["run"]["audited_in_publish"] = True
+        return report
+
+    def record_in_publish(connection: Any) -> None:
+        """The ``run_publishing`` hooks, inside the publishing transaction."""
+        draft = make_report(True, audited_in_publish=True)
+        registry.manager.hook.run_publishing(report=draft, config=config, connection=connection)
+
+    record_publish = (
+        record_in_publish
+        if registry.manager is not None
+        and registry.manager.hook.run_publishing.get_hookimpls()
+        and getattr(target_db.session_class, "publishes_in_transaction", False)
+        else None
+    )
+    audited_in_publish = False
     joined = target_db is source_db and source_db.joins_in_snapshot
     published = False
     verification = None
@@ -382,32 +422,17 @@ def _run(
                 deferral.start()  # from here an interrupt waits until the outcome is recorded
                 with timer.phase("publish"):
                     target.publish(
-                        staging_name, target_name, replace=target_spec.if_exists == "replace"
+                        staging_name,
+                        target_name,
+                        replace=target_spec.if_exists == "replace",
+                        before_commit=record_publish,
                     )
+                audited_in_publish = record_publish is not None
                 published = deferral.published = True
         except VerificationError as error:
             failure = error
     # Reported once the sessions have ended (a failed verification has rolled back the staging).
-    report = report_module.build_report(
-        config,
-        registry,
-        resolved,
-        n_read,
-        labels,
-        partition,
-        verification,
-        encoded,
-        replaced,
-        timer.seconds,
-        started,
-        published=published,
-        dry_run=dry_run,
-        source_url=source_db.redacted_url,
-        target_url=target_db.redacted_url,
-        output_columns=[ROW_COLUMN, *output_columns],
-        measures=measures,
-    )
-    report["run"]["id"] = run_id  # the id in the owned names (and the published table's comment)
+    report = make_report(published, audited_in_publish)
     report_module.finish(report, registry, config, report_path)
     if failure is not None:
         failure.report = report

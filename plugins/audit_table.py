@@ -122,33 +122,52 @@ def append_report(engine: sa.Engine, table_name: str, report: dict[str, Any]) ->
     Raises:
         DataError: the table exists without the audit columns.
     """
+    with engine.begin() as connection:
+        append_with(connection, table_name, report)
+
+
+def append_with(connection: sa.Connection, table_name: str, report: dict[str, Any]) -> None:
+    """Create the audit table if needed and append the row of ``report`` with ``connection``,
+    in its current transaction.
+
+    Raises:
+        DataError: the table exists without the audit columns.
+    """
     import sqlalchemy as sa
 
     table = audit_table(table_name)
     row = audit_row(report)
-    if engine.dialect.name in ("mysql", "mariadb"):
+    if connection.dialect.name in ("mysql", "mariadb"):
         import json
 
         row["report"] = json.dumps(row["report"])
-    with engine.begin() as connection:
-        table.create(connection, checkfirst=True)
-        present = {
-            c["name"] for c in sa.inspect(connection).get_columns(table.name, schema=table.schema)
-        }
-        missing = [c for c in COLUMNS if c not in present]
-        if missing:
-            raise DataError(
-                f"The audit table {table_name} exists but lacks the column(s) "
-                f"{', '.join(missing)}; point report.table at a new table name."
-            )
-        connection.execute(table.insert(), [row])
+    table.create(connection, checkfirst=True)
+    present = {
+        c["name"] for c in sa.inspect(connection).get_columns(table.name, schema=table.schema)
+    }
+    missing = [c for c in COLUMNS if c not in present]
+    if missing:
+        raise DataError(
+            f"The audit table {table_name} exists but lacks the column(s) "
+            f"{', '.join(missing)}; point report.table at a new table name."
+        )
+    connection.execute(table.insert(), [row])
+
+
+@hookimpl
+def run_publishing(report: dict[str, Any], config: Any, connection: Any) -> None:
+    """Append the run to ``report.table`` in the publishing transaction (SQLite, PostgreSQL),
+    so that the release and its audit row commit together."""
+    name = getattr(config, "report_table", None)
+    if name:
+        append_with(connection, name, report)
 
 
 @hookimpl
 def run_finished(report: dict[str, Any], config: Any) -> None:
     """Append the run to ``report.table`` in the target database, if configured."""
     name = getattr(config, "report_table", None)
-    if not name:
+    if not name or report.get("run", {}).get("audited_in_publish"):
         return
     engine = _engine(config.target.url, config.target.password_file)
     try:

@@ -199,7 +199,10 @@ def test_kill_campaign(db, plugin_path, tmp_path):
         if signum == signal.SIGKILL:
             assert code == -signal.SIGKILL, what
             assert not report.exists(), what  # never a truncated report
-            assert audited == [], what
+            if published and db.dialect != "mysql":  # committed with the release
+                assert len(audited) == 1, what
+            else:
+                assert audited == [], what
             if db.dialect == "mysql" and not published:
                 assert len(left) <= 1 and all(db.rows(t) == [] for t in left), what
             else:

@@ -68,15 +68,20 @@ def test_a_failed_verification_is_recorded(sqlite_run, singletons_registry):
     assert "discharges_anon" not in sqlite_run.tables()
 
 
-def test_an_incompatible_table_warns_and_keeps_the_outcome(sqlite_run, capsys):
+def test_an_incompatible_table_warns_after_a_dry_run_and_stops_a_publish(sqlite_run, capsys):
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("CREATE TABLE tclose_audit (run_id TEXT PRIMARY KEY, note TEXT)")
     document = sqlite_run.config()
     document["report"] = {"table": "tclose_audit"}
-    assert main(["run", str(sqlite_run.write(document))]) == 0
+    config = str(sqlite_run.write(document))
+    assert main(["run", config, "--dry-run"]) == 0  # recorded after the run: a warning only
     err = capsys.readouterr().err
     assert "WARNING" in err and "lacks the column(s) started_at" in err
-    assert "discharges_anon" in sqlite_run.tables()
+    # Publishing writes the row in the publish transaction (tests/test_audit_in_publish.py):
+    # a row that cannot be written stops the release.
+    assert main(["run", config]) == 3
+    assert "lacks the column(s) started_at" in capsys.readouterr().err
+    assert "discharges_anon" not in sqlite_run.tables()
 
 
 def test_no_table_configured_writes_nothing(sqlite_run):
