@@ -241,8 +241,37 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     run_id = published_run_id(config)
     if run_id is not None:
         print(f"run   published by tclose run {run_id} (the table's comment)")
+        _rebuild_audit_record(config, run_id, verification, checks, report)
     print("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1
+
+
+def _rebuild_audit_record(
+    config: Any, run_id: str, verification: Any, checks: list[dict], report: dict | None
+) -> None:
+    """Append the audit row of run ``run_id`` if ``report.table`` lacks it (a run killed between
+    its publish and its report); a failure to write it is a warning, never the verdict."""
+    if not config.report_table:
+        return
+    import sqlalchemy as sa
+
+    from tclose.plugins.audit_table import rebuild_record
+
+    try:
+        rebuilt = rebuild_record(config, run_id, verification, checks, report)
+    except (TcloseError, sa.exc.SQLAlchemyError) as error:
+        first = redact_url(str(error)).splitlines()[0] if str(error) else ""
+        print(
+            f"warning: could not rebuild the audit record of run {run_id} in "
+            f"{config.report_table}: {type(error).__name__}: {first}",
+            file=sys.stderr,
+        )
+        return
+    if rebuilt:
+        print(
+            f"audit rebuilt the audit record of run {run_id} in {config.report_table} "
+            "(its row was missing: the run ended between its publish and its report)"
+        )
 
 
 def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str, Any]:

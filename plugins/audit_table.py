@@ -197,3 +197,104 @@ def _timestamp(text: str | None) -> dt.datetime | None:
     if not text:
         return None
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def has_run(engine: sa.Engine, table_name: str, run_id: str) -> bool:
+    """Whether the audit table ``table_name`` exists and holds a row of run ``run_id``."""
+    table = audit_table(table_name)
+    with engine.connect() as connection:
+        if not sa.inspect(connection).has_table(table.name, schema=table.schema):
+            return False
+        found = connection.execute(
+            sa.select(table.c.run_id).where(table.c.run_id == run_id).limit(1)
+        )
+        return found.first() is not None
+
+
+def rebuilt_report(
+    config: Any,
+    run_id: str,
+    verification: Any,
+    checks: list[dict[str, Any]],
+    run_report: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report of run ``run_id`` as ``tclose verify`` rebuilds it from what it measured.
+
+    ``run_report`` is the run's own report (``--report``, same run id): then it is the base and
+    keeps the run's times; otherwise ``started``/``finished`` are the time of the rebuild (the
+    run's own times were lost with its report) and the row counts of the source are unknown.
+    Either way ``verification`` is today's verdict and ``run.rebuilt_by`` marks the row.
+    """
+    import copy
+    import json
+
+    from tclose import __version__
+    from tclose.report import to_json
+
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    passed = all(c["passed"] for c in checks)
+    rebuilt = {"rebuilt_by": "tclose verify", "rebuilt_at": now}
+    if run_report is not None:
+        report = copy.deepcopy(run_report)
+        report["run"].update(rebuilt, published=True)
+        report["verification"] = {
+            **report.get("verification", {}),
+            "passed": passed,
+            "checks": checks,
+            "at_run": run_report.get("verification", {}).get("passed"),
+        }
+        return json.loads(to_json(report))
+    rebuilt["times"] = "started and finished are the time of the rebuild, not of the run"
+    report = {
+        "tool": {"name": "tclose", "version": __version__},
+        "run": {"id": run_id, "started": now, "finished": now, "dry_run": False, "published": True}
+        | rebuilt,
+        "config_sha256": config.digest(),
+        "source": {"table": config.source.table, "rows": None},
+        "target": {
+            "table": config.target.table,
+            "rows": int(sum(verification.class_sizes)),
+            "content_digest": verification.content_digest,
+        },
+        "algorithm": {"name": config.algorithm},
+        "privacy": {
+            "k": config.k,
+            "t": config.t,
+            "k_achieved": verification.k_achieved,
+            "t_achieved": verification.t_achieved,
+        },
+        "verification": {"passed": passed, "checks": checks},
+    }
+    return json.loads(to_json(report))  # NumPy numbers as JSON numbers, as in a run's report
+
+
+def rebuild_record(
+    config: Any,
+    run_id: str,
+    verification: Any,
+    checks: list[dict[str, Any]],
+    run_report: dict[str, Any] | None = None,
+) -> bool:
+    """Append the audit row of run ``run_id`` to ``config.report_table`` if it has none (the run
+    was killed between its publish and its report); ``True`` if a row was appended.
+
+    Raises:
+        DataError: the table exists without the audit columns.
+        sqlalchemy.exc.SQLAlchemyError: the row could not be written (e.g. no write access).
+    """
+    if run_report is not None and run_report.get("run", {}).get("id") != run_id:
+        run_report = None  # another run's record: not this one's
+    engine = _engine(config.target.url, config.target.password_file)
+    try:
+        if has_run(engine, config.report_table, run_id):
+            return False
+        report = rebuilt_report(config, run_id, verification, checks, run_report)
+        try:
+            append_report(engine, config.report_table, report)
+        except sa.exc.IntegrityError:
+            if has_run(engine, config.report_table, run_id):
+                return False  # another verify rebuilt it meanwhile
+            raise
+        return True
+    finally:
+        engine.dispose()

@@ -238,3 +238,10 @@ def _verify_names_the_run(db, document, what) -> None:
     with contextlib.redirect_stdout(capture):
         assert main(["-q", "verify", str(db.write_config(document, "v.yaml"))]) == 0, what
     assert "published by tclose run " in capture.getvalue(), (what, capture.getvalue())
+    # its audit row is missing (killed, or deleted by the campaign): verify rebuilds it, once
+    run_id = capture.getvalue().split("published by tclose run ", 1)[1].split()[0]
+    assert f"rebuilt the audit record of run {run_id}" in capture.getvalue(), what
+    audit = document["report"]["table"]
+    rows = db.rows(audit, "run_id, published, verified")
+    assert [(r[0], bool(r[1]), bool(r[2])) for r in rows] == [(run_id, True, True)], what
+    db.execute(f"DELETE FROM {db.quote(audit)}")
