@@ -201,6 +201,8 @@ def _timestamp(text: str | None) -> dt.datetime | None:
 
 def has_run(engine: sa.Engine, table_name: str, run_id: str) -> bool:
     """Whether the audit table ``table_name`` exists and holds a row of run ``run_id``."""
+    import sqlalchemy as sa
+
     table = audit_table(table_name)
     with engine.connect() as connection:
         if not sa.inspect(connection).has_table(table.name, schema=table.schema):
@@ -282,6 +284,8 @@ def rebuild_record(
         DataError: the table exists without the audit columns.
         sqlalchemy.exc.SQLAlchemyError: the row could not be written (e.g. no write access).
     """
+    import sqlalchemy as sa
+
     if run_report is not None and run_report.get("run", {}).get("id") != run_id:
         run_report = None  # another run's record: not this one's
     engine = _engine(config.target.url, config.target.password_file)

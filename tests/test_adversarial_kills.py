@@ -118,7 +118,10 @@ def _campaign() -> list[tuple[str, signal.Signals, int]]:
 
 
 @pytest.fixture
-def plugin_path(tmp_path: Path) -> Path:
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The kill plugin's folder and distribution metadata, opted in by name (the suite disables
+    plugin autoload)."""
+    monkeypatch.setenv("TCLOSE_PLUGINS", "kill")
     folder = tmp_path / "plugin"
     info = folder / "tclose_kill_plugin-0.1.dist-info"
     info.mkdir(parents=True)
