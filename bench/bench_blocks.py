@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from tclose.blocks import AUTO_CLUSTERS_PER_BLOCK
-from tclose.encoding import cluster_means, dense_labels
+from tclose.encoding import dense_labels
 from tclose.options import validate_options
 from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst
@@ -72,6 +72,15 @@ def synthetic_table(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.n
     x -= x.mean(axis=0)
     x /= x.std(axis=0)
     return x, confidential
+
+
+def cluster_means(matrix: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Mean of each column per cluster: shape ``(L, d)`` for dense labels ``0..L-1``."""
+    n_clusters = int(labels.max()) + 1 if len(labels) else 0
+    counts = np.bincount(labels, minlength=n_clusters).astype(np.float64)
+    sums = np.zeros((n_clusters, matrix.shape[1]))
+    np.add.at(sums, labels, matrix)
+    return sums / counts[:, None]
 
 
 def sse(x: np.ndarray, labels: np.ndarray) -> float:
