@@ -146,9 +146,6 @@ class SQLDatabase:
         """The URL with its password and credential parameters replaced by ``***``."""
         return redact_url(self.url)
 
-    def same_database(self, other: SQLDatabase) -> bool:
-        return self.url == other.url
-
     @property
     def joins_in_snapshot(self) -> bool:
         """Whether a same-database target is built by ``INSERT ... SELECT ... JOIN`` inside the
@@ -275,20 +272,6 @@ class SQLDatabase:
             f"==> At source ==> At key: key\nTable {table.fullname} has no single-column primary "
             f"key; name a unique, non-null column as source.key."
         )
-
-    def count(self, name: TableName) -> int:
-        """The number of rows of table ``name``."""
-        table = self.table(name)
-        with self.errors(f"counting rows of {name}"), self.engine.connect() as connection:
-            return int(connection.execute(sa.select(sa.func.count()).select_from(table)).scalar())
-
-    def drop_if_exists(self, name: TableName) -> bool:
-        """Drop table ``name`` if it exists (committed at once); return whether it existed."""
-        with self.errors(f"dropping {name}"), self.engine.begin() as connection:
-            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
-                return False
-            sa.Table(name.name, sa.MetaData(), schema=name.schema).drop(connection)
-            return True
 
     # --- reading outside a run ------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ import pandas as pd
 from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .columns import check_column_fates, resolve_key, with_key
-from .config import AttributeSpec, Config, redact_url
-from .errors import ConfigError, DataError, TcloseError, VerificationError
+from .config import AttributeSpec, Config
+from .errors import ConfigError, DataError, VerificationError
 from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
@@ -633,8 +633,3 @@ def _verify_staging(
         source_confidential,
     )
     return _with_scan(verification, scan)
-
-
-def describe_error(error: TcloseError) -> str:
-    """The message of ``error`` with any URL password redacted."""
-    return redact_url(str(error))
