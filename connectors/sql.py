@@ -167,7 +167,7 @@ class SQLDatabase:
         except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
             raise self.describe(error, action) from None
 
-    def describe(self, error: BaseException, action: str) -> DataError:
+    def describe(self, error: BaseException | None, action: str) -> DataError:
         """The :class:`DataError` for a driver error raised while doing ``action``."""
         text = " ".join(str(error).split()) or type(error).__name__
         return DataError(f"Database error while {action} on {self.redacted_url}: {text}")
@@ -482,7 +482,7 @@ class Session:
         key: str | None = None,
         chunk_size: int = 50_000,
         with_key: bool = True,
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[Sequence[Sequence[Any]]]:
         """Stream ``columns`` of table ``name`` ordered by the row key, as lists of tuples of the
         driver's Python values (``None`` for NULL), through a server-side cursor.
 
@@ -525,7 +525,7 @@ class Session:
         statement: sa.Select,
         chunk_size: int,
         column_types: Sequence[sa.types.TypeEngine] = (),
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[Sequence[Sequence[Any]]]:
         """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
         chunks; ``column_types`` are the reflected types of the selected columns (after the
         key), for a dialect that chooses a transfer format by type."""
@@ -644,7 +644,7 @@ class Session:
         for table in tables:
             table.drop(self.connection)
 
-    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.schema.SchemaItem]:
         """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
         index it needs; the source key is known to be unique and non-null."""
         return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
@@ -690,7 +690,7 @@ class Session:
         if not rows:
             return
         sql = self.insert_sql(table, columns)
-        cursor = self.connection.connection.driver_connection.cursor()
+        cursor = driver_connection(self.connection).cursor()
         with self.database.errors(f"writing {table.fullname}"):
             try:
                 cursor.executemany(sql, rows)
@@ -779,6 +779,13 @@ def _connection(engine: Engine, connection: Connection | None) -> Iterator[Conne
     else:
         with engine.connect() as fresh:
             yield fresh
+
+
+def driver_connection(connection: Connection) -> Any:
+    """The driver's own connection (psycopg, PyMySQL, sqlite3) under a checked-out ``connection``."""
+    raw = connection.connection.driver_connection
+    assert raw is not None  # set while the connection is checked out of the pool
+    return raw
 
 
 def random_suffix() -> str:

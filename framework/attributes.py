@@ -247,12 +247,12 @@ class QuasiIdentifier:
         """Per-row term of the mixed distance between original and published values (weight
         excluded): the squared standardized difference for numbers and dates, the squared
         scaled rank difference for ordinals, the 0/1 or hierarchical distance for nominals."""
-        if self.type in ("numeric", "date", "datetime"):
-            assert self.values is not None  # set for every numeric/date attribute
         if self.type == "numeric":
+            assert self.values is not None  # set for every numeric/date attribute
             return _squared_gap(self.values, np.asarray(published, dtype=np.float64), self.std)
         if self.type in ("date", "datetime"):
             numbers = published.astype("datetime64[ns]").astype(np.int64).astype(np.float64)
+            assert self.values is not None  # set for every numeric/date attribute
             return _squared_gap(self.values, numbers, self.std)
         names = pd.Series(published, dtype=object).fillna(MISSING).astype(str)
         codes = pd.Categorical(names, categories=self.categories).codes.astype(np.int64)

@@ -46,11 +46,11 @@ COLUMNS = (
 
 
 def plan(
-    config: Config, algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float]
+    config: Config, algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float | None]
 ) -> list[tuple[str, int, float | None]]:
     """The settings to run: every algorithm × k × t (an algorithm that does not use t, such as
     ``mdav``, runs once per k)."""
-    settings = []
+    settings: list[tuple[str, int, float | None]] = []
     for name in algorithms:
         for k in ks:
             for t in ts:

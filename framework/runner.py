@@ -108,6 +108,7 @@ def resolve_distances(
         if attribute.role != "confidential":
             continue
         path = f"attributes.{attribute.name}.distance"
+        assert attribute.distance is not None  # validation requires one for confidential
         distance = registry.get("distance", attribute.distance, path)
         if attribute.type not in distance.attribute_types:
             raise ConfigError(
@@ -220,7 +221,9 @@ def run(
     try:
         return _run(config, registry, dry_run, report_path, progress, deferral)
     except BaseException as error:
-        error.published = deferral.published or bool(getattr(error, "published", False))
+        # Any exception (KeyboardInterrupt too) says whether the table was published.
+        published = deferral.published or bool(getattr(error, "published", False))
+        error.published = published  # type: ignore[attr-defined]
         raise
     finally:
         deferral.end(deferral.published)
@@ -330,6 +333,7 @@ def _run(
     def record_in_publish(connection: Any) -> None:
         """The ``run_publishing`` hooks, inside the publishing transaction."""
         draft = make_report(True, audited_in_publish=True)
+        assert registry.manager is not None  # record_publish below is None without a manager
         registry.manager.hook.run_publishing(report=draft, config=config, connection=connection)
 
     record_publish = (
