@@ -189,7 +189,7 @@ class MySQLSession(Session):
         finally:
             cursor.close()
 
-    def end(self, failed: bool) -> None:
+    def end(self) -> None:
         if self.published or self.staging is None:
             if not self.published:
                 self.execute("ROLLBACK")

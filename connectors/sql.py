@@ -391,7 +391,7 @@ class SQLDatabase:
                 session.begin(staging)
             yield session
         except BaseException:
-            session.close(failed=True)
+            session.close()
             raise
         session.close()
 
@@ -444,7 +444,7 @@ class Session:
         """
         return []
 
-    def close(self, failed: bool = False) -> None:
+    def close(self) -> None:
         """End the session: roll back unless published, drop what must not outlive it, close.
 
         Cleanup errors are logged, never raised over the error that ended the session.
@@ -453,7 +453,7 @@ class Session:
             return
         self.closed = True
         try:
-            self.end(failed)
+            self.end()
         except Exception as error:  # the connection may be gone; the server cleans up then
             log.warning(
                 "cleanup after the session on %s failed: %s",
@@ -464,7 +464,7 @@ class Session:
             with contextlib.suppress(Exception):
                 self.connection.close()
 
-    def end(self, failed: bool) -> None:
+    def end(self) -> None:
         """Roll back whatever is still open (the dialect may also drop what it committed)."""
         if not self.published:
             self.execute("ROLLBACK")

@@ -59,7 +59,7 @@ class SQLiteSession(Session):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
         super().insert_rows(table, columns, rows)
 
-    def end(self, failed: bool) -> None:
+    def end(self) -> None:
         raw = driver_connection(self.connection)
         if raw.in_transaction and not self.published:
             self.execute("ROLLBACK")
