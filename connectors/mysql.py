@@ -29,7 +29,7 @@ from sqlalchemy.dialects import mysql
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import OLD_MARK, Session, SQLDatabase, TableName, random_suffix
+from .sql import OLD_MARK, Session, SQLDatabase, TableName, driver_connection, random_suffix
 
 log = logging.getLogger("tclose")
 
@@ -177,7 +177,7 @@ class MySQLSession(Session):
         import pymysql.cursors
 
         sql = str(statement.compile(dialect=self.database.engine.dialect))
-        raw = self.connection.connection.driver_connection
+        raw = driver_connection(self.connection)
         cursor = raw.cursor(pymysql.cursors.SSCursor)
         try:
             cursor.execute(sql, ())  # parameters given so that PyMySQL turns %% back into %
@@ -189,7 +189,7 @@ class MySQLSession(Session):
         finally:
             cursor.close()
 
-    def end(self, failed: bool) -> None:
+    def end(self) -> None:
         if self.published or self.staging is None:
             if not self.published:
                 self.execute("ROLLBACK")
@@ -225,7 +225,7 @@ class MySQLSession(Session):
         for table in tables:
             self.execute(f"DROP TEMPORARY TABLE {self.database.qualified(table)}")
 
-    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.schema.SchemaItem]:
         """A text or binary key without a length cannot be a MySQL key: it gets a prefix index
         instead (the join still compares whole values)."""
         unbounded = isinstance(key_type, (sa.Text, sa.LargeBinary)) or (
@@ -300,8 +300,9 @@ class MySQLDatabase(SQLDatabase):
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"
 
-    def describe(self, error: BaseException, action: str) -> DataError:
-        code = error.args[0] if getattr(error, "args", None) else None
+    def describe(self, error: BaseException | None, action: str) -> DataError:
+        args = getattr(error, "args", None)
+        code = args[0] if args else None
         if code == RECORD_CHANGED:
             return DataError(
                 f"The source table changed while tclose was reading it (another transaction "

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import Session, SQLDatabase, TableName, random_suffix
+from .sql import Session, SQLDatabase, TableName, driver_connection, random_suffix
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
 LOCK_WAIT_SECONDS = 30
@@ -87,7 +87,7 @@ class PostgreSQLSession(Session):
         a type psycopg decodes from binary by itself, else in text format (psycopg returns the
         binary form of a type it does not know — an enum, an extension's type — as bytes)."""
         sql = str(statement.compile(dialect=self.database.engine.dialect))
-        raw = self.connection.connection.driver_connection
+        raw = driver_connection(self.connection)
         binary = all(
             isinstance(t, _BINARY_SAFE) and not isinstance(t, (sa.Enum, postgresql.CITEXT))
             for t in column_types
@@ -145,7 +145,7 @@ class PostgreSQLSession(Session):
     def copy(self, table: sa.Table, columns: Sequence[str], binary: bool) -> Any:
         names = ", ".join(self.database.quote(c) for c in columns)
         options = " (FORMAT BINARY)" if binary else ""
-        cursor = self.connection.connection.driver_connection.cursor()
+        cursor = driver_connection(self.connection).cursor()
         return cursor.copy(f"COPY {self.database.qualified(table)} ({names}) FROM STDIN{options}")
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
@@ -204,7 +204,7 @@ class PostgreSQLDatabase(SQLDatabase):
     def server_version(self) -> int:
         if not hasattr(self, "_server_version"):
             with self.errors("connecting to postgresql"), self.engine.connect() as connection:
-                raw = connection.connection.driver_connection
+                raw = driver_connection(connection)
                 self._server_version = int(raw.info.server_version)
         return self._server_version
 

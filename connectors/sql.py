@@ -146,9 +146,6 @@ class SQLDatabase:
         """The URL with its password and credential parameters replaced by ``***``."""
         return redact_url(self.url)
 
-    def same_database(self, other: SQLDatabase) -> bool:
-        return self.url == other.url
-
     @property
     def joins_in_snapshot(self) -> bool:
         """Whether a same-database target is built by ``INSERT ... SELECT ... JOIN`` inside the
@@ -170,7 +167,7 @@ class SQLDatabase:
         except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
             raise self.describe(error, action) from None
 
-    def describe(self, error: BaseException, action: str) -> DataError:
+    def describe(self, error: BaseException | None, action: str) -> DataError:
         """The :class:`DataError` for a driver error raised while doing ``action``."""
         text = " ".join(str(error).split()) or type(error).__name__
         return DataError(f"Database error while {action} on {self.redacted_url}: {text}")
@@ -275,20 +272,6 @@ class SQLDatabase:
             f"==> At source ==> At key: key\nTable {table.fullname} has no single-column primary "
             f"key; name a unique, non-null column as source.key."
         )
-
-    def count(self, name: TableName) -> int:
-        """The number of rows of table ``name``."""
-        table = self.table(name)
-        with self.errors(f"counting rows of {name}"), self.engine.connect() as connection:
-            return int(connection.execute(sa.select(sa.func.count()).select_from(table)).scalar())
-
-    def drop_if_exists(self, name: TableName) -> bool:
-        """Drop table ``name`` if it exists (committed at once); return whether it existed."""
-        with self.errors(f"dropping {name}"), self.engine.begin() as connection:
-            if not sa.inspect(connection).has_table(name.name, schema=name.schema):
-                return False
-            sa.Table(name.name, sa.MetaData(), schema=name.schema).drop(connection)
-            return True
 
     # --- reading outside a run ------------------------------------------------------------------
 
@@ -408,7 +391,7 @@ class SQLDatabase:
                 session.begin(staging)
             yield session
         except BaseException:
-            session.close(failed=True)
+            session.close()
             raise
         session.close()
 
@@ -461,7 +444,7 @@ class Session:
         """
         return []
 
-    def close(self, failed: bool = False) -> None:
+    def close(self) -> None:
         """End the session: roll back unless published, drop what must not outlive it, close.
 
         Cleanup errors are logged, never raised over the error that ended the session.
@@ -470,7 +453,7 @@ class Session:
             return
         self.closed = True
         try:
-            self.end(failed)
+            self.end()
         except Exception as error:  # the connection may be gone; the server cleans up then
             log.warning(
                 "cleanup after the session on %s failed: %s",
@@ -481,7 +464,7 @@ class Session:
             with contextlib.suppress(Exception):
                 self.connection.close()
 
-    def end(self, failed: bool) -> None:
+    def end(self) -> None:
         """Roll back whatever is still open (the dialect may also drop what it committed)."""
         if not self.published:
             self.execute("ROLLBACK")
@@ -499,7 +482,7 @@ class Session:
         key: str | None = None,
         chunk_size: int = 50_000,
         with_key: bool = True,
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[Sequence[Sequence[Any]]]:
         """Stream ``columns`` of table ``name`` ordered by the row key, as lists of tuples of the
         driver's Python values (``None`` for NULL), through a server-side cursor.
 
@@ -542,7 +525,7 @@ class Session:
         statement: sa.Select,
         chunk_size: int,
         column_types: Sequence[sa.types.TypeEngine] = (),
-    ) -> Iterator[list[tuple]]:
+    ) -> Iterator[Sequence[Sequence[Any]]]:
         """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
         chunks; ``column_types`` are the reflected types of the selected columns (after the
         key), for a dialect that chooses a transfer format by type."""
@@ -661,7 +644,7 @@ class Session:
         for table in tables:
             table.drop(self.connection)
 
-    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.SchemaItem]:
+    def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.schema.SchemaItem]:
         """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
         index it needs; the source key is known to be unique and non-null."""
         return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
@@ -707,7 +690,7 @@ class Session:
         if not rows:
             return
         sql = self.insert_sql(table, columns)
-        cursor = self.connection.connection.driver_connection.cursor()
+        cursor = driver_connection(self.connection).cursor()
         with self.database.errors(f"writing {table.fullname}"):
             try:
                 cursor.executemany(sql, rows)
@@ -796,6 +779,13 @@ def _connection(engine: Engine, connection: Connection | None) -> Iterator[Conne
     else:
         with engine.connect() as fresh:
             yield fresh
+
+
+def driver_connection(connection: Connection) -> Any:
+    """The driver's own connection (psycopg, PyMySQL, sqlite3) under a checked-out ``connection``."""
+    raw = connection.connection.driver_connection
+    assert raw is not None  # set while the connection is checked out of the pool
+    return raw
 
 
 def random_suffix() -> str:

@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import Session, SQLDatabase, TableName
+from .sql import Session, SQLDatabase, TableName, driver_connection
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30
@@ -59,8 +59,8 @@ class SQLiteSession(Session):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
         super().insert_rows(table, columns, rows)
 
-    def end(self, failed: bool) -> None:
-        raw = self.connection.connection.driver_connection
+    def end(self) -> None:
+        raw = driver_connection(self.connection)
         if raw.in_transaction and not self.published:
             self.execute("ROLLBACK")
         if self.read_only:
@@ -89,7 +89,7 @@ class SQLiteDatabase(SQLDatabase):
 
     session_class = SQLiteSession
 
-    def describe(self, error: BaseException, action: str) -> DataError:
+    def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)
         if "locked" in str(error):
             return DataError(
@@ -103,8 +103,8 @@ class SQLiteDatabase(SQLDatabase):
         uri = self.url.query.get("uri") in ("true", "1") or str(self.url.database).startswith(
             "file:"
         )
-        if not memory and not uri and not Path(self.url.database).is_file():
-            path = Path(self.url.database).absolute()
+        if not memory and not uri and not Path(str(self.url.database)).is_file():
+            path = Path(str(self.url.database)).absolute()
             raise DataError(
                 f"The SQLite database file {path} does not exist"
                 + (" (it is a folder)" if path.is_dir() else "")

@@ -39,8 +39,6 @@ import pandas as pd
 from .errors import DataError
 from .hierarchy import Hierarchy
 
-QI_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
-MISSING_POLICIES = ("error", "category", "exclude-rows")
 #: The value a NULL takes under ``missing: category``; written back as NULL.
 MISSING = "(missing)"
 
@@ -209,6 +207,7 @@ class QuasiIdentifier:
         """The published value of every row given dense cluster labels."""
         n_clusters = int(labels.max()) + 1 if len(labels) else 0
         if self.type in ("numeric", "date", "datetime"):
+            assert self.values is not None  # set for every numeric/date attribute
             counts = np.bincount(labels, minlength=n_clusters)
             means = _cluster_means(labels, self.values, counts, n_clusters)
             out = means[labels]
@@ -219,6 +218,7 @@ class QuasiIdentifier:
                 instants = (instants + np.timedelta64(12, "h")).astype("datetime64[D]")
             return instants
         if self.type == "ordinal":
+            assert self.codes is not None  # set for every ordinal/nominal attribute
             order = np.lexsort((self.codes, labels))
             sizes = np.bincount(labels, minlength=n_clusters)
             starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -227,6 +227,7 @@ class QuasiIdentifier:
         return self._decode(self._nominal_centre(labels, n_clusters)[labels])
 
     def _nominal_centre(self, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+        assert self.codes is not None  # set for every ordinal/nominal attribute
         m = len(self.categories)
         counts = np.zeros((n_clusters, m))
         np.add.at(counts, (labels, self.codes), 1.0)
@@ -247,9 +248,11 @@ class QuasiIdentifier:
         excluded): the squared standardized difference for numbers and dates, the squared
         scaled rank difference for ordinals, the 0/1 or hierarchical distance for nominals."""
         if self.type == "numeric":
+            assert self.values is not None  # set for every numeric/date attribute
             return _squared_gap(self.values, np.asarray(published, dtype=np.float64), self.std)
         if self.type in ("date", "datetime"):
             numbers = published.astype("datetime64[ns]").astype(np.int64).astype(np.float64)
+            assert self.values is not None  # set for every numeric/date attribute
             return _squared_gap(self.values, numbers, self.std)
         names = pd.Series(published, dtype=object).fillna(MISSING).astype(str)
         codes = pd.Categorical(names, categories=self.categories).codes.astype(np.int64)

@@ -26,8 +26,8 @@ from .config import Config, load_config
 from .errors import ConfigError
 from .measures import measure_configured
 from .partition import cluster_rows
-from .registry import Registry, load_registry
-from .runner import Resolved, _dialect, _read_inputs, resolve_plugins, with_attribute_options
+from .registry import Registry, dialect_of, load_registry
+from .runner import Resolved, _read_inputs, resolve_plugins, with_attribute_options
 from .verify import verify_rows
 
 COLUMNS = (
@@ -46,11 +46,11 @@ COLUMNS = (
 
 
 def plan(
-    config: Config, algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float]
+    config: Config, algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float | None]
 ) -> list[tuple[str, int, float | None]]:
     """The settings to run: every algorithm × k × t (an algorithm that does not use t, such as
     ``mdav``, runs once per k)."""
-    settings = []
+    settings: list[tuple[str, int, float | None]] = []
     for name in algorithms:
         for k in ks:
             for t in ts:
@@ -143,7 +143,7 @@ def compare(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     runs = resolve_all(config, plan(config, algorithms, ks, ts), registry)
-    database = registry.connector_for(_dialect(config.source.url)).connect(
+    database = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
     line = f"reading {config.source.table}"

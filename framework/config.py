@@ -96,7 +96,7 @@ class Config:
     """A validated run configuration (plugin options are checked later, against the registry)."""
 
     source: TableSpec
-    target: TableSpec | None
+    target: TableSpec
     attributes: dict[str, AttributeSpec]
     k: int
     t: float | None

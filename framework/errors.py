@@ -16,6 +16,8 @@ class TcloseError(Exception):
     """Base class of every error tclose reports to a user."""
 
     exit_code = 3
+    #: whether the target table was published before the error (set by the runner).
+    published: bool = False
 
 
 class VerificationError(TcloseError):
@@ -26,6 +28,8 @@ class VerificationError(TcloseError):
     def __init__(self, message: str, checks: list[dict] | None = None) -> None:
         super().__init__(message)
         self.checks = checks or []
+        #: the run's report (the verdict and its checks), attached by the runner.
+        self.report: dict | None = None
 
 
 class ConfigError(TcloseError):

@@ -29,7 +29,7 @@ def refuse_same_table(
     is the source table under another name or URL, or the audit table is the target."""
     if not all(hasattr(db, "table_identity") for db in (source_db, target_db)):
         # A connector that cannot say what its tables are: compare what is known.
-        def identify(db: Any, name: Any) -> tuple:
+        def identify(db: Any, name: Any) -> tuple | None:
             return (id(db), str(name))
 
     else:

@@ -69,5 +69,5 @@ class Deferral:
                 signal.raise_signal(received)  # SIGTERM without a handler: terminate, as asked
             name = signal.Signals(received).name
             interrupt = KeyboardInterrupt(f"signal {name}")
-            interrupt.published = published
+            interrupt.published = published  # type: ignore[attr-defined]  # read via getattr by the CLI
             raise interrupt

@@ -381,7 +381,7 @@ def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
     scale = np.sqrt(qi.weight)
     if qi.type in _CONTINUOUS:
         numbers = continuous_values(qi, published)
-        return (standardized_like(numbers, qi.values) * scale)[:, None]
+        return (standardized_like(numbers, _values(qi)) * scale)[:, None]
     codes = category_codes(qi, published)
     m = len(qi.categories)
     if qi.type == "ordinal":
@@ -449,9 +449,9 @@ def measure_release(
     columns = [np.asarray(published[q.name]) for q in qis]
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
     continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
-    pairs = [rescaled(q.values, continuous_values(q, published[q.name])) for q in continuous]
-    before = np.column_stack([b for b, _ in pairs]) if continuous else None
-    after = np.column_stack([a for _, a in pairs]) if continuous else None
+    pairs = [rescaled(_values(q), continuous_values(q, published[q.name])) for q in continuous]
+    before = np.column_stack([b for b, _ in pairs]) if continuous else np.empty((n, 0))
+    after = np.column_stack([a for _, a in pairs]) if continuous else np.empty((n, 0))
     sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
     linkage = None
     if linked:
@@ -472,13 +472,13 @@ def measure_release(
         "il1s": il1s(before, after, sd) if continuous else None,
         "correlation_max_diff": _correlations(encoded, published, confidential_types, confidential),
         "moments": {
-            q.name: moment_changes(q.values, continuous_values(q, published[q.name]))
+            q.name: moment_changes(_values(q), continuous_values(q, published[q.name]))
             for q in qis
             if q.type == "numeric"
         },
         "categorical_total_variation": {
             q.name: total_variation(
-                q.codes, category_codes(q, published[q.name]), len(q.categories)
+                _codes(q), category_codes(q, published[q.name]), len(q.categories)
             )
             for q in qis
             if q.type not in _CONTINUOUS
@@ -489,6 +489,18 @@ def measure_release(
 
 
 _UTILITY = ("il1s", "correlation_max_diff")
+
+
+def _values(qi: QuasiIdentifier) -> np.ndarray:
+    """The source numbers of a numeric/date QI (always set for those types)."""
+    assert qi.values is not None, qi.name
+    return qi.values
+
+
+def _codes(qi: QuasiIdentifier) -> np.ndarray:
+    """The source codes of an ordinal/nominal QI (always set for those types)."""
+    assert qi.codes is not None, qi.name
+    return qi.codes
 
 
 def _release_classes(columns: Sequence[np.ndarray], labels: np.ndarray | None) -> np.ndarray:

@@ -77,7 +77,7 @@ class ContentDigest:
         sha256, from_bytes = hashlib.sha256, int.from_bytes
         total = self.total
         for row in rows:
-            total += from_bytes(sha256(repr(row).encode("utf-8", "surrogatepass")).digest())
+            total += from_bytes(sha256(repr(row).encode("utf-8", "surrogatepass")).digest(), "big")
         self.rows += len(rows)
         self.total = total % _MODULUS
 
@@ -132,7 +132,9 @@ class UniqueTracker:
             if column in self.repeated:
                 continue
             hashed = (
-                np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts]) if parts else []
+                np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts])
+                if parts
+                else np.empty(0, dtype=np.uint64)
             )
             if self.rows >= 2 and len(hashed) >= 1 and len(np.unique(hashed)) == len(hashed):
                 found.append(column)

@@ -71,6 +71,12 @@ class Provided:
     plugin: str
 
 
+def dialect_of(url: str) -> str:
+    """The SQLAlchemy dialect of a database URL, as :meth:`Registry.connector_for` takes it:
+    the scheme without its driver (``"postgresql"`` for ``postgresql+psycopg://...``)."""
+    return url.split("://", 1)[0].split("+", 1)[0]
+
+
 @dataclass
 class Registry:
     """Everything the loaded plugins registered, by kind and name."""

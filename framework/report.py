@@ -31,6 +31,7 @@ from .attributes import MISSING, EncodedTable
 from .config import redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
+from .registry import dialect_of
 
 if TYPE_CHECKING:
     from .config import Config
@@ -276,7 +277,7 @@ def build_report(
     if config is not None:
         for url in (config.source.url, config.target.url):
             with contextlib.suppress(ConfigError):  # no connector known: nothing to record
-                used.append(("connector", registry.connector_for(_dialect(url)).name))
+                used.append(("connector", registry.connector_for(dialect_of(url)).name))
     written = (
         n
         if verification is None
@@ -365,10 +366,6 @@ def _add_release_facts(report: dict[str, Any], verification: Verification | None
     if linkage is not None:
         report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
         report["verification"]["linking_columns"] = linkage.get("linking_columns", [])
-
-
-def _dialect(url: str) -> str:
-    return url.split("://", 1)[0].split("+", 1)[0]
 
 
 def _jsonable(value: Any) -> Any:

@@ -21,8 +21,8 @@ import pandas as pd
 from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .columns import check_column_fates, resolve_key, with_key
-from .config import AttributeSpec, Config, redact_url
-from .errors import ConfigError, DataError, TcloseError, VerificationError
+from .config import AttributeSpec, Config
+from .errors import ConfigError, DataError, VerificationError
 from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
@@ -31,7 +31,7 @@ from .options import validate_options
 from .partition import cluster_rows
 from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
-from .registry import Registry, load_registry
+from .registry import Registry, dialect_of, load_registry
 from .verify import Verification, verify_rows
 
 log = logging.getLogger("tclose")
@@ -108,6 +108,7 @@ def resolve_distances(
         if attribute.role != "confidential":
             continue
         path = f"attributes.{attribute.name}.distance"
+        assert attribute.distance is not None  # validation requires one for confidential
         distance = registry.get("distance", attribute.distance, path)
         if attribute.type not in distance.attribute_types:
             raise ConfigError(
@@ -220,7 +221,9 @@ def run(
     try:
         return _run(config, registry, dry_run, report_path, progress, deferral)
     except BaseException as error:
-        error.published = deferral.published or bool(getattr(error, "published", False))
+        # Any exception (KeyboardInterrupt too) says whether the table was published.
+        published = deferral.published or bool(getattr(error, "published", False))
+        error.published = published  # type: ignore[attr-defined]
         raise
     finally:
         deferral.end(deferral.published)
@@ -242,14 +245,14 @@ def _run(
     started = time.time()
     say = progress or (lambda *_args, **_counts: None)
 
-    source_connector = registry.connector_for(_dialect(config.source.url))
+    source_connector = registry.connector_for(dialect_of(config.source.url))
     source_db = source_connector.connect(config.source.url, config.source.password_file)
     target_spec = config.target
     target_db = (
         source_db
         if target_spec.url == config.source.url
         and target_spec.password_file == config.source.password_file
-        else registry.connector_for(_dialect(target_spec.url)).connect(
+        else registry.connector_for(dialect_of(target_spec.url)).connect(
             target_spec.url, target_spec.password_file
         )
     )
@@ -330,6 +333,7 @@ def _run(
     def record_in_publish(connection: Any) -> None:
         """The ``run_publishing`` hooks, inside the publishing transaction."""
         draft = make_report(True, audited_in_publish=True)
+        assert registry.manager is not None  # record_publish below is None without a manager
         registry.manager.hook.run_publishing(report=draft, config=config, connection=connection)
 
     record_publish = (
@@ -440,11 +444,6 @@ def _run(
     return RunResult(report, published, verification, labels)
 
 
-def _dialect(url: str) -> str:
-    scheme = url.split("://", 1)[0]
-    return scheme.split("+", 1)[0]
-
-
 def _transformed_chunks(
     source, config: Config, source_name, output_columns, keys, new_rows, replaced, set_aside: set
 ) -> Iterator[list[tuple]]:
@@ -519,7 +518,7 @@ def verify_published(
     t_checked = config.t if provided is None or provided.obj.requires_t else None
     source_confidential = None
     if against_source:
-        source_db = registry.connector_for(_dialect(config.source.url)).connect(
+        source_db = registry.connector_for(dialect_of(config.source.url)).connect(
             config.source.url, config.source.password_file
         )
         say(f"reading the source table {config.source.table}")
@@ -528,7 +527,7 @@ def verify_published(
         keys, encoded, _set_aside = _read_inputs(source_db, config)
         source_confidential = encoded.confidential
         expected_rows = len(keys)
-    target_db = registry.connector_for(_dialect(config.target.url)).connect(
+    target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
     say(f"reading the published table {config.target.table}")
@@ -562,7 +561,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     from tclose.connectors.sql import TableName
 
     registry = registry or load_registry()
-    database = registry.connector_for(_dialect(config.target.url)).connect(
+    database = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
     comment = getattr(database, "table_comment", lambda _name: None)(
@@ -633,8 +632,3 @@ def _verify_staging(
         source_confidential,
     )
     return _with_scan(verification, scan)
-
-
-def describe_error(error: TcloseError) -> str:
-    """The message of ``error`` with any URL password redacted."""
-    return redact_url(str(error))

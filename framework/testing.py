@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,6 @@ class Case:
     confidential: dict[str, np.ndarray]
     k: int
     t: float
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 def cases(seed: int = 0) -> Iterator[Case]:

@@ -12,7 +12,7 @@ from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.kernels import PARTNERS
+from tclose.plugins.merge import PARTNER_OPTIONS
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -45,15 +45,7 @@ class TFirst:
             "Confidential column whose order forms the strata "
             "(default: the first confidential attribute).",
         ),
-        "partner": Option(
-            str,
-            "nearest",
-            "Merge partner rule if a cluster still exceeds t.",
-            choices=PARTNERS,
-        ),
-        "candidates": Option(
-            int, 5, "Nearest clusters examined by partners 'min-emd' and 'gain'.", min=1
-        ),
+        **PARTNER_OPTIONS,  # the merge loop's, run if a cluster still exceeds t
         **REFINE_OPTIONS,
         **BLOCK_OPTIONS,
     }

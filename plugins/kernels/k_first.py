@@ -125,7 +125,7 @@ def k_first(
     ordered = [ordered_parts(d) for d in distances]
     trees = [tree_parts(d) if o is None else None for d, o in zip(distances, ordered)]
     if all(o is not None or tr is not None for o, tr in zip(ordered, trees)):
-        generate = _CompiledCluster(
+        generate: _CompiledCluster | _GenericCluster = _CompiledCluster(
             [o for o in ordered if o is not None], [tr for tr in trees if tr is not None], k, t
         )
     else:

@@ -230,7 +230,7 @@ class _Clusters:
         """Dense labels: live clusters numbered in id order."""
         out = np.empty(self.nxt.shape[0], dtype=np.int64)
         for new, c in enumerate(np.flatnonzero(self.alive)):
-            out[_gather(self.head, self.nxt, c, self.size[c])] = new
+            out[_gather(self.head, self.nxt, int(c), self.size[c])] = new
         return out
 
 

@@ -77,8 +77,8 @@ class NominalEMD:
                 leaves); values not listed come after, most frequent first.
         """
         strings = np.asarray([str(v) for v in values], dtype=object)
-        present, inverse, counts = np.unique(strings, return_inverse=True, return_counts=True)
-        present = [str(v) for v in present]
+        unique, inverse, counts = np.unique(strings, return_inverse=True, return_counts=True)
+        present = [str(v) for v in unique]
         if hierarchy is not None:
             hierarchy.check_values(present, "column")
         if order == "auto":
@@ -271,8 +271,8 @@ def tree_parts_of(
             for c in under:
                 paths[c].append(slot)
     # bottom-up: the slot of the deepest node (the largest H - depth is the shallowest) first
-    for c in range(m):
-        paths[c].sort(key=lambda slot: depth_of[slot])
+    for code in range(m):
+        paths[code].sort(key=lambda slot: depth_of[slot])
     ptr = np.concatenate(([0], np.cumsum([len(p) for p in paths]))).astype(np.int64)
     flat = [slot for p in paths for slot in p]
     return TreeParts(
