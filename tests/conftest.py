@@ -290,7 +290,7 @@ class TestDatabase:
         inspector = sa.inspect(self.engine)
         for schema in self.schemas:
             for table in inspector.get_table_names(schema=schema):
-                if table.startswith(self.prefix):
+                if table.lower().startswith(self.prefix.lower()):  # also T..._SRC look-alikes
                     sa.Table(table, sa.MetaData(), schema=schema).drop(self.engine)
         self.engine.dispose()
 
