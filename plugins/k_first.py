@@ -9,11 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.block_service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.merge import PARTNER_OPTIONS
+from tclose.plugins.merge import (
+    KERNEL_PRELOAD,
+    PARTNER_OPTIONS,
+    merge_blocks,
+    merge_in_block,
+    t_close_plan,
+)
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
 
@@ -47,10 +53,8 @@ class KFirst:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
-        spec = block_spec(self.name, options)
-        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
-        if blocks > 1:
-            partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+        partition = run_in_blocks(self, x, distances, k, t, options)
+        if partition is not None:
             return apply_refinement(partition, x, distances, k, t, options)
         from tclose.plugins.kernels.k_first import k_first
         from tclose.plugins.kernels.merge import merge_until_t_close
@@ -62,6 +66,48 @@ class KFirst:
         )
         partition = Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
         return apply_refinement(partition, x, distances, k, t, options)
+
+    block_preload = KERNEL_PRELOAD
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> BlockPlan:
+        """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
+        return t_close_plan(x, distances, k, t, x.shape[0] // k)
+
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Strata | None = None,
+    ) -> Partition:
+        """k-first on one block (EMDs against the whole table), then the merge loop inside it."""
+        from tclose.plugins.kernels.k_first import k_first
+
+        return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)
+
+    def finish_blocks(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        partition: Partition,
+        block_infos: Sequence[Mapping[str, Any]],
+    ) -> Partition:
+        """The merge loop on the whole table if a cluster exceeds ``t``."""
+        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
+        partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
+        return partition
 
 
 def _progress() -> Callable[[int, int], None]:
