@@ -9,17 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from tclose.block_service import BlockPlan, Strata, run_in_blocks
+from tclose.block_service import Strata, run_in_blocks
 from tclose.blocks import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.merge import (
-    KERNEL_PRELOAD,
-    PARTNER_OPTIONS,
-    merge_blocks,
-    merge_in_block,
-    t_close_plan,
-)
+from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
 
@@ -29,7 +23,7 @@ log = logging.getLogger("tclose")
 LOG_INTERVAL = 10.0
 
 
-class KFirst:
+class KFirst(MergeLoopBlocks):
     """k-anonymity-first: MDAV-like clusters of k records, refined by swapping records with the
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
@@ -67,19 +61,6 @@ class KFirst:
         partition = Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
         return apply_refinement(partition, x, distances, k, t, options)
 
-    block_preload = KERNEL_PRELOAD
-
-    def block_plan(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> BlockPlan:
-        """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
-        return t_close_plan(x, distances, k, t, x.shape[0] // k)
-
     def partition_block(
         self,
         x: np.ndarray,
@@ -93,21 +74,6 @@ class KFirst:
         from tclose.plugins.kernels.k_first import k_first
 
         return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)
-
-    def finish_blocks(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-        partition: Partition,
-        block_infos: Sequence[Mapping[str, Any]],
-    ) -> Partition:
-        """The merge loop on the whole table if a cluster exceeds ``t``."""
-        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
-        partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
-        return partition
 
 
 def _progress() -> Callable[[int, int], None]:

@@ -38,7 +38,43 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
 }
 
 
-class Merge:
+class MergeLoopBlocks:
+    """The block hooks merge and k-first share (see :class:`tclose.interfaces.BlockHooks`):
+    t-first's stratified blocks, ``floor(n/k)`` clusters, and the merge loop on the whole table as
+    the global step. A subclass gives ``partition_block`` (its base clustering, then
+    :func:`merge_in_block`)."""
+
+    name: str
+    block_preload = KERNEL_PRELOAD
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> BlockPlan:
+        """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
+        return t_close_plan(x, distances, k, t, x.shape[0] // k)
+
+    def finish_blocks(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        partition: Partition,
+        block_infos: Sequence[Mapping[str, Any]],
+    ) -> Partition:
+        """The merge loop on the whole table if a cluster exceeds ``t``."""
+        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
+        partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
+        return partition
+
+
+class Merge(MergeLoopBlocks):
     """Microaggregate (MDAV by default), then merge the cluster with the greatest EMD into the
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
@@ -92,19 +128,6 @@ class Merge:
         )
         return self._finish(partition, x, distances, k, t, options)
 
-    block_preload = KERNEL_PRELOAD
-
-    def block_plan(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> BlockPlan:
-        """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
-        return t_close_plan(x, distances, k, t, x.shape[0] // k)
-
     def partition_block(
         self,
         x: np.ndarray,
@@ -128,21 +151,6 @@ class Merge:
         else:
             labels = k_first(x, distances, k, t)
         return merge_in_block(x, labels, distances, t, options)
-
-    def finish_blocks(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-        partition: Partition,
-        block_infos: Sequence[Mapping[str, Any]],
-    ) -> Partition:
-        """The merge loop on the whole table if a cluster exceeds ``t``."""
-        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
-        partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
-        return partition
 
     @staticmethod
     def _finish(
