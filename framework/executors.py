@@ -88,6 +88,7 @@ def run_tasks(
     workers: int = 0,
     retries: int = 2,
     sizes: Sequence[int] | None = None,
+    preload: Sequence[str] = (),
 ) -> list[Any]:
     """Run ``function(shared, payload)`` for every payload; return the results in payload order.
 
@@ -100,6 +101,8 @@ def run_tasks(
         workers: processes (``"local"``) or LocalCluster workers (``"dask"``); ``0``: one per core.
         retries: attempts after the first for a task that fails.
         sizes: rows of each task, for the progress lines only.
+        preload: modules the local pool's fork server imports, besides the function's own (e.g.
+            one that loads compiled kernels, so that workers start warm).
 
     Returns:
         ``[function(shared, p) for p in payloads]``, computed on the chosen executor.
@@ -119,7 +122,8 @@ def run_tasks(
         return _run_dask(function, payloads, shared, scheduler, workers, retries, tracker)
     if executor == "serial" or workers == 1 or len(payloads) <= 1:
         return _run_serial(function, payloads, shared, tracker)
-    return _run_local(function, payloads, shared, min(workers, len(payloads)), tracker)
+    modules = [function.__module__, *preload]
+    return _run_local(function, payloads, shared, min(workers, len(payloads)), tracker, modules)
 
 
 class _Tracker:
@@ -245,8 +249,8 @@ def _worker_call(function: Callable[[Any, Any], Any], payload: Any) -> tuple[Any
     return _timed(function, _SHARED, payload)
 
 
-def _context(module: str) -> multiprocessing.context.BaseContext:
-    """``forkserver`` (with ``module`` preloaded in the server) where available, else ``spawn``.
+def _context(modules: list[str]) -> multiprocessing.context.BaseContext:
+    """``forkserver`` (with ``modules`` preloaded in the server) where available, else ``spawn``.
 
     The fork server lives as long as this process: its workers start by forking it, with the task
     function's module (NumPy, Numba, the kernels) already imported, so that a pool after the first
@@ -255,15 +259,15 @@ def _context(module: str) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([module])
+    context.set_forkserver_preload(modules)
     return context
 
 
-def _start_pool(workers: int, shared: Any, module: str) -> ProcessPoolExecutor:
+def _start_pool(workers: int, shared: Any, modules: list[str]) -> ProcessPoolExecutor:
     with _main_hidden():
         return ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=_context(module),
+            mp_context=_context(modules),
             initializer=_worker_init,
             initargs=(shared, os.getpid()),
         )
@@ -284,10 +288,12 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
         process.join(timeout=5)
 
 
-def _run_local(function, payloads, shared, workers: int, tracker: _Tracker) -> list[Any]:
+def _run_local(
+    function, payloads, shared, workers: int, tracker: _Tracker, modules: list[str]
+) -> list[Any]:
     results: list[Any] = [None] * len(payloads)
     queue = list(range(len(payloads)))[::-1]  # next task at the end
-    pool = _start_pool(workers, shared, function.__module__)
+    pool = _start_pool(workers, shared, modules)
     in_flight: dict[Future, int] = {}
     try:
         while queue or in_flight:
@@ -314,7 +320,7 @@ def _run_local(function, payloads, shared, workers: int, tracker: _Tracker) -> l
                     queue.append(index)
                 in_flight.clear()
                 _stop_pool(pool)
-                pool = _start_pool(workers, shared, function.__module__)
+                pool = _start_pool(workers, shared, modules)
                 queue.sort(reverse=True)
     except BaseException:
         _stop_pool(pool)

@@ -141,6 +141,72 @@ class Algorithm(Protocol):
         ...
 
 
+class BlockHooks(Protocol):
+    """Optional members of an :class:`Algorithm` for blocked runs (:mod:`tclose.block_service`).
+
+    An algorithm runs in blocks when its ``options_schema`` holds
+    :data:`tclose.blocks.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
+    ``tclose.block_service.run_in_blocks`` (or when it is registered as
+    ``tclose.block_service.blocked(algorithm)``, which does both). Every member below is optional;
+    the service falls back to the default named in each. The service never looks at the name.
+
+    Attributes:
+        block_preload: modules the local pool's fork server imports before it forks the workers
+            (e.g. one that loads compiled kernels); default: none.
+    """
+
+    block_preload: tuple[str, ...]
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> Any:
+        """What the blocks need of the whole table, computed once on the driver: a
+        ``tclose.block_service.BlockPlan`` (the clusters of the unblocked run, which sizes the
+        blocks; stratified blocks with ``k'`` global strata, e.g. t-first's cluster size, or plain
+        blocks of multiples of ``k`` rows; whether the blocks need the distances; facts for
+        ``info``). Default: ``floor(n / k)`` clusters, plain blocks, with distances."""
+        ...
+
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Any = None,
+    ) -> Partition:
+        """Cluster one block, on a worker: ``x`` the block's QIs; ``distances`` fitted distances
+        over the block's rows that measure every EMD against the **whole table** (so a cluster
+        within ``t`` here is within ``t`` in the published table); ``strata`` the block's
+        ``tclose.block_service.Strata`` for stratified plans, else ``None``. Labels must be dense
+        ``0..L_b-1``; ``info`` is handed to :meth:`finish_blocks`. Default: :meth:`partition`
+        with ``blocks: 1`` (its labels renumbered)."""
+        ...
+
+    def finish_blocks(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        partition: Partition,
+        block_infos: Sequence[Mapping[str, Any]],
+    ) -> Partition:
+        """The global step, on the driver, with the whole-table ``distances``: ``partition``
+        holds the blocks' clusters (those of block ``b`` numbered after blocks ``0..b-1``) and
+        the plan's ``info``; ``block_infos`` the blocks' ``info`` in block order. The built-ins
+        that enforce ``t`` run the merge loop on the whole table here if a cluster exceeds
+        ``t``. Default: none (the blocks' clusters are the answer)."""
+        ...
+
+
 @runtime_checkable
 class Distance(Protocol):
     """A distance plugin: fits a :class:`FittedDistance` on a confidential column.

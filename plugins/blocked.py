@@ -1,12 +1,7 @@
-"""Blocked runs of the built-in algorithms: blocks from :mod:`tclose.blocks`, tasks on an executor.
+"""Fitted distances restricted to a block's rows, measuring EMDs against the whole table.
 
-The algorithm plugins call :func:`partition_blocked` when their ``blocks`` option asks for more
-than one block. The driver splits the rows (:func:`tclose.blocks.stratified_blocks` for the
-algorithms that enforce ``t``, :func:`tclose.blocks.bisection_blocks` for ``mdav``), sends one
-task per block to the executor (:func:`tclose.executors.run_tasks`), numbers the clusters of
-block ``b`` after those of blocks ``0..b-1``, and, for the algorithms that enforce ``t``, checks
-every cluster against the whole table and runs the merge loop on the whole table if one exceeds
-``t`` (so ``t`` holds in the end, always). It keeps only the QI matrix, the codes and the labels.
+The block service (:mod:`tclose.block_service`) runs an algorithm on blocks of the rows; in a
+block, the algorithm receives these views instead of the whole-table distances.
 
 **EMD against the whole table inside a block.** A block's task measures EMDs against the
 *global* distribution of every confidential attribute, never the block's own. The kernels take
@@ -21,42 +16,24 @@ not ``O(m)``). Its EMDs are those of the whole table's :class:`OrderedEMD` for t
 for bit (same exact integer numerator, same final division). Distances other than
 ``emd-ordered`` get a :class:`RestrictedDistance`, which delegates to the fitted distance
 (``O(m)`` per histogram).
-
-Task side: :mod:`tclose.plugins.block_tasks`.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tclose.blocks import (
-    BlockSpec,
-    auto_blocks,
-    bisection_blocks,
-    global_strata,
-    stratified_blocks,
-)
-from tclose.encoding import dense_labels
-from tclose.executors import run_tasks
-from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Partition
+from tclose.interfaces import FittedDistance
 
 if TYPE_CHECKING:
     from tclose.plugins.kernels.emd import OrderedParts
-
-log = logging.getLogger("tclose")
 
 __all__ = [
     "OrderedReference",
     "RestrictedDistance",
     "RestrictedOrderedEMD",
-    "n_blocks",
-    "partition_blocked",
     "reference_of",
     "restrict",
 ]
@@ -317,142 +294,3 @@ def restrict(reference: Any, table_codes: np.ndarray, table_ranks: np.ndarray | 
         return RestrictedOrderedEMD(reference, table_codes, table_ranks)
     ranks = table_codes if table_ranks is None else table_ranks
     return RestrictedDistance(reference, table_codes, ranks)
-
-
-# ------------------------------------------------------------------------------------------------
-# Driver
-
-
-def n_blocks(spec: BlockSpec, n: int, clusters: int) -> int:
-    """Blocks for a run of ``n`` rows that would make ``clusters`` clusters unblocked."""
-    if spec.blocks == "auto":
-        return auto_blocks(n, clusters)
-    return max(1, min(int(spec.blocks), max(clusters, 1)))
-
-
-def partition_blocked(
-    algorithm: str,
-    x: np.ndarray,
-    distances: Sequence[FittedDistance],
-    k: int,
-    t: float | None,
-    options: Mapping[str, Any],
-    spec: BlockSpec,
-    blocks: int,
-    stratifying: FittedDistance | None = None,
-) -> Partition:
-    """Run ``algorithm`` on ``blocks`` blocks of the rows; see the module documentation.
-
-    Args:
-        algorithm: ``"t-first"``, ``"mdav"``, ``"merge"`` or ``"k-first"``.
-        x: ``float64 (n, d)`` standardized QIs.
-        distances: the whole-table fitted distances (ignored by ``mdav``).
-        k: minimum cluster size.
-        t: t-closeness level (``None`` for ``mdav``).
-        options: the algorithm's validated options (``partner``, ``candidates``, ``base``,
-            ``ties``, ...).
-        spec: the executor options.
-        blocks: the number of blocks, ``>= 2`` (clipped to what the data allow).
-        stratifying: the distance whose ranks form the strata (default ``distances[0]``).
-
-    Returns:
-        the :class:`~tclose.interfaces.Partition`; its ``info`` holds ``blocks``, ``executor``,
-        ``block_rows`` (smallest and largest block), ``merges_in_blocks``, ``merges_global`` and
-        ``block_seconds`` (splitting, tasks, final check).
-    """
-    from tclose.plugins.block_tasks import Block, Shared, block_task
-    from tclose.plugins.kernels.merge import merge_until_t_close
-    from tclose.plugins.kernels.t_first import cluster_size, strata_sizes
-
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    n = x.shape[0]
-    started = time.perf_counter()
-    info: dict[str, Any] = {}
-    if algorithm == "mdav":
-        parts = bisection_blocks(x, k, blocks)
-        payloads = [Block(x[rows]) for rows in parts]
-        references: tuple[Any, ...] = ()
-    else:
-        stratifying = stratifying or distances[0]
-        k_effective = cluster_size(n, k, t)
-        sizes = strata_sizes(n, k_effective)
-        stratum = global_strata(stratifying.ranks, sizes)
-        parts = stratified_blocks(x, stratum, sizes, blocks)
-        references = tuple(reference_of(d) for d in distances)
-        payloads = []
-        for rows in parts:
-            block_stratum = stratum[rows]
-            payloads.append(
-                Block(
-                    x[rows],
-                    tuple(d.codes[rows] for d in distances),
-                    block_stratum,
-                    np.bincount(block_stratum, minlength=k_effective),
-                )
-            )
-        if algorithm == "t-first":
-            info.update(k_effective=int(k_effective), stratified_by=stratifying.column)
-    split = time.perf_counter()
-    log.info(
-        "%s: %d rows in %d blocks (%d to %d rows) on executor %s",
-        algorithm,
-        n,
-        len(parts),
-        min(len(p) for p in parts),
-        max(len(p) for p in parts),
-        spec.executor,
-    )
-    shared = Shared(algorithm, k, t, dict(options), references)
-    results = run_tasks(
-        block_task,
-        payloads,
-        shared=shared,
-        executor=spec.executor,
-        scheduler=spec.scheduler,
-        workers=spec.workers,
-        retries=spec.retries,
-        sizes=[len(p) for p in parts],
-    )
-    tasks = time.perf_counter()
-    labels = np.empty(n, dtype=np.int64)
-    offset = 0
-    merges_in_blocks = 0
-    initial = 0
-    for rows, (block_labels, counts) in zip(parts, results, strict=True):
-        labels[rows] = block_labels + offset
-        offset += int(block_labels.max()) + 1
-        merges_in_blocks += counts.get("merges", 0)
-        initial += counts.get("initial_clusters", 0)
-    merges_global = 0
-    if algorithm != "mdav":
-        dense = dense_labels(labels)
-        worst = max(float(d.cluster_emd(dense).max()) for d in distances)
-        if worst > t + EMD_TOLERANCE:
-            log.info(
-                "%s: a cluster exceeds t across blocks (EMD %.4f); merging on the whole table",
-                algorithm,
-                worst,
-            )
-            labels, merges_global = merge_until_t_close(
-                x, dense, distances, t, partner=options["partner"], candidates=options["candidates"]
-            )
-        info.update(
-            merges=merges_in_blocks + int(merges_global),
-            merges_in_blocks=merges_in_blocks,
-            merges_global=int(merges_global),
-        )
-        if algorithm == "t-first":
-            info["merged_to_enforce_t"] = info["merges"] > 0
-        else:
-            info["initial_clusters"] = initial
-    info.update(
-        blocks=len(parts),
-        executor=spec.executor,
-        block_rows={"min": int(min(len(p) for p in parts)), "max": int(max(len(p) for p in parts))},
-        block_seconds={
-            "split": round(split - started, 4),
-            "tasks": round(tasks - split, 4),
-            "combine": round(time.perf_counter() - tasks, 4),
-        },
-    )
-    return Partition(labels, info)

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.block_service import Strata, run_in_blocks
+from tclose.blocks import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.merge import PARTNER_OPTIONS
+from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
 
@@ -23,7 +23,7 @@ log = logging.getLogger("tclose")
 LOG_INTERVAL = 10.0
 
 
-class KFirst:
+class KFirst(MergeLoopBlocks):
     """k-anonymity-first: MDAV-like clusters of k records, refined by swapping records with the
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
@@ -47,10 +47,8 @@ class KFirst:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
-        spec = block_spec(self.name, options)
-        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
-        if blocks > 1:
-            partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+        partition = run_in_blocks(self, x, distances, k, t, options)
+        if partition is not None:
             return apply_refinement(partition, x, distances, k, t, options)
         from tclose.plugins.kernels.k_first import k_first
         from tclose.plugins.kernels.merge import merge_until_t_close
@@ -62,6 +60,20 @@ class KFirst:
         )
         partition = Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
         return apply_refinement(partition, x, distances, k, t, options)
+
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Strata | None = None,
+    ) -> Partition:
+        """k-first on one block (EMDs against the whole table), then the merge loop inside it."""
+        from tclose.plugins.kernels.k_first import k_first
+
+        return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)
 
 
 def _progress() -> Callable[[int, int], None]:

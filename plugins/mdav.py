@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.block_service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.blocked import n_blocks, partition_blocked
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -48,16 +48,41 @@ class MDAV:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
-        spec = block_spec(self.name, options)
-        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
-        if blocks > 1:
-            partition = partition_blocked(self.name, x, distances, k, None, options, spec, blocks)
+        partition = run_in_blocks(self, x, distances, k, None, options)
+        if partition is not None:
             partition.info["t_enforced"] = False
             return apply_refinement(partition, x, distances, k, None, options)
         from tclose.plugins.kernels.mdav import mdav
 
         partition = Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
         return apply_refinement(partition, x, distances, k, None, options)
+
+    block_preload = ("tclose.plugins.warm_kernels",)
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> BlockPlan:
+        """Plain blocks of a multiple of ``k`` rows; the blocks need no distances."""
+        return BlockPlan(x.shape[0] // k, distances=False)
+
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Strata | None = None,
+    ) -> Partition:
+        """MDAV on one block."""
+        from tclose.plugins.kernels.mdav import mdav
+
+        return Partition(mdav(x, k, ties=options.get("ties", "lowest")), {})
 
 
 @hookimpl

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.block_service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks import BLOCK_OPTIONS
+from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
-from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.blocked import n_blocks, partition_blocked
+from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.kernels import PARTNERS
 from tclose.plugins.refinement import REFINE_OPTIONS, SPLIT_OPTION, apply_refinement, split_large
 
+log = logging.getLogger("tclose")
+
 BASES = ("mdav", "k-first", "t-first")
+
+#: Modules the local pool's fork server preloads for blocked runs of the built-ins.
+KERNEL_PRELOAD = ("tclose.plugins.warm_kernels",)
 
 PARTNER_OPTIONS: Mapping[str, Option] = {
     "partner": Option(
@@ -31,7 +38,43 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
 }
 
 
-class Merge:
+class MergeLoopBlocks:
+    """The block hooks merge and k-first share (see :class:`tclose.interfaces.BlockHooks`):
+    t-first's stratified blocks, ``floor(n/k)`` clusters, and the merge loop on the whole table as
+    the global step. A subclass gives ``partition_block`` (its base clustering, then
+    :func:`merge_in_block`)."""
+
+    name: str
+    block_preload = KERNEL_PRELOAD
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> BlockPlan:
+        """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
+        return t_close_plan(x, distances, k, t, x.shape[0] // k)
+
+    def finish_blocks(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        partition: Partition,
+        block_infos: Sequence[Mapping[str, Any]],
+    ) -> Partition:
+        """The merge loop on the whole table if a cluster exceeds ``t``."""
+        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
+        partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
+        return partition
+
+
+class Merge(MergeLoopBlocks):
     """Microaggregate (MDAV by default), then merge the cluster with the greatest EMD into the
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
@@ -61,10 +104,8 @@ class Merge:
         options: Mapping[str, Any],
     ) -> Partition:
         base = options["base"]
-        spec = block_spec(self.name, options)
-        blocks = n_blocks(spec, x.shape[0], x.shape[0] // k)
-        if blocks > 1:
-            partition = partition_blocked(self.name, x, distances, k, t, options, spec, blocks)
+        partition = run_in_blocks(self, x, distances, k, t, options)
+        if partition is not None:
             partition.info["base"] = base
             return self._finish(partition, x, distances, k, t, options)
         from tclose.plugins.kernels.k_first import k_first
@@ -87,6 +128,30 @@ class Merge:
         )
         return self._finish(partition, x, distances, k, t, options)
 
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Strata | None = None,
+    ) -> Partition:
+        """The base clustering of one block, then the merge loop inside it."""
+        from tclose.plugins.kernels.k_first import k_first
+        from tclose.plugins.kernels.mdav import mdav
+        from tclose.plugins.kernels.t_first import t_first_strata
+
+        base = options["base"]
+        if base == "t-first":
+            assert strata is not None
+            labels = t_first_strata(x, strata.stratum, strata.sizes)
+        elif base == "mdav":
+            labels = mdav(x, k)
+        else:
+            labels = k_first(x, distances, k, t)
+        return merge_in_block(x, labels, distances, t, options)
+
     @staticmethod
     def _finish(
         partition: Partition,
@@ -99,6 +164,80 @@ class Merge:
         """The options ``split`` and ``refine``, in that order."""
         partition = split_large(partition, x, distances, k, t, options)
         return apply_refinement(partition, x, distances, k, t, options)
+
+
+def t_close_plan(
+    x: np.ndarray,
+    distances: Sequence[FittedDistance],
+    k: int,
+    t: float | None,
+    clusters: int,
+    stratify_by: FittedDistance | None = None,
+) -> BlockPlan:
+    """Stratified blocks with t-first's ``k'`` strata (the blocked t-enforcing built-ins)."""
+    from tclose.plugins.kernels.t_first import cluster_size
+
+    assert t is not None
+    return BlockPlan(clusters, strata=cluster_size(x.shape[0], k, t), stratify_by=stratify_by)
+
+
+def merge_in_block(
+    x: np.ndarray,
+    labels: np.ndarray,
+    distances: Sequence[FittedDistance],
+    t: float | None,
+    options: Mapping[str, Any],
+) -> Partition:
+    """A block's clustering ``labels``, merged while a cluster's EMD against the whole table
+    (``distances`` are block views) exceeds ``t``; ``info``: ``initial_clusters``, ``merges``."""
+    from tclose.plugins.kernels.merge import merge_until_t_close
+
+    assert t is not None
+    initial = int(labels.max()) + 1
+    worst = max(float(d.cluster_emd(labels).max()) for d in distances)
+    merges = 0
+    if worst > t + EMD_TOLERANCE:
+        labels, merges = merge_until_t_close(
+            x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
+        )
+    return Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
+
+
+def merge_blocks(
+    x: np.ndarray,
+    distances: Sequence[FittedDistance],
+    t: float | None,
+    options: Mapping[str, Any],
+    partition: Partition,
+    block_infos: Sequence[Mapping[str, Any]],
+    name: str,
+) -> Partition:
+    """The global step of the blocked t-enforcing built-ins: check every cluster against the
+    whole table, and run the merge loop on it if one exceeds ``t``; ``info`` gets ``merges``,
+    ``merges_in_blocks`` and ``merges_global``."""
+    from tclose.plugins.kernels.merge import merge_until_t_close
+
+    assert t is not None
+    labels = partition.labels
+    dense = dense_labels(labels)
+    worst = max(float(d.cluster_emd(dense).max()) for d in distances)
+    merges_global = 0
+    if worst > t + EMD_TOLERANCE:
+        log.info(
+            "%s: a cluster exceeds t across blocks (EMD %.4f); merging on the whole table",
+            name,
+            worst,
+        )
+        labels, merges_global = merge_until_t_close(
+            x, dense, distances, t, partner=options["partner"], candidates=options["candidates"]
+        )
+    in_blocks = sum(int(i["merges"]) for i in block_infos)
+    partition.info.update(
+        merges=in_blocks + int(merges_global),
+        merges_in_blocks=in_blocks,
+        merges_global=int(merges_global),
+    )
+    return Partition(labels, partition.info)
 
 
 @hookimpl

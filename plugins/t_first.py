@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS, block_spec
+from tclose.block_service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks import BLOCK_OPTIONS
 from tclose.encoding import dense_labels
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
-from tclose.plugins.blocked import n_blocks, partition_blocked
-from tclose.plugins.merge import PARTNER_OPTIONS
+from tclose.plugins.merge import KERNEL_PRELOAD, PARTNER_OPTIONS, merge_blocks, merge_in_block
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -60,16 +60,11 @@ class TFirst:
         options: Mapping[str, Any],
     ) -> Partition:
         from tclose.plugins.kernels.merge import merge_until_t_close
-        from tclose.plugins.kernels.t_first import cluster_size, t_first
+        from tclose.plugins.kernels.t_first import t_first
 
         stratifying = _stratifying(distances, options["stratify"])
-        spec = block_spec(self.name, options)
-        n = x.shape[0]
-        blocks = n_blocks(spec, n, n // max(cluster_size(n, k, t), 1))
-        if blocks > 1:
-            partition = partition_blocked(
-                self.name, x, distances, k, t, options, spec, blocks, stratifying=stratifying
-            )
+        partition = run_in_blocks(self, x, distances, k, t, options)
+        if partition is not None:
             return apply_refinement(partition, x, distances, k, t, options)
         labels, k_effective = t_first(x, stratifying.ranks, k, t)
         info: dict[str, Any] = {
@@ -90,6 +85,56 @@ class TFirst:
         info["merges"] = int(merges)
         info["merged_to_enforce_t"] = merges > 0
         return apply_refinement(Partition(labels, info), x, distances, k, t, options)
+
+    block_preload = KERNEL_PRELOAD
+
+    def block_plan(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+    ) -> BlockPlan:
+        """Stratified blocks with the global strata of the ``stratify`` attribute."""
+        from tclose.plugins.kernels.t_first import cluster_size
+
+        stratifying = _stratifying(distances, options["stratify"])
+        k_effective = cluster_size(x.shape[0], k, t)
+        info = {"k_effective": int(k_effective), "stratified_by": stratifying.column}
+        clusters = x.shape[0] // max(k_effective, 1)
+        return BlockPlan(clusters, strata=k_effective, stratify_by=stratifying, info=info)
+
+    def partition_block(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        strata: Strata | None = None,
+    ) -> Partition:
+        """t-first on one block with the global strata, then the merge loop inside it."""
+        from tclose.plugins.kernels.t_first import t_first_strata
+
+        assert strata is not None
+        labels = t_first_strata(x, strata.stratum, strata.sizes)
+        return merge_in_block(x, labels, distances, t, options)
+
+    def finish_blocks(
+        self,
+        x: np.ndarray,
+        distances: Sequence[FittedDistance],
+        k: int,
+        t: float | None,
+        options: Mapping[str, Any],
+        partition: Partition,
+        block_infos: Sequence[Mapping[str, Any]],
+    ) -> Partition:
+        """The merge loop on the whole table if a cluster exceeds ``t``."""
+        partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
+        partition.info["merged_to_enforce_t"] = partition.info["merges"] > 0
+        return partition
 
 
 def _stratifying(distances: Sequence[FittedDistance], column: str) -> FittedDistance:
