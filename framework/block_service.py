@@ -42,6 +42,7 @@ from .blocks import (
     global_strata,
     stratified_blocks,
 )
+from .encoding import dense_labels
 from .executors import run_tasks
 from .interfaces import Algorithm, FittedDistance, Option, Partition
 
@@ -261,8 +262,7 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         return own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
     options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
     result = algorithm.partition(block.x, views, shared.k, shared.t, options)
-    labels = np.unique(np.asarray(result.labels), return_inverse=True)[1].reshape(-1)
-    return Partition(labels.astype(np.int64), result.info)
+    return Partition(dense_labels(np.asarray(result.labels)), result.info)
 
 
 class Blocked:

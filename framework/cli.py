@@ -192,25 +192,29 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     from .runner import published_run_id, verify_published
 
     config = load_config(args.config)
+    registry = load_registry()
     report = _read_report(args.report) if args.report else None
     expected_rows = None
     if report is not None and not args.source:
         expected_rows = report.get("target", {}).get("rows")
     verification = verify_published(
-        config, against_source=args.source, expected_rows=expected_rows, progress=progress
+        config,
+        registry,
+        against_source=args.source,
+        expected_rows=expected_rows,
+        progress=progress,
     )
     checks = list(verification.checks)
     if report is not None:
-        same = report.get("config_sha256") == config.digest()
+        digest = config.digest()
         checks.append(
             {
                 "name": "config_sha256",
-                "passed": same,
+                "passed": report.get("config_sha256") == digest,
                 "expected": report.get("config_sha256"),
-                "actual": config.digest(),
+                "actual": digest,
             }
         )
-    if report is not None:
         checks.append(content_digest_check(report, verification))
     passed = all(c["passed"] for c in checks)
     if progress is not None:
@@ -238,7 +242,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         print(text)
     for note in undetectable_changes(report is not None, args.source):
         print(f"note  {note}")
-    run_id = published_run_id(config)
+    run_id = published_run_id(config, registry)
     if run_id is not None:
         print(f"run   published by tclose run {run_id} (the table's comment)")
         _rebuild_audit_record(config, run_id, verification, checks, report)

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import yaml
 
 from .errors import ConfigError
-from .redaction import redact_url, remember_secret
+from .redaction import redact_url, redacted_document, remember_secret  # noqa: F401 (re-exported)
 
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
@@ -141,19 +141,8 @@ class Config:
 def config_digest(document: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""
 
-    def scrub(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {
-                k: redact_url(v, remembered=False)
-                if k == "url" and isinstance(v, str)
-                else scrub(v)
-                for k, v in value.items()
-            }
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        return value
-
-    canonical = json.dumps(scrub(document), sort_keys=True, default=str, separators=(",", ":"))
+    scrubbed = redacted_document(document, remembered=False)
+    canonical = json.dumps(scrubbed, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -85,11 +85,10 @@ def inspect_table(
     """
     from tclose.connectors.sql import TableName
 
-    from .registry import load_registry
+    from .registry import dialect_of, load_registry
 
     registry = registry or load_registry()
-    dialect_name = url.split("://", 1)[0].split("+", 1)[0]
-    database = registry.connector_for(dialect_name).connect(url, password_file)
+    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
     reflected = database.table(TableName.parse(table))
     engine = getattr(database, "engine", None)
     return describe_columns(reflected, engine.dialect if engine is not None else None)

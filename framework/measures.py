@@ -36,6 +36,7 @@ from .attributes import (
     EncodedTable,
     QuasiIdentifier,
     _hierarchy_embedding,
+    _rows,
     standardized_like,
 )
 from .errors import ConfigError, DataError
@@ -369,7 +370,7 @@ def category_codes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
     if unknown.any():
         raise DataError(
             f"The published column {qi.name!r} holds {int(unknown.sum())} value(s) that are not "
-            f"categories of the source (rows {_positions(unknown)})."
+            f"categories of the source (rows {_rows(unknown, pd.RangeIndex(len(unknown)))})."
         )
     return codes
 
@@ -403,11 +404,6 @@ def published_classes(columns: Sequence[np.ndarray]) -> np.ndarray:
         codes, uniques = pd.factorize(np.asarray(column), use_na_sentinel=False)
         key = pd.factorize(key * max(len(uniques), 1) + codes)[0].astype(np.int64)
     return key
-
-
-def _positions(mask: np.ndarray) -> str:
-    rows = np.flatnonzero(mask)
-    return ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
 
 
 # --- a release: the report's risk and utility sections -------------------------------------------

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote, unquote
 
 import sqlalchemy as sa
@@ -107,6 +109,20 @@ def redact_url(text: str | sa.URL, remembered: bool = True) -> str:
     else:
         redacted = _URL.sub(lambda m: _redact_one(m.group(0)), str(text))
     return scrub(redacted) if remembered else redacted
+
+
+def redacted_document(document: Any, remembered: bool = True) -> Any:
+    """A configuration document with every ``url`` value redacted (:func:`redact_url`)."""
+    if isinstance(document, Mapping):
+        return {
+            k: redact_url(v, remembered)
+            if k == "url" and isinstance(v, str)
+            else redacted_document(v, remembered)
+            for k, v in document.items()
+        }
+    if isinstance(document, list):
+        return [redacted_document(v, remembered) for v in document]
+    return document
 
 
 def scrub(text: str) -> str:

@@ -31,6 +31,7 @@ from .attributes import MISSING, EncodedTable
 from .config import redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
+from .redaction import redacted_document
 from .registry import dialect_of
 
 if TYPE_CHECKING:
@@ -206,18 +207,6 @@ def emd_histograms(
             "mean": float(emds.mean()) if len(emds) else 0.0,
         }
     return result
-
-
-def redacted_document(document: Any) -> Any:
-    """The configuration document with every ``url`` redacted (for the report's lineage)."""
-    if isinstance(document, Mapping):
-        return {
-            k: redact_url(v) if k == "url" and isinstance(v, str) else redacted_document(v)
-            for k, v in document.items()
-        }
-    if isinstance(document, list):
-        return [redacted_document(v) for v in document]
-    return document
 
 
 def build_report(

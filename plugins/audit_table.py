@@ -183,11 +183,10 @@ def _engine(url: str, password_file: str | None) -> sa.Engine:
 
     from tclose.connectors.sql import url_with_password
     from tclose.errors import TcloseError
-    from tclose.registry import load_registry
+    from tclose.registry import dialect_of, load_registry
 
-    dialect = url.split("://", 1)[0].split("+", 1)[0]
     try:
-        database = load_registry().connector_for(dialect).connect(url, password_file)
+        database = load_registry().connector_for(dialect_of(url)).connect(url, password_file)
         return database.engine
     except (TcloseError, AttributeError):
         return sa.create_engine(url_with_password(url, password_file))

@@ -11,6 +11,7 @@ from tclose.block_service import BlockPlan, Strata, run_in_blocks
 from tclose.blocks import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.plugins.merge import KERNEL_PRELOAD
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -57,7 +58,7 @@ class MDAV:
         partition = Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
         return apply_refinement(partition, x, distances, k, None, options)
 
-    block_preload = ("tclose.plugins.warm_kernels",)
+    block_preload = KERNEL_PRELOAD
 
     def block_plan(
         self,
