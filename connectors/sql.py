@@ -28,7 +28,6 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,6 +37,14 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
+from tclose.naming import (  # noqa: F401 (re-exported: the names connectors share with the core)
+    KEY_LABEL,
+    OLD_MARK,
+    ROW_COLUMN,
+    RUN_ID_LENGTH,
+    STAGING_MARK,
+    TableName,
+)
 from tclose.redaction import redact_url, remember_secret, url_secrets
 
 if TYPE_CHECKING:
@@ -45,41 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tclose")
 
-#: Marks in the names of the tables a run creates: ``<target>__tclose_s_<run>`` (staging) and,
-#: on MySQL, ``<target>__tclose_o_<run>`` (the replaced target between ``RENAME`` and ``DROP``).
-#: The target part is shortened to fit the database's identifier limit. Such a name proves
-#: nothing: tclose drops a table only when it recorded the table as its own (see
-#: :meth:`Session.drop_leftovers`).
-STAGING_MARK = "__tclose_s_"
-OLD_MARK = "__tclose_o_"
-#: Characters of the run id in an owned name.
-RUN_ID_LENGTH = 12
-#: Name of the new surrogate key column of the published table.
-ROW_COLUMN = "tclose_row"
 #: Temporary helper tables of the in-database join (one run's session only).
 MAP_TABLE = "tclose_map"
 CENTROID_TABLE = "tclose_centroids"
-#: Label of the row key column in streamed reads.
-KEY_LABEL = "__key__"
-
-
-@dataclass(frozen=True)
-class TableName:
-    """A possibly schema-qualified table name (``schema.table``; the last dot separates)."""
-
-    schema: str | None
-    name: str
-
-    @classmethod
-    def parse(cls, qualified: str) -> TableName:
-        schema, _, name = qualified.rpartition(".")
-        return cls(schema or None, name)
-
-    def with_suffix(self, suffix: str) -> TableName:
-        return TableName(self.schema, self.name + suffix)
-
-    def __str__(self) -> str:
-        return f"{self.schema}.{self.name}" if self.schema else self.name
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 import yaml
 
 from .config import ATTRIBUTE_TYPES
+from .naming import TableName
 
 #: The environment variable written in place of a password found in the URL.
 PASSWORD_VARIABLE = "TCLOSE_DB_PASSWORD"
@@ -83,8 +84,6 @@ def inspect_table(
         DataError: the database cannot be reached or the table does not exist.
         ConfigError: no connector serves the URL's dialect.
     """
-    from tclose.connectors.sql import TableName
-
     from .registry import dialect_of, load_registry
 
     registry = registry or load_registry()

@@ -148,7 +148,7 @@ def _read_inputs(
 ) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
-    from tclose.connectors.sql import TableName
+    from .naming import TableName
 
     columns = config.quasi_identifiers + config.confidential
     frames = _chunks(
@@ -237,7 +237,7 @@ def _run(
     progress: Callable[..., None] | None,
     deferral: Deferral,
 ) -> RunResult:
-    from tclose.connectors.sql import ROW_COLUMN, STAGING_MARK, TableName
+    from .naming import ROW_COLUMN, STAGING_MARK, TableName
 
     registry = registry or load_registry()
     resolved = resolve_plugins(config, registry)
@@ -509,7 +509,7 @@ def verify_published(
             of the run's audit report).
         progress: called with a line of text at the start of each phase.
     """
-    from tclose.connectors.sql import TableName
+    from .naming import TableName
 
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
@@ -558,7 +558,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     (PostgreSQL, MySQL; on SQLite from a constraint name in its definition); ``None`` if the
     table carries none. With it, the audit record of a run killed between its publish and its
     report can be found or rebuilt."""
-    from tclose.connectors.sql import TableName
+    from .naming import TableName
 
     registry = registry or load_registry()
     database = registry.connector_for(dialect_of(config.target.url)).connect(
