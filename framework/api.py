@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,16 +12,16 @@ import pandas as pd
 
 from .attributes import encode_confidential, encode_table
 from .columns import unlisted_columns
-from .config import AttributeSpec, _attributes, _Checker
+from .config import AttributeSpec, Settings, attribute_document, parse_settings
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
-from .options import validate_options
 from .partition import cluster_rows
+from .plan import resolve_plugins, with_attribute_options
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry
-from .report import build_report
-from .runner import Resolved, Timer, resolve_distances, t_not_enforced, with_attribute_options
-from .verify import verify_rows
+from .report import RunContext, build_report
+from .runner import Timer
+from .verify import Verification, verify_rows
 
 
 @dataclass
@@ -43,19 +42,6 @@ class AnonymizationResult:
     data: pd.DataFrame
     labels: np.ndarray
     report: dict[str, Any]
-
-
-def _attribute_document(columns: Sequence[str] | Mapping[str, Any], role: str) -> dict[str, Any]:
-    if isinstance(columns, str):
-        columns = [columns]
-    if isinstance(columns, Mapping):
-        document = {}
-        for name, spec in columns.items():
-            body = {"type": spec} if isinstance(spec, str) else dict(spec)
-            body["role"] = role
-            document[name] = body
-        return document
-    return {name: {"role": role, "type": "numeric"} for name in columns}
 
 
 def anonymize(
@@ -111,113 +97,109 @@ def anonymize(
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
     registry = registry or load_registry()
-    k, t = _k_and_t(k, t)
-    attributes = _api_attributes(df, quasi_identifiers, confidential, identifiers, other)
-    confidential_names = [a.name for a in attributes.values() if a.role == "confidential"]
-    if t is not None and not confidential_names:
-        raise ConfigError(
-            "t-closeness needs at least one confidential attribute: pass confidential=[...], "
-            "or leave t out for k-anonymity only."
-        )
-    algo = registry.get(
-        "algorithm", algorithm or ("t-first" if t is not None else "mdav"), "algorithm"
+    settings = _settings(
+        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
     )
-    algo_options = validate_options(algo.name, algo.options_schema, options, "options")
-    if algo.requires_t and t is None:
-        raise ConfigError(f"Algorithm {algo.name} needs t (a number in (0, 1]).")
-    if t is not None and not algo.requires_t:
-        raise t_not_enforced(algo.name, registry)
-    distances = resolve_distances(attributes, registry)
-    resolved = Resolved(algo, algo_options, distances)
-
-    qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
-    timer = Timer()
-    started = time.time()
+    context = RunContext(registry, resolve_plugins(settings, registry), settings.k, settings.t)
+    context.rows_read = len(df)
+    timer = Timer(context.timings)
+    attributes = settings.attributes
     with timer.phase("read"):
-        encoded = encode_table(df, list(attributes.values()))
+        encoded = context.encoded = encode_table(df, list(attributes.values()))
     with timer.phase("kernel"):
-        labels, partition, _ = cluster_rows(
-            encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
-        )
-    replaced = encoded.aggregate(labels)
-    with timer.phase("measures"):
-        measures = measure_configured(encoded, replaced, attributes, interval_p, labels)
-    data = _release(df, encoded.excluded, identifiers, replaced, attributes, keep_order, seed)
-    with timer.phase("verify"):
-        written = data[qi_names].copy()
-        for spec in attributes.values():
-            if spec.role == "confidential":
-                written[spec.name], _ = encode_confidential(data[spec.name], spec)
-        checked = with_attribute_options(distances, encoded.distance_options)
-        verification = verify_rows(
-            written,
-            qi_names,
-            checked,
-            k,
-            t if algo.requires_t else None,
-            len(data),
+        labels, context.partition, _ = cluster_rows(
+            encoded.x,
             encoded.confidential,
+            encoded.distance_options,
+            context.resolved,
+            settings.k,
+            settings.t,
         )
-        add_linkage_check(verification, frame_linking_columns(data, attributes))
-    report = build_report(
-        None,
-        registry,
-        resolved,
-        len(df),
-        labels,
-        partition,
-        verification,
-        encoded,
-        replaced,
-        timer.seconds,
-        started,
-        published=False,
-        k=k,
-        t=t,
-        measures=measures,
+    context.labels, context.replaced = labels, encoded.aggregate(labels)
+    with timer.phase("measures"):
+        context.measures = measure_configured(
+            encoded, context.replaced, attributes, interval_p, labels
+        )
+    data = _release(
+        df, encoded.excluded, identifiers, context.replaced, attributes, keep_order, seed
     )
-    if not verification.passed:
-        failed = ", ".join(c["name"] for c in verification.failures())
+    with timer.phase("verify"):
+        context.verification = _verify_release(data, attributes, context)
+    report = build_report(context)
+    if not context.verification.passed:
+        failed = ", ".join(c["name"] for c in context.verification.failures())
         raise VerificationError(
-            f"The output of {algo.name} failed verification ({failed})."
+            f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
             + linkage_advice(
-                verification.checks,
+                context.verification.checks,
                 "identifiers=[...]",
                 "pass other={column: {'allow_unique': True}}",
             ),
-            verification.checks,
+            context.verification.checks,
+            report,
         )
     all_labels = np.full(len(df), -1, dtype=np.int64)
     all_labels[~encoded.excluded] = labels
     return AnonymizationResult(data, all_labels, report)
 
 
-def _k_and_t(k: Any, t: Any) -> tuple[int, float | None]:
-    """``k`` as an ``int`` and ``t`` as a ``float`` (NumPy scalars accepted), or ConfigError."""
-    if not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 1:
-        raise ConfigError(f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.")
-    valid_t = isinstance(t, (int, float, np.integer, np.floating)) and not isinstance(
-        t, (bool, np.bool_)
-    )
-    if t is not None and (not valid_t or not 0 < t <= 1):
-        raise ConfigError(f"The 't' parameter must be in (0, 1]. Got {t!r} instead.")
-    return int(k), None if t is None else float(t)
+def _settings(
+    df: pd.DataFrame,
+    roles: tuple[Any, Any, Any, Any],
+    k: Any,
+    t: Any,
+    algorithm: str | None,
+    options: Mapping[str, Any],
+) -> Settings:
+    """The arguments of :func:`anonymize` as the YAML document they stand for, parsed by the
+    parser of ``tclose run`` (:func:`tclose.config.parse_settings`); every column of ``df``
+    must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
+    as :func:`anonymize` takes them."""
+    k, t = _plain(k), _plain(t)
+    document = {
+        "attributes": _attributes_of(df, *roles),
+        "privacy": {"k": k, "t": t},
+        "algorithm": {
+            "name": algorithm or ("t-first" if t is not None else "mdav"),
+            "options": dict(options),
+        },
+    }
+    settings = parse_settings(document)
+    missing = [name for name in settings.attributes if name not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"Column {missing[0]!r} is not in the DataFrame. "
+            f"Its columns are: {', '.join(map(str, df.columns))}."
+        )
+    unlisted = unlisted_columns(list(settings.attributes), [str(c) for c in df.columns], None)
+    if unlisted:
+        raise ConfigError(
+            f"The DataFrame has {len(unlisted)} column(s) with no role: {', '.join(unlisted)}. "
+            f"Pass each in other=[...] to publish it unchanged, or in identifiers=[...] to drop "
+            f"it."
+        )
+    return settings
 
 
-def _api_attributes(
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (``np.int64(5)`` → ``5``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _attributes_of(
     df: pd.DataFrame,
     quasi_identifiers: Sequence[str] | Mapping[str, Any],
     confidential: Sequence[str] | Mapping[str, Any],
     identifiers: Sequence[str],
     other: Sequence[str] | Mapping[str, Any],
-) -> dict[str, AttributeSpec]:
-    """The attribute specs of the API's arguments, parsed as the YAML ``attributes`` are; every
-    column of ``df`` must have exactly one role."""
+) -> dict[str, Any]:
+    """The ``attributes`` document of the API's arguments; an ordered ``pd.Categorical``
+    declared ``ordinal`` without ``categories`` brings its category order."""
     parts = [
-        _attribute_document(quasi_identifiers, "quasi_identifier"),
-        _attribute_document(confidential, "confidential"),
-        _attribute_document(identifiers, "identifier"),
-        _attribute_document(other, "other"),
+        attribute_document(quasi_identifiers, "quasi_identifier"),
+        attribute_document(confidential, "confidential"),
+        attribute_document(identifiers, "identifier"),
+        attribute_document(other, "other"),
     ]
     document: dict[str, Any] = {}
     for part in parts:
@@ -235,21 +217,32 @@ def _api_attributes(
         ordered = isinstance(dtype, pd.CategoricalDtype) and dtype.ordered
         if body.get("type") == "ordinal" and ordered and "categories" not in body:
             body["categories"] = [str(c) for c in dtype.categories]
-    attributes: dict[str, AttributeSpec] = _attributes(_Checker({}), document)
-    missing = [name for name in attributes if name not in df.columns]
-    if missing:
-        raise ConfigError(
-            f"Column {missing[0]!r} is not in the DataFrame. "
-            f"Its columns are: {', '.join(map(str, df.columns))}."
-        )
-    unlisted = unlisted_columns(list(attributes), [str(c) for c in df.columns], None)
-    if unlisted:
-        raise ConfigError(
-            f"The DataFrame has {len(unlisted)} column(s) with no role: {', '.join(unlisted)}. "
-            f"Pass each in other=[...] to publish it unchanged, or in identifiers=[...] to drop "
-            f"it."
-        )
-    return attributes
+    return document
+
+
+def _verify_release(
+    data: pd.DataFrame, attributes: Mapping[str, AttributeSpec], context: RunContext
+) -> Verification:
+    """The verifier's verdict on the released frame: k and t (when the algorithm enforces it)
+    recomputed from its rows, the confidential multisets, and the linkage check."""
+    encoded, resolved = context.encoded, context.resolved
+    assert encoded is not None
+    qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
+    written = data[qi_names].copy()
+    for spec in attributes.values():
+        if spec.role == "confidential":
+            written[spec.name], _ = encode_confidential(data[spec.name], spec)
+    verification = verify_rows(
+        written,
+        qi_names,
+        with_attribute_options(resolved.distances, encoded.distance_options),
+        context.k,
+        context.t if resolved.algorithm.requires_t else None,
+        len(data),
+        encoded.confidential,
+    )
+    add_linkage_check(verification, frame_linking_columns(data, attributes))
+    return verification
 
 
 def _release(

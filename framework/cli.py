@@ -31,7 +31,7 @@ import yaml
 from . import __version__
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
-from .errors import ConfigError, TcloseError
+from .errors import ConfigError, RunInterrupted, TcloseError
 from .interrupts import terminate_as_interrupt
 from .measures import measure_lines, risk_summary
 from .progress import ConsoleHandler, Progress
@@ -553,20 +553,16 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, ConfigError):
             message = _with_location(message, config_path, _config_if_loadable(config_path))
         print(f"error: {message}", file=sys.stderr)
-        if (
-            args.command == "run"
-            and not isinstance(error, ConfigError)
-            and not getattr(error, "published", False)
-        ):
+        if args.command == "run" and not isinstance(error, ConfigError) and not error.published:
             print(
                 "Nothing was published: the source is untouched and the target is as it was.",
                 file=sys.stderr,
             )
         return error.exit_code
-    except KeyboardInterrupt as interrupt:
+    except KeyboardInterrupt as interrupt:  # a run raises RunInterrupted, which says more
         if progress is not None:
             progress.close()
-        _say_interrupted(args, getattr(interrupt, "published", False))
+        _say_interrupted(args, isinstance(interrupt, RunInterrupted) and interrupt.published)
         return 130
     except Exception as error:  # a bug: exit 4, one line, the traceback only with -v
         if progress is not None:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +29,6 @@ from .redaction import redact_url, redacted_document, remember_secret  # noqa: F
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
 ATTRIBUTE_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
-DEFAULT_DISTANCE = {
-    "numeric": "emd-ordered",
-    "ordinal": "emd-ordered",
-    "date": "emd-ordered",
-    "datetime": "emd-ordered",
-    "nominal": "nominal-ranking",
-}
 MISSING_POLICIES = ("error", "category", "exclude-rows")
 IF_EXISTS = ("fail", "replace")
 
@@ -68,6 +61,8 @@ class AttributeSpec:
     name: str
     role: str
     type: str = "numeric"
+    #: the distance plugin of a confidential attribute; ``None``: the default for its type,
+    #: declared by the distance plugins (:meth:`tclose.registry.Registry.default_distance`).
     distance: str | None = None
     distance_options: dict[str, Any] = field(default_factory=dict)
     round: bool = False
@@ -406,8 +401,8 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             raise checker.fail(
                 (*path, "distance"), "A distance is only used for confidential attributes."
             )
-        if role == "confidential" and distance is None:
-            distance = DEFAULT_DISTANCE[attr_type]
+        # No distance named: the registry's default for the type, chosen when the plugins are
+        # resolved (tclose.plan.resolve_distances).
         distance_options = spec.get("distance_options") or {}
         checker.mapping(distance_options, (*path, "distance_options"), None)
         rounded = checker.boolean(spec.get("round", False), (*path, "round"))
@@ -439,6 +434,93 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
     return result
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What to protect and how: the attributes, the privacy levels and the algorithm.
+
+    Parsed by :func:`parse_settings` from the ``attributes``, ``privacy`` and ``algorithm`` parts
+    of a configuration, for ``tclose run`` (YAML) and :func:`tclose.anonymize` alike. Plugin names
+    and options are checked against the registry later (:func:`tclose.plan.resolve_plugins`).
+    """
+
+    attributes: dict[str, AttributeSpec]
+    k: int
+    t: float | None
+    algorithm: str
+    algorithm_options: dict[str, Any]
+
+
+def parse_attributes(
+    document: Any, lines: dict[tuple[str, ...], int] | None = None, base: Path | None = None
+) -> dict[str, AttributeSpec]:
+    """Validate an ``attributes`` mapping (column → spec, or column → role) into specs.
+
+    Raises:
+        ConfigError: the first problem found, as a key path (with its line when ``lines``).
+    """
+    return _attributes(_Checker(lines or {}), document, base)
+
+
+def parse_settings(
+    document: Mapping[str, Any],
+    lines: dict[tuple[str, ...], int] | None = None,
+    base: Path | None = None,
+) -> Settings:
+    """Validate the ``attributes``, ``privacy`` (``k``, ``t``) and ``algorithm`` (``name``,
+    ``options``; default ``t-first``) parts of a configuration document: the one parser of what
+    a run protects, shared by the YAML configuration and the Python API.
+
+    Raises:
+        ConfigError: the first problem found, as a key path (with its line when ``lines``).
+    """
+    checker = _Checker(lines or {})
+    attributes = _attributes(checker, document.get("attributes"), base)
+    privacy = checker.mapping(document.get("privacy"), ("privacy",), _PRIVACY_KEYS, ("k",))
+    k = privacy["k"]
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise checker.fail(
+            ("privacy", "k"), f"The 'k' parameter must be an integer >= 1. Got {k!r} instead."
+        )
+    t = privacy.get("t")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
+        raise checker.fail(
+            ("privacy", "t"), f"The 't' parameter must be in (0, 1]. Got {t!r} instead."
+        )
+    if t is not None and not any(a.role == "confidential" for a in attributes.values()):
+        raise checker.fail(
+            ("privacy", "t"),
+            "t-closeness needs at least one attribute with role confidential (confidential=[...] "
+            "in tclose.anonymize); or leave t out for k-anonymity only.",
+        )
+    algorithm = checker.mapping(
+        document.get("algorithm") or {"name": "t-first"}, ("algorithm",), _ALGORITHM_KEYS, ("name",)
+    )
+    options = algorithm.get("options") or {}
+    checker.mapping(options, ("algorithm", "options"), None)
+    return Settings(
+        attributes,
+        k,
+        None if t is None else float(t),
+        checker.string(algorithm["name"], ("algorithm", "name")),
+        dict(options),
+    )
+
+
+def attribute_document(columns: Sequence[str] | Mapping[str, Any], role: str) -> dict[str, Any]:
+    """The ``attributes`` document of columns given as :func:`tclose.anonymize` takes them: a
+    name or list of names (numeric attributes), or a mapping of names to a type or a full spec."""
+    if isinstance(columns, str):
+        columns = [columns]
+    if isinstance(columns, Mapping):
+        document = {}
+        for name, spec in columns.items():
+            body = {"type": spec} if isinstance(spec, str) else dict(spec)
+            body["role"] = role
+            document[name] = body
+        return document
+    return {name: {"role": role, "type": "numeric"} for name in columns}
+
+
 def parse_config(
     document: Any, lines: dict[tuple[str, ...], int] | None = None, base: Path | None = None
 ) -> Config:
@@ -463,72 +545,51 @@ def parse_config(
             default_url=top["source"].get("url"),
             default_password_file=source.password_file,
         )
-    attributes = _attributes(checker, top["attributes"], base)
-
-    privacy = checker.mapping(top["privacy"], ("privacy",), _PRIVACY_KEYS, ("k",))
-    k = privacy["k"]
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise checker.fail(
-            ("privacy", "k"), f"The 'k' parameter must be an integer >= 1. Got {k!r} instead."
-        )
-    t = privacy.get("t")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
-        raise checker.fail(
-            ("privacy", "t"), f"The 't' parameter must be in (0, 1]. Got {t!r} instead."
-        )
-
-    algorithm = checker.mapping(
-        top.get("algorithm") or {"name": "t-first"}, ("algorithm",), _ALGORITHM_KEYS, ("name",)
-    )
-    options = algorithm.get("options") or {}
-    checker.mapping(options, ("algorithm", "options"), None)
-
-    report = checker.mapping(top.get("report") or {}, ("report",), _REPORT_KEYS)
-    for key in _REPORT_KEYS - {"interval_p"}:
-        if report.get(key) is not None:
-            checker.string(report[key], ("report", key))
-    interval_p = report.get("interval_p", 0.05)
-    if isinstance(interval_p, bool) or not isinstance(interval_p, (int, float)) or interval_p <= 0:
-        raise checker.fail(("report", "interval_p"), f"Expected a number > 0, got {interval_p!r}.")
+    settings = parse_settings(top, lines, base)
+    report = _report_settings(checker, top.get("report"))
     output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
     seed = output.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise checker.fail(("output", "seed"), f"Expected an integer, got {seed!r}.")
     keep_key = checker.boolean(output.get("keep_key", False), ("output", "keep_key"))
-
     if target is None:
         raise checker.fail(
             ("target",),
             "The key 'target' is required: add target: {table: NAME} "
             "to say where the anonymized table is published.",
         )
-
-    confidential = [a for a in attributes.values() if a.role == "confidential"]
-    if t is not None and not confidential:
-        raise checker.fail(
-            ("privacy", "t"), "t-closeness needs at least one attribute with role confidential."
-        )
-    for name, attr in attributes.items():
+    for name, attr in settings.attributes.items():
         if attr.role == "identifier" and name == source.key and keep_key:
             raise checker.fail(("attributes", name), "The source key cannot be kept and dropped.")
-
     return Config(
         source=source,
         target=target,
-        attributes=attributes,
-        k=k,
-        t=None if t is None else float(t),
-        algorithm=checker.string(algorithm["name"], ("algorithm", "name")),
-        algorithm_options=dict(options),
+        attributes=settings.attributes,
+        k=settings.k,
+        t=settings.t,
+        algorithm=settings.algorithm,
+        algorithm_options=settings.algorithm_options,
         report_json=report.get("json"),
         report_html=report.get("html"),
         report_table=report.get("table"),
-        interval_p=float(interval_p),
+        interval_p=float(report.get("interval_p", 0.05)),
         seed=seed,
         keep_key=keep_key,
         document=dict(document),
         lines=lines or {},
     )
+
+
+def _report_settings(checker: _Checker, raw: Any) -> dict[str, Any]:
+    """The validated ``report`` part (``json``, ``html``, ``table``, ``interval_p``)."""
+    report = checker.mapping(raw or {}, ("report",), _REPORT_KEYS)
+    for key in _REPORT_KEYS - {"interval_p"}:
+        if report.get(key) is not None:
+            checker.string(report[key], ("report", key))
+    interval_p = report.get("interval_p", 0.05)
+    if isinstance(interval_p, bool) or not isinstance(interval_p, (int, float)) or interval_p <= 0:
+        raise checker.fail(("report", "interval_p"), f"Expected a number > 0, got {interval_p!r}.")
+    return report
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -6,6 +6,7 @@ exception               exit  meaning
 ``VerificationError``   1     the written table failed verification; nothing was published
 ``ConfigError``         2     bad configuration or usage
 ``DataError``           3     source, connection or data problem
+``RunInterrupted``      130   SIGINT or SIGTERM (a ``KeyboardInterrupt``)
 ======================  ====  ==================================================
 """
 
@@ -13,11 +14,19 @@ from __future__ import annotations
 
 
 class TcloseError(Exception):
-    """Base class of every error tclose reports to a user."""
+    """Base class of every error tclose reports to a user.
+
+    Attributes:
+        published: whether the target table was published before the error (the runner sets
+            it on any error that ends a run; e.g. a report file that cannot be written after
+            the publish).
+    """
 
     exit_code = 3
-    #: whether the target table was published before the error (set by the runner).
-    published: bool = False
+
+    def __init__(self, *args: object, published: bool = False) -> None:
+        super().__init__(*args)
+        self.published = published
 
 
 class VerificationError(TcloseError):
@@ -25,11 +34,13 @@ class VerificationError(TcloseError):
 
     exit_code = 1
 
-    def __init__(self, message: str, checks: list[dict] | None = None) -> None:
+    def __init__(
+        self, message: str, checks: list[dict] | None = None, report: dict | None = None
+    ) -> None:
         super().__init__(message)
         self.checks = checks or []
-        #: the run's report (the verdict and its checks), attached by the runner.
-        self.report: dict | None = None
+        #: the run's report (the verdict and its checks), attached by the runner once written.
+        self.report = report
 
 
 class ConfigError(TcloseError):
@@ -51,3 +62,16 @@ class DataError(TcloseError):
 
 class PluginError(ConfigError):
     """A plugin could not be registered or found (e.g. two plugins claim the same name)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM ended a run (a :class:`KeyboardInterrupt`, exit code 130 of the CLI).
+
+    Attributes:
+        published: whether the target table was replaced before the interrupt took effect
+            (signals are deferred from the publish until the report and audit row are written).
+    """
+
+    def __init__(self, message: str = "", published: bool = False) -> None:
+        super().__init__(message)
+        self.published = published

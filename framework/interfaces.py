@@ -218,6 +218,9 @@ class Distance(Protocol):
         definition: one paragraph defining the EMD this distance computes, shown per attribute
             in the audit report (``privacy.emd_definitions``). Optional: a plugin without it is
             still accepted, and the report says that the plugin gives no definition.
+        default_for: optional, the attribute types for which it is the default distance (used
+            when a confidential attribute names no distance; the first registered plugin that
+            claims a type wins, built-ins first: see ``Registry.default_distance``).
     """
 
     name: str

@@ -3,7 +3,8 @@
 The CLI turns SIGTERM into :class:`KeyboardInterrupt`, like Ctrl-C (:func:`terminate_as_interrupt`).
 A run defers both signals from the moment it starts to publish until its report and audit row
 are written (:class:`Deferral`): an interrupt there takes effect right after, when the outcome is
-known and recorded, and the :class:`KeyboardInterrupt` then carries ``published = True``. Only
+known and recorded, and the interrupt (:class:`tclose.errors.RunInterrupted`) then carries
+``published = True``. Only
 SIGKILL (or a power cut) can end a run inside that window; the published table then carries the
 run id (see ``docs/databases.md``).
 """
@@ -15,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from .errors import RunInterrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -40,7 +43,8 @@ class Deferral:
     """Holds SIGINT and SIGTERM between :meth:`start` and :meth:`end` (main thread only).
 
     A signal received in between is remembered; :meth:`end` restores the previous handlers and
-    then raises :class:`KeyboardInterrupt` (with attribute ``published``) if one came.
+    then raises :class:`~tclose.errors.RunInterrupted` (a ``KeyboardInterrupt`` with
+    ``published``) if one came.
     """
 
     def __init__(self) -> None:
@@ -68,6 +72,4 @@ class Deferral:
             if previous.get(received) == signal.SIG_DFL and received != signal.SIGINT:
                 signal.raise_signal(received)  # SIGTERM without a handler: terminate, as asked
             name = signal.Signals(received).name
-            interrupt = KeyboardInterrupt(f"signal {name}")
-            interrupt.published = published  # type: ignore[attr-defined]  # read via getattr by the CLI
-            raise interrupt
+            raise RunInterrupted(f"signal {name}", published=published)

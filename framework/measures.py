@@ -579,13 +579,12 @@ def evaluate(
     Returns:
         ``{"risk": {...}, "utility": {...}}`` as in the audit report (``docs/reports.md``).
     """
-    from .api import _attribute_document
     from .attributes import encode_confidential, encode_table
-    from .config import _attributes, _Checker
+    from .config import attribute_document, parse_attributes
 
-    document = _attribute_document(quasi_identifiers, "quasi_identifier")
-    document.update(_attribute_document(confidential, "confidential"))
-    specs = _attributes(_Checker({}), document)
+    document = attribute_document(quasi_identifiers, "quasi_identifier")
+    document.update(attribute_document(confidential, "confidential"))
+    specs = parse_attributes(document)
     for frame, which in ((original, "original"), (published, "published")):
         absent = [name for name in specs if name not in frame.columns]
         if absent:

@@ -115,6 +115,18 @@ class Registry:
             f"No connector serves the database dialect {dialect!r}. Known: {known}.{broken}"
         )
 
+    def default_distance(self, attribute_type: str, path: str = "distance") -> str:
+        """The name of the distance a confidential attribute of ``attribute_type`` gets when it
+        names none: the first registered distance (built-ins first) whose optional
+        ``default_for`` lists the type. ``path`` is the YAML path for messages."""
+        for name, provided in self.distances.items():
+            if attribute_type in getattr(provided.obj, "default_for", ()):
+                return name
+        raise ConfigError(
+            f"==> At {path}\nNo distance plugin is the default for {attribute_type} attributes; "
+            f"name one (available: {', '.join(sorted(self.distances)) or 'none'})."
+        )
+
     def versions(self, names: Iterable[tuple[str, str]]) -> dict[str, str]:
         """``{"kind:name": "provider version"}`` for the (kind, name) pairs a run used."""
         out = {}

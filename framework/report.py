@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,8 @@ from .registry import dialect_of
 if TYPE_CHECKING:
     from .config import Config
     from .interfaces import Partition
+    from .plan import Resolved
     from .registry import Registry
-    from .runner import Resolved
     from .verify import Verification
 
 log = logging.getLogger("tclose")
@@ -209,108 +210,96 @@ def emd_histograms(
     return result
 
 
-def build_report(
-    config: Config | None,
-    registry: Registry,
-    resolved: Resolved,
-    n: int,
-    labels: np.ndarray,
-    partition: Partition,
-    verification: Verification | None,
-    encoded: EncodedTable,
-    replaced: dict[str, np.ndarray],
-    timings: dict[str, float],
-    started: float,
-    *,
-    published: bool,
-    dry_run: bool = False,
-    source_url: str | None = None,
-    target_url: str | None = None,
-    k: int | None = None,
-    t: float | None = None,
-    output_columns: Sequence[str] | None = None,
-    measures: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Assemble the audit report (the contract's fields and more), as JSON-ready data.
+@dataclass
+class RunContext:
+    """What a run knows when its report is built: the one argument of :func:`build_report`.
 
-    Args:
-        config: the run's configuration, or ``None`` for :func:`tclose.anonymize` (then ``k``
-            and ``t`` are given directly and the database parts are left out).
+    The runner and :func:`tclose.anonymize` fill it phase by phase; the report reads it when it
+    is built (a failed verification is reported too, so ``verification`` may fail).
+
+    Attributes:
         registry: the plugins loaded for the run (their versions are recorded).
         resolved: the algorithm and distances the run used.
-        n: rows read from the source, including any set aside by ``missing: exclude-rows``
-            (counted in ``source.rows_set_aside``, never published).
-        labels: dense cluster label of every row.
-        partition: the algorithm's answer (its ``info`` is recorded).
-        verification: the verifier's verdict on the written rows (``None`` if it did not run).
-        encoded: the encoded source columns (:func:`tclose.attributes.encode_table`).
-        replaced: QI column → published values of the kept rows.
-        timings: seconds per phase.
+        k: the k asked for.
+        t: the t asked for, or ``None``.
         started: start of the run, seconds since the epoch.
-        published: whether the target now holds the verified table.
-        dry_run: whether publishing was skipped on purpose.
-        source_url: the source URL, redacted.
-        target_url: the target URL, redacted.
-        k: k when ``config`` is ``None``.
-        t: t when ``config`` is ``None``.
-        output_columns: the columns of the written table, in order (names only).
+        timings: seconds per phase, in the order the phases ran (filled by the runner's timer).
+        rows_read: rows read from the source, including any set aside by ``missing:
+            exclude-rows`` (counted in ``source.rows_set_aside``, never published).
+        encoded: the encoded source columns (:func:`tclose.attributes.encode_table`).
+        labels: dense cluster label of every kept row.
+        partition: the algorithm's answer (its ``info`` is recorded).
+        replaced: QI column → published values of the kept rows.
         measures: the ``risk`` section and the ``utility`` additions
             (:func:`tclose.measures.measure_configured`).
+        verification: the verifier's verdict on the written rows (``None`` if it did not run).
+        published: whether the target now holds the verified table.
+        dry_run: whether publishing was skipped on purpose.
+        audited_in_publish: whether the ``run_publishing`` hooks ran in the publish transaction.
+        config: the run's configuration; ``None`` for :func:`tclose.anonymize` (then the
+            database parts are left out).
+        run_id: the run's id (default: a fresh one).
+        source_url: the source URL, redacted.
+        target_url: the target URL, redacted.
+        output_columns: the columns of the written table, in order (names only).
     """
-    k = config.k if config is not None else k
-    t = config.t if config is not None else t
+
+    registry: Registry
+    resolved: Resolved
+    k: int
+    t: float | None
+    started: float = field(default_factory=time.time)
+    timings: dict[str, float] = field(default_factory=dict)
+    rows_read: int = 0
+    encoded: EncodedTable | None = field(default=None, repr=False)
+    labels: np.ndarray | None = field(default=None, repr=False)
+    partition: Partition | None = field(default=None, repr=False)
+    replaced: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    measures: Mapping[str, Mapping[str, Any]] | None = field(default=None, repr=False)
+    verification: Verification | None = None
+    published: bool = False
+    dry_run: bool = False
+    audited_in_publish: bool = False
+    config: Config | None = None
+    run_id: str | None = None
+    source_url: str | None = None
+    target_url: str | None = None
+    output_columns: Sequence[str] | None = None
+
+
+def build_report(context: RunContext) -> dict[str, Any]:
+    """Assemble the audit report (the contract's fields and more), as JSON-ready data, from
+    what the run knows (:class:`RunContext`; its encoding, labels and partition must be set)."""
+    encoded, labels, partition = context.encoded, context.labels, context.partition
+    assert encoded is not None and labels is not None and partition is not None
+    verification, replaced = context.verification, context.replaced
     loss = encoded.information_loss(replaced)
     one_cluster = encoded.information_loss(encoded.aggregate(np.zeros(len(labels), dtype=np.int64)))
-    used = [("algorithm", resolved.algorithm.name)]
-    used += [("distance", d.name) for d, _ in resolved.distances.values()]
-    if config is not None:
-        for url in (config.source.url, config.target.url):
-            with contextlib.suppress(ConfigError):  # no connector known: nothing to record
-                used.append(("connector", registry.connector_for(dialect_of(url)).name))
     written = (
-        n
+        context.rows_read
         if verification is None
-        else next((c["actual"] for c in verification.checks if c["name"] == "row_count"), n)
+        else next(
+            (c["actual"] for c in verification.checks if c["name"] == "row_count"),
+            context.rows_read,
+        )
     )
-    class_emds = verification.class_emds if verification is not None else {}
     finished = time.time()
     report: dict[str, Any] = {
         "tool": {"name": "tclose", "version": __version__},
-        "run": {
-            "id": uuid.uuid4().hex,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
-            "dry_run": dry_run,
-            "published": published,
-            "host": socket.gethostname(),
-            "python": platform.python_version(),
-            "platform": sys.platform,
-        },
-        "config_sha256": config.digest() if config is not None else None,
+        "run": _run_section(context, finished),
+        "config_sha256": context.config.digest() if context.config is not None else None,
         "source": {
-            "rows": n,
+            "rows": context.rows_read,
             "rows_set_aside": int(encoded.excluded.sum()),
             "rows_set_aside_by_column": encoded.excluded_by,
         },
         "target": {"rows": written},
         "algorithm": {
-            "name": resolved.algorithm.name,
-            "options": resolved.algorithm_options,
+            "name": context.resolved.algorithm.name,
+            "options": context.resolved.algorithm_options,
             "info": partition.info,
         },
-        "privacy": {
-            "k": k,
-            "t": t,
-            "k_achieved": verification.k_achieved if verification else None,
-            "t_achieved": verification.t_achieved if verification else {},
-            "distance": {c: d.name for c, (d, _) in resolved.distances.items()},
-            "emd_definition": EMD_DEFINITION,
-            "emd_definitions": {
-                c: distance_definition(d) for c, (d, _) in resolved.distances.items()
-            },
-            "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
-            "emd_histogram": emd_histograms(class_emds, t),
-        },
+        "privacy": _privacy_section(context),
         "clusters": cluster_statistics(labels),
         "utility": {
             "sse": loss["sse"],
@@ -319,29 +308,83 @@ def build_report(
             "sse_per_attribute": loss["sse_per_attribute"],
             "definition": SSE_DEFINITION,
         },
-        "distributions": distributions(encoded, replaced, k=k),
+        "distributions": distributions(encoded, replaced, k=context.k),
         "warnings": constant_warnings(encoded),
         "verification": {
             "passed": bool(verification.passed) if verification else False,
             "checks": verification.checks if verification else [],
         },
-        "timings": {**timings, "total": round(finished - started, 4)},
-        "plugins": registry.versions(used),
+        "timings": {**context.timings, "total": round(finished - context.started, 4)},
+        "plugins": context.registry.versions(_plugins_used(context)),
     }
     _add_release_facts(report, verification)
-    if measures:
-        report["risk"] = dict(measures["risk"])
-        report["utility"].update(measures["utility"])
-    if config is not None:
-        report["source"].update({"url": source_url, "table": config.source.table})
-        report["target"].update({"url": target_url, "table": config.target.table})
-        if output_columns is not None:
-            report["target"]["columns"] = list(output_columns)
-        report["attributes"] = {
-            name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
-        }
-        report["config"] = redacted_document(config.document)
+    if context.measures:
+        report["risk"] = dict(context.measures["risk"])
+        report["utility"].update(context.measures["utility"])
+    _add_database_parts(report, context)
     return _jsonable(report)
+
+
+def _run_section(context: RunContext, finished: float) -> dict[str, Any]:
+    """The ``run`` section: id, times, outcome and where it ran."""
+    run = {
+        "id": context.run_id or uuid.uuid4().hex,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(context.started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
+        "dry_run": context.dry_run,
+        "published": context.published,
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": sys.platform,
+    }
+    if context.audited_in_publish:
+        run["audited_in_publish"] = True
+    return run
+
+
+def _privacy_section(context: RunContext) -> dict[str, Any]:
+    """The ``privacy`` section: what was asked, what the verifier found, with which EMD."""
+    verification, resolved, t = context.verification, context.resolved, context.t
+    class_emds = verification.class_emds if verification is not None else {}
+    return {
+        "k": context.k,
+        "t": t,
+        "k_achieved": verification.k_achieved if verification else None,
+        "t_achieved": verification.t_achieved if verification else {},
+        "distance": {c: d.name for c, (d, _) in resolved.distances.items()},
+        "emd_definition": EMD_DEFINITION,
+        "emd_definitions": {c: distance_definition(d) for c, (d, _) in resolved.distances.items()},
+        "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
+        "emd_histogram": emd_histograms(class_emds, t),
+    }
+
+
+def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
+    """The (kind, name) of every plugin the run used: algorithm, distances, connectors."""
+    used = [("algorithm", context.resolved.algorithm.name)]
+    used += [("distance", d.name) for d, _ in context.resolved.distances.values()]
+    if context.config is not None:
+        for url in (context.config.source.url, context.config.target.url):
+            with contextlib.suppress(ConfigError):  # no connector known: nothing to record
+                connector = context.registry.connector_for(dialect_of(url))
+                used.append(("connector", connector.name))
+    return used
+
+
+def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
+    """Tables, URLs, written columns, attributes and the redacted configuration of a database
+    run (none for :func:`tclose.anonymize`)."""
+    config = context.config
+    if config is None:
+        return
+    report["source"].update({"url": context.source_url, "table": config.source.table})
+    report["target"].update({"url": context.target_url, "table": config.target.table})
+    if context.output_columns is not None:
+        report["target"]["columns"] = list(context.output_columns)
+    report["attributes"] = {
+        name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
+    }
+    report["config"] = redacted_document(config.document)
 
 
 def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:
@@ -387,7 +430,7 @@ def write_html(report: dict[str, Any], path: str | Path) -> None:
     write_atomically(path, render_html(report))
 
 
-def finish(
+def finish_report(
     report: dict[str, Any], registry: Registry, config: Config, report_path: str | None
 ) -> None:
     """Write the configured report files and call the ``run_finished`` hook.
@@ -404,13 +447,12 @@ def finish(
             write(report, path)
         except OSError as error:
             published = bool(report.get("run", {}).get("published"))
-            failure = DataError(
+            raise DataError(
                 f"Cannot write the report {path}: {error.strerror}. "
                 + ("The table WAS published and verified; " if published else "")
-                + "fix the path and run `tclose verify` to record the verdict again."
-            )
-            failure.published = published
-            raise failure from None
+                + "fix the path and run `tclose verify` to record the verdict again.",
+                published=published,
+            ) from None
         log.info("wrote the report %s", path)
     if registry.manager is not None:
         try:

@@ -1,4 +1,4 @@
-"""One run, phase by phase: read → encode → fit → partition → write staging → verify → publish.
+"""One run, phase by phase: plan → read → cluster → write staging → verify → publish → report.
 
 The runner is the only place that knows the order of the phases. Whatever fails, the source is
 never written to, and the target is either the verified new table or exactly what it was before.
@@ -6,10 +6,10 @@ never written to, and the target is either the verified new table or exactly wha
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -18,32 +18,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
-from .columns import check_column_fates, resolve_key, with_key
-from .config import AttributeSpec, Config
-from .errors import ConfigError, DataError, VerificationError
-from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
-from .interfaces import Algorithm, Distance
+from .columns import resolve_key, with_key
+from .config import Config
+from .errors import DataError, RunInterrupted, TcloseError, VerificationError
+from .guards import refuse_overflow
 from .interrupts import Deferral
 from .measures import measure_configured, measure_published
-from .options import validate_options
+from .naming import KEY_LABEL, TableName
 from .partition import cluster_rows
+from .plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.compare)
+    Resolved,
+    RunPlan,
+    build_plan,
+    resolve_distances,
+    resolve_plugins,
+    with_attribute_options,
+)
 from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, dialect_of, load_registry
+from .report import RunContext, build_report, finish_report
 from .verify import Verification, verify_rows
 
 log = logging.getLogger("tclose")
-
-
-@dataclass
-class Resolved:
-    """The plugins a configuration names, with their validated options."""
-
-    algorithm: Algorithm
-    algorithm_options: dict[str, Any]
-    distances: dict[str, tuple[Distance, dict[str, Any]]]
 
 
 @dataclass
@@ -59,8 +57,9 @@ class RunResult:
 class Timer:
     """Seconds spent per phase, in the order the phases ran."""
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+    def __init__(self, seconds: dict[str, float] | None = None) -> None:
+        #: phase name → seconds (``seconds``, when given, is filled in place).
+        self.seconds: dict[str, float] = seconds if seconds is not None else {}
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -71,60 +70,6 @@ class Timer:
         finally:
             self.seconds[name] = round(time.perf_counter() - start, 4)
             log.info("%s done in %.2f s", name, self.seconds[name])
-
-
-def resolve_plugins(config: Config, registry: Registry) -> Resolved:
-    """Find the algorithm and distances the configuration names and validate their options."""
-    algorithm = registry.get("algorithm", config.algorithm, "algorithm.name")
-    options = validate_options(
-        algorithm.name, algorithm.options_schema, config.algorithm_options, "algorithm.options"
-    )
-    if algorithm.requires_t and config.t is None:
-        raise ConfigError(
-            f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs "
-            f"privacy.t (a number in (0, 1])."
-        )
-    if config.t is not None and not algorithm.requires_t:
-        raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
-    return Resolved(algorithm, options, resolve_distances(config.attributes, registry))
-
-
-def t_not_enforced(name: str, registry: Registry, where: str = "") -> ConfigError:
-    """The error for a ``t`` asked of an algorithm that does not enforce t-closeness."""
-    enforcing = sorted(a for a, p in registry.algorithms.items() if p.obj.requires_t)
-    return ConfigError(
-        f"{where}Algorithm {name} does not enforce t-closeness, so privacy.t would not hold in "
-        f"the published table. Remove t (k-anonymity only), or choose an algorithm that "
-        f"enforces it: {', '.join(enforcing)}."
-    )
-
-
-def resolve_distances(
-    attributes: Mapping[str, AttributeSpec], registry: Registry
-) -> dict[str, tuple[Distance, dict]]:
-    """The distance plugin and validated options of every confidential attribute."""
-    distances = {}
-    for attribute in attributes.values():
-        if attribute.role != "confidential":
-            continue
-        path = f"attributes.{attribute.name}.distance"
-        assert attribute.distance is not None  # validation requires one for confidential
-        distance = registry.get("distance", attribute.distance, path)
-        if attribute.type not in distance.attribute_types:
-            raise ConfigError(
-                f"==> At {path}\nDistance {distance.name} does not accept {attribute.type} "
-                f"attributes (it accepts: {', '.join(distance.attribute_types)})."
-            )
-        distances[attribute.name] = (
-            distance,
-            validate_options(
-                distance.name,
-                distance.options_schema,
-                attribute.distance_options,
-                f"attributes.{attribute.name}.distance_options",
-            ),
-        )
-    return distances
 
 
 def _chunks(
@@ -148,8 +93,6 @@ def _read_inputs(
 ) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
-    from .naming import TableName
-
     columns = config.quasi_identifiers + config.confidential
     frames = _chunks(
         database.read(
@@ -164,10 +107,10 @@ def _read_inputs(
     frame = (
         pd.concat(frames, ignore_index=True)
         if frames
-        else pd.DataFrame(columns=["__key__", *columns])
+        else pd.DataFrame(columns=[KEY_LABEL, *columns])
     )
-    keys = frame["__key__"].to_numpy()
-    if len(keys) and (pd.isna(frame["__key__"]).any() or len(pd.unique(keys)) != len(keys)):
+    keys = frame[KEY_LABEL].to_numpy()
+    if len(keys) and (pd.isna(frame[KEY_LABEL]).any() or len(pd.unique(keys)) != len(keys)):
         raise DataError(
             f"The row key of {config.source.table} is not unique and non-null; "
             f"name a unique, non-null column as source.key."
@@ -199,6 +142,10 @@ def run(
 ) -> RunResult:
     """Anonymize the configured source table into the target table.
 
+    The phases, in order: :func:`tclose.plan.build_plan` (every decision, before any row is
+    read), then :meth:`Phases.read`, :meth:`Phases.cluster` (with the measures),
+    :meth:`Phases.write`, :meth:`Phases.verify`, :meth:`Phases.publish` and :meth:`Phases.report`.
+
     Args:
         config: a validated configuration.
         registry: the plugins to use (default: built-ins and installed third-party plugins).
@@ -212,236 +159,233 @@ def run(
         the :class:`RunResult`; ``published`` is true when the target now holds the verified table.
 
     Raises:
-        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1;
-        KeyboardInterrupt: on SIGINT (and SIGTERM under the CLI), with attribute ``published``
-        telling whether the target was replaced before it took effect (signals are deferred from
-        the publish until the report and audit row are written).
+        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1 (with
+        the run's ``report``); each with ``published``. RunInterrupted (a KeyboardInterrupt): on
+        SIGINT (and SIGTERM under the CLI), with ``published`` telling whether the target was
+        replaced before it took effect (signals are deferred from the publish until the report
+        and audit row are written).
     """
     deferral = Deferral()
     try:
-        return _run(config, registry, dry_run, report_path, progress, deferral)
-    except BaseException as error:
-        # Any exception (KeyboardInterrupt too) says whether the table was published.
-        published = deferral.published or bool(getattr(error, "published", False))
-        error.published = published  # type: ignore[attr-defined]
+        return _run(config, registry or load_registry(), dry_run, report_path, progress, deferral)
+    except (TcloseError, RunInterrupted) as error:
+        error.published = error.published or deferral.published
         raise
+    except KeyboardInterrupt as interrupt:
+        raise RunInterrupted(str(interrupt), published=deferral.published) from interrupt
     finally:
         deferral.end(deferral.published)
 
 
 def _run(
     config: Config,
-    registry: Registry | None,
+    registry: Registry,
     dry_run: bool,
     report_path: str | None,
     progress: Callable[..., None] | None,
     deferral: Deferral,
 ) -> RunResult:
-    from .naming import ROW_COLUMN, STAGING_MARK, TableName
-
-    registry = registry or load_registry()
-    resolved = resolve_plugins(config, registry)
-    timer = Timer()
+    """The phases of :func:`run`, in order."""
     started = time.time()
-    say = progress or (lambda *_args, **_counts: None)
-
-    source_connector = registry.connector_for(dialect_of(config.source.url))
-    source_db = source_connector.connect(config.source.url, config.source.password_file)
-    target_spec = config.target
-    target_db = (
-        source_db
-        if target_spec.url == config.source.url
-        and target_spec.password_file == config.source.password_file
-        else registry.connector_for(dialect_of(target_spec.url)).connect(
-            target_spec.url, target_spec.password_file
-        )
-    )
-    source_name = TableName.parse(config.source.table)
-    target_name = TableName.parse(target_spec.table)
-    run_id = uuid.uuid4().hex
-    target_db.check_table_name(target_name)
-    staging_name = target_db.owned_name(target_name, STAGING_MARK, run_id)
-    refuse_same_table(
-        source_db,
-        source_name,
-        target_db,
-        target_name,
-        TableName.parse(config.report_table) if config.report_table else None,
-    )
-    refuse_foreign_file(report_path or config.report_json, "json")
-    refuse_foreign_file(config.report_html, "html")
-
-    source_table = source_db.table(source_name)
-    for column in config.attributes:
-        if column not in source_table.c:
-            raise DataError(
-                f"Column {column!r} (attributes.{column}) does not exist in table "
-                f"{source_name}. Its columns are: {', '.join(source_table.c.keys())}."
-            )
-    key = resolve_key(source_db, source_table, config.source.key)
-    check_column_fates(config, list(source_table.c.keys()), key)
-    config = with_key(config, key)
-    if target_db.exists(target_name) and target_spec.if_exists == "fail" and not dry_run:
-        raise DataError(
-            f"The target table {target_name} already exists and target.if_exists is "
-            f"'fail'. Set if_exists: replace, or choose another target table."
-        )
-
-    dropped = set(config.identifiers)
-    if not config.keep_key and config.source.key:
-        dropped.add(config.source.key)
-    output_columns = [c.name for c in source_table.columns if c.name not in dropped]
-    rounded = [a.name for a in config.attributes.values() if a.round]
-    # Numeric QIs are written as double precision (or integers when rounded); QIs of other types
-    # keep their source column type.
-    numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
-    staging_table = target_db.staging_table(
-        staging_name, source_table, output_columns, numeric, rounded, source_db.dialect
-    )
-    staging_table.info.update(target=target_name, run_id=run_id)
-    staging_table.comment = f"tclose run {run_id}"  # kept by the published table where supported
-
-    # Same database: one session reads, joins, verifies and publishes in one snapshot. Otherwise
-    # the target session (staging table created first, so that a missing permission fails before
-    # any work) and a read-only source session whose snapshot serves both passes.
-    def make_report(published: bool, audited_in_publish: bool = False) -> dict[str, Any]:
-        """The audit report of this run (variables of the phases, read when called)."""
-        report = report_module.build_report(
-            config,
-            registry,
-            resolved,
-            n_read,
-            labels,
-            partition,
-            verification,
-            encoded,
-            replaced,
-            timer.seconds,
-            started,
-            published=published,
-            dry_run=dry_run,
-            source_url=source_db.redacted_url,
-            target_url=target_db.redacted_url,
-            output_columns=[ROW_COLUMN, *output_columns],
-            measures=measures,
-        )
-        report["run"]["id"] = run_id  # the id in the owned names (and the table's comment)
-        if audited_in_publish:
-            report["run"]["audited_in_publish"] = True
-        return report
-
-    def record_in_publish(connection: Any) -> None:
-        """The ``run_publishing`` hooks, inside the publishing transaction."""
-        draft = make_report(True, audited_in_publish=True)
-        assert registry.manager is not None  # record_publish below is None without a manager
-        registry.manager.hook.run_publishing(report=draft, config=config, connection=connection)
-
-    record_publish = (
-        record_in_publish
-        if registry.manager is not None
-        and registry.manager.hook.run_publishing.get_hookimpls()
-        and getattr(target_db.session_class, "publishes_in_transaction", False)
-        else None
-    )
-    audited_in_publish = False
-    joined = target_db is source_db and source_db.joins_in_snapshot
-    published = False
-    verification = None
+    plan = build_plan(config, registry, dry_run=dry_run, report_path=report_path)
+    phases = Phases(plan, registry, progress, started)
     failure: VerificationError | None = None
-    with ExitStack() as sessions:
-        if joined:
-            source = target = sessions.enter_context(source_db.session(staging_table))
-        else:
-            target = sessions.enter_context(target_db.session(staging_table))
-            source = sessions.enter_context(source_db.session(read_only=True))
-
-        line = f"reading {source_name}"
-        say(line)
-        with timer.phase("read"):
-            keys, encoded, set_aside = _read_inputs(source, config, progress, line)
-        n = len(keys)
-        n_read = n + int(encoded.excluded.sum())
-
-        kernel_line = f"partitioning {n} rows with {resolved.algorithm.name}"
-        say(kernel_line)
-        with timer.phase("kernel"), phase_counts(say, kernel_line):
-            labels, partition, _fitted = cluster_rows(
-                encoded.x,
-                encoded.confidential,
-                encoded.distance_options,
-                resolved,
-                config.k,
-                config.t,
-            )
-        replaced = encoded.aggregate(labels)
-        refuse_overflow(replaced, config.attributes, keys)
-        say("measuring disclosure risk and utility")
-        with timer.phase("measures"):
-            measures = measure_configured(
-                encoded, replaced, config.attributes, config.interval_p, labels
-            )
-        written = {c: _database_values(v, config.attributes[c]) for c, v in replaced.items()}
-        rng = np.random.default_rng(
-            config.seed if config.seed is not None else secrets.randbits(64)
-        )
-        new_rows = rng.permutation(n).astype(np.int64) + 1
-
-        say(f"writing staging table {staging_name}")
-        with timer.phase("write"):
-            if joined:
-                source.fill_joined(
-                    source_table, config.source.key, staging_table, keys, new_rows, labels, written
-                )
-            else:
-                target.fill_streamed(
-                    staging_table,
-                    _transformed_chunks(
-                        source,
-                        config,
-                        source_name,
-                        output_columns,
-                        keys,
-                        new_rows,
-                        written,
-                        set_aside,
-                    ),
-                )
-                source.close()  # the snapshot is no longer needed; release it before publishing
-
+    with phases.sessions() as (source, target):
+        phases.read(source)
+        phases.cluster()
+        phases.write(source, target)
         try:
-            say("verifying the written rows")
-            with timer.phase("verify"):
-                verification = _verify_staging(
-                    target, staging_name, config, resolved, n, encoded.confidential, progress
-                )
-            if not verification.passed:
-                failed = ", ".join(c["name"] for c in verification.failures())
-                raise VerificationError(
-                    f"Verification of the written table failed ({failed}); nothing was published "
-                    f"and {target_name} is unchanged." + linkage_advice(verification.checks),
-                    verification.checks,
-                )
+            phases.verify(target)
             if not dry_run:
-                say(f"publishing {target_name}")
-                deferral.start()  # from here an interrupt waits until the outcome is recorded
-                with timer.phase("publish"):
-                    target.publish(
-                        staging_name,
-                        target_name,
-                        replace=target_spec.if_exists == "replace",
-                        before_commit=record_publish,
-                    )
-                audited_in_publish = record_publish is not None
-                published = deferral.published = True
+                phases.publish(target, deferral)
         except VerificationError as error:
             failure = error
     # Reported once the sessions have ended (a failed verification has rolled back the staging).
-    report = make_report(published, audited_in_publish)
-    report_module.finish(report, registry, config, report_path)
+    report = phases.report(report_path)
     if failure is not None:
         failure.report = report
         raise failure
-    return RunResult(report, published, verification, labels)
+    return RunResult(report, phases.context.published, phases.context.verification, phases.labels)
+
+
+class Phases:
+    """The phases of one run of a :class:`~tclose.plan.RunPlan`, sharing what they produce.
+
+    Each phase says its line to ``progress``, times itself under its ``timings`` name and
+    records what the report needs in :attr:`context` (:class:`tclose.report.RunContext`).
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        registry: Registry,
+        progress: Callable[..., None] | None,
+        started: float,
+    ) -> None:
+        self.plan = plan
+        self.progress = progress
+        self.say = progress or (lambda *_args, **_counts: None)
+        config = plan.config
+        self.context = RunContext(
+            registry,
+            plan.resolved,
+            config.k,
+            config.t,
+            started=started,
+            dry_run=plan.dry_run,
+            config=config,
+            run_id=plan.run_id,
+            source_url=plan.source_db.redacted_url,
+            target_url=plan.target_db.redacted_url,
+            output_columns=plan.columns,
+        )
+        self.timer = Timer(self.context.timings)
+        self.keys = np.zeros(0)
+        self.set_aside: set = set()
+        self.labels = np.zeros(0, dtype=np.int64)
+        self.written: dict[str, np.ndarray] = {}
+
+    @contextmanager
+    def sessions(self) -> Iterator[tuple[Any, Any]]:
+        """The source and target sessions. Same database (:data:`~tclose.plan.JOIN`): one
+        session reads, joins, verifies and publishes in one snapshot. Otherwise the target
+        session (staging table created first, so that a missing permission fails before any
+        work) and a read-only source session whose snapshot serves both passes."""
+        plan = self.plan
+        with ExitStack() as stack:
+            if plan.joined:
+                source = target = stack.enter_context(plan.source_db.session(plan.staging_table))
+            else:
+                target = stack.enter_context(plan.target_db.session(plan.staging_table))
+                source = stack.enter_context(plan.source_db.session(read_only=True))
+            yield source, target
+
+    def read(self, source: Any) -> None:
+        """Pass 1: the keys and encoded columns of the source rows (streamed)."""
+        line = f"reading {self.plan.source}"
+        self.say(line)
+        with self.timer.phase("read"):
+            self.keys, encoded, self.set_aside = _read_inputs(
+                source, self.plan.config, self.progress, line
+            )
+        self.context.encoded = encoded
+        self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
+
+    def cluster(self) -> None:
+        """Fit the distances, partition the rows, aggregate the QIs and measure the release."""
+        context, config, encoded = self.context, self.plan.config, self.context.encoded
+        assert encoded is not None
+        line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
+        self.say(line)
+        with self.timer.phase("kernel"), phase_counts(self.say, line):
+            self.labels, context.partition, _fitted = cluster_rows(
+                encoded.x,
+                encoded.confidential,
+                encoded.distance_options,
+                context.resolved,
+                config.k,
+                config.t,
+            )
+        context.labels = self.labels
+        context.replaced = encoded.aggregate(self.labels)
+        refuse_overflow(context.replaced, config.attributes, self.keys)
+        self.say("measuring disclosure risk and utility")
+        with self.timer.phase("measures"):
+            context.measures = measure_configured(
+                encoded, context.replaced, config.attributes, config.interval_p, self.labels
+            )
+        self.written = {
+            c: _database_values(v, config.attributes[c]) for c, v in context.replaced.items()
+        }
+
+    def write(self, source: Any, target: Any) -> None:
+        """Fill the staging table, new row numbers in a random order: joined in the source's
+        database, or streamed from a second pass over the source snapshot."""
+        plan, config = self.plan, self.plan.config
+        rng = np.random.default_rng(
+            config.seed if config.seed is not None else secrets.randbits(64)
+        )
+        new_rows = rng.permutation(len(self.keys)).astype(np.int64) + 1
+        self.say(f"writing staging table {plan.staging}")
+        with self.timer.phase("write"):
+            if plan.joined:
+                source.fill_joined(
+                    plan.source_table,
+                    config.source.key,
+                    plan.staging_table,
+                    self.keys,
+                    new_rows,
+                    self.labels,
+                    self.written,
+                )
+                return
+            chunks = _transformed_chunks(
+                source,
+                config,
+                plan.source,
+                plan.output_columns,
+                self.keys,
+                new_rows,
+                self.written,
+                self.set_aside,
+            )
+            target.fill_streamed(plan.staging_table, chunks)
+            source.close()  # the snapshot is no longer needed; release it before publishing
+
+    def verify(self, target: Any) -> None:
+        """Read the staging table back and verify it; :class:`VerificationError` if it fails."""
+        plan, encoded = self.plan, self.context.encoded
+        assert encoded is not None
+        self.say("verifying the written rows")
+        with self.timer.phase("verify"):
+            verification = _verify_staging(
+                target,
+                plan.staging,
+                plan.config,
+                plan.resolved,
+                len(self.keys),
+                encoded.confidential,
+                self.progress,
+            )
+        self.context.verification = verification
+        if not verification.passed:
+            failed = ", ".join(c["name"] for c in verification.failures())
+            raise VerificationError(
+                f"Verification of the written table failed ({failed}); nothing was published "
+                f"and {plan.target} is unchanged." + linkage_advice(verification.checks),
+                verification.checks,
+            )
+
+    def publish(self, target: Any, deferral: Deferral) -> None:
+        """Replace the target by the verified staging table, atomically; from here signals wait
+        until the outcome is recorded."""
+        plan = self.plan
+        self.say(f"publishing {plan.target}")
+        deferral.start()
+        with self.timer.phase("publish"):
+            target.publish(
+                plan.staging,
+                plan.target,
+                replace=plan.replace,
+                before_commit=self._record_in_publish if plan.audit_in_publish else None,
+            )
+        self.context.audited_in_publish = plan.audit_in_publish
+        self.context.published = deferral.published = True
+
+    def _record_in_publish(self, connection: Any) -> None:
+        """The ``run_publishing`` hooks, inside the publishing transaction."""
+        draft = build_report(
+            dataclasses.replace(self.context, published=True, audited_in_publish=True)
+        )
+        manager = self.context.registry.manager
+        assert manager is not None  # audit_in_publish is false without a manager
+        manager.hook.run_publishing(report=draft, config=self.plan.config, connection=connection)
+
+    def report(self, report_path: str | None) -> dict[str, Any]:
+        """Build the audit report, write its files and call the ``run_finished`` hooks."""
+        report = build_report(self.context)
+        finish_report(report, self.context.registry, self.plan.config, report_path)
+        return report
 
 
 def _transformed_chunks(
@@ -509,8 +453,6 @@ def verify_published(
             of the run's audit report).
         progress: called with a line of text at the start of each phase.
     """
-    from .naming import TableName
-
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     distances = resolve_distances(config.attributes, registry)
@@ -558,8 +500,6 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     (PostgreSQL, MySQL; on SQLite from a constraint name in its definition); ``None`` if the
     table carries none. With it, the audit record of a run killed between its publish and its
     report can be found or rebuilt."""
-    from .naming import TableName
-
     registry = registry or load_registry()
     database = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -598,14 +538,6 @@ def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
     add_linkage_check(verification, scan.linking, scan.allowed_unique)
     verification.content_digest = scan.digest
     return verification
-
-
-def with_attribute_options(
-    distances: Mapping[str, tuple[Distance, dict]], extra: Mapping[str, dict]
-) -> dict[str, tuple[Distance, dict]]:
-    """Each distance's configured options, plus those its attribute adds (hierarchy,
-    categories; see :func:`tclose.attributes.encode_confidential`)."""
-    return {c: (d, {**o, **extra.get(c, {})}) for c, (d, o) in distances.items()}
 
 
 def _verify_staging(

@@ -19,6 +19,8 @@ class OrderedEMDDistance:
 
     name = "emd-ordered"
     attribute_types = ("numeric", "ordinal", "date", "datetime")
+    #: the attribute types it is the default distance for (when the YAML names none)
+    default_for = ("numeric", "ordinal", "date", "datetime")
     options_schema: Mapping[str, Option] = {}
     definition = (
         "emd-ordered: EMD(P,Q) = 1/(m-1) * sum_{i<m} |sum_{j<=i} (p_j - q_j)| over the m "

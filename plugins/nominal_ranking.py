@@ -21,6 +21,8 @@ class NominalRankingDistance:
 
     name = "nominal-ranking"
     attribute_types = ("nominal",)
+    #: the attribute types it is the default distance for (when the YAML names none)
+    default_for = ("nominal",)
     definition = (
         "nominal-ranking: EMD with the equal ground distance (1 between any two different "
         "categories), i.e. half the L1 distance between the class's and the table's category "
