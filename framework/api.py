@@ -100,20 +100,15 @@ def anonymize(
     settings = _settings(
         df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
     )
-    context = RunContext(registry, resolve_plugins(settings, registry), settings.k, settings.t)
-    context.rows_read = len(df)
+    resolved = resolve_plugins(settings, registry)
+    context = RunContext(registry, resolved, settings.k, settings.t, rows_read=len(df))
     timer = Timer(context.timings)
-    attributes = settings.attributes
+    attributes, privacy = settings.attributes, (settings.k, settings.t)
     with timer.phase("read"):
         encoded = context.encoded = encode_table(df, list(attributes.values()))
     with timer.phase("kernel"):
         labels, context.partition, _ = cluster_rows(
-            encoded.x,
-            encoded.confidential,
-            encoded.distance_options,
-            context.resolved,
-            settings.k,
-            settings.t,
+            encoded.x, encoded.confidential, encoded.distance_options, resolved, *privacy
         )
     context.labels, context.replaced = labels, encoded.aggregate(labels)
     with timer.phase("measures"):
@@ -126,21 +121,34 @@ def anonymize(
     with timer.phase("verify"):
         context.verification = _verify_release(data, attributes, context)
     report = build_report(context)
-    if not context.verification.passed:
-        failed = ", ".join(c["name"] for c in context.verification.failures())
-        raise VerificationError(
-            f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
-            + linkage_advice(
-                context.verification.checks,
-                "identifiers=[...]",
-                "pass other={column: {'allow_unique': True}}",
-            ),
-            context.verification.checks,
-            report,
-        )
-    all_labels = np.full(len(df), -1, dtype=np.int64)
-    all_labels[~encoded.excluded] = labels
-    return AnonymizationResult(data, all_labels, report)
+    _refuse_unverified(context, report)
+    return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
+
+
+def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The cluster of every input row, ``-1`` for a row set aside."""
+    all_labels = np.full(len(excluded), -1, dtype=np.int64)
+    all_labels[~excluded] = labels
+    return all_labels
+
+
+def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
+    """:class:`VerificationError` (with the report) if the release failed verification."""
+    verification = context.verification
+    assert verification is not None
+    if verification.passed:
+        return
+    failed = ", ".join(c["name"] for c in verification.failures())
+    raise VerificationError(
+        f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
+        + linkage_advice(
+            verification.checks,
+            "identifiers=[...]",
+            "pass other={column: {'allow_unique': True}}",
+        ),
+        verification.checks,
+        report,
+    )
 
 
 def _settings(

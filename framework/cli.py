@@ -41,6 +41,7 @@ log = logging.getLogger("tclose")
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``tclose`` argument parser: global options, then one sub-parser per command."""
     noise = argparse.ArgumentParser(add_help=False)
     quiet_or_verbose = noise.add_mutually_exclusive_group()
     quiet_or_verbose.add_argument(
@@ -70,6 +71,34 @@ def _parser() -> argparse.ArgumentParser:
         help="do everything, including verification, but publish nothing",
     )
 
+    _add_verify_and_init(commands, noise)
+
+    report = commands.add_parser(
+        "report", parents=[noise], help="render an audit JSON as the HTML report"
+    )
+    report.add_argument("json", help="audit report JSON written by a run")
+    report.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="HTML file to write (default: the JSON's name with .html)",
+    )
+
+    commands.add_parser(
+        "plugins", parents=[noise], help="list algorithms, distances and connectors"
+    )
+
+    demo = commands.add_parser(
+        "demo", parents=[noise], help="anonymize a synthetic table in an embedded SQLite"
+    )
+    demo.add_argument("--rows", type=int, default=20_000, help="rows of the demo table")
+    demo.add_argument("--dir", default="tclose-demo", help="folder for the database and report")
+    add_compare_parser(commands, [noise])
+    return parser
+
+
+def _add_verify_and_init(commands: Any, noise: argparse.ArgumentParser) -> None:
+    """The ``verify`` and ``init`` commands and their arguments."""
     verify = commands.add_parser(
         "verify",
         parents=[noise],
@@ -103,29 +132,6 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     init.add_argument("--password-file", metavar="FILE", help="file holding the password")
     init.add_argument("--force", action="store_true", help="overwrite an existing FILE")
-
-    report = commands.add_parser(
-        "report", parents=[noise], help="render an audit JSON as the HTML report"
-    )
-    report.add_argument("json", help="audit report JSON written by a run")
-    report.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="HTML file to write (default: the JSON's name with .html)",
-    )
-
-    commands.add_parser(
-        "plugins", parents=[noise], help="list algorithms, distances and connectors"
-    )
-
-    demo = commands.add_parser(
-        "demo", parents=[noise], help="anonymize a synthetic table in an embedded SQLite"
-    )
-    demo.add_argument("--rows", type=int, default=20_000, help="rows of the demo table")
-    demo.add_argument("--dir", default="tclose-demo", help="folder for the database and report")
-    add_compare_parser(commands, [noise])
-    return parser
 
 
 # --- commands ---------------------------------------------------------------------------------

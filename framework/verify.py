@@ -81,6 +81,19 @@ def _exact_key(value: Any) -> tuple:
     return (1, Decimal(0), str(value))
 
 
+def _k_anonymity_check(sizes: np.ndarray, k: int) -> dict[str, Any]:
+    """The ``k_anonymity`` check of the classes of ``sizes`` rows."""
+    k_achieved = int(sizes.min()) if len(sizes) else 0
+    return {
+        "name": "k_anonymity",
+        "passed": k_achieved >= k,
+        "expected": k,
+        "actual": k_achieved,
+        "classes": int(len(sizes)),
+        "classes_below_k": int((sizes < k).sum()),
+    }
+
+
 def verify_rows(
     frame: pd.DataFrame,
     quasi_identifiers: Sequence[str],
@@ -115,16 +128,7 @@ def verify_rows(
     classes = equivalence_classes(frame, quasi_identifiers)
     sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
     k_achieved = int(sizes.min()) if len(sizes) else 0
-    checks.append(
-        {
-            "name": "k_anonymity",
-            "passed": k_achieved >= k,
-            "expected": k,
-            "actual": k_achieved,
-            "classes": int(len(sizes)),
-            "classes_below_k": int((sizes < k).sum()),
-        }
-    )
+    checks.append(_k_anonymity_check(sizes, k))
     t_achieved: dict[str, float] = {}
     class_emds: dict[str, np.ndarray] = {}
     for column, (distance, options) in confidential.items():
