@@ -23,6 +23,7 @@ class TcloseError(Exception):
     """
 
     exit_code = 3
+    published: bool = False
 
     def __init__(self, *args: object, published: bool = False) -> None:
         super().__init__(*args)
