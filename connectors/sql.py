@@ -527,8 +527,8 @@ class Session:
             self.transaction.rollback()
         if self.staging is not None:
             staging = TableName(self.staging.schema, self.staging.name)
-            if self.database.exists(staging, self.connection):
-                with self.connection.begin():
+            with self.connection.begin():
+                if self.database.exists(staging, self.connection):
                     self.connection.execute(sa.schema.DropTable(self.staging))
 
     # --- reading --------------------------------------------------------------------------------
@@ -591,7 +591,7 @@ class Session:
         """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
         chunks; ``column_types`` are the reflected types of the selected columns (after the
         key), for a dialect that chooses a transfer format by type."""
-        result = self.connection.execution_options(yield_per=chunk_size).execute(statement)
+        result = self.connection.execute(statement, execution_options={"yield_per": chunk_size})
         try:
             yield from result.partitions()
         finally:
@@ -761,7 +761,7 @@ class Session:
         names = [f"p{i}" for i in range(len(columns))]
         statement = sa.insert(table).values(
             {
-                table.c[c]: sa.bindparam(p, type_=sa.types.NullType() if same else table.c[c].type)
+                table.c[c]: sa.bindparam(p, type_=DriverValue() if same else table.c[c].type)
                 for c, p in zip(columns, names, strict=True)
             }
         )
@@ -881,6 +881,16 @@ class DriverSession(Session):
         names = ", ".join(quote(c) for c in columns)
         values = ", ".join([self.placeholder] * len(columns))
         return f"INSERT INTO {self.database.qualified(table, quote)} ({names}) VALUES ({values})"
+
+
+class DriverValue(sa.types.UserDefinedType):
+    """A parameter type that hands the value to the driver unchanged (a value the same driver
+    returned), where a column type's bind processing could convert it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        raise NotImplementedError("DriverValue types parameters, never columns")
 
 
 def _existing_tables(inspector: sa.Inspector, schema: str | None, shown: int = 20) -> str:
