@@ -45,7 +45,7 @@ ROWS = 23
 def _fixture_definition(decimal_digits: int) -> Any:
     import sqlalchemy as sa
 
-    types = {
+    types: dict[str, sa.types.TypeEngine[Any]] = {
         "qi": sa.Double(),
         "big": sa.BigInteger(),
         "dbl": sa.Double(),
