@@ -367,11 +367,7 @@ class MySQLDatabase(SQLDatabase):
             return mysql.DECIMAL(65, 30)
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
-        if isinstance(generic, sa.DateTime):
-            return mysql.DATETIME(fsp=6)
-        if isinstance(generic, sa.Time):
-            return mysql.TIME(fsp=6)
-        return generic
+        return super().adapt_portable_type(generic)  # times: fsp=6
 
 
 class MySQLConnector:

@@ -139,6 +139,32 @@ def bare_table(name: TableName) -> sa.Table:
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
 
 
+def precise_time_type(generic: sa.types.TypeEngine, dialect: str) -> sa.types.TypeEngine:
+    """``generic`` itself, or for a ``DateTime``/``Time`` the type of ``dialect`` that keeps
+    microseconds where SQLAlchemy's generic one does not (MySQL/MariaDB ``DATETIME`` without
+    ``fsp``, SQL Server ``DATETIME``, Oracle ``DATE``)."""
+    if not isinstance(generic, (sa.DateTime, sa.Time)):
+        return generic
+    zone = bool(getattr(generic, "timezone", False))
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+
+        if isinstance(generic, sa.DateTime):
+            return mysql.DATETIME(timezone=zone, fsp=6)
+        return mysql.TIME(timezone=zone, fsp=6)
+    if dialect == "mssql":
+        from sqlalchemy.dialects import mssql
+
+        if isinstance(generic, sa.DateTime):
+            return mssql.DATETIMEOFFSET(7) if zone else mssql.DATETIME2(7)
+        return mssql.TIME(7)
+    if dialect == "oracle" and isinstance(generic, sa.DateTime):
+        from sqlalchemy.dialects import oracle
+
+        return oracle.TIMESTAMP(timezone=zone)
+    return generic
+
+
 class SQLDatabase:
     """One database reached through a SQLAlchemy engine: the generic connector's database
     (:class:`tclose.connector.Database` with every optional capability but the snapshot
@@ -407,8 +433,9 @@ class SQLDatabase:
         return generic
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
-        """A generic type (from another dialect) as this dialect should store it."""
-        return generic
+        """A generic type (from another dialect) as this dialect should store it: times keep
+        their microseconds where the generic type would drop them (:func:`precise_time_type`)."""
+        return precise_time_type(generic, self.dialect)
 
     # --- sessions -------------------------------------------------------------------------------
 
