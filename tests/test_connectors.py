@@ -172,11 +172,11 @@ def test_generic_publish_refuses_a_table_that_lost_rows(lite):
     lite.create(lite.name("src"), [sa.Column("id", sa.Integer, primary_key=True)], [{"id": 1}])
     source = database.table(TableName(None, lite.name("src")))
     staging = database.staging_table(TableName(None, lite.name("stg")), source, [], ())
-    with pytest.raises(DataError, match="holds 1 rows, 2 were written"):
-        with database.session(staging) as session:
-            session.fill_streamed(staging, [[(1,)]])
-            session.rows_written = 2  # as if a row went missing in the rename
-            session.publish(
-                TableName(None, lite.name("stg")), TableName(None, lite.name("t")), False
-            )
+    with (
+        pytest.raises(DataError, match="holds 1 rows, 2 were written"),
+        database.session(staging) as session,
+    ):
+        session.fill_streamed(staging, [[(1,)]])
+        session.rows_written = 2  # as if a row went missing in the rename
+        session.publish(TableName(None, lite.name("stg")), TableName(None, lite.name("t")), False)
     assert lite.tables() == {lite.name("src")}
