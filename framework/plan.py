@@ -30,6 +30,7 @@ from typing import Any
 
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
+from .connector import capability
 from .errors import ConfigError, DataError
 from .guards import refuse_foreign_file, refuse_same_table
 from .interfaces import Algorithm, Distance
@@ -243,7 +244,9 @@ def build_plan(
         output_columns=output_columns,
         numeric=numeric,
         rounded=rounded,
-        write=JOIN if target_db is source_db and source_db.joins_in_snapshot else STREAM,
+        write=JOIN
+        if target_db is source_db and capability(source_db, "joins_in_snapshot")
+        else STREAM,
         replace=config.target.if_exists == "replace",
         dry_run=dry_run,
         audit_in_publish=_audits_in_publish(registry, target_db),
@@ -297,5 +300,5 @@ def _audits_in_publish(registry: Registry, target_db: Any) -> bool:
     return bool(
         registry.manager is not None
         and registry.manager.hook.run_publishing.get_hookimpls()
-        and getattr(target_db.session_class, "publishes_in_transaction", False)
+        and capability(target_db, "publishes_in_transaction")
     )

@@ -21,6 +21,7 @@ import pandas as pd
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .columns import resolve_key, with_key
 from .config import Config
+from .connector import Database, Session, joining
 from .errors import DataError, RunInterrupted, TcloseError, VerificationError
 from .guards import refuse_overflow
 from .interrupts import Deferral
@@ -309,7 +310,7 @@ class Phases:
         self.say(f"writing staging table {plan.staging}")
         with self.timer.phase("write"):
             if plan.joined:
-                source.fill_joined(
+                joining(source).fill_joined(
                     plan.source_table,
                     config.source.key,
                     plan.staging_table,
@@ -513,7 +514,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
 
 
 def _read_written(
-    database,
+    database: Database | Session,
     table,
     config: Config,
     progress: Callable[..., None] | None = None,
@@ -541,7 +542,7 @@ def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
 
 
 def _verify_staging(
-    database,
+    database: Session,
     staging,
     config: Config,
     resolved: Resolved,
