@@ -17,7 +17,7 @@ checked before use, with the fallback named in its docstring:
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
 faster or stricter. ``tclose.testing.check_connector`` checks a connector against the contract.
-Tables are named by ``tclose.connectors.sql.TableName`` and described by ``sqlalchemy.Table``.
+Tables are named by ``tclose.naming.TableName`` and described by ``sqlalchemy.Table``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import sqlalchemy as sa
 
-    from tclose.connectors.sql import TableName
+    from .naming import TableName
 
 
 @runtime_checkable

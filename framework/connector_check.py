@@ -107,7 +107,7 @@ class _Check:
     """One check_connector run: names, the database, and the problems found."""
 
     def __init__(self, connector: Any, url: str, password_file: str | None, schema: str | None):
-        from tclose.connectors.sql import TableName
+        from .naming import TableName
 
         self.problems: list[str] = []
         self.connector = connector
@@ -123,7 +123,7 @@ class _Check:
 
     def staging(self, source: Any, target: Any, replaced: Sequence[str], dialect: str) -> Any:
         """A staging table for ``target`` with every column of ``source`` but its key."""
-        from tclose.connectors.sql import ROW_COLUMN, STAGING_MARK
+        from .naming import ROW_COLUMN, STAGING_MARK
 
         run_id = uuid.uuid4().hex
         name = self.database.owned_name(target, STAGING_MARK, run_id)
@@ -133,7 +133,7 @@ class _Check:
         return table
 
     def name_of(self, table: Any) -> Any:
-        from tclose.connectors.sql import TableName
+        from .naming import TableName
 
         return TableName(table.schema, table.name)
 
