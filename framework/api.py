@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 
 from .attributes import encode_confidential, encode_table
+from .clustering import cluster_rows
 from .columns import unlisted_columns
 from .config import AttributeSpec, _attributes, _Checker
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .options import validate_options
-from .partition import cluster_rows
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry
 from .report import build_report

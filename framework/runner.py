@@ -20,6 +20,7 @@ import pandas as pd
 
 from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
+from .clustering import cluster_rows
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config
 from .errors import ConfigError, DataError, VerificationError
@@ -28,7 +29,6 @@ from .interfaces import Algorithm, Distance
 from .interrupts import Deferral
 from .measures import measure_configured, measure_published
 from .options import validate_options
-from .partition import cluster_rows
 from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, dialect_of, load_registry

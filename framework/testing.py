@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .encoding import dense_labels, standardize
+from .arrays import dense_labels, standardize
 from .errors import ConfigError
 from .interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from .options import validate_options

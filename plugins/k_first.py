@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tclose.block_service import Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block
@@ -28,7 +28,7 @@ class KFirst(MergeLoopBlocks):
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified blocks
     as for t-first; k-first and the merge loop run in every block with EMDs against the whole
     table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
 

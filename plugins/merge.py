@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from tclose.arrays import dense_labels
 from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
-from tclose.encoding import dense_labels
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.kernels import PARTNERS
@@ -79,7 +79,7 @@ class Merge(MergeLoopBlocks):
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified blocks
     as for t-first (strata of the first confidential attribute), so that every block's
     distribution follows the whole table's; the base algorithm and the merge loop run in every
     block with EMDs against the whole table, then the merge loop runs on the whole table if a

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from tclose.arrays import dense_labels
 from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
-from tclose.encoding import dense_labels
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.merge import KERNEL_PRELOAD, PARTNER_OPTIONS, merge_blocks, merge_in_block
@@ -30,7 +30,7 @@ class TFirst:
     the merge loop of Algorithm 1 runs afterwards, and the report says how many merges it made.
 
     Blocks (options ``blocks``, ``executor``, ``scheduler``, ``workers``, ``retries``; see
-    :mod:`tclose.blocks`): the strata are assigned on the whole table, the table is split by
+    :mod:`tclose.block_split`): the strata are assigned on the whole table, the table is split by
     recursive stratified bisection, and t-first runs in every block with the global strata, so
     every cluster still holds one record of each global stratum. Clusters above ``t`` are merged
     inside their block (EMD against the whole table), then on the whole table if still needed.

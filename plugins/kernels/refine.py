@@ -28,7 +28,7 @@ is needed), and every tie is broken by position.
 ``O(s log s)`` with the exact integer numerators of :mod:`tclose.plugins.kernels.emd`:
 ``E = sum_{i<M-1} |N F_i - s G_i|`` over the reference's cumulative counts ``G`` for an ordered
 distance (anything offering :class:`~tclose.plugins.kernels.emd.OrderedParts`, including the
-block views of :mod:`tclose.plugins.blocked`), so the decision is bit for bit the distance's own;
+block views of :mod:`tclose.plugins.block_distances`), so the decision is bit for bit the distance's own;
 ``E = sum_v |N c_v - s G_v|``, ``EMD = E / (2 N s)`` for the equal nominal distance (total
 variation). Any other distance (a hierarchy, a third party's) is *opaque*: only swaps of two
 records with the same code for it are allowed, which leave its histograms, hence its EMDs,
