@@ -307,12 +307,16 @@ class Blocked:
         options: Mapping[str, Any],
         strata: Strata | None = None,
     ) -> Partition:
-        """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``."""
+        """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``; its
+        labels (any integers, as ``partition`` may return) renumbered dense ``0..L_b-1``, as the
+        driver needs to number the clusters of block ``b`` after those of blocks ``0..b-1``."""
         own = {name: value for name, value in options.items() if name not in BLOCK_OPTIONS}
         inner = getattr(self.algorithm, "partition_block", None)
         if inner is not None:
-            return inner(x, distances, k, t, own, strata=strata)
-        return self.algorithm.partition(x, distances, k, t, own)
+            result = inner(x, distances, k, t, own, strata=strata)
+        else:
+            result = self.algorithm.partition(x, distances, k, t, own)
+        return Partition(dense_labels(np.asarray(result.labels)), result.info)
 
 
 def blocked(algorithm: Algorithm) -> Blocked:

@@ -104,3 +104,42 @@ def test_the_driver_knows_no_algorithm_name() -> None:
     source = inspect.getsource(block_service)
     for name in ("t-first", "k-first", "merge", "mdav", "principal-sort"):
         assert f'"{name}"' not in source
+
+
+class _SparseLabels:
+    """A third-party algorithm returning non-dense labels: ``{0, 5, 10, ...}`` or negative ones."""
+
+    options_schema = {}
+    requires_t = False
+
+    def __init__(self, name: str, relabel) -> None:
+        self.name = name
+        self.relabel = relabel
+
+    def partition(self, x, distances, k, t, options) -> Partition:
+        n = x.shape[0]
+        return Partition(self.relabel(np.minimum(np.arange(n) // k, n // k - 1)))
+
+
+def _times_five(groups: np.ndarray) -> np.ndarray:
+    return groups * 5
+
+
+def _negative(groups: np.ndarray) -> np.ndarray:
+    return -groups
+
+
+@pytest.mark.parametrize("relabel", [_times_five, _negative], ids=["sparse", "negative"])
+def test_blocked_renumbers_labels_that_are_not_dense(relabel) -> None:
+    algorithm = _SparseLabels("sparse-labels", relabel)
+    x, y = _table(103)
+    k = 4
+    partition = _run(blocked(algorithm), x, y, k, None, blocks=3, workers=1)
+    labels = np.asarray(partition.labels)
+    rows = partition.info["block_rows"]
+    assert partition.info["blocks"] == 3 and rows["min"] + rows["max"] < 103
+    # Every block's clusters keep their own numbers: dense 0..L-1, one cluster per k rows of every
+    # block (a collision between blocks would merge two clusters and give fewer).
+    assert np.array_equal(np.unique(labels), np.arange(labels.max() + 1))
+    sizes = np.bincount(labels)
+    assert sizes.min() >= k and sizes.max() < 2 * k
