@@ -1,7 +1,7 @@
 """Block execution as a framework service: any algorithm runs in blocks, on any executor.
 
-An algorithm opts in with the options :data:`~tclose.block_split.BLOCK_OPTIONS` and one call at the top
-of its ``partition``::
+An algorithm opts in with the options :data:`~tclose.block_split.BLOCK_OPTIONS` and one call at
+the top of its ``partition``::
 
     blocked = run_in_blocks(self, x, distances, k, t, options)
     if blocked is not None:
@@ -10,10 +10,10 @@ of its ``partition``::
 :func:`run_in_blocks` returns ``None`` when the run has one block (``blocks: 1``, or ``auto`` on a
 small table): the algorithm then runs unblocked, exactly as without blocks. Otherwise it asks the
 algorithm for its :class:`BlockPlan` (``block_plan``, see :class:`~tclose.interfaces.BlockHooks`;
-default: :func:`default_plan`), splits the rows (:func:`~tclose.block_split.stratified_blocks` when the
-plan has strata, :func:`~tclose.block_split.bisection_blocks` otherwise), sends one task per block to
-the executor (:func:`~tclose.executors.run_tasks`), numbers the clusters of block ``b`` after
-those of blocks ``0..b-1``, and hands the result to the algorithm's global step
+default: :func:`default_plan`), splits the rows (:func:`~tclose.block_split.stratified_blocks`
+when the plan has strata, :func:`~tclose.block_split.bisection_blocks` otherwise), sends one task
+per block to the executor (:func:`~tclose.executors.run_tasks`), numbers the clusters of block
+``b`` after those of blocks ``0..b-1``, and hands the result to the algorithm's global step
 (``finish_blocks``), if it has one. In a block, the algorithm's ``partition_block`` runs (default:
 its ``partition`` with ``blocks: 1``) with fitted distances over the block's rows that measure
 every EMD against the whole table (:func:`tclose.plugins.block_distances.restrict`).
@@ -320,5 +320,5 @@ class Blocked:
 
 
 def blocked(algorithm: Algorithm) -> Blocked:
-    """``algorithm`` with blocks: register ``blocked(MyAlgorithm())`` instead of ``MyAlgorithm()``."""
+    """``algorithm`` with blocks: register ``blocked(MyAlgorithm())``, not ``MyAlgorithm()``."""
     return Blocked(algorithm)

@@ -28,9 +28,9 @@ class KFirst(MergeLoopBlocks):
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified blocks
-    as for t-first; k-first and the merge loop run in every block with EMDs against the whole
-    table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    blocks as for t-first; k-first and the merge loop run in every block with EMDs against the
+    whole table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
 
     ``refine`` (off by default, so that the paper's algorithm is what runs): the refinement pass
     of :mod:`tclose.plugins.refinement` on the final partition."""

@@ -88,8 +88,8 @@ class Merge(MergeLoopBlocks):
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified blocks
-    as for t-first (strata of the first confidential attribute), so that every block's
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    blocks as for t-first (strata of the first confidential attribute), so that every block's
     distribution follows the whole table's; the base algorithm and the merge loop run in every
     block with EMDs against the whole table, then the merge loop runs on the whole table if a
     cluster still exceeds ``t``."""
