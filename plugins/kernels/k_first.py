@@ -421,7 +421,7 @@ def _last_member(members, key) -> int:
     return last
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _candidate_improves(
     target, j, members, rows, o_codes, o_off, o_prefix, o_rows, tables, n_segments, t_codes,
     t_off, path_ptr, path_slot, slot_node, node_weight, t_rows, gaps, pos, neg, stamp, verdict,
@@ -429,7 +429,11 @@ def _candidate_improves(
 ) -> bool:  # fmt: skip
     """Whether candidate ``j`` can lower the numerator of attribute ``target`` (the one of the
     greatest EMD): :func:`_ordered_improves`, or :func:`_tree_improves` cached per value until
-    the next swap (``stamp``, ``verdict``, ``generation``)."""
+    the next swap (``stamp``, ``verdict``, ``generation``).
+
+    Compiled without the Numba runtime (``_nrt=False``), as the other per-candidate helpers: its
+    arrays are then passed without reference counting. Inlined, or compiled with the runtime, it
+    made the scan up to 3.5 times slower (nominal attributes, 6,000 rows)."""
     n_ordered = o_codes.shape[0]
     if target < n_ordered:
         return _ordered_improves(target, o_codes[target, rows[j]], tables, n_segments, o_prefix,
