@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.blocks import AUTO_CLUSTERS_PER_BLOCK
-from tclose.encoding import dense_labels
+from tclose.arrays import dense_labels
+from tclose.block_split import AUTO_CLUSTERS_PER_BLOCK
 from tclose.options import validate_options
 from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst

@@ -249,8 +249,8 @@ def synthetic_table(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.n
 
 
 def blocks_section() -> None:
+    from tclose.arrays import standardize
     from tclose.demo import QI_COLUMNS, discharge_table
-    from tclose.encoding import standardize
     from tclose.options import validate_options
     from tclose.plugins.kernels.emd import OrderedEMD
     from tclose.plugins.kernels.refine import sse_of

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from .attributes import encode_confidential, encode_table
+from .clustering import cluster_rows
 from .columns import unlisted_columns
 from .config import AttributeSpec, Settings, attribute_document, parse_settings
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
-from .partition import cluster_rows
 from .plan import resolve_plugins, with_attribute_options
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry

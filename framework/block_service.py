@@ -1,7 +1,7 @@
 """Block execution as a framework service: any algorithm runs in blocks, on any executor.
 
-An algorithm opts in with the options :data:`~tclose.blocks.BLOCK_OPTIONS` and one call at the top
-of its ``partition``::
+An algorithm opts in with the options :data:`~tclose.block_split.BLOCK_OPTIONS` and one call at
+the top of its ``partition``::
 
     blocked = run_in_blocks(self, x, distances, k, t, options)
     if blocked is not None:
@@ -10,13 +10,13 @@ of its ``partition``::
 :func:`run_in_blocks` returns ``None`` when the run has one block (``blocks: 1``, or ``auto`` on a
 small table): the algorithm then runs unblocked, exactly as without blocks. Otherwise it asks the
 algorithm for its :class:`BlockPlan` (``block_plan``, see :class:`~tclose.interfaces.BlockHooks`;
-default: :func:`default_plan`), splits the rows (:func:`~tclose.blocks.stratified_blocks` when the
-plan has strata, :func:`~tclose.blocks.bisection_blocks` otherwise), sends one task per block to
-the executor (:func:`~tclose.executors.run_tasks`), numbers the clusters of block ``b`` after
-those of blocks ``0..b-1``, and hands the result to the algorithm's global step
+default: :func:`default_plan`), splits the rows (:func:`~tclose.block_split.stratified_blocks`
+when the plan has strata, :func:`~tclose.block_split.bisection_blocks` otherwise), sends one task
+per block to the executor (:func:`~tclose.executors.run_tasks`), numbers the clusters of block
+``b`` after those of blocks ``0..b-1``, and hands the result to the algorithm's global step
 (``finish_blocks``), if it has one. In a block, the algorithm's ``partition_block`` runs (default:
 its ``partition`` with ``blocks: 1``) with fitted distances over the block's rows that measure
-every EMD against the whole table (:func:`tclose.plugins.blocked.restrict`).
+every EMD against the whole table (:func:`tclose.plugins.block_distances.restrict`).
 
 :func:`blocked` wraps an algorithm that knows nothing of blocks (a third-party plugin) into one
 that accepts the block options and runs through this service. The driver never looks at an
@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .blocks import (
+from .arrays import dense_labels
+from .block_split import (
     BLOCK_OPTIONS,
     BlockSpec,
     auto_blocks,
@@ -42,7 +43,6 @@ from .blocks import (
     global_strata,
     stratified_blocks,
 )
-from .encoding import dense_labels
 from .executors import run_tasks
 from .interfaces import Algorithm, FittedDistance, Option, Partition
 
@@ -194,7 +194,7 @@ def _partition_blocked(
     blocks: int,
     plan: BlockPlan,
 ) -> Partition:
-    from tclose.plugins.blocked import reference_of
+    from tclose.plugins.block_distances import reference_of
 
     x = np.ascontiguousarray(x, dtype=np.float64)
     started = time.perf_counter()
@@ -253,7 +253,7 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         a :class:`~tclose.interfaces.Partition` of the block's rows, labels dense ``0..L_b-1``
         (``partition_block`` must return them so; ``partition``'s are renumbered).
     """
-    from tclose.plugins.blocked import restrict
+    from tclose.plugins.block_distances import restrict
 
     views = [restrict(r, c) for r, c in zip(shared.references, block.codes, strict=True)]
     algorithm = shared.algorithm
@@ -267,7 +267,7 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
 
 class Blocked:
     """An algorithm that knows nothing of blocks, run through this service: the wrapped
-    algorithm's options plus :data:`~tclose.blocks.BLOCK_OPTIONS`; one block runs it as it is,
+    algorithm's options plus :data:`~tclose.block_split.BLOCK_OPTIONS`; one block runs it as it is,
     several run its ``partition`` in every block (see the module documentation). The wrapped
     algorithm must be picklable (a module-level class of an installed package) for the local pool
     and Dask executors."""
@@ -307,14 +307,18 @@ class Blocked:
         options: Mapping[str, Any],
         strata: Strata | None = None,
     ) -> Partition:
-        """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``."""
+        """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``; its
+        labels (any integers, as ``partition`` may return) renumbered dense ``0..L_b-1``, as the
+        driver needs to number the clusters of block ``b`` after those of blocks ``0..b-1``."""
         own = {name: value for name, value in options.items() if name not in BLOCK_OPTIONS}
         inner = getattr(self.algorithm, "partition_block", None)
         if inner is not None:
-            return inner(x, distances, k, t, own, strata=strata)
-        return self.algorithm.partition(x, distances, k, t, own)
+            result = inner(x, distances, k, t, own, strata=strata)
+        else:
+            result = self.algorithm.partition(x, distances, k, t, own)
+        return Partition(dense_labels(np.asarray(result.labels)), result.info)
 
 
 def blocked(algorithm: Algorithm) -> Blocked:
-    """``algorithm`` with blocks: register ``blocked(MyAlgorithm())`` instead of ``MyAlgorithm()``."""
+    """``algorithm`` with blocks: register ``blocked(MyAlgorithm())``, not ``MyAlgorithm()``."""
     return Blocked(algorithm)

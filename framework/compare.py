@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from .attributes import EncodedTable
+from .clustering import cluster_rows
 from .config import Config, load_config
 from .errors import ConfigError
 from .measures import measure_configured
-from .partition import cluster_rows
 from .registry import Registry, dialect_of, load_registry
 from .runner import Resolved, _read_inputs, resolve_plugins, with_attribute_options
 from .verify import verify_rows

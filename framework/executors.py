@@ -235,7 +235,7 @@ def _main_hidden() -> Iterator[None]:
     if main is None:
         yield
         return
-    saved = {a: vars(main)[a] for a in ("__file__", "__spec__") if a in vars(main)}
+    saved: dict[str, Any] = {a: vars(main)[a] for a in ("__file__", "__spec__") if a in vars(main)}
     try:
         main.__spec__ = None
         vars(main).pop("__file__", None)
@@ -386,9 +386,9 @@ def _run_dask(
         for future in as_completed(futures, loop=client.loop):
             index = position[future.key]
             if future.status == "error":
-                error = future.exception()
+                failure = future.exception()
                 tracker.failures[index] = retries
-                tracker.failed(index, error)  # raises: Dask has used the retries already
+                tracker.failed(index, failure)  # raises: Dask has used the retries already
             results[index], seconds, where = future.result()
             tracker.finished(index, seconds, f"dask, {where}")
         return results

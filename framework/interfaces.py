@@ -145,7 +145,7 @@ class BlockHooks(Protocol):
     """Optional members of an :class:`Algorithm` for blocked runs (:mod:`tclose.block_service`).
 
     An algorithm runs in blocks when its ``options_schema`` holds
-    :data:`tclose.blocks.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
+    :data:`tclose.block_split.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
     ``tclose.block_service.run_in_blocks`` (or when it is registered as
     ``tclose.block_service.blocked(algorithm)``, which does both). Every member below is optional;
     the service falls back to the default named in each. The service never looks at the name.

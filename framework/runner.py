@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .attributes import EncodedTable, encode_confidential, encode_table
+from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
 from .connector import Database, Session, joining
@@ -27,7 +28,6 @@ from .guards import refuse_overflow
 from .interrupts import Deferral
 from .measures import measure_configured, measure_published
 from .naming import KEY_LABEL, TableName
-from .partition import cluster_rows
 from .plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.compare)
     Resolved,
     RunPlan,

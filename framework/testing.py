@@ -37,10 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from .encoding import dense_labels, standardize
+from .arrays import dense_labels, standardize
 from .errors import ConfigError
-from .interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
+from .interfaces import EMD_TOLERANCE, Distance, FittedDistance, Option, Partition
 from .options import validate_options
+from .registry import load_registry
 
 
 class ConformanceError(AssertionError):
@@ -110,12 +111,14 @@ def cases(seed: int = 0) -> Iterator[Case]:
     )
 
 
-def _fit(confidential: Mapping[str, np.ndarray]) -> list[FittedDistance]:
-    from tclose.plugins.emd_ordered import OrderedEMDDistance
+#: The distance the cases are fitted with, found by name in the plugin registry.
+DISTANCE = "emd-ordered"
 
+
+def _fit(distance: Distance, confidential: Mapping[str, np.ndarray]) -> list[FittedDistance]:
     fitted = []
     for column, values in confidential.items():
-        model = OrderedEMDDistance().fit(values, {})
+        model = distance.fit(values, {})
         model.column = column
         fitted.append(model)
     return fitted
@@ -228,10 +231,11 @@ def check_algorithm(algorithm: Any, options: Mapping[str, Any] | None = None, se
         )
     except ConfigError as error:
         raise ConformanceError(_message(algorithm, [f"options: {error}"])) from None
+    distance = load_registry(entry_points=False).get("distance", DISTANCE, "check_algorithm")
     count = 0
     for case in cases(seed):
         count += 1
-        distances = _fit(case.confidential)
+        distances = _fit(distance, case.confidential)
         x = standardize(np.asarray(case.quasi, dtype=np.float64))
         t = case.t if algorithm.requires_t else None
         problems += [

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tclose.blocks import BLOCK_OPTIONS
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition

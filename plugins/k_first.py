@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from tclose.block_service import Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block
+from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block, required_t
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.progress import counts_reporter
 
@@ -28,9 +28,9 @@ class KFirst(MergeLoopBlocks):
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
-    as for t-first; k-first and the merge loop run in every block with EMDs against the whole
-    table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    blocks as for t-first; k-first and the merge loop run in every block with EMDs against the
+    whole table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
 
     ``refine`` (off by default, so that the paper's algorithm is what runs): the refinement pass
     of :mod:`tclose.plugins.refinement` on the final partition."""
@@ -47,6 +47,7 @@ class KFirst(MergeLoopBlocks):
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
+        t = required_t(t, self.name)
         partition = run_in_blocks(self, x, distances, k, t, options)
         if partition is not None:
             return apply_refinement(partition, x, distances, k, t, options)
@@ -73,6 +74,7 @@ class KFirst(MergeLoopBlocks):
         """k-first on one block (EMDs against the whole table), then the merge loop inside it."""
         from tclose.plugins.kernels.k_first import k_first
 
+        t = required_t(t, self.name)
         return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)
 
 

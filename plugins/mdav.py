@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
 from tclose.plugins.merge import KERNEL_PRELOAD
@@ -21,10 +21,10 @@ class MDAV:
     Gives k-anonymity only: clusters of k records (the last one up to 2k - 1). A ``t`` in the
     configuration is not enforced; the report states the EMD achieved.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): recursive bisection
-    along principal axes into blocks of a multiple of ``k`` rows (the last takes the remainder),
-    MDAV in each. With one block (``blocks: 1``, or ``auto`` below 200,000 rows) the run is the
-    unblocked one.
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): recursive
+    bisection along principal axes into blocks of a multiple of ``k`` rows (the last takes the
+    remainder), MDAV in each. With one block (``blocks: 1``, or ``auto`` below 200,000 rows) the
+    run is the unblocked one.
     """
 
     name = "mdav"

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from tclose.arrays import dense_labels
 from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
-from tclose.encoding import dense_labels
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
 from tclose.plugins.kernels import PARTNERS
@@ -38,6 +38,14 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
 }
 
 
+def required_t(t: float | None, algorithm: str) -> float:
+    """``t`` for an algorithm that ``requires_t`` (the runner always passes one); a clear error
+    for a direct caller that passed ``None``."""
+    if t is None:
+        raise ValueError(f"Algorithm {algorithm!r} enforces t-closeness: t is required, not None.")
+    return t
+
+
 class MergeLoopBlocks:
     """The block hooks merge and k-first share (see :class:`tclose.interfaces.BlockHooks`):
     t-first's stratified blocks, ``floor(n/k)`` clusters, and the merge loop on the whole table as
@@ -56,7 +64,7 @@ class MergeLoopBlocks:
         options: Mapping[str, Any],
     ) -> BlockPlan:
         """Stratified blocks (t-first's strata of the first attribute), ``floor(n/k)`` clusters."""
-        return t_close_plan(x, distances, k, t, x.shape[0] // k)
+        return t_close_plan(x, distances, k, required_t(t, self.name), x.shape[0] // k)
 
     def finish_blocks(
         self,
@@ -69,6 +77,7 @@ class MergeLoopBlocks:
         block_infos: Sequence[Mapping[str, Any]],
     ) -> Partition:
         """The merge loop on the whole table if a cluster exceeds ``t``."""
+        t = required_t(t, self.name)
         partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
         partition.info["initial_clusters"] = sum(i["initial_clusters"] for i in block_infos)
         return partition
@@ -79,8 +88,8 @@ class Merge(MergeLoopBlocks):
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks`): stratified blocks
-    as for t-first (strata of the first confidential attribute), so that every block's
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    blocks as for t-first (strata of the first confidential attribute), so that every block's
     distribution follows the whole table's; the base algorithm and the merge loop run in every
     block with EMDs against the whole table, then the merge loop runs on the whole table if a
     cluster still exceeds ``t``."""
@@ -104,6 +113,7 @@ class Merge(MergeLoopBlocks):
         options: Mapping[str, Any],
     ) -> Partition:
         base = options["base"]
+        t = required_t(t, self.name)
         partition = run_in_blocks(self, x, distances, k, t, options)
         if partition is not None:
             partition.info["base"] = base
@@ -143,6 +153,7 @@ class Merge(MergeLoopBlocks):
         from tclose.plugins.kernels.t_first import t_first_strata
 
         base = options["base"]
+        t = required_t(t, self.name)
         if base == "t-first":
             assert strata is not None
             labels = t_first_strata(x, strata.stratum, strata.sizes)
@@ -170,14 +181,13 @@ def t_close_plan(
     x: np.ndarray,
     distances: Sequence[FittedDistance],
     k: int,
-    t: float | None,
+    t: float,
     clusters: int,
     stratify_by: FittedDistance | None = None,
 ) -> BlockPlan:
     """Stratified blocks with t-first's ``k'`` strata (the blocked t-enforcing built-ins)."""
     from tclose.plugins.kernels.t_first import cluster_size
 
-    assert t is not None
     return BlockPlan(clusters, strata=cluster_size(x.shape[0], k, t), stratify_by=stratify_by)
 
 
@@ -185,14 +195,13 @@ def merge_in_block(
     x: np.ndarray,
     labels: np.ndarray,
     distances: Sequence[FittedDistance],
-    t: float | None,
+    t: float,
     options: Mapping[str, Any],
 ) -> Partition:
     """A block's clustering ``labels``, merged while a cluster's EMD against the whole table
     (``distances`` are block views) exceeds ``t``; ``info``: ``initial_clusters``, ``merges``."""
     from tclose.plugins.kernels.merge import merge_until_t_close
 
-    assert t is not None
     initial = int(labels.max()) + 1
     worst = max(float(d.cluster_emd(labels).max()) for d in distances)
     merges = 0
@@ -206,7 +215,7 @@ def merge_in_block(
 def merge_blocks(
     x: np.ndarray,
     distances: Sequence[FittedDistance],
-    t: float | None,
+    t: float,
     options: Mapping[str, Any],
     partition: Partition,
     block_infos: Sequence[Mapping[str, Any]],
@@ -217,7 +226,6 @@ def merge_blocks(
     ``merges_in_blocks`` and ``merges_global``."""
     from tclose.plugins.kernels.merge import merge_until_t_close
 
-    assert t is not None
     labels = partition.labels
     dense = dense_labels(labels)
     worst = max(float(d.cluster_emd(dense).max()) for d in distances)

@@ -7,12 +7,18 @@ from typing import Any
 
 import numpy as np
 
+from tclose.arrays import dense_labels
 from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.blocks import BLOCK_OPTIONS
-from tclose.encoding import dense_labels
+from tclose.block_split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
-from tclose.plugins.merge import KERNEL_PRELOAD, PARTNER_OPTIONS, merge_blocks, merge_in_block
+from tclose.plugins.merge import (
+    KERNEL_PRELOAD,
+    PARTNER_OPTIONS,
+    merge_blocks,
+    merge_in_block,
+    required_t,
+)
 from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
@@ -30,7 +36,7 @@ class TFirst:
     the merge loop of Algorithm 1 runs afterwards, and the report says how many merges it made.
 
     Blocks (options ``blocks``, ``executor``, ``scheduler``, ``workers``, ``retries``; see
-    :mod:`tclose.blocks`): the strata are assigned on the whole table, the table is split by
+    :mod:`tclose.block_split`): the strata are assigned on the whole table, the table is split by
     recursive stratified bisection, and t-first runs in every block with the global strata, so
     every cluster still holds one record of each global stratum. Clusters above ``t`` are merged
     inside their block (EMD against the whole table), then on the whole table if still needed.
@@ -62,6 +68,7 @@ class TFirst:
         from tclose.plugins.kernels.merge import merge_until_t_close
         from tclose.plugins.kernels.t_first import t_first
 
+        t = required_t(t, self.name)
         stratifying = _stratifying(distances, options["stratify"])
         partition = run_in_blocks(self, x, distances, k, t, options)
         if partition is not None:
@@ -100,7 +107,7 @@ class TFirst:
         from tclose.plugins.kernels.t_first import cluster_size
 
         stratifying = _stratifying(distances, options["stratify"])
-        k_effective = cluster_size(x.shape[0], k, t)
+        k_effective = cluster_size(x.shape[0], k, required_t(t, self.name))
         info = {"k_effective": int(k_effective), "stratified_by": stratifying.column}
         clusters = x.shape[0] // max(k_effective, 1)
         return BlockPlan(clusters, strata=k_effective, stratify_by=stratifying, info=info)
@@ -119,7 +126,7 @@ class TFirst:
 
         assert strata is not None
         labels = t_first_strata(x, strata.stratum, strata.sizes)
-        return merge_in_block(x, labels, distances, t, options)
+        return merge_in_block(x, labels, distances, required_t(t, self.name), options)
 
     def finish_blocks(
         self,
@@ -132,6 +139,7 @@ class TFirst:
         block_infos: Sequence[Mapping[str, Any]],
     ) -> Partition:
         """The merge loop on the whole table if a cluster exceeds ``t``."""
+        t = required_t(t, self.name)
         partition = merge_blocks(x, distances, t, options, partition, block_infos, self.name)
         partition.info["merged_to_enforce_t"] = partition.info["merges"] > 0
         return partition

@@ -16,7 +16,7 @@ import numpy as np
 def warm_up() -> None:
     """Run every built-in ``partition_block`` once on a tiny block (loads Numba's cache)."""
     from tclose.block_service import Strata
-    from tclose.plugins.blocked import OrderedReference, restrict
+    from tclose.plugins.block_distances import OrderedReference, restrict
     from tclose.plugins.k_first import KFirst
     from tclose.plugins.mdav import MDAV
     from tclose.plugins.t_first import TFirst

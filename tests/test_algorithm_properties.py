@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tclose.encoding import standardize
+from tclose.arrays import standardize
 from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.registry import load_registry
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 import inspect
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import tclose
 from tclose import block_service
 from tclose.block_service import BlockPlan, blocked
 from tclose.interfaces import EMD_TOLERANCE, Partition
 from tclose.options import validate_options
 from tclose.plugins.kernels.emd import OrderedEMD
+from tclose.registry import load_registry
 
 
 def _table(n: int = 4000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -53,6 +56,30 @@ def test_third_party_algorithm_runs_in_blocks_on_the_local_pool() -> None:
     # Clusters never straddle two blocks: more clusters than one principal-sort on each block
     # could make would mean the driver mixed them; fewer than 4 would mean no blocks ran.
     assert labels.max() + 1 >= 4
+
+
+class _RegistersSortaggInBlocks:
+    """A plugin that registers the example's algorithm wrapped, as docs/plugins.md shows."""
+
+    @tclose.hookimpl
+    def register_algorithms(self, register):
+        register(blocked(pytest.importorskip("tclose_sortagg").PrincipalSort()))
+
+
+def test_registered_wrapped_third_party_algorithm_runs_in_blocks_through_anonymize() -> None:
+    pytest.importorskip("tclose_sortagg")
+    registry = load_registry([_RegistersSortaggInBlocks()], entry_points=False)
+    x, y = _table()
+    df = pd.DataFrame({"q1": x[:, 0], "q2": x[:, 1], "y": y})
+    options = {"blocks": 4, "executor": "local", "workers": 2, "axis": "first"}
+    result = tclose.anonymize(df, ["q1", "q2"], ["y"], 5, 0.15, "principal-sort", registry=registry,
+                              **options)  # fmt: skip
+    algorithm = result.report["algorithm"]
+    assert algorithm["name"] == "principal-sort" and algorithm["options"]["blocks"] == 4
+    assert algorithm["info"]["blocks"] == 4 and algorithm["info"]["executor"] == "local"
+    assert result.report["privacy"]["k_achieved"] >= 5  # verified on the release
+    assert np.bincount(result.labels).min() >= 5
+    assert OrderedEMD.fit(y).cluster_emd(result.labels).max() <= 0.15 + EMD_TOLERANCE
 
 
 def test_one_block_is_the_wrapped_algorithm_itself() -> None:
@@ -104,3 +131,42 @@ def test_the_driver_knows_no_algorithm_name() -> None:
     source = inspect.getsource(block_service)
     for name in ("t-first", "k-first", "merge", "mdav", "principal-sort"):
         assert f'"{name}"' not in source
+
+
+class _SparseLabels:
+    """A third-party algorithm returning non-dense labels: ``{0, 5, 10, ...}`` or negative ones."""
+
+    options_schema = {}
+    requires_t = False
+
+    def __init__(self, name: str, relabel) -> None:
+        self.name = name
+        self.relabel = relabel
+
+    def partition(self, x, distances, k, t, options) -> Partition:
+        n = x.shape[0]
+        return Partition(self.relabel(np.minimum(np.arange(n) // k, n // k - 1)))
+
+
+def _times_five(groups: np.ndarray) -> np.ndarray:
+    return groups * 5
+
+
+def _negative(groups: np.ndarray) -> np.ndarray:
+    return -groups
+
+
+@pytest.mark.parametrize("relabel", [_times_five, _negative], ids=["sparse", "negative"])
+def test_blocked_renumbers_labels_that_are_not_dense(relabel) -> None:
+    algorithm = _SparseLabels("sparse-labels", relabel)
+    x, y = _table(103)
+    k = 4
+    partition = _run(blocked(algorithm), x, y, k, None, blocks=3, workers=1)
+    labels = np.asarray(partition.labels)
+    rows = partition.info["block_rows"]
+    assert partition.info["blocks"] == 3 and rows["min"] + rows["max"] < 103
+    # Every block's clusters keep their own numbers: dense 0..L-1, one cluster per k rows of every
+    # block (a collision between blocks would merge two clusters and give fewer).
+    assert np.array_equal(np.unique(labels), np.arange(labels.max() + 1))
+    sizes = np.bincount(labels)
+    assert sizes.min() >= k and sizes.max() < 2 * k

@@ -1,4 +1,4 @@
-"""Block decomposition (tclose.blocks) and blocked runs of the four algorithms.
+"""Block decomposition (tclose.block_split) and blocked runs of the four algorithms.
 
 Blocked runs here use ``workers=1`` (the tasks run in this process, through the same task
 function as the pools); tests/test_executors.py checks that the pools give the same labels.
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import tclose
 from tclose import blocks as blocks_module
-from tclose.blocks import (
+from tclose.block_split import (
     AUTO_MIN_ROWS,
     auto_blocks,
     bisection_blocks,
@@ -28,7 +28,7 @@ from tclose.blocks import (
 from tclose.errors import ConfigError
 from tclose.interfaces import EMD_TOLERANCE
 from tclose.options import validate_options
-from tclose.plugins.blocked import RestrictedDistance, reference_of, restrict
+from tclose.plugins.block_distances import RestrictedDistance, reference_of, restrict
 from tclose.plugins.k_first import KFirst
 from tclose.plugins.kernels.emd import OrderedEMD, max_emd_of_rows
 from tclose.plugins.kernels.k_first import k_first

@@ -436,7 +436,7 @@ def test_nominal_and_mixed_attributes_keep_the_promise(case):
 def test_block_view_of_a_nominal_attribute_takes_the_compiled_path():
     """A block's view of a nominal attribute (EMDs against the whole table) offers tree_parts;
     the compiled path gives the plain path's partition."""
-    from tclose.plugins.blocked import reference_of, restrict
+    from tclose.plugins.block_distances import reference_of, restrict
     from tclose.plugins.kernels.nominal import NominalEMD, tree_parts
 
     rng = np.random.default_rng(8)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tclose.encoding import standardize
+from tclose.arrays import standardize
 from tclose.hierarchy import Hierarchy
 from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.plugins.kernels.mdav import mdav

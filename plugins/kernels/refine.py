@@ -28,7 +28,7 @@ is needed), and every tie is broken by position.
 ``O(s log s)`` with the exact integer numerators of :mod:`tclose.plugins.kernels.emd`:
 ``E = sum_{i<M-1} |N F_i - s G_i|`` over the reference's cumulative counts ``G`` for an ordered
 distance (anything offering :class:`~tclose.plugins.kernels.emd.OrderedParts`, including the
-block views of :mod:`tclose.plugins.blocked`), so the decision is bit for bit the distance's own;
+block views of :mod:`tclose.plugins.block_distances`), so the decision is bit for bit the distance's own;
 ``E = sum_v |N c_v - s G_v|``, ``EMD = E / (2 N s)`` for the equal nominal distance (total
 variation). Any other distance (a hierarchy, a third party's) is *opaque*: only swaps of two
 records with the same code for it are allowed, which leave its histograms, hence its EMDs,
@@ -44,11 +44,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
+from tclose.arrays import dense_labels
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
 from tclose.plugins.kernels.emd import ordered_parts
 
@@ -189,8 +191,7 @@ def refine(
     """
     started = time.perf_counter()
     x = np.ascontiguousarray(x, dtype=np.float64)
-    _, dense = np.unique(np.asarray(labels), return_inverse=True)
-    dense = dense.reshape(-1).astype(np.int64)
+    dense = dense_labels(np.asarray(labels))
     n = dense.shape[0]
     scale = float(max(x.size, 1))
     before = sse_of(x, dense)
@@ -204,43 +205,9 @@ def refine(
     state = _State(x, dense, n // k if k > 0 else n)
     counts = np.zeros(4, dtype=np.int64)
     deadline = None if seconds is None else started + seconds
-    done = 0
-    active = np.ones(state.size.shape[0], dtype=np.bool_)
-    for _ in range(passes):
-        changed = counts.sum()
-        previous, first_new = state.labels.copy(), state.n_clusters
-        if splits and not attrs.opaque:
-            state.n_clusters = _split_all(
-                x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
-                state.n_clusters, k, t_value, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
-                attrs.offsets, attrs.rows, counts,
-            )  # fmt: skip
-        active[first_new : state.n_clusters] = True  # new from the splits of this pass
-        if moves:
-            table = state.neighbour_table(neighbours)
-            for lo in range(0, state.n_clusters, BATCH):
-                if deadline is not None and time.perf_counter() > deadline:
-                    break
-                if not attrs.opaque:
-                    _resplit_pass(
-                        x, state.labels, state.head, state.nxt, state.prv, state.size,
-                        state.sums, table, lo, min(lo + BATCH, state.n_clusters), k, t_value,
-                        attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
-                        attrs.rows, counts, active,
-                    )  # fmt: skip
-                _move_pass(
-                    x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
-                    table, lo, min(lo + BATCH, state.n_clusters), k, t_value, not attrs.opaque,
-                    attrs.kinds, attrs.codes, attrs.refs, attrs.prefix, attrs.offsets,
-                    attrs.rows, counts, active,
-                )  # fmt: skip
-            active = _still_active(
-                previous, state.labels, first_new, state.n_clusters, table, active.shape[0]
-            )
-        done += 1
-        if counts.sum() == changed or (deadline is not None and time.perf_counter() > deadline):
-            break
-    result = np.unique(state.labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    steps = _Steps(k, t_value, neighbours, moves, splits, deadline)
+    done = _run_passes(x, state, attrs, steps, passes, counts)
+    result = dense_labels(state.labels)
     after = sse_of(x, result)
     info.update(
         splits=int(counts[0]),
@@ -255,6 +222,81 @@ def refine(
     info["sse_after"] = after / scale
     info["seconds"] = round(time.perf_counter() - started, 4)
     return result, info
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What a pass may do: ``k``, ``t + EMD_TOLERANCE`` (``inf`` without ``t``), the options of
+    :func:`refine`, and the deadline (a :func:`time.perf_counter` value, or ``None``)."""
+
+    k: int
+    t_value: float
+    neighbours: int
+    moves: bool
+    splits: bool
+    deadline: float | None
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+
+def _run_passes(
+    x: np.ndarray, state: _State, attrs: Attributes, steps: _Steps, passes: int, counts: np.ndarray
+) -> int:
+    """Up to ``passes`` passes of splits, then re-splits, moves and swaps, on ``state`` (in
+    place; ``counts``: splits, moves, swaps, re-splits so far). Stops after a pass that changes
+    nothing or past the deadline. Returns the passes run."""
+    done = 0
+    active = np.ones(state.size.shape[0], dtype=np.bool_)
+    for _ in range(passes):
+        changed = counts.sum()
+        previous, first_new = state.labels.copy(), state.n_clusters
+        if steps.splits and not attrs.opaque:
+            state.n_clusters = _split_all(
+                x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
+                state.n_clusters, steps.k, steps.t_value, attrs.kinds, attrs.codes, attrs.refs,
+                attrs.prefix, attrs.offsets, attrs.rows, counts,
+            )  # fmt: skip
+        active[first_new : state.n_clusters] = True  # new from the splits of this pass
+        if steps.moves:
+            table = state.neighbour_table(steps.neighbours)
+            _scan_clusters(x, state, attrs, steps, table, counts, active)
+            active = _still_active(
+                previous, state.labels, first_new, state.n_clusters, table, active.shape[0]
+            )
+        done += 1
+        if counts.sum() == changed or steps.past_deadline():
+            break
+    return done
+
+
+def _scan_clusters(
+    x: np.ndarray,
+    state: _State,
+    attrs: Attributes,
+    steps: _Steps,
+    table: np.ndarray,
+    counts: np.ndarray,
+    active: np.ndarray,
+) -> None:
+    """Re-splits, then moves and swaps, over the ``active`` clusters in batches of
+    :data:`BATCH` (the deadline is checked between batches)."""
+    k, t_value = steps.k, steps.t_value
+    for lo in range(0, state.n_clusters, BATCH):
+        if steps.past_deadline():
+            break
+        hi = min(lo + BATCH, state.n_clusters)
+        if not attrs.opaque:
+            _resplit_pass(
+                x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums, table,
+                lo, hi, k, t_value, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
+                attrs.offsets, attrs.rows, counts, active,
+            )  # fmt: skip
+        _move_pass(
+            x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums, table, lo,
+            hi, k, t_value, not attrs.opaque, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
+            attrs.offsets, attrs.rows, counts, active,
+        )  # fmt: skip
 
 
 def _still_active(
@@ -352,7 +394,12 @@ def _lists(dense: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, np
 
 @njit(cache=True)
 def _segment(v: int, s: int, lo: int, hi: int, cum: np.ndarray, pre: np.ndarray) -> int:
-    """``sum_{i in [lo, hi)} |v - s cum[i]|`` for nondecreasing ``cum`` (see the emd module)."""
+    """``sum_{i in [lo, hi)} |v - s cum[i]|`` for nondecreasing ``cum``.
+
+    A copy of :func:`tclose.plugins.kernels.emd.segment_sum`, kept on purpose: this file's cached
+    compiled functions may call only compiled functions of this file (Numba's cache rule, see
+    :mod:`tclose.plugins.kernels._compiled`; ``tests/test_numba_cache_safety.py`` checks it).
+    """
     if hi <= lo:
         return 0
     a = lo

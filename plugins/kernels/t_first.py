@@ -159,7 +159,7 @@ def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndar
 def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """t-first clusters of rows whose strata are given: a block of a larger table.
 
-    The global strata of a table split into blocks (:mod:`tclose.blocks`) are assigned once on the
+    The global strata of a table split into blocks (:mod:`tclose.block_split`) are assigned once on the
     whole table; each block is then clustered here with those strata, so that every cluster holds
     one record of every global stratum, as in the unblocked run. On a whole table with the strata
     of :func:`strata_sizes`, the labels are those of :func:`t_first`.

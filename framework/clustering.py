@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .encoding import dense_labels
+from .arrays import dense_labels
 from .errors import DataError, VerificationError
 from .interfaces import FittedDistance, Partition
 from .kernel_notice import compile_notice

@@ -146,8 +146,8 @@ class RestrictedOrderedEMD:
         if ref.m <= 1:
             return np.zeros(starts.shape[0])
         dtype = np.int64 if ref.exact else np.float64
-        s = size.astype(dtype)
-        v = count.astype(dtype) * ref.n
+        s: np.ndarray = size.astype(dtype)
+        v: np.ndarray = count.astype(dtype) * ref.n
         threshold = -(-v // s)
         p = np.clip(np.searchsorted(ref.cum_counts, threshold, side="left"), lo, hi)
         sg = ref.cum_prefix.astype(dtype, copy=False)
