@@ -142,20 +142,14 @@ class RestrictedOrderedEMD:
         """EMDs from segments: on whole-table codes ``[lo, hi)`` a group of ``size`` rows has
         cumulative count ``count``; ``first`` is each group's lowest code, ``starts`` the index
         of each group's first segment."""
+        from tclose.plugins.kernels.emd import segment_emds
+
         ref = self.reference
         if ref.m <= 1:
             return np.zeros(starts.shape[0])
-        dtype = np.int64 if ref.exact else np.float64
-        s: np.ndarray = size.astype(dtype)
-        v: np.ndarray = count.astype(dtype) * ref.n
-        threshold = -(-v // s)
-        p = np.clip(np.searchsorted(ref.cum_counts, threshold, side="left"), lo, hi)
-        sg = ref.cum_prefix.astype(dtype, copy=False)
-        seg = v * (p - lo) - s * (sg[p] - sg[lo]) + s * (sg[hi] - sg[p]) - v * (hi - p)
-        sizes = size[starts].astype(dtype)
-        numer = np.add.reduceat(seg, starts) + sizes * sg[first]
-        denom = ref.n * sizes * (ref.m - 1)
-        return numer.astype(np.float64) / denom.astype(np.float64)
+        return segment_emds(
+            lo, hi, count, size, first, starts, ref.cum_counts, ref.cum_prefix, ref.n, ref.exact
+        )
 
     def ordered_parts(self) -> OrderedParts | None:
         """The exact description the compiled kernels use (merge loop, k-first): the block rows'

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclose
-from tclose import blocks as blocks_module
+from tclose import block_split as blocks_module
 from tclose.block_split import (
     AUTO_MIN_ROWS,
     auto_blocks,

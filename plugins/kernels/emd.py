@@ -221,7 +221,6 @@ class OrderedEMD:
             raise ValueError(f"Labels must be dense: label {int(np.argmin(sizes))} is unused.")
         if self.m == 1:
             return np.zeros(sizes.shape[0])
-        dtype = np.int64 if self.exact else np.float64
         order = self._order[np.argsort(labels[self._order], kind="stable")]
         lab = labels[order]
         lo = self.codes[order]
@@ -230,16 +229,11 @@ class OrderedEMD:
         hi = np.empty_like(lo)
         hi[:-1] = lo[1:]
         hi[ends] = self.m - 1
-        s = sizes[lab].astype(dtype)
-        v = (np.arange(self.n) - starts[lab] + 1).astype(dtype) * self.n
-        # First i with s * G_i >= v, i.e. G_i >= ceil(v / s), clipped into [lo, hi].
-        threshold = -(-v // s)
-        p = np.clip(np.searchsorted(self.cum_counts, threshold, side="left"), lo, hi)
-        sg = self.cum_prefix.astype(dtype, copy=False)
-        seg = v * (p - lo) - s * (sg[p] - sg[lo]) + s * (sg[hi] - sg[p]) - v * (hi - p)
-        numer = np.add.reduceat(seg, starts) + sizes.astype(dtype) * sg[lo[starts]]
-        denom = self.n * sizes.astype(dtype) * (self.m - 1)
-        return numer.astype(np.float64) / denom.astype(np.float64)
+        count = np.arange(self.n) - starts[lab] + 1
+        return segment_emds(
+            lo, hi, count, sizes[lab], lo[starts], starts, self.cum_counts, self.cum_prefix,
+            self.n, self.exact,
+        )  # fmt: skip
 
     def emd_of_counts(self, counts: np.ndarray) -> np.ndarray:
         """EMD between groups given as value histograms and the whole column (dense, ``O(g m)``).
@@ -274,6 +268,51 @@ class OrderedEMD:
         numer = np.abs(gaps).sum(axis=-1)
         denom = self.n * s * (self.m - 1)
         return np.asarray(numer, dtype=np.float64) / np.asarray(denom, dtype=np.float64)
+
+
+def segment_emds(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    count: np.ndarray,
+    size: np.ndarray,
+    first: np.ndarray,
+    starts: np.ndarray,
+    cum_counts: np.ndarray,
+    cum_prefix: np.ndarray,
+    n: int,
+    exact: bool,
+) -> np.ndarray:
+    """EMDs of groups against a reference, from the segments on which each group's count is
+    constant: ``E = s cum_prefix[first] + sum over segments of sum_{i in [lo, hi)} |n F - s G_i|``
+    and ``EMD = E / (n s (m - 1))``, all groups at once, ``O(S log m)`` for ``S`` segments (the
+    NumPy twin of :func:`segment_sum`, for :meth:`OrderedEMD.cluster_emd` and the block views).
+
+    Args:
+        lo, hi: ``int64 (S,)`` each segment's codes ``[lo, hi)`` (``hi <= m - 1``), the segments
+            of a group consecutive, its first at ``starts``.
+        count: ``(S,)`` the group's rows at or below the segment's codes (``F``).
+        size: ``(S,)`` the size ``s`` of the segment's group.
+        first: ``(L,)`` each group's lowest code (``F = 0`` below it).
+        starts: ``(L,)`` the index of each group's first segment.
+        cum_counts, cum_prefix: the reference's ``G`` ``(m,)``, ``m >= 2``, and its prefix sums.
+        n: the reference's rows.
+        exact: sums in ``int64`` (exact) rather than ``float64``.
+
+    Returns:
+        ``float64 (L,)``.
+    """
+    dtype = np.int64 if exact else np.float64
+    s: np.ndarray = size.astype(dtype, copy=False)  # read only
+    v: np.ndarray = count.astype(dtype, copy=False) * n
+    # First i with s * G_i >= v, i.e. G_i >= ceil(v / s), clipped into [lo, hi].
+    threshold = -(-v // s)
+    p = np.clip(np.searchsorted(cum_counts, threshold, side="left"), lo, hi)
+    sg = cum_prefix.astype(dtype, copy=False)
+    seg = v * (p - lo) - s * (sg[p] - sg[lo]) + s * (sg[hi] - sg[p]) - v * (hi - p)
+    sizes = size[starts].astype(dtype)
+    numer = np.add.reduceat(seg, starts) + sizes * sg[first]
+    denom = n * sizes * (cum_counts.shape[0] - 1)
+    return numer.astype(np.float64) / denom.astype(np.float64)
 
 
 def max_emd_of_rows(distances: Sequence[FittedDistance], rows: np.ndarray) -> float:
