@@ -27,6 +27,7 @@ DEFAULT_PLUGINS = (
     "tclose.connectors.sqlite",
     "tclose.connectors.postgresql",
     "tclose.connectors.mysql",
+    "tclose.connectors.duckdb",
     "tclose.plugins.audit_table",
 )
 
