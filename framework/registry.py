@@ -28,6 +28,7 @@ DEFAULT_PLUGINS = (
     "tclose.connectors.postgresql",
     "tclose.connectors.mysql",
     "tclose.connectors.duckdb",
+    "tclose.connectors.files",
     "tclose.plugins.audit_table",
 )
 
