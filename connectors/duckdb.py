@@ -58,7 +58,7 @@ from .sql import (
 try:  # the [duckdb] extra; without it, connecting says which package to install
     import duckdb_engine
 except ImportError:  # pragma: no cover - exercised only without the extra
-    duckdb_engine = None
+    duckdb_engine = None  # type: ignore[assignment]
 
 #: The SQLAlchemy driver name under which :class:`AutocommitDialect` is registered.
 DRIVER = "duckdb+tclose"
@@ -66,14 +66,14 @@ DRIVER = "duckdb+tclose"
 
 if duckdb_engine is not None:
 
-    class QuotingPreparer(duckdb_engine.DuckDBIdentifierPreparer):  # type: ignore[misc,name-defined]
+    class QuotingPreparer(duckdb_engine.DuckDBIdentifierPreparer):
         """Quotes every identifier: ``duckdb-engine`` knows PostgreSQL's reserved words, not
         DuckDB's (a column named ``at`` would break a ``CREATE TABLE``)."""
 
         def _requires_quotes(self, value: str) -> bool:
             return True
 
-    class AutocommitDialect(duckdb_engine.Dialect):  # type: ignore[misc,name-defined]
+    class AutocommitDialect(duckdb_engine.Dialect):
         """``duckdb-engine``'s dialect, with SQLAlchemy's ``AUTOCOMMIT`` isolation level.
 
         A DuckDB connection commits every statement unless a ``BEGIN`` opened a transaction:
@@ -190,9 +190,7 @@ class DuckDBSession(Session):
         """``INSERT INTO table (columns) SELECT c0, c1, ... FROM`` the registered ``frame``."""
         view = f"tclose_frame_{random_suffix()}"
         raw = driver_connection(self.connection)
-        selected = [
-            sa.cast(sa.column(f"c{i}"), table.c[c].type) for i, c in enumerate(columns)
-        ]
+        selected = [sa.cast(sa.column(f"c{i}"), table.c[c].type) for i, c in enumerate(columns)]
         statement = table.insert().from_select(
             list(columns), sa.select(*selected).select_from(sa.table(view))
         )
@@ -312,8 +310,8 @@ class DuckDBDatabase(SQLDatabase):
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
         a float type of more than 24 bits (or unknown precision) becomes ``DOUBLE``."""
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
-            if generic.precision is None or generic.precision > 24:
-                return sa.Double()
+            bits = generic.precision
+            return sa.Double() if bits is None or bits > 24 else generic
         return generic
 
 

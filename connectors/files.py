@@ -138,6 +138,8 @@ class FileDatabase(DuckDBDatabase):
     """
 
     session_class = FileSession
+    #: Why the file could not be read as a table on the last connection (``None``: it could).
+    unreadable: str | None = None
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         parsed = sa.make_url(url)
@@ -166,11 +168,16 @@ class FileDatabase(DuckDBDatabase):
         return engine
 
     def _create_view(self, dbapi_connection: Any, _record: Any) -> None:
-        """On every new connection: the file, if it exists, as view :attr:`table_name`."""
+        """On every new connection: the file, if it exists and can be read, as view
+        :attr:`table_name` (else :attr:`unreadable` says why: a target may be replaced)."""
+        self.unreadable = None
         if self.path.is_file():
             reader = READERS[self.format].format(path=sql_string(str(self.path)))
             name = self.quote(self.table_name)
-            dbapi_connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
+            try:
+                dbapi_connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
+            except self.engine.dialect.loaded_dbapi.Error as error:
+                self.unreadable = " ".join(str(error).split())
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table; a CSV file is no target."""
@@ -194,6 +201,12 @@ class FileDatabase(DuckDBDatabase):
         if "__tclose_" not in name.name:  # the run's own tables live in the session
             self._check_name(name, "source.table")
         return super().table(name, connection)
+
+    def _catalog_name(self, bound: Connection, name: TableName) -> tuple[str, str] | None:
+        found = super()._catalog_name(bound, name)
+        if found is None and name.name == self.table_name and self.unreadable:
+            raise DataError(f"Cannot read the {self.format} file {self.path}: {self.unreadable}")
+        return found
 
     def exists(self, name: TableName, connection: Connection | None = None) -> bool:
         if name.name == self.table_name and not name.schema:

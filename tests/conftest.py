@@ -253,7 +253,9 @@ class TestDatabase:
         import pandas as pd
 
         if self.dialect == "duckdb":
-            qualified = self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
+            qualified = (
+                self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
+            )
             with self.engine.connect() as connection:
                 result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")
                 return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
@@ -311,8 +313,9 @@ class TestDatabase:
         self.engine.dispose()
 
 
-def duckdb_url(path: Path) -> str:
-    """A new DuckDB file's URL; skips the test (fails it in CI) without the ``[duckdb]`` extra."""
+def duckdb_url(path: Path | None) -> str:
+    """A new DuckDB file's URL (``path`` None: only the check); skips the test (fails it in CI)
+    without the ``[duckdb]`` extra."""
     try:
         import duckdb
         import duckdb_engine  # noqa: F401
@@ -320,8 +323,25 @@ def duckdb_url(path: Path) -> str:
         if in_ci():
             pytest.fail(f"DuckDB is not installed (pip install -e '.[test]'): {error}")
         pytest.skip(f"DuckDB is not installed: {error}")
+    if path is None:
+        return ""
     duckdb.connect(str(path)).close()
     return f"duckdb:///{path}"
+
+
+@pytest.fixture
+def duck():
+    """The ``duckdb`` module; skips the test (fails it in CI) without the ``[duckdb]`` extra."""
+    duckdb_url(None)
+    import duckdb
+
+    return duckdb
+
+
+@pytest.fixture
+def duckdb_file():
+    """A function making a new, empty DuckDB file and returning its URL."""
+    return duckdb_url
 
 
 def make_database(dialect: str, tmp_path: Path) -> TestDatabase:

@@ -264,9 +264,11 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
     if db.dialect == "duckdb":
         # DuckDB has no lock a connection could hold: the operating system's lock on the file
         # excludes any other process (another run) at once, without waiting.
-        with _duckdb_held_by_another_process(db.engine.url.database):
-            with pytest.raises(DataError, match="another process has this DuckDB file open"):
-                run(config)
+        with (
+            _duckdb_held_by_another_process(db.engine.url.database),
+            pytest.raises(DataError, match="another process has this DuckDB file open"),
+        ):
+            run(config)
         assert db.tables() == {source}
         return
     holder = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
@@ -291,9 +293,14 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
 @contextlib.contextmanager
 def _duckdb_held_by_another_process(path: str):
     """A child process with DuckDB file ``path`` open for writing, until the block ends."""
-    script = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); input()"
+    script = (
+        "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); input()"
+    )
     child = subprocess.Popen(
-        [sys.executable, "-c", script, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "open"
