@@ -60,7 +60,7 @@ try:  # the [duckdb] extra; without it, connecting says which package to install
 except ImportError:  # pragma: no cover - exercised only without the extra
     duckdb_engine = None  # type: ignore[assignment]
 
-#: The SQLAlchemy driver name under which :class:`AutocommitDialect` is registered.
+#: The SQLAlchemy driver name under which :class:`QuotingDialect` is registered.
 DRIVER = "duckdb+tclose"
 
 
@@ -73,33 +73,13 @@ if duckdb_engine is not None:
         def _requires_quotes(self, value: str) -> bool:
             return True
 
-    class AutocommitDialect(duckdb_engine.Dialect):
-        """``duckdb-engine``'s dialect, with SQLAlchemy's ``AUTOCOMMIT`` isolation level.
-
-        A DuckDB connection commits every statement unless a ``BEGIN`` opened a transaction:
-        that is the autocommit mode tclose's sessions ask for (they begin and commit their
-        transactions themselves). ``duckdb-engine`` refuses to set any isolation level and
-        always begins a transaction; this dialect begins one only outside ``AUTOCOMMIT``.
-        """
+    class QuotingDialect(duckdb_engine.Dialect):
+        """``duckdb-engine``'s dialect with :class:`QuotingPreparer`."""
 
         supports_statement_cache = False
         preparer = QuotingPreparer
 
-        def set_isolation_level(self, dbapi_connection: Any, level: Any) -> None:
-            dbapi_connection.tclose_autocommit = level == "AUTOCOMMIT"
-
-        def get_isolation_level(self, dbapi_connection: Any) -> Any:
-            autocommit = getattr(dbapi_connection, "tclose_autocommit", False)
-            return "AUTOCOMMIT" if autocommit else "SERIALIZABLE"
-
-        def get_default_isolation_level(self, dbapi_connection: Any) -> Any:
-            return "SERIALIZABLE"  # DuckDB's snapshot isolation, as PostgreSQL names it
-
-        def do_begin(self, dbapi_connection: Any) -> None:
-            if not getattr(dbapi_connection, "tclose_autocommit", False):
-                super().do_begin(dbapi_connection)
-
-    dialect_registry.register("duckdb.tclose", __name__, "AutocommitDialect")
+    dialect_registry.register("duckdb.tclose", __name__, "QuotingDialect")
 
 
 #: DuckDB type names (as ``duckdb_columns()`` spells them) that have an exact SQLAlchemy type
@@ -153,15 +133,6 @@ class DuckDBSession(Session):
 
     database: DuckDBDatabase
 
-    def end(self) -> None:
-        """Roll back unless published (``ROLLBACK`` without an open transaction is harmless)."""
-        if not self.published:
-            try:
-                self.execute("ROLLBACK")
-            except sa.exc.DBAPIError as error:
-                if "no transaction is active" not in str(error):
-                    raise
-
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
     ) -> None:
@@ -206,6 +177,13 @@ class DuckDBDatabase(SQLDatabase):
     """A DuckDB database file (see the module's docstring)."""
 
     session_class = DuckDBSession
+    #: DuckDB's MVCC: a transaction reads the snapshot taken when it began.
+    snapshot_reads = True
+
+    @property
+    def joins_in_snapshot(self) -> bool:
+        """Yes: a same-database target is joined inside the source's snapshot."""
+        return True
 
     def create_engine(self) -> Engine:
         if duckdb_engine is None:

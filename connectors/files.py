@@ -96,21 +96,24 @@ class FileSession(DuckDBSession):
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()
         self.published = True
-        self.execute("ROLLBACK")  # the staging table has served its purpose
+        if self.transaction is not None:
+            self.transaction.rollback()  # the staging table has served its purpose
 
     def _copy(self, staging: TableName, temporary: Path, run_id: str) -> None:
         """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
-        the file holds every row."""
+        the file holds every row written and verified."""
         table = self.database.qualified(staging)
         metadata = f", KV_METADATA {{tclose_run: {sql_string(run_id)}}}" if run_id else ""
-        self.execute(
+        self.connection.exec_driver_sql(
             f"COPY (SELECT * FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
             f"(FORMAT parquet{metadata})"
         )
-        ((expected,),) = self.execute(f"SELECT count(*) FROM {table}")
-        ((written,),) = self.execute(
+        expected = self.rows_written
+        if expected is None:
+            expected = self.connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
+        written = self.connection.exec_driver_sql(
             f"SELECT count(*) FROM read_parquet({sql_string(str(temporary))})"
-        )
+        ).scalar()
         if written != expected:
             raise DataError(
                 f"The file {temporary} holds {written} rows instead of {expected}. "

@@ -29,7 +29,14 @@ from sqlalchemy.dialects import mysql
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import OLD_MARK, Session, SQLDatabase, TableName, driver_connection, random_suffix
+from .sql import (
+    OLD_MARK,
+    DriverSession,
+    SQLDatabase,
+    TableName,
+    driver_connection,
+    random_suffix,
+)
 
 log = logging.getLogger("tclose")
 
@@ -58,7 +65,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-class MySQLSession(Session):
+class MySQLSession(DriverSession):
     """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot.
 
     The tables a run creates (the staging table; the replaced target between ``RENAME`` and
@@ -291,6 +298,7 @@ class MySQLDatabase(SQLDatabase):
 
     session_class = MySQLSession
     identifier_limit = 64
+    snapshot_reads = True
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername in ("mysql", "mariadb"):
@@ -359,11 +367,7 @@ class MySQLDatabase(SQLDatabase):
             return mysql.DECIMAL(65, 30)
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
-        if isinstance(generic, sa.DateTime):
-            return mysql.DATETIME(fsp=6)
-        if isinstance(generic, sa.Time):
-            return mysql.TIME(fsp=6)
-        return generic
+        return super().adapt_portable_type(generic)  # times: fsp=6
 
 
 class MySQLConnector:

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import Session, SQLDatabase, TableName, driver_connection, random_suffix
+from .sql import DriverSession, SQLDatabase, TableName, driver_connection, random_suffix
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
 LOCK_WAIT_SECONDS = 30
@@ -43,7 +43,7 @@ def run_lock_key(target: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class PostgreSQLSession(Session):
+class PostgreSQLSession(DriverSession):
     """A PostgreSQL session: one ``REPEATABLE READ`` transaction."""
 
     database: PostgreSQLDatabase
@@ -189,6 +189,13 @@ class PostgreSQLDatabase(SQLDatabase):
     session_class = PostgreSQLSession
     identifier_limit = 63  # NAMEDATALEN - 1, in bytes
     identifier_bytes = True
+
+    @property
+    def joins_in_snapshot(self) -> bool:
+        """True: the run's one transaction is a snapshot (see the module docstring)."""
+        return True
+
+    snapshot_reads = True
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername == "postgresql":

@@ -1,10 +1,15 @@
-"""The common base of the SQL connectors: table names, sessions, staging tables, streamed reads.
+"""The generic SQLAlchemy connector: any database with a SQLAlchemy dialect, on Core only.
 
-The built-in connectors — :mod:`~tclose.connectors.sqlite`, :mod:`~tclose.connectors.postgresql`
-and :mod:`~tclose.connectors.mysql` — are plugin modules that subclass :class:`SQLDatabase` and
-:class:`Session` where their dialect differs (transactions, bulk writes, publishing). A third-party
-connector for another SQLAlchemy dialect can do the same and register itself through the
-``register_connectors`` hook. Connectors know SQL and nothing of privacy.
+:class:`SQLDatabase` and :class:`Session` implement the connector contract
+(:mod:`tclose.connector`) with SQLAlchemy Core alone: transactions through ``conn.begin()``,
+writes through ``table.insert()``, DDL through ``CreateTable``/``DropTable`` and
+:class:`RenameTable` (compiled with the dialect's identifier preparer), types through the
+dialect's type compiler; no SQL text. The connector plugin ``sqlalchemy``
+(:class:`SQLAlchemyConnector`, dialects ``("*",)``) serves every dialect no other connector
+claims. The built-in connectors — :mod:`~tclose.connectors.sqlite`,
+:mod:`~tclose.connectors.postgresql` and :mod:`~tclose.connectors.mysql` — subclass it where they
+are faster or stricter (``BEGIN IMMEDIATE``, ``REPEATABLE READ``, ``COPY``, server-side cursors,
+run locks), through :class:`DriverSession`. Connectors know SQL and nothing of privacy.
 
 The runner uses a connector in this order (see ``docs/databases.md``)::
 
@@ -35,9 +40,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
+from tclose.hookspecs import hookimpl
 from tclose.redaction import redact_url, remember_secret, url_secrets
 
 if TYPE_CHECKING:
@@ -108,8 +115,60 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     return parsed
 
 
+class RenameTable(sa.schema.ExecutableDDLElement):
+    """``ALTER TABLE <table> RENAME TO <new_name>`` as a Core DDL construct, quoted by the
+    dialect's identifier preparer; a dialect that spells it otherwise adds its own
+    ``@compiles(RenameTable, "<dialect>")``."""
+
+    inherit_cache = False
+
+    def __init__(self, table: TableName, new_name: str) -> None:
+        self.table = table
+        self.new_name = new_name
+
+
+@compiles(RenameTable)
+def _compile_rename(element: RenameTable, compiler: Any, **_kw: Any) -> str:
+    preparer = compiler.preparer
+    old = preparer.format_table(sa.table(element.table.name, schema=element.table.schema))
+    return f"ALTER TABLE {old} RENAME TO {preparer.quote(element.new_name)}"
+
+
+def bare_table(name: TableName) -> sa.Table:
+    """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
+    return sa.Table(name.name, sa.MetaData(), schema=name.schema)
+
+
+def precise_time_type(generic: sa.types.TypeEngine, dialect: str) -> sa.types.TypeEngine:
+    """``generic`` itself, or for a ``DateTime``/``Time`` the type of ``dialect`` that keeps
+    microseconds where SQLAlchemy's generic one does not (MySQL/MariaDB ``DATETIME`` without
+    ``fsp``, SQL Server ``DATETIME``, Oracle ``DATE``)."""
+    if not isinstance(generic, (sa.DateTime, sa.Time)):
+        return generic
+    zone = bool(getattr(generic, "timezone", False))
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+
+        if isinstance(generic, sa.DateTime):
+            return mysql.DATETIME(timezone=zone, fsp=6)
+        return mysql.TIME(timezone=zone, fsp=6)
+    if dialect == "mssql":
+        from sqlalchemy.dialects import mssql
+
+        if isinstance(generic, sa.DateTime):
+            return mssql.DATETIMEOFFSET(7) if zone else mssql.DATETIME2(7)
+        return mssql.TIME(7)
+    if dialect == "oracle" and isinstance(generic, sa.DateTime):
+        from sqlalchemy.dialects import oracle
+
+        return oracle.TIMESTAMP(timezone=zone)
+    return generic
+
+
 class SQLDatabase:
-    """One database reached through a SQLAlchemy engine; subclassed per dialect.
+    """One database reached through a SQLAlchemy engine: the generic connector's database
+    (:class:`tclose.connector.Database` with every optional capability but the snapshot
+    guarantee and the run lock); subclassed per dialect.
 
     Attributes:
         url: the SQLAlchemy URL (it may hold a password: show :attr:`redacted_url` instead).
@@ -149,8 +208,19 @@ class SQLDatabase:
     @property
     def joins_in_snapshot(self) -> bool:
         """Whether a same-database target is built by ``INSERT ... SELECT ... JOIN`` inside the
-        source's snapshot (else the runner streams the source again into a second session)."""
-        return True
+        source's snapshot (else the runner streams the source again into a second session).
+        Generic: false, since a dialect's isolation level need not give a snapshot."""
+        return False
+
+    #: Whether a session's reads all see one snapshot (:class:`tclose.connector.SnapshotReads`);
+    #: generic: unknown, so false.
+    snapshot_reads: ClassVar[bool] = False
+
+    @property
+    def publishes_in_transaction(self) -> bool:
+        """Whether ``publish`` calls ``before_commit`` inside its transaction (the session
+        class's :attr:`Session.publishes_in_transaction`)."""
+        return self.session_class.publishes_in_transaction
 
     # --- errors and quoting ---------------------------------------------------------------------
 
@@ -328,7 +398,9 @@ class SQLDatabase:
             else:
                 column_type = self.same_dialect_type(column_type)
             columns.append(sa.Column(column, column_type, nullable=True))
-        return sa.Table(name.name, sa.MetaData(), *columns, schema=name.schema)
+        table = sa.Table(name.name, sa.MetaData(), *columns, schema=name.schema)
+        table.info["source_dialect"] = source_dialect or self.dialect
+        return table
 
     def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A reflected type, ready to be used in a new table of the same database."""
@@ -344,6 +416,8 @@ class SQLDatabase:
                 generic = column_type.as_generic()
             except NotImplementedError:
                 generic = None
+        if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
+            generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
         if generic is not None:
             generic = self.adapt_portable_type(generic)
             try:
@@ -359,8 +433,9 @@ class SQLDatabase:
         return generic
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
-        """A generic type (from another dialect) as this dialect should store it."""
-        return generic
+        """A generic type (from another dialect) as this dialect should store it: times keep
+        their microseconds where the generic type would drop them (:func:`precise_time_type`)."""
+        return precise_time_type(generic, self.dialect)
 
     # --- sessions -------------------------------------------------------------------------------
 
@@ -380,7 +455,7 @@ class SQLDatabase:
             read_only: open a read-only transaction (ignored when ``staging`` is given).
         """
         with self.errors(f"connecting to {self.dialect}"):
-            connection = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            connection = self.session_class.open_connection(self.engine)
         session = self.session_class(self, connection, read_only=read_only and staging is None)
         try:
             with self.errors(
@@ -397,12 +472,13 @@ class SQLDatabase:
 
 
 class Session:
-    """One connection holding one transaction, opened by :meth:`SQLDatabase.session`.
+    """One connection holding one transaction, opened by :meth:`SQLDatabase.session`: the generic
+    connector's session (:class:`tclose.connector.Session`, :class:`~tclose.connector.BulkLoad`
+    and :class:`~tclose.connector.InDatabaseJoin`), on SQLAlchemy Core only.
 
-    The base class runs plain SQL that SQLite, PostgreSQL and MySQL share; the dialect modules
-    override transaction control (:meth:`begin`, :meth:`end`), bulk writes
-    (:meth:`insert_arrays`, :meth:`insert_rows`), streamed reads (:meth:`stream`) and
-    :meth:`publish`.
+    The transaction is ``connection.begin()``; a staging table left by a rollback (on a database
+    whose DDL commits by itself) is dropped when the session ends. The built-in dialects
+    subclass :class:`DriverSession` instead, which controls the transaction with SQL statements.
     """
 
     def __init__(self, database: SQLDatabase, connection: Connection, *, read_only: bool) -> None:
@@ -412,22 +488,27 @@ class Session:
         self.staging: sa.Table | None = None
         self.published = False
         self.closed = False
+        self.transaction: sa.RootTransaction | None = None
+        #: Rows written into the staging table (checked again at publish), if known.
+        self.rows_written: int | None = None
+
+    @classmethod
+    def open_connection(cls, engine: Engine) -> Connection:
+        """The session's connection (generic: the engine's default isolation level)."""
+        return engine.connect()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
-    def execute(self, statement: str) -> list[Any]:
-        """Run one SQL statement written by tclose (identifiers quoted with
-        :meth:`SQLDatabase.quote`, no parameters); return its rows, if any."""
-        if self.database.engine.dialect.paramstyle in ("format", "pyformat"):
-            statement = statement.replace("%", "%%")  # the driver reads % as a placeholder
-        result = self.connection.exec_driver_sql(statement)
-        return list(result.fetchall()) if result.returns_rows else []
-
     def begin(self, staging: sa.Table | None) -> None:
         """Open the transaction, then drop leftovers and create ``staging`` (if given)."""
-        self.execute("BEGIN")
+        self.transaction = self.connection.begin()
         if staging is not None:
             self.prepare_staging(staging)
+
+    def commit(self) -> None:
+        """Commit the session's transaction (at publish)."""
+        assert self.transaction is not None
+        self.transaction.commit()
 
     def prepare_staging(self, staging: sa.Table) -> None:
         """Drop what interrupted runs provably left, and create ``staging``."""
@@ -439,8 +520,8 @@ class Session:
         """Drop the tables that killed runs left in ``schema`` and that tclose recorded as its
         own; return them. Never a table because of its name.
 
-        The base implementation (SQLite, PostgreSQL) has nothing to drop: their DDL is
-        transactional, so a killed run leaves no table behind. MySQL keeps a registry.
+        The base implementation has nothing to drop (where DDL is transactional a killed run
+        leaves no table behind). MySQL keeps a registry.
         """
         return []
 
@@ -465,9 +546,17 @@ class Session:
                 self.connection.close()
 
     def end(self) -> None:
-        """Roll back whatever is still open (the dialect may also drop what it committed)."""
-        if not self.published:
-            self.execute("ROLLBACK")
+        """Roll back unless published; then drop the staging table if it outlived the rollback
+        (its ``CREATE TABLE`` committed by itself)."""
+        if self.published:
+            return
+        if self.transaction is not None and self.transaction.is_active:
+            self.transaction.rollback()
+        if self.staging is not None:
+            staging = TableName(self.staging.schema, self.staging.name)
+            with self.connection.begin():
+                if self.database.exists(staging, self.connection):
+                    self.connection.execute(sa.schema.DropTable(self.staging))
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -529,7 +618,7 @@ class Session:
         """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
         chunks; ``column_types`` are the reflected types of the selected columns (after the
         key), for a dialect that chooses a transfer format by type."""
-        result = self.connection.execution_options(yield_per=chunk_size).execute(statement)
+        result = self.connection.execute(statement, execution_options={"yield_per": chunk_size})
         try:
             yield from result.partitions()
         finally:
@@ -637,6 +726,7 @@ class Session:
                 f"Nothing was published."
             )
         self.drop_helpers([centroids, mapping])
+        self.rows_written = len(keys)
         self.writes_done()
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
@@ -663,6 +753,7 @@ class Session:
                 written += len(rows)
             self.streamed_rows_written(staging)
             self.writes_done()
+        self.rows_written = written
         return written
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
@@ -685,31 +776,24 @@ class Session:
             self.insert_rows(table, columns, rows[start : start + chunk_size])
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
-        """Bulk-insert ``rows`` (tuples of Python values in ``columns`` order) with the driver's
-        ``executemany``, in the session's transaction."""
+        """Bulk-insert ``rows`` (tuples of Python values in ``columns`` order): one Core
+        ``table.insert()`` executed with many parameter sets, in the session's transaction.
+
+        Values read from a database of the table's own dialect go to the driver as they came
+        from it (untyped parameters: no conversion can change them); values from another
+        dialect go through the column types' bind processing."""
         if not rows:
             return
-        sql = self.insert_sql(table, columns)
-        cursor = driver_connection(self.connection).cursor()
+        same = table.info.get("source_dialect", self.database.dialect) == self.database.dialect
+        names = [f"p{i}" for i in range(len(columns))]
+        statement = sa.insert(table).values(
+            {
+                table.c[c]: sa.bindparam(p, type_=DriverValue() if same else table.c[c].type)
+                for c, p in zip(columns, names, strict=True)
+            }
+        )
         with self.database.errors(f"writing {table.fullname}"):
-            try:
-                cursor.executemany(sql, rows)
-            finally:
-                cursor.close()
-
-    def insert_sql(self, table: sa.Table, columns: Sequence[str]) -> str:
-        """``INSERT INTO table (columns) VALUES (placeholders)`` in the driver's paramstyle."""
-        if self.database.engine.dialect.paramstyle == "qmark":
-            placeholder, quote = "?", self.database.quote
-        else:  # format/pyformat: the driver applies %, so a % in an identifier is written %%
-            placeholder = "%s"
-
-            def quote(name: str) -> str:
-                return self.database.quote(name).replace("%", "%%")
-
-        names = ", ".join(quote(c) for c in columns)
-        values = ", ".join([placeholder] * len(columns))
-        return f"INSERT INTO {self.database.qualified(table, quote)} ({names}) VALUES ({values})"
+            self.connection.execute(statement, [dict(zip(names, row)) for row in rows])
 
     # --- publishing -----------------------------------------------------------------------------
 
@@ -726,11 +810,12 @@ class Session:
     ) -> None:
         """Swap ``staging`` in under ``target``'s name and commit, atomically.
 
-        The base implementation (SQLite, PostgreSQL) drops the old target and renames the staging
-        table in the session's transaction, calls ``before_commit`` with the session's connection
-        (the audit record is written there), then commits. Raises :class:`DataError` if the
-        target exists and not ``replace``; whatever ``before_commit`` raises rolls everything
-        back.
+        In the session's transaction: ``DropTable`` of the old target, :class:`RenameTable` of
+        the staging table, a count of the renamed table's rows against :attr:`rows_written`
+        (verified publication: a rename that lost rows fails here, before the commit), then
+        ``before_commit`` with the session's connection (the audit record is written there),
+        then the commit. Raises :class:`DataError` if the target exists and not ``replace``;
+        whatever ``before_commit`` raises rolls everything back.
         """
         with self.database.errors(f"publishing {target}"):
             exists = self.database.exists(target, self.connection)
@@ -740,19 +825,99 @@ class Session:
                     f"is 'fail'. Nothing was published."
                 )
             if exists:
-                self.execute(f"DROP TABLE {self.database.qualified(target)}")
-            self.execute(
-                f"ALTER TABLE {self.database.qualified(staging)} "
-                f"RENAME TO {self.database.quote(target.name)}"
-            )
+                self.connection.execute(sa.schema.DropTable(bare_table(target)))
+            self.connection.execute(RenameTable(staging, target.name))
             self.renamed(target)
+            self.check_published(target)
             if before_commit is not None:
                 before_commit(self.connection)
-            self.execute("COMMIT")
+            self.commit()
             self.published = True
+
+    def check_published(self, target: TableName) -> None:
+        """:class:`DataError` if ``target`` does not hold the :attr:`rows_written` rows."""
+        if self.rows_written is None:
+            return
+        count = sa.select(sa.func.count()).select_from(bare_table(target))
+        found = self.connection.execute(count).scalar()
+        if found != self.rows_written:
+            raise DataError(
+                f"Publishing {target} failed: the renamed table holds {found} rows, "
+                f"{self.rows_written} were written and verified. Nothing was published."
+            )
 
     def renamed(self, target: TableName) -> None:
         """Called after the staging table got the target's name, before the commit."""
+
+
+class DriverSession(Session):
+    """A session that controls its transaction with SQL statements on an ``AUTOCOMMIT``
+    connection (``BEGIN IMMEDIATE``, ``BEGIN ISOLATION LEVEL REPEATABLE READ``, ``START
+    TRANSACTION WITH CONSISTENT SNAPSHOT``): the base of the built-in dialects, which know their
+    SQL. Bulk writes use the driver's ``executemany`` with the dialect's :attr:`placeholder`."""
+
+    #: The driver's parameter placeholder (``"?"`` for sqlite3, ``"%s"`` for PyMySQL).
+    placeholder: ClassVar[str] = "%s"
+
+    @classmethod
+    def open_connection(cls, engine: Engine) -> Connection:
+        return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+    def execute(self, statement: str) -> list[Any]:
+        """Run one SQL statement written by the dialect module (identifiers quoted with
+        :meth:`SQLDatabase.quote`, no parameters); return its rows, if any."""
+        if self.placeholder == "%s":
+            statement = statement.replace("%", "%%")  # the driver reads % as a placeholder
+        result = self.connection.exec_driver_sql(statement)
+        return list(result.fetchall()) if result.returns_rows else []
+
+    def begin(self, staging: sa.Table | None) -> None:
+        self.execute("BEGIN")
+        if staging is not None:
+            self.prepare_staging(staging)
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def end(self) -> None:
+        """Roll back whatever is still open (the dialect may also drop what it committed)."""
+        if not self.published:
+            self.execute("ROLLBACK")
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """Bulk-insert ``rows`` (tuples of Python values in ``columns`` order) with the driver's
+        ``executemany``, in the session's transaction."""
+        if not rows:
+            return
+        sql = self.insert_sql(table, columns)
+        cursor = driver_connection(self.connection).cursor()
+        with self.database.errors(f"writing {table.fullname}"):
+            try:
+                cursor.executemany(sql, rows)
+            finally:
+                cursor.close()
+
+    def insert_sql(self, table: sa.Table, columns: Sequence[str]) -> str:
+        """``INSERT INTO table (columns) VALUES (placeholders)`` with :attr:`placeholder`."""
+        quote = self.database.quote
+        if self.placeholder == "%s":  # the driver applies %, so a % in an identifier is %%
+
+            def quote(name: str) -> str:
+                return self.database.quote(name).replace("%", "%%")
+
+        names = ", ".join(quote(c) for c in columns)
+        values = ", ".join([self.placeholder] * len(columns))
+        return f"INSERT INTO {self.database.qualified(table, quote)} ({names}) VALUES ({values})"
+
+
+class DriverValue(sa.types.UserDefinedType):
+    """A parameter type that hands the value to the driver unchanged (a value the same driver
+    returned), where a column type's bind processing could convert it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        raise NotImplementedError("DriverValue types parameters, never columns")
 
 
 def _existing_tables(inspector: sa.Inspector, schema: str | None, shown: int = 20) -> str:
@@ -794,3 +959,20 @@ def random_suffix() -> str:
 
 
 SQLDatabase.session_class = Session
+
+
+class SQLAlchemyConnector:
+    """The generic connector (plugin ``sqlalchemy``): any SQLAlchemy dialect that no other
+    connector claims, through :class:`SQLDatabase` (install the dialect's package and driver,
+    and write the URL as SQLAlchemy documents it)."""
+
+    name = "sqlalchemy"
+    dialects = ("*",)
+
+    def connect(self, url: str, password_file: str | None = None) -> SQLDatabase:
+        return SQLDatabase(url, password_file)
+
+
+@hookimpl
+def register_connectors(register: Any) -> None:
+    register(SQLAlchemyConnector())

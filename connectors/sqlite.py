@@ -29,14 +29,16 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import Session, SQLDatabase, TableName, driver_connection
+from .sql import DriverSession, SQLDatabase, TableName, driver_connection
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30
 
 
-class SQLiteSession(Session):
+class SQLiteSession(DriverSession):
     """A SQLite session: one transaction on one connection."""
+
+    placeholder = "?"
 
     def begin(self, staging: sa.Table | None) -> None:
         if staging is None:
@@ -88,6 +90,13 @@ class SQLiteDatabase(SQLDatabase):
     """A SQLite database file (``sqlite:///path``; ``sqlite://`` is an in-memory database)."""
 
     session_class = SQLiteSession
+
+    @property
+    def joins_in_snapshot(self) -> bool:
+        """True: the run's one transaction is a snapshot (see the module docstring)."""
+        return True
+
+    snapshot_reads = True
 
     def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)

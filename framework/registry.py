@@ -13,6 +13,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .connector import Connector
 from .errors import ConfigError, PluginError
 
 #: Built-in plugin modules, registered before any third-party plugin.
@@ -29,6 +30,7 @@ DEFAULT_PLUGINS = (
     "tclose.connectors.mysql",
     "tclose.connectors.duckdb",
     "tclose.connectors.files",
+    "tclose.connectors.sql",
     "tclose.plugins.audit_table",
 )
 
@@ -106,15 +108,22 @@ class Registry:
             )
         return table[name].obj
 
-    def connector_for(self, dialect: str) -> Any:
-        """The connector serving SQLAlchemy ``dialect`` (e.g. ``"postgresql"``)."""
+    def connector_for(self, dialect: str) -> Connector:
+        """The connector serving SQLAlchemy ``dialect`` (e.g. ``"postgresql"``): the one that
+        names it, else the one serving ``"*"`` (the generic connector ``sqlalchemy``) if
+        SQLAlchemy has a dialect of that name (its package installed)."""
         for provided in self.connectors.values():
             if dialect in provided.obj.dialects:
+                return provided.obj
+        for provided in self.connectors.values():
+            if "*" in provided.obj.dialects and _sqlalchemy_dialect_exists(dialect):
                 return provided.obj
         known = sorted(d for p in self.connectors.values() for d in p.obj.dialects)
         broken = "".join(f"\nNote: {b.describe()}" for b in self.broken)
         raise ConfigError(
-            f"No connector serves the database dialect {dialect!r}. Known: {known}.{broken}"
+            f"No connector serves the database dialect {dialect!r}, and SQLAlchemy has no "
+            f"dialect of that name (install the package that provides it). Known: "
+            f"{known}.{broken}"
         )
 
     def versions(self, names: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -124,6 +133,19 @@ class Registry:
             provided = self.table(kind)[name]
             out[f"{kind}:{name}"] = f"{provided.provider} {provided.version}"
         return out
+
+
+def _sqlalchemy_dialect_exists(name: str) -> bool:
+    """Whether SQLAlchemy can load a dialect called ``name`` (built in, or an installed
+    package's ``sqlalchemy.dialects`` entry point); its driver need not be installed."""
+    from sqlalchemy.dialects import registry
+    from sqlalchemy.exc import NoSuchModuleError
+
+    try:
+        registry.load(name)
+    except (NoSuchModuleError, ImportError):
+        return False
+    return True
 
 
 def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from . import report as report_module
 from .attributes import EncodedTable, encode_confidential, encode_table
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config
+from .connector import Database, Session, capability, joining
 from .errors import ConfigError, DataError, VerificationError
 from .guards import refuse_foreign_file, refuse_overflow, refuse_same_table
 from .interfaces import Algorithm, Distance
@@ -144,7 +145,10 @@ def _chunks(
 
 
 def _read_inputs(
-    database, config: Config, progress: Callable[..., None] | None = None, line: str = ""
+    database: Database | Session,
+    config: Config,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
 ) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
@@ -340,11 +344,11 @@ def _run(
         record_in_publish
         if registry.manager is not None
         and registry.manager.hook.run_publishing.get_hookimpls()
-        and getattr(target_db.session_class, "publishes_in_transaction", False)
+        and capability(target_db, "publishes_in_transaction")
         else None
     )
     audited_in_publish = False
-    joined = target_db is source_db and source_db.joins_in_snapshot
+    joined = target_db is source_db and capability(source_db, "joins_in_snapshot")
     published = False
     verification = None
     failure: VerificationError | None = None
@@ -389,7 +393,7 @@ def _run(
         say(f"writing staging table {staging_name}")
         with timer.phase("write"):
             if joined:
-                source.fill_joined(
+                joining(source).fill_joined(
                     source_table, config.source.key, staging_table, keys, new_rows, labels, written
                 )
             else:
@@ -445,7 +449,14 @@ def _run(
 
 
 def _transformed_chunks(
-    source, config: Config, source_name, output_columns, keys, new_rows, replaced, set_aside: set
+    source: Session,
+    config: Config,
+    source_name,
+    output_columns,
+    keys,
+    new_rows,
+    replaced,
+    set_aside: set,
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
@@ -573,7 +584,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
 
 
 def _read_written(
-    database,
+    database: Database | Session,
     table,
     config: Config,
     progress: Callable[..., None] | None = None,
@@ -609,7 +620,7 @@ def with_attribute_options(
 
 
 def _verify_staging(
-    database,
+    database: Session,
     staging,
     config: Config,
     resolved: Resolved,

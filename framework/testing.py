@@ -248,3 +248,36 @@ def _message(algorithm: Any, problems: list[str]) -> str:
     return f"algorithm {name!r} fails {len(problems)} conformance check(s):\n- " + "\n- ".join(
         problems
     )
+
+
+def check_connector(
+    connector: Any,
+    url: str,
+    password_file: str | None = None,
+    *,
+    schema: str | None = None,
+    decimal_digits: int = 18,
+    drop: Any = None,
+) -> None:
+    """Check a connector against the contract of :mod:`tclose.connector`, on the database at
+    ``url`` (see :mod:`tclose.connector_check` for every check): reads, exact types, staging,
+    verification read-back, publish, and that refusals and failures leave nothing behind.
+
+    The check creates two tables named ``tclose_check_<random>_src``/``_tgt`` (in ``schema``,
+    if given) and drops them at the end, through ``drop(name)`` if given, else through the
+    database's SQLAlchemy ``engine``. ``decimal_digits``: significant digits of the fixture's
+    decimals (SQLite keeps 15: pass 15 there).
+
+    Raises:
+        ConformanceError: listing every failed check.
+    """
+    from .connector_check import run_check
+
+    problems = run_check(
+        connector, url, password_file, schema=schema, decimal_digits=decimal_digits, drop=drop
+    )
+    if problems:
+        name = getattr(connector, "name", type(connector).__name__)
+        raise ConformanceError(
+            f"connector {name!r} failed {len(problems)} check(s):\n- " + "\n- ".join(problems)
+        )

@@ -1,0 +1,323 @@
+"""The connector contract: what a database connector must provide, and what it may.
+
+A connector plugin registers a :class:`Connector` (``register_connectors`` hook). Its
+:meth:`Connector.connect` returns a :class:`Database`, whose :meth:`Database.session` yields a
+:class:`Session`. These three Protocols hold the **required** members: the runner, ``tclose
+verify`` and ``tclose init`` use nothing else, except the **optional capabilities** below, each
+checked before use, with the fallback named in its docstring:
+
+- :class:`InDatabaseJoin`: build a same-database target inside the database (else the runner
+  streams the source a second time into the target session);
+- :class:`BulkLoad`: fast bulk writes (used by the generic connector's own fills);
+- :class:`SnapshotReads`: whether a session reads one consistent snapshot;
+- :class:`RunLock`: runs on one target exclude each other;
+- :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
+- :class:`TransactionalPublish`: audit records committed with the published table.
+
+Every SQLAlchemy dialect gets all of this from the generic connector
+(:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
+faster or stricter. ``tclose.testing.check_connector`` checks a connector against the contract.
+Tables are named by ``tclose.connectors.sql.TableName`` and described by ``sqlalchemy.Table``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import sqlalchemy as sa
+
+    from tclose.connectors.sql import TableName
+
+
+@runtime_checkable
+class Connector(Protocol):
+    """A connector plugin: the object passed to ``register(...)`` in ``register_connectors``.
+
+    Attributes:
+        name: the connector's registered name (``tclose plugins`` lists it).
+        dialects: the SQLAlchemy dialect names it serves (the URL's scheme before ``+`` and
+            ``://``, e.g. ``("postgresql",)``); ``("*",)`` serves every dialect no other
+            connector claims (the generic connector does).
+    """
+
+    name: str
+    dialects: tuple[str, ...]
+
+    def connect(self, url: str, password_file: str | None = None) -> Database:
+        """The :class:`Database` at ``url``; ``password_file`` holds the password (its content,
+        stripped). Raises ``DataError`` when the database cannot be reached or has no driver,
+        ``ConfigError`` when the URL is malformed. Never shows the password in a message."""
+        ...
+
+
+class Database(Protocol):
+    """One database, as :meth:`Connector.connect` returns it.
+
+    Attributes:
+        dialect: the SQLAlchemy dialect name (``"sqlite"``, ``"postgresql"``, ...); the
+            staging table translates types when the source is of another dialect.
+        redacted_url: the URL with its password replaced by ``***`` (shown in reports).
+    """
+
+    dialect: str
+
+    @property
+    def redacted_url(self) -> str: ...
+
+    def table(self, name: TableName) -> sa.Table:
+        """The reflected table ``name``; ``DataError`` naming the existing tables if there is
+        none."""
+        ...
+
+    def exists(self, name: TableName) -> bool:
+        """Whether table ``name`` exists."""
+        ...
+
+    def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
+        """The column that orders and identifies the rows: ``key``, else the single-column
+        primary key (or a row id the dialect has); ``ConfigError`` if there is none, ``DataError``
+        if ``key`` is not a column."""
+        ...
+
+    def check_table_name(self, name: TableName, path: str = "target.table") -> None:
+        """``ConfigError`` (at YAML ``path``) if the database would cut or refuse ``name``."""
+        ...
+
+    def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
+        """The name of a table a run creates next to ``target``: ``target``'s name shortened to
+        fit, then ``mark`` and the run id."""
+        ...
+
+    def staging_table(
+        self,
+        name: TableName,
+        source: sa.Table,
+        output_columns: Sequence[str],
+        replaced: Collection[str],
+        rounded: Collection[str] = (),
+        source_dialect: str | None = None,
+    ) -> sa.Table:
+        """The definition (not created) of the staging table: ``tclose_row`` (the new key, a
+        ``BIGINT``-like primary key) first, then ``output_columns``. Pass-through columns keep
+        their source type exactly (translated from ``source_dialect`` without loss: a double
+        stays 64-bit, a decimal keeps precision and scale, a timestamp its microseconds);
+        ``replaced`` columns hold 64-bit floats, or their integer type when ``rounded``."""
+        ...
+
+    def session(
+        self, staging: sa.Table | None = None, *, read_only: bool = False
+    ) -> AbstractContextManager[Session]:
+        """A context manager yielding a :class:`Session`: one connection, one transaction.
+
+        With ``staging`` (from :meth:`staging_table`, ``info`` holding ``target`` and
+        ``run_id``) the session creates it, invisible to others or removable. Leaving the block
+        without :meth:`Session.publish` leaves nothing behind: the staging table and every
+        helper table are gone, the target unchanged, whatever exception ended the block."""
+        ...
+
+    def read(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[pd.DataFrame]:
+        """:meth:`Session.read` in a read-only session of its own."""
+        ...
+
+
+class Session(Protocol):
+    """One connection holding one transaction, yielded by :meth:`Database.session`."""
+
+    def table(self, name: TableName) -> sa.Table:
+        """The table as this session sees it (its own uncommitted staging table included)."""
+        ...
+
+    def read_rows(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[Sequence[Sequence[Any]]]:
+        """Stream ``columns`` of ``name`` ordered by the row key (:meth:`Database.row_key`), in
+        chunks of at most ``chunk_size`` rows, never the whole table in memory. Each row is a
+        tuple of the driver's own values (``None`` for NULL, no lossy conversion); with
+        ``with_key`` the row key comes first. ``DataError`` names a missing column."""
+        ...
+
+    def read(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[pd.DataFrame]:
+        """:meth:`read_rows` as DataFrames; with ``with_key`` the first column is ``__key__``."""
+        ...
+
+    def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
+        """Write rows computed by the runner into the created ``staging`` table, in this
+        session's transaction: each chunk a list of tuples in the staging column order
+        (``tclose_row`` first). Returns the number of rows written."""
+        ...
+
+    def publish(
+        self,
+        staging: TableName,
+        target: TableName,
+        replace: bool,
+        before_commit: Callable[[Any], None] | None = None,
+    ) -> None:
+        """Put the verified ``staging`` table in place under ``target``'s name, atomically: the
+        target shows the old rows or all the new ones, never a mix or nothing (``DataError`` if
+        it exists and not ``replace``, nothing changed). ``before_commit`` (see
+        :class:`TransactionalPublish`) is called with the connection before the commit."""
+        ...
+
+    def close(self) -> None:
+        """End the session early (the ``with`` block ends it too); idempotent."""
+        ...
+
+
+# --- optional capabilities ------------------------------------------------------------------
+
+
+class InDatabaseJoin(Protocol):
+    """Optional, on a :class:`Database` and its sessions: build the target inside the database.
+
+    When ``joins_in_snapshot`` is true and the target is in the source's database, one session
+    reads, calls ``fill_joined`` and publishes: pass-through columns never leave the database.
+    Fallback: the runner reads the source twice (a read-only session) and streams the rows into
+    the target session with :meth:`Session.fill_streamed`.
+    """
+
+    joins_in_snapshot: bool
+
+    def fill_joined(
+        self,
+        source: sa.Table,
+        key: str | None,
+        staging: sa.Table,
+        keys: np.ndarray,
+        new_rows: np.ndarray,
+        labels: np.ndarray,
+        replaced: Mapping[str, np.ndarray],
+    ) -> None:
+        """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
+        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``replaced``
+        values; ``DataError`` if the source no longer has every key."""
+        ...
+
+
+class BulkLoad(Protocol):
+    """Optional, on a :class:`Session`: bulk writes (COPY, multi-row INSERT, executemany).
+
+    The generic connector's ``fill_streamed`` and ``fill_joined`` write through these; a
+    subclass overrides them with the fastest path of its database."""
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """Insert ``rows`` (tuples in ``columns`` order) in the session's transaction."""
+        ...
+
+    def insert_arrays(
+        self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
+    ) -> None:
+        """Insert equally long 1-D arrays, one per column, in the session's transaction."""
+        ...
+
+
+class SnapshotReads(Protocol):
+    """Optional, on a :class:`Database`: whether a session's reads see one snapshot.
+
+    ``snapshot_reads`` true: every read of one session sees the database as it was when the
+    session began, so pass 1, the second pass and the join agree. Fallback (false or absent):
+    the runner still checks that the second pass returns the keys of the first, row for row,
+    and fails (nothing published) when they differ; a value changed in place between the passes
+    is not detected."""
+
+    snapshot_reads: bool
+
+
+class RunLock(Protocol):
+    """Optional, on a :class:`Session`: runs writing one target exclude each other.
+
+    A writing session takes ``lock(target)`` before it creates its staging table and holds it
+    to its end; a second run waits a bounded time, then fails with ``DataError``. Fallback: two
+    runs on one target both publish, the last one wins (each publish is still atomic)."""
+
+    def lock(self, target: TableName) -> None:
+        """Take the run lock of ``target`` for the rest of the session."""
+        ...
+
+
+class TableIdentity(Protocol):
+    """Optional, on a :class:`Database`: which table a name really denotes.
+
+    Fallback: the guard that refuses source = target compares names as spelled, and ``tclose
+    verify`` cannot read the run id of a published table."""
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """Equal for two names (two URLs, two spellings) exactly when they denote the same
+        table; ``None`` when there is no such table."""
+        ...
+
+    def table_comment(self, name: TableName) -> str | None:
+        """The comment of ``name`` (``tclose run <id>`` on a published table), or ``None``."""
+        ...
+
+
+class TransactionalPublish(Protocol):
+    """Optional, on a :class:`Database`: audit records that commit with the published table.
+
+    When ``publishes_in_transaction`` is true, :meth:`Session.publish` calls ``before_commit``
+    with a SQLAlchemy ``Connection`` inside the publishing transaction, and the
+    ``run_publishing`` hooks write there. Fallback: ``run_finished`` records the run after the
+    publish."""
+
+    publishes_in_transaction: bool
+
+
+def capability(database: Any, name: str, default: Any = False) -> Any:
+    """The optional member ``name`` of ``database`` (a capability above), or ``default``."""
+    return getattr(database, name, default)
+
+
+def joining(session: Session) -> InDatabaseJoin:
+    """``session`` as an :class:`InDatabaseJoin` session (its database said
+    ``joins_in_snapshot``); ``TypeError`` naming the session's class if it has no
+    ``fill_joined``."""
+    if not callable(getattr(session, "fill_joined", None)):
+        raise TypeError(
+            f"{type(session).__qualname__} has no fill_joined, but its database says "
+            f"joins_in_snapshot: implement both or neither (tclose.connector.InDatabaseJoin)."
+        )
+    return session  # type: ignore[return-value]
+
+
+#: Required members of each Protocol, as the docs list them (``tests/test_plugins.py``).
+REQUIRED = {"Connector": Connector, "Database": Database, "Session": Session}
+#: Optional capabilities, as the docs list them.
+OPTIONAL = {
+    "InDatabaseJoin": InDatabaseJoin,
+    "BulkLoad": BulkLoad,
+    "SnapshotReads": SnapshotReads,
+    "RunLock": RunLock,
+    "TableIdentity": TableIdentity,
+    "TransactionalPublish": TransactionalPublish,
+}
+
+
+def protocol_members(protocol: type) -> list[str]:
+    """The public members a Protocol declares (attributes, properties and methods), sorted."""
+    names = set(getattr(protocol, "__annotations__", {}))
+    names |= {n for n in vars(protocol) if not n.startswith("_")}
+    return sorted(names)
