@@ -198,6 +198,10 @@ class InDatabaseJoin(Protocol):
     reads, calls ``fill_joined`` and publishes: pass-through columns never leave the database.
     Fallback: the runner reads the source twice (a read-only session) and streams the rows into
     the target session with :meth:`Session.fill_streamed`.
+
+    Attributes:
+        joins_in_snapshot: (on the database) whether its sessions implement ``fill_joined``
+            and run it in the snapshot of the session's reads.
     """
 
     joins_in_snapshot: bool
@@ -242,7 +246,11 @@ class SnapshotReads(Protocol):
     session began, so pass 1, the second pass and the join agree. Fallback (false or absent):
     the runner still checks that the second pass returns the keys of the first, row for row,
     and fails (nothing published) when they differ; a value changed in place between the passes
-    is not detected."""
+    is not detected.
+
+    Attributes:
+        snapshot_reads: whether every read of one session sees one snapshot.
+    """
 
     snapshot_reads: bool
 
@@ -281,7 +289,11 @@ class TransactionalPublish(Protocol):
     When ``publishes_in_transaction`` is true, :meth:`Session.publish` calls ``before_commit``
     with a SQLAlchemy ``Connection`` inside the publishing transaction, and the
     ``run_publishing`` hooks write there. Fallback: ``run_finished`` records the run after the
-    publish."""
+    publish.
+
+    Attributes:
+        publishes_in_transaction: whether ``publish`` calls ``before_commit`` before its commit.
+    """
 
     publishes_in_transaction: bool
 

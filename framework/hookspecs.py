@@ -52,11 +52,12 @@ def register_distances(register: Callable[[Distance], None]) -> None:
 def register_connectors(register: Callable[[Any], None]) -> None:
     """Register database connectors.
 
-    Call ``register(connector)`` once per connector. ``connector`` has a ``name``, the SQLAlchemy
-    ``dialects`` it serves (e.g. ``("sqlite",)``) and ``connect(url, password_file=None)``
-    returning an object with the methods of :class:`tclose.connectors.sql.SQLDatabase`. The runner picks the connector whose
-    dialects include the URL's dialect (the part before ``+`` and ``://``). Duplicate names, or two
-    connectors claiming one dialect, are errors.
+    Call ``register(connector)`` once per connector. ``connector`` follows
+    :class:`tclose.connector.Connector`: a ``name``, the SQLAlchemy ``dialects`` it serves (e.g.
+    ``("sqlite",)``) and ``connect(url, password_file=None)`` returning a
+    :class:`tclose.connector.Database`. The runner picks the connector whose dialects include the
+    URL's dialect (the part before ``+`` and ``://``), else the generic connector (``"*"``).
+    Duplicate names, or two connectors claiming one dialect, are errors.
     """
 
 

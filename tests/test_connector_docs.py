@@ -1,0 +1,91 @@
+"""docs/plugins.md documents the connector contract (tclose.connector) from the code: every
+Protocol's members, signatures and first docstring paragraphs, nothing more, nothing less."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from tclose.connector import OPTIONAL, REQUIRED, protocol_members
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
+
+
+def _plain(text: str) -> str:
+    """reST markup as Markdown, on one line."""
+    text = re.sub(r":(?:class|meth|func|mod|data|attr):`~?([^`]+)`", r"`\1`", text)
+    return " ".join(text.replace("``", "`").split())
+
+
+def _first_paragraph(doc: str | None) -> str:
+    return _plain(inspect.cleandoc(doc or "").split("\n\n")[0])
+
+
+def _attributes(doc: str | None) -> dict[str, str]:
+    """``name: text`` entries of a docstring's ``Attributes:`` section."""
+    lines = inspect.cleandoc(doc or "").split("\n")
+    if "Attributes:" not in lines:
+        return {}
+    entries: dict[str, str] = {}
+    name = None
+    for line in lines[lines.index("Attributes:") + 1 :]:
+        found = re.match(r"    (\w+): (.*)", line)
+        if found:
+            name = found.group(1)
+            entries[name] = found.group(2)
+        elif line.startswith("        ") and name:
+            entries[name] += " " + line.strip()
+        else:
+            break
+    return {k: _plain(v) for k, v in entries.items()}
+
+
+def _row(protocol: type, name: str) -> str:
+    member = inspect.getattr_static(protocol, name, None)
+    if callable(member) and not isinstance(member, property):
+        signature = inspect.signature(member)
+        parameters = [
+            p.replace(annotation=inspect.Parameter.empty)
+            for p in signature.parameters.values()
+            if p.name != "self"
+        ]
+        plain = signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
+        return f"| `{name}{plain}` | {_first_paragraph(member.__doc__)} |"
+    return f"| `{name}` | {_attributes(protocol.__doc__).get(name, '')} |"
+
+
+def connector_reference() -> str:
+    """The reference block docs/plugins.md must hold, generated from tclose.connector."""
+    blocks = []
+    for kind, protocols in (("required", REQUIRED), ("optional", OPTIONAL)):
+        for name, protocol in protocols.items():
+            rows = "\n".join(_row(protocol, m) for m in protocol_members(protocol))
+            blocks.append(
+                f"#### `{name}` ({kind})\n\n{_first_paragraph(protocol.__doc__)}\n\n"
+                f"| Member | |\n|---|---|\n{rows}\n"
+            )
+    return "\n".join(blocks)
+
+
+def test_docs_plugins_md_holds_the_connector_reference_generated_from_the_code():
+    docs = DOCS.read_text(encoding="utf-8")
+    expected = connector_reference()
+    assert expected in docs, (
+        "docs/plugins.md lacks (or has an old copy of) the connector reference; regenerate it "
+        "with tests/test_connector_docs.py:connector_reference():\n" + expected
+    )
+
+
+def test_every_protocol_member_is_documented_and_no_other():
+    docs = DOCS.read_text(encoding="utf-8")
+    for name, protocol in {**REQUIRED, **OPTIONAL}.items():
+        section = docs.split(f"#### `{name}` (", 1)[1].split("\n####", 1)[0].split("\n### ", 1)[0]
+        listed = re.findall(r"^\| `(\w+)", section, flags=re.MULTILINE)
+        assert listed == protocol_members(protocol), name
+
+
+def test_docs_name_no_connector_method_that_does_not_exist():
+    docs = DOCS.read_text(encoding="utf-8")
+    for gone in ("write_joined", "write_streamed", "drop_if_exists"):
+        assert gone not in docs
