@@ -284,13 +284,3 @@ def test_duckdb_native_types_round_trip(duck, duckdb_file, tmp_path):
             == database.execute(f"SELECT {kept} FROM db.patients ORDER BY ALL").fetchall()
         )
         database.close()
-
-
-def test_the_duckdb_connector_passes_check_connector(duck, duckdb_file, tmp_path):
-    """The conformance suite on a DuckDB file. (The ``files`` connector is not run through it:
-    a file holds exactly one table named after the file, while the suite creates tables of its
-    own names; the tests above cover its reads, types, staging, publish and failures.)"""
-    from tclose.connectors.duckdb import DuckDBConnector
-    from tclose.testing import check_connector
-
-    check_connector(DuckDBConnector(), duckdb_file(tmp_path / "check.duckdb"))
