@@ -547,16 +547,26 @@ class Session:
 
     def end(self) -> None:
         """Roll back unless published; then drop the staging table if it outlived the rollback
-        (its ``CREATE TABLE`` committed by itself)."""
+        (its ``CREATE TABLE`` committed by itself), on a new connection if this one broke."""
         if self.published:
             return
-        if self.transaction is not None and self.transaction.is_active:
-            self.transaction.rollback()
-        if self.staging is not None:
-            staging = TableName(self.staging.schema, self.staging.name)
-            with self.connection.begin():
-                if self.database.exists(staging, self.connection):
-                    self.connection.execute(sa.schema.DropTable(self.staging))
+        try:
+            if self.transaction is not None and self.transaction.is_active:
+                self.transaction.rollback()
+            if self.staging is not None:
+                self._drop_staging(self.connection)
+        except Exception:  # e.g. a connection broken by an interrupt: a fresh one cleans up
+            if self.staging is None:
+                raise
+            with self.database.engine.connect() as fresh:
+                self._drop_staging(fresh)
+
+    def _drop_staging(self, connection: Connection) -> None:
+        assert self.staging is not None
+        staging = TableName(self.staging.schema, self.staging.name)
+        with connection.begin():
+            if self.database.exists(staging, connection):
+                connection.execute(sa.schema.DropTable(self.staging))
 
     # --- reading --------------------------------------------------------------------------------
 

@@ -145,10 +145,7 @@ def _chunks(
 
 
 def _read_inputs(
-    database: Database | Session,
-    config: Config,
-    progress: Callable[..., None] | None = None,
-    line: str = "",
+    database, config: Config, progress: Callable[..., None] | None = None, line: str = ""
 ) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
     the keys of the rows set aside by ``missing: exclude-rows``."""
@@ -449,14 +446,7 @@ def _run(
 
 
 def _transformed_chunks(
-    source: Session,
-    config: Config,
-    source_name,
-    output_columns,
-    keys,
-    new_rows,
-    replaced,
-    set_aside: set,
+    source, config: Config, source_name, output_columns, keys, new_rows, replaced, set_aside: set
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.

@@ -187,7 +187,7 @@ def _engine(url: str, password_file: str | None) -> sa.Engine:
 
     try:
         database = load_registry().connector_for(dialect_of(url)).connect(url, password_file)
-        return database.engine
+        return database.engine  # type: ignore[attr-defined]  # not in the Protocol
     except (TcloseError, AttributeError):
         return sa.create_engine(url_with_password(url, password_file))
 

@@ -148,6 +148,27 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture(scope="session")
+def require_example():
+    """``require_example(distribution, what)`` skips the test (fails it in CI, where .ci/run
+    installs it) unless the example distribution ``examples/<distribution>`` is installed."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    def require(distribution_name: str, what: str) -> None:
+        try:
+            distribution(distribution_name)
+        except PackageNotFoundError:
+            message = (
+                f"the example {what} is not installed: "
+                f"python3 -m pip install ./examples/{distribution_name}"
+            )
+            if in_ci():
+                pytest.fail(f"CI must install it: {message}")
+            pytest.skip(message)
+
+    return require
+
+
 def server_url(dialect: str) -> str:
     """The server's URL; skips the test (fails it in CI) if the server cannot be reached."""
     url = SERVER_URLS[dialect]

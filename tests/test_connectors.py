@@ -193,3 +193,15 @@ def test_generic_publish_refuses_a_table_that_lost_rows(lite):
         session.rows_written = 2  # as if a row went missing in the rename
         session.publish(TableName(None, lite.name("stg")), TableName(None, lite.name("t")), False)
     assert lite.tables() == {lite.name("src")}
+
+
+def test_generic_session_drops_its_staging_table_when_its_connection_broke(lite):
+    database = SQLAlchemyConnector().connect(_url(lite))
+    lite.create(lite.name("src"), [sa.Column("id", sa.Integer, primary_key=True)], [{"id": 1}])
+    source = database.table(TableName(None, lite.name("src")))
+    staging = database.staging_table(TableName(None, lite.name("stg")), source, [], ())
+    with pytest.raises(RuntimeError, match="interrupted"), database.session(staging) as session:
+        assert lite.name("stg") in lite.tables()  # pysqlite committed the CREATE TABLE
+        session.connection.invalidate()  # as an interrupt can leave it
+        raise RuntimeError("interrupted")
+    assert lite.tables() == {lite.name("src")}
