@@ -74,10 +74,15 @@ if duckdb_engine is not None:
             return True
 
     class QuotingDialect(duckdb_engine.Dialect):
-        """``duckdb-engine``'s dialect with :class:`QuotingPreparer`."""
+        """``duckdb-engine``'s dialect with :class:`QuotingPreparer`, and without PostgreSQL's
+        63-character limit on names (DuckDB has none)."""
 
         supports_statement_cache = False
         preparer = QuotingPreparer
+        max_identifier_length = 1 << 16
+
+        def _check_max_identifier_length(self, connection: Any) -> int | None:
+            return None
 
     dialect_registry.register("duckdb.tclose", __name__, "QuotingDialect")
 
