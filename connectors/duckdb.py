@@ -84,6 +84,24 @@ if duckdb_engine is not None:
         def _check_max_identifier_length(self, connection: Any) -> int | None:
             return None
 
+        def get_columns(
+            self, connection: Any, table_name: str, schema: str | None = None, **_kw: Any
+        ) -> list[Any]:
+            """The columns from DuckDB's catalog (``duckdb-engine`` asks PostgreSQL's
+            ``pg_collation``, which DuckDB does not have), with :func:`duckdb_type` types."""
+            rows = connection.execute(
+                sa.text(
+                    "SELECT column_name, data_type, is_nullable, column_default "
+                    "FROM duckdb_columns() WHERE lower(schema_name) = lower(:s) "
+                    "AND lower(table_name) = lower(:t) AND NOT internal ORDER BY column_index"
+                ),
+                {"s": schema or "main", "t": table_name},
+            ).fetchall()
+            return [
+                {"name": n, "type": duckdb_type(t), "nullable": bool(null), "default": default}
+                for n, t, null, default in rows
+            ]
+
     dialect_registry.register("duckdb.tclose", __name__, "QuotingDialect")
 
 
@@ -232,14 +250,7 @@ class DuckDBDatabase(SQLDatabase):
                     f"{_existing_tables(inspector, name.schema)}"
                 )
             schema, table = found
-            columns = bound.execute(
-                sa.text(
-                    "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
-                    "WHERE schema_name = :s AND table_name = :t AND NOT internal "
-                    "ORDER BY column_index"
-                ),
-                {"s": schema, "t": table},
-            ).fetchall()
+            columns = self.engine.dialect.get_columns(bound, table, schema)
             keys = bound.execute(
                 sa.text(
                     "SELECT constraint_column_names FROM duckdb_constraints() "
@@ -252,8 +263,8 @@ class DuckDBDatabase(SQLDatabase):
             name.name,
             sa.MetaData(),
             *[
-                sa.Column(c, duckdb_type(t), primary_key=c in primary, nullable=bool(n))
-                for c, t, n in columns
+                sa.Column(c["name"], c["type"], primary_key=c["name"] in primary)
+                for c in columns
             ],
             schema=name.schema,
         )
