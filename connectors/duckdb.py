@@ -262,10 +262,7 @@ class DuckDBDatabase(SQLDatabase):
         return sa.Table(
             name.name,
             sa.MetaData(),
-            *[
-                sa.Column(c["name"], c["type"], primary_key=c["name"] in primary)
-                for c in columns
-            ],
+            *[sa.Column(c["name"], c["type"], primary_key=c["name"] in primary) for c in columns],
             schema=name.schema,
         )
 
