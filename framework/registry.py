@@ -28,6 +28,8 @@ DEFAULT_PLUGINS = (
     "tclose.connectors.sqlite",
     "tclose.connectors.postgresql",
     "tclose.connectors.mysql",
+    "tclose.connectors.duckdb",
+    "tclose.connectors.files",
     "tclose.connectors.sql",
     "tclose.plugins.audit_table",
 )

@@ -201,6 +201,10 @@ class TestDatabase:
         self.url = url
         self.tmp_path = tmp_path
         self.prefix = f"t{secrets.token_hex(4)}"
+        if dialect == "duckdb":  # the dialect of tclose's connector (quotes every identifier)
+            import tclose.connectors.duckdb as connector
+
+            url = url.replace("duckdb://", connector.DRIVER + "://", 1)
         self.engine = sa.create_engine(url, poolclass=NullPool)
         self.schemas: list[str | None] = [None]
 
@@ -269,6 +273,13 @@ class TestDatabase:
         """The table's rows as a DataFrame of the driver's Python values."""
         import pandas as pd
 
+        if self.dialect == "duckdb":
+            qualified = (
+                self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
+            )
+            with self.engine.connect() as connection:
+                result = connection.exec_driver_sql(f"SELECT * FROM {qualified}")
+                return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
         table = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self.engine)
         # Untyped columns: the driver's values, not SQLAlchemy's (MySQL doubles as Decimal).
         raw = [sa.type_coerce(c, sa.types.NullType()).label(c.name) for c in table.columns]
@@ -278,6 +289,13 @@ class TestDatabase:
 
     def column_types(self, name: str, schema: str | None = None) -> dict[str, str]:
         """Column name → its type as the database reports it (compiled for the dialect)."""
+        if self.dialect == "duckdb":  # DuckDB's own catalog (duckdb-engine cannot reflect)
+            rows = self.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() "
+                "WHERE table_name = :t AND schema_name = :s",
+                {"t": name, "s": schema or "main"},
+            )
+            return dict(rows)
         columns = sa.inspect(self.engine).get_columns(name, schema=schema)
         return {c["name"]: c["type"].compile(dialect=self.engine.dialect) for c in columns}
 
@@ -316,8 +334,44 @@ class TestDatabase:
         self.engine.dispose()
 
 
+def duckdb_url(path: Path | None) -> str:
+    """A new DuckDB file's URL (``path`` None: only the check); skips the test (fails it in CI)
+    without the ``[duckdb]`` extra."""
+    try:
+        import duckdb
+        import duckdb_engine  # noqa: F401
+    except ImportError as error:
+        if in_ci():
+            pytest.fail(f"DuckDB is not installed (pip install -e '.[test]'): {error}")
+        pytest.skip(f"DuckDB is not installed: {error}")
+    if path is None:
+        return ""
+    duckdb.connect(str(path)).close()
+    return f"duckdb:///{path}"
+
+
+@pytest.fixture
+def duck():
+    """The ``duckdb`` module; skips the test (fails it in CI) without the ``[duckdb]`` extra."""
+    duckdb_url(None)
+    import duckdb
+
+    return duckdb
+
+
+@pytest.fixture
+def duckdb_file():
+    """A function making a new, empty DuckDB file and returning its URL."""
+    return duckdb_url
+
+
 def make_database(dialect: str, tmp_path: Path) -> TestDatabase:
-    url = f"sqlite:///{tmp_path / 'test.db'}" if dialect == "sqlite" else server_url(dialect)
+    if dialect == "sqlite":
+        url = f"sqlite:///{tmp_path / 'test.db'}"
+    elif dialect == "duckdb":
+        url = duckdb_url(tmp_path / "test.duckdb")
+    else:
+        url = server_url(dialect)
     return TestDatabase(dialect, url, tmp_path)
 
 
@@ -326,10 +380,11 @@ def make_database(dialect: str, tmp_path: Path) -> TestDatabase:
         pytest.param("sqlite"),
         pytest.param("postgresql", marks=pytest.mark.postgres),
         pytest.param("mysql", marks=pytest.mark.mysql),
+        pytest.param("duckdb", marks=pytest.mark.duckdb),
     ]
 )
 def db(request, tmp_path: Path):
-    """A :class:`TestDatabase` of each dialect in turn (the same test runs on all three)."""
+    """A :class:`TestDatabase` of each dialect in turn (the same test runs on all four)."""
     database = make_database(request.param, tmp_path)
     yield database
     database.drop_all()

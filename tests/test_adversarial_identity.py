@@ -33,6 +33,20 @@ def _spellings(db, source: str) -> list[tuple[str, str]]:
             (f"sqlite:///{link}", source),
             (f"sqlite:///{hard}", source.upper()),
         ]
+    if db.dialect == "duckdb":  # names without case, as SQLite; the file by any path
+        path = url.database
+        folder, name = os.path.split(path)
+        link, hard = os.path.join(folder, "link.duckdb"), os.path.join(folder, "hard.duckdb")
+        os.symlink(path, link)
+        os.link(path, hard)
+        return [
+            (db.url, source.upper()),
+            (db.url, f"main.{source}"),
+            (db.url, f"MAIN.{source.upper()}"),
+            (f"duckdb:///{folder}/./{name}", source),
+            (f"duckdb:///{link}", source),
+            (f"duckdb:///{hard}", source.upper()),
+        ]
     if db.dialect == "postgresql":
         plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
         return [
@@ -82,8 +96,8 @@ def test_a_look_alike_that_is_another_table_is_accepted(db):
     source = db.name("src")
     db.create_patients(source, n=30)
     before = db.rows(source, order="patient_id")
-    # SQLite folds case, so its look-alike differs by more than case.
-    target = source + "_" if db.dialect == "sqlite" else source.upper()
+    # SQLite and DuckDB fold case, so their look-alike differs by more than case.
+    target = source + "_" if db.dialect in ("sqlite", "duckdb") else source.upper()
     document = db.config(source, target)
     assert main(["-q", "run", str(db.write_config(document))]) == 0
     assert db.rows(source, order="patient_id") == before

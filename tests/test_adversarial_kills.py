@@ -12,7 +12,7 @@ must leave behind (``docs/databases.md``):
   and names its run in its comment (SQLite: in its definition);
 - SIGTERM and SIGINT exit 130 with a truthful message, and leave no table of the run; after the
   publish they take effect once the report is written;
-- SIGKILL leaves nothing on SQLite and PostgreSQL (transactional DDL) and at most an empty,
+- SIGKILL leaves nothing on SQLite, PostgreSQL and DuckDB (transactional DDL) and at most an empty,
   registered staging table on MariaDB, which the next run drops; never a truncated report;
 - the next run publishes and leaves only the source and the target.
 """
@@ -42,11 +42,11 @@ import time
 from pathlib import Path
 
 import tclose
-from tclose.connectors import mysql, postgresql, sqlite
+from tclose.connectors import duckdb, mysql, postgresql, sqlite
 from tclose.connectors.sql import STAGING_MARK
 
 DATABASES = {"postgresql": postgresql.PostgreSQLDatabase, "mysql": mysql.MySQLDatabase,
-             "sqlite": sqlite.SQLiteDatabase}
+             "sqlite": sqlite.SQLiteDatabase, "duckdb": duckdb.DuckDBDatabase}
 COUNTS = {}
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tclose.config import load_config
 from tclose.connector import Connector, Database, Session, protocol_members
+from tclose.connectors.duckdb import DuckDBConnector
 from tclose.connectors.mysql import MySQLConnector
 from tclose.connectors.postgresql import PostgreSQLConnector
 from tclose.connectors.sql import Session as GenericSession
@@ -24,9 +25,14 @@ from tclose.registry import load_registry
 from tclose.runner import run
 from tclose.testing import ConformanceError, check_connector
 
-BUILT_IN = {"sqlite": SQLiteConnector, "postgresql": PostgreSQLConnector, "mysql": MySQLConnector}
+BUILT_IN = {
+    "sqlite": SQLiteConnector,
+    "postgresql": PostgreSQLConnector,
+    "mysql": MySQLConnector,
+    "duckdb": DuckDBConnector,
+}
 #: Significant digits of the fixture's decimals: SQLite stores NUMERIC as a 64-bit float.
-DIGITS = {"sqlite": 15, "postgresql": 30, "mysql": 30}
+DIGITS = {"sqlite": 15, "postgresql": 30, "mysql": 30, "duckdb": 30}
 
 
 def _url(db) -> str:
@@ -41,6 +47,13 @@ def test_every_built_in_connector_passes_check_connector(db):
 
 
 def test_the_generic_connector_passes_check_connector_on_every_server(db):
+    if db.dialect == "duckdb":
+        # duckdb-engine reflects tables with PostgreSQL catalog queries that DuckDB cannot run
+        # (pg_collation, regclass): the generic connector cannot read a DuckDB table's columns.
+        # The duckdb connector reads DuckDB's own catalog instead; shown here, then stop.
+        with pytest.raises(ConformanceError):
+            check_connector(SQLAlchemyConnector(), _url(db), decimal_digits=DIGITS[db.dialect])
+        return
     check_connector(SQLAlchemyConnector(), _url(db), decimal_digits=DIGITS[db.dialect])
     assert db.tables() == set()
 

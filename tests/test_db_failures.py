@@ -37,13 +37,13 @@ import time
 from pathlib import Path
 
 import tclose
-from tclose.connectors import mysql, postgresql, sqlite
+from tclose.connectors import duckdb, mysql, postgresql, sqlite
 from tclose.connectors.sql import STAGING_MARK
 from tclose.interfaces import Partition
 from tclose.plugins.kernels.mdav import mdav
 
 DATABASES = {"postgresql": postgresql.PostgreSQLDatabase, "mysql": mysql.MySQLDatabase,
-             "sqlite": sqlite.SQLiteDatabase}
+             "sqlite": sqlite.SQLiteDatabase, "duckdb": duckdb.DuckDBDatabase}
 
 
 def pause(moment):
@@ -156,8 +156,11 @@ def test_a_killed_run_leaves_the_target_as_it_was(db, plugin_path, tmp_path, mom
             assert time.monotonic() < deadline, "the run never reached the pause"
             time.sleep(0.05)
         # Mid-run: the target is untouched; PostgreSQL and SQLite show no staging table at all.
-        assert db.rows(target) == [(1,), (2,)]
-        if db.dialect != "mysql":
+        # (DuckDB cannot be looked at mid-run: the running process holds the file's lock, and
+        # DuckDB lets no other process open it, not even to read.)
+        if db.dialect != "duckdb":
+            assert db.rows(target) == [(1,), (2,)]
+        if db.dialect not in ("mysql", "duckdb"):
             assert db.tables() == {source, target}
     finally:
         process.send_signal(signal.SIGKILL)
@@ -169,7 +172,8 @@ def test_a_killed_run_leaves_the_target_as_it_was(db, plugin_path, tmp_path, mom
         (left,) = db.tables() - {source, target}
         assert STAGING_MARK in left
         assert db.rows(left) == []  # its rows were never committed: no one can read them
-    else:  # rolled back by the server (PostgreSQL) or from the hot journal (SQLite)
+    else:  # rolled back by the server (PostgreSQL), from the hot journal (SQLite), or never in
+        # DuckDB's write-ahead log (it logs a transaction when it commits)
         assert db.tables() == {source, target}
 
     document["source"]["url"] = db.url

@@ -6,8 +6,11 @@ physical order, leftover cleanup, the run lock, and targets in another database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import subprocess
+import sys
 from decimal import Decimal
 
 import pandas as pd
@@ -155,14 +158,17 @@ def test_types_precision_and_nulls_are_preserved(db):
 @pytest.fixture
 def odd(db):
     """Schema-qualified, oddly named source and target tables; the schema dropped afterwards."""
-    schema = {"sqlite": "main", "postgresql": f"{db.prefix} Odd Schema", "mysql": None}[db.dialect]
-    if db.dialect == "postgresql":
+    odd_schema = f"{db.prefix} Odd Schema"
+    schema = {"sqlite": "main", "postgresql": odd_schema, "mysql": None, "duckdb": odd_schema}[
+        db.dialect
+    ]
+    if db.dialect in ("postgresql", "duckdb"):
         db.execute(f"CREATE SCHEMA {db.quote(schema)}")
     if db.dialect == "mysql":
         schema = db.engine.url.database
     db.schemas.append(schema)
     yield schema
-    if db.dialect == "postgresql":
+    if db.dialect in ("postgresql", "duckdb"):
         db.execute(f"DROP SCHEMA {db.quote(schema)} CASCADE")
         db.schemas.remove(schema)
 
@@ -255,6 +261,16 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
     monkeypatch.setattr(postgresql, "LOCK_WAIT_SECONDS", 1)
     monkeypatch.setattr(mysql, "LOCK_WAIT_SECONDS", 1)
     monkeypatch.setattr(sqlite, "BUSY_TIMEOUT_SECONDS", 0.5)
+    if db.dialect == "duckdb":
+        # DuckDB has no lock a connection could hold: the operating system's lock on the file
+        # excludes any other process (another run) at once, without waiting.
+        with (
+            _duckdb_held_by_another_process(db.engine.url.database),
+            pytest.raises(DataError, match="another process has this DuckDB file open"),
+        ):
+            run(config)
+        assert db.tables() == {source}
+        return
     holder = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
     with holder.connect() as connection:  # another run's lock, held by this connection
         if db.dialect == "postgresql":
@@ -272,6 +288,25 @@ def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
             run(config)
     holder.dispose()
     assert db.tables() == {source}
+
+
+@contextlib.contextmanager
+def _duckdb_held_by_another_process(path: str):
+    """A child process with DuckDB file ``path`` open for writing, until the block ends."""
+    script = (
+        "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); input()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "open"
+        yield
+    finally:
+        child.communicate("\n", timeout=30)
 
 
 def test_dry_run_leaves_nothing(db):

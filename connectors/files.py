@@ -1,0 +1,253 @@
+"""Connector plugin ``files``: Parquet and CSV files, read and written through DuckDB.
+
+URLs name the file as SQLite URLs do: ``parquet:///relative/file.parquet``,
+``parquet:////absolute/file.parquet``, ``csv:///relative/file.csv``. A file holds one table,
+named after the file without its suffix (``patients.parquet`` holds table ``patients``): that is
+the ``source.table`` or ``target.table`` to write. A CSV file is a source only.
+
+How it works: every connection is a fresh in-memory DuckDB database in which the file, if it
+exists, is a view (``read_parquet``, or ``read_csv`` with its types inferred from the whole
+file). A source is therefore read by DuckDB in chunks, in key order, without loading the file
+into Python (DuckDB sorts out of core when the file does not fit in memory). A Parquet source
+has no primary key: name ``source.key``. The source file is only ever read.
+
+A target's staging table lives in the writing session's in-memory database (DuckDB spills it to
+its temporary directory when memory runs short), where it is verified like any staging table.
+Publishing then writes it with ``COPY ... TO`` into a hidden temporary file next to the target
+(``.<name>.tclose-<run>.tmp``, rows in the shuffled order of ``tclose_row``), checks that the
+file holds every row, flushes it to disk and renames it over the target — atomically: a reader
+sees the old file or the new one, never a half-written one, and a killed run leaves at most the
+hidden temporary file (never the target). With ``if_exists: fail``, the new file is linked
+under the target's name only if no such file exists (so two runs cannot both create it). Files
+have no run lock: of two runs replacing one file, the last to publish wins, each file whole.
+The publishing run's id is kept in the Parquet file's key-value metadata (``tclose_run``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+from tclose.errors import ConfigError, DataError
+from tclose.hookspecs import hookimpl
+
+from .duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
+from .sql import TableName, _connection
+
+#: The formats a file URL may name, and the DuckDB function that reads each.
+READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_size = -1)"}
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+class FileSession(DuckDBSession):
+    """A session on a file: DuckDB's transaction holds the staging table; publishing writes the
+    file (see the module's docstring)."""
+
+    database: FileDatabase
+    #: The audit hooks run after the file is in place, not inside a transaction.
+    publishes_in_transaction: ClassVar[bool] = False
+
+    def publish(
+        self,
+        staging: TableName,
+        target: TableName,
+        replace: bool,
+        before_commit: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """Write ``staging`` to a temporary file next to the target, check it, and rename it
+        over the target (or link it, when the target must not exist); then end the session."""
+        path = self.database.path
+        if path.exists() and not replace:
+            raise DataError(
+                f"The target file {path} already exists and target.if_exists is 'fail'. "
+                f"Nothing was published."
+            )
+        run_id = (self.staging.info.get("run_id") if self.staging is not None else None) or ""
+        temporary = path.with_name(f".{path.name}.tclose-{run_id[:12] or 'run'}.tmp")
+        try:
+            with self.database.errors(f"writing {temporary}"):
+                self._copy(staging, temporary, run_id)
+            if before_commit is not None:
+                before_commit(self.connection)
+            _flush(temporary)
+            if replace:
+                os.replace(temporary, path)
+            else:
+                try:
+                    os.link(temporary, path)
+                except FileExistsError:
+                    raise DataError(
+                        f"The target file {path} appeared while tclose was writing it and "
+                        f"target.if_exists is 'fail'. Nothing was published."
+                    ) from None
+            _flush(path.parent)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                temporary.unlink()
+        self.published = True
+        if self.transaction is not None:
+            self.transaction.rollback()  # the staging table has served its purpose
+
+    def _copy(self, staging: TableName, temporary: Path, run_id: str) -> None:
+        """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
+        the file holds every row written and verified."""
+        table = self.database.qualified(staging)
+        metadata = f", KV_METADATA {{tclose_run: {sql_string(run_id)}}}" if run_id else ""
+        self.connection.exec_driver_sql(
+            f"COPY (SELECT * FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
+            f"(FORMAT parquet{metadata})"
+        )
+        expected = self.rows_written
+        if expected is None:
+            expected = self.connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
+        written = self.connection.exec_driver_sql(
+            f"SELECT count(*) FROM read_parquet({sql_string(str(temporary))})"
+        ).scalar()
+        if written != expected:
+            raise DataError(
+                f"The file {temporary} holds {written} rows instead of {expected}. "
+                f"Nothing was published."
+            )
+
+
+def _flush(path: Path) -> None:
+    """Make ``path`` (a file, or a folder's entries) durable on disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class FileDatabase(DuckDBDatabase):
+    """A Parquet or CSV file, seen as a one-table DuckDB database (see the module's docstring).
+
+    Attributes:
+        path: the file (it need not exist for a target).
+        format: ``"parquet"`` or ``"csv"``.
+        dialect: ``"duckdb"``, the engine's: a column keeps its exact DuckDB type between a
+            file and a DuckDB database.
+    """
+
+    session_class = FileSession
+    #: Why the file could not be read as a table on the last connection (``None``: it could).
+    unreadable: str | None = None
+
+    def __init__(self, url: str, password_file: str | None = None) -> None:
+        parsed = sa.make_url(url)
+        self.format = parsed.get_backend_name()
+        if self.format not in READERS:
+            raise ConfigError(f"Unknown file format {self.format!r}; known: {sorted(READERS)}.")
+        if not parsed.database:
+            raise ConfigError(
+                f"The URL {url!r} names no file: write {self.format}:///relative/path or "
+                f"{self.format}:////absolute/path."
+            )
+        self.path = Path(parsed.database).absolute()
+        super().__init__(url, password_file)
+        self.dialect = "duckdb"
+
+    @property
+    def table_name(self) -> str:
+        """The name of the file's one table: the file's name without its suffix."""
+        return self.path.name.split(".", 1)[0]
+
+    def create_engine(self) -> Engine:
+        if duckdb_engine is None:
+            return super().create_engine()  # says which extra to install
+        engine = sa.create_engine(f"{DRIVER}:///:memory:", poolclass=NullPool)
+        sa.event.listen(engine, "connect", self._create_view)
+        return engine
+
+    def _create_view(self, dbapi_connection: Any, _record: Any) -> None:
+        """On every new connection: the file, if it exists and can be read, as view
+        :attr:`table_name` (else :attr:`unreadable` says why: a target may be replaced)."""
+        self.unreadable = None
+        if self.path.is_file():
+            reader = READERS[self.format].format(path=sql_string(str(self.path)))
+            name = self.quote(self.table_name)
+            try:
+                dbapi_connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
+            except self.engine.dialect.loaded_dbapi.Error as error:
+                self.unreadable = " ".join(str(error).split())
+
+    def check_table_name(self, name: TableName, path: str = "target.table") -> None:
+        """:class:`ConfigError` unless ``name`` is the file's table; a CSV file is no target."""
+        if self.format == "csv":
+            raise ConfigError(
+                f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
+                f"(parquet:///{self.path.with_suffix('.parquet').name}) or a database table."
+            )
+        self._check_name(name, path)
+
+    def _check_name(self, name: TableName, path: str) -> None:
+        if name.schema or name.name != self.table_name:
+            raise ConfigError(
+                f"==> At {path}\nThe file {self.path} holds one table, named after the file: "
+                f"write {path.split('.')[0]}.table: {self.table_name} (not {str(name)!r})."
+            )
+
+    def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
+        if name.name == self.table_name and not self.path.is_file():
+            raise DataError(f"The {self.format} file {self.path} does not exist.")
+        if "__tclose_" not in name.name:  # the run's own tables live in the session
+            self._check_name(name, "source.table")
+        return super().table(name, connection)
+
+    def _catalog_name(self, bound: Connection, name: TableName) -> tuple[str, str] | None:
+        found = super()._catalog_name(bound, name)
+        if found is None and name.name == self.table_name and self.unreadable:
+            raise DataError(f"Cannot read the {self.format} file {self.path}: {self.unreadable}")
+        return found
+
+    def exists(self, name: TableName, connection: Connection | None = None) -> bool:
+        if name.name == self.table_name and not name.schema:
+            return self.path.is_file()
+        return super().exists(name, connection)
+
+    def table_identity(self, name: TableName) -> tuple | None:
+        """The file (device and inode), whatever path names it."""
+        if name.name != self.table_name or not self.path.is_file():
+            return None
+        stat = self.path.stat()
+        return ("file", stat.st_dev, stat.st_ino)
+
+    def table_comment(self, name: TableName) -> str | None:
+        """``tclose run <id>`` from a Parquet file's key-value metadata ``tclose_run``."""
+        if self.format != "parquet" or not self.path.is_file():
+            return None
+        query = sa.text(
+            "SELECT decode(value) FROM parquet_kv_metadata(:path) WHERE decode(key) = 'tclose_run'"
+        )
+        with (
+            self.errors(f"reading the metadata of {self.path}"),
+            _connection(self.engine, None) as bound,
+        ):
+            row = bound.execute(query, {"path": str(self.path)}).first()
+        return f"tclose run {row[0]}" if row and row[0] else None
+
+
+class FileConnector:
+    """Connector for Parquet and CSV files (``parquet:///file.parquet``, ``csv:///file.csv``)."""
+
+    name = "files"
+    dialects = tuple(READERS)
+
+    def connect(self, url: str, password_file: str | None = None) -> FileDatabase:
+        return FileDatabase(url, password_file)
+
+
+@hookimpl
+def register_connectors(register: Any) -> None:
+    register(FileConnector())

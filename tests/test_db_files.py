@@ -1,0 +1,286 @@
+"""Parquet and CSV files as sources and targets (connector ``files``, through DuckDB).
+
+A Parquet or CSV file is anonymized into a Parquet file or a DuckDB table; the source file is
+never modified; a target file is written whole or not at all; bad combinations are refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tclose.cli import main
+from tclose.config import load_config
+from tclose.errors import ConfigError, DataError, VerificationError
+from tclose.runner import run
+
+pytestmark = pytest.mark.duckdb
+
+N = 300
+
+
+def _write_source(duck, path: Path, fmt: str = "parquet") -> None:
+    """A patients file with exact types: DOUBLE, DECIMAL, TIMESTAMP(TZ), BIGINT beyond 2**53."""
+    copy = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER)"
+    duck.connect().execute(
+        f"""COPY (SELECT i AS id, 'name ' || i AS name,
+                  20 + (i * 7) % 50 AS age, 10000 + (i * 31) % 900 AS zip,
+                  (i * 13) % 17 AS los, ((i * 37) % 500)::DOUBLE / 7 AS charge,
+                  (i * 1000 + 0.25)::DECIMAL(18, 4) AS amount,
+                  TIMESTAMP '2021-05-04 03:02:01.123456' + i * INTERVAL 1 HOUR AS at,
+                  TIMESTAMPTZ '2021-05-04 03:02:01+02' + i * INTERVAL 1 DAY AS at_tz,
+                  4611686018427387904 + i AS huge,
+                  CASE WHEN i % 7 = 0 THEN NULL ELSE i / 3 END AS ratio
+              FROM range(1, {N + 1}) t(i)) TO '{path}' {copy}"""
+    )
+
+
+def _document(source_url: str, source_table: str, target_url: str, target_table: str) -> dict:
+    passthrough = ("amount", "at", "at_tz", "huge", "ratio")
+    return {
+        "source": {"url": source_url, "table": source_table, "key": "id"},
+        "target": {"url": target_url, "table": target_table, "if_exists": "fail"},
+        "attributes": {
+            "name": {"role": "identifier"},
+            "age": {"role": "quasi_identifier", "type": "numeric", "round": True},
+            "zip": {"role": "quasi_identifier", "type": "numeric"},
+            "los": {"role": "quasi_identifier", "type": "numeric"},
+            "charge": {"role": "confidential", "type": "numeric"},
+            **{c: {"role": "other", "allow_unique": True} for c in passthrough},
+        },
+        "privacy": {"k": 3, "t": 0.3},
+        "algorithm": {"name": "t-first", "options": {}},
+        "output": {"seed": 7},
+    }
+
+
+def _write_config(tmp_path: Path, document: dict) -> Path:
+    import yaml
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rows(duck, relation: str, columns: str) -> list[tuple]:
+    return duck.connect().execute(f"SELECT {columns} FROM {relation} ORDER BY ALL").fetchall()
+
+
+def _types(duck, relation: str) -> dict[str, str]:
+    return {
+        r[0]: r[1] for r in duck.connect().execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+    }
+
+
+def test_parquet_to_parquet_keeps_types_and_never_touches_the_source(duck, tmp_path):
+    source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
+    _write_source(duck, source)
+    before = _digest(source)
+    config = _write_config(
+        tmp_path, _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    )
+
+    assert main(["run", str(config), "-q", "--report", str(tmp_path / "r.json")]) == 0
+
+    assert _digest(source) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "anon.parquet",
+        "patients.parquet",
+        "r.json",
+        "run.yaml",
+    ]  # no temporary file left
+    src, out = f"'{source}'", f"'{target}'"
+    kept = 'charge, amount, "at", at_tz, huge, ratio'
+    assert _rows(duck, out, kept) == _rows(duck, src, kept)  # exact, 2**62 + i and NULLs included
+    source_types, target_types = _types(duck, src), _types(duck, out)
+    for column in ("charge", "amount", "at", "at_tz", "huge", "ratio", "age"):
+        assert target_types[column] == source_types[column], column
+    assert target_types["amount"] == "DECIMAL(18,4)" and target_types["charge"] == "DOUBLE"
+    assert target_types["huge"] == "BIGINT"  # 2**62 + i: exact only as an integer
+    assert target_types["zip"] == "DOUBLE"  # a mean
+    assert "name" not in target_types and "id" not in target_types
+    ((smallest,),) = (
+        duck.connect()
+        .execute(f"SELECT min(n) FROM (SELECT count(*) n FROM {out} GROUP BY age, zip, los)")
+        .fetchall()
+    )
+    assert smallest >= 3
+    physical = [r[0] for r in duck.connect().execute(f"SELECT huge FROM {out}").fetchall()]
+    assert physical != sorted(physical)  # stored in the shuffled order of tclose_row
+    assert main(["verify", str(config), "--report", str(tmp_path / "r.json")]) == 0
+
+
+def test_csv_to_a_duckdb_table(duck, duckdb_file, tmp_path):
+    source = tmp_path / "patients.csv"
+    _write_source(duck, source, "csv")
+    before = _digest(source)
+    url = duckdb_file(tmp_path / "out.duckdb")
+    config = _write_config(tmp_path, _document(f"csv:///{source}", "patients", url, "anon"))
+
+    result = run(load_config(config))
+
+    assert result.published and result.verification.passed
+    assert _digest(source) == before
+    database = duck.connect(str(tmp_path / "out.duckdb"))
+    assert database.execute("SELECT count(*) FROM anon").fetchall() == [(N,)]
+    amounts = database.execute("SELECT amount FROM anon ORDER BY amount").fetchall()
+    assert [a for (a,) in amounts] == [Decimal(f"{i * 1000}.25") for i in range(1, N + 1)]
+    (first,) = database.execute('SELECT min("at") FROM anon').fetchone()
+    assert first == dt.datetime(2021, 5, 4, 4, 2, 1, 123456)
+
+
+def test_duckdb_table_to_parquet(duck, tmp_path):
+    database = tmp_path / "in.duckdb"
+    connection = duck.connect(str(database))
+    _write_source(duck, tmp_path / "p.parquet")
+    connection.execute(f"CREATE TABLE patients AS SELECT * FROM '{tmp_path / 'p.parquet'}'")
+    connection.close()
+    target = tmp_path / "anon.parquet"
+    document = _document(f"duckdb:///{database}", "patients", f"parquet:///{target}", "anon")
+    assert run(load_config(_write_config(tmp_path, document))).published
+    assert _rows(duck, f"'{target}'", "huge") == _rows(duck, f"'{tmp_path / 'p.parquet'}'", "huge")
+
+
+def test_an_existing_target_file_is_kept_unless_replace(duck, tmp_path):
+    source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
+    _write_source(duck, source)
+    target.write_bytes(b"old")
+    document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    with pytest.raises(DataError, match="already exists"):
+        run(load_config(_write_config(tmp_path, document)))
+    assert target.read_bytes() == b"old"
+
+    document["target"]["if_exists"] = "replace"
+    assert run(load_config(_write_config(tmp_path, document))).published
+    assert _rows(duck, f"'{target}'", "count(*)") == [(N,)]
+
+
+def test_a_failed_verification_writes_no_file(duck, tmp_path, singletons_registry):
+    source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
+    _write_source(duck, source)
+    document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    document["algorithm"] = {"name": "singletons"}
+    with pytest.raises(VerificationError):
+        run(load_config(_write_config(tmp_path, document)), registry=singletons_registry)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["patients.parquet", "run.yaml"]
+
+
+def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_path, monkeypatch):
+    from tclose.connectors import files
+
+    source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
+    _write_source(duck, source)
+    target.write_bytes(b"old")
+
+    def broken_flush(path):  # the COPY has written the temporary file; the disk then fails
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(files, "_flush", broken_flush)
+    document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    document["target"]["if_exists"] = "replace"
+    with pytest.raises(OSError, match="Input/output"):
+        run(load_config(_write_config(tmp_path, document)))
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "anon.parquet",
+        "patients.parquet",
+        "run.yaml",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "table", "target", "target_table", "error", "message"),
+    [
+        (
+            "patients.csv",
+            "patients",
+            "anon.csv",
+            "anon",
+            ConfigError,
+            "CSV file can be a source only",
+        ),
+        (
+            "patients.parquet",
+            "patients",
+            "anon.parquet",
+            "other",
+            ConfigError,
+            "target.table: anon",
+        ),
+        (
+            "patients.parquet",
+            "people",
+            "anon.parquet",
+            "anon",
+            ConfigError,
+            "source.table: patients",
+        ),
+        ("missing.parquet", "missing", "anon.parquet", "anon", DataError, "does not exist"),
+    ],
+)
+def test_bad_combinations_are_refused(
+    duck, tmp_path, source, table, target, target_table, error, message
+):
+    _write_source(duck, tmp_path / "patients.parquet")
+    _write_source(duck, tmp_path / "patients.csv", "csv")
+    url = {"parquet": "parquet", "csv": "csv"}
+    document = _document(
+        f"{url[source.rsplit('.', 1)[1]]}:///{tmp_path / source}",
+        table,
+        f"{url[target.rsplit('.', 1)[1]]}:///{tmp_path / target}",
+        target_table,
+    )
+    with pytest.raises(error, match=message):
+        run(load_config(_write_config(tmp_path, document)))
+    assert not (tmp_path / target).exists()
+
+
+def test_duckdb_native_types_round_trip(duck, duckdb_file, tmp_path):
+    """Types without a SQLAlchemy equivalent (HUGEINT, lists, structs) keep their exact DuckDB
+    type within a DuckDB file (the in-database join) and into a Parquet file (streamed)."""
+    path = tmp_path / "db.duckdb"
+    url = duckdb_file(path)
+    connection = duck.connect(str(path))
+    connection.execute(
+        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
+                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
+                170141183460469231731687303715884105727::HUGEINT - i AS amount,
+                [i, i + 1] AS "at", {{'a': i, 'b': 'x' || i}} AS at_tz,
+                (i / 7)::DECIMAL(38, 10) AS huge, (i % 100)::TINYINT AS ratio
+            FROM range(1, {N + 1}) t(i)"""
+    )
+    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
+    connection.close()
+    expected = {
+        "amount": "HUGEINT",
+        "at": "BIGINT[]",
+        "at_tz": "STRUCT(a BIGINT, b VARCHAR)",
+        "huge": "DECIMAL(38,10)",
+        "ratio": "TINYINT",
+    }
+    parquet = tmp_path / "anon.parquet"
+    for target_url, relation in ((url, "db.anon"), (f"parquet:///{parquet}", f"'{parquet}'")):
+        document = _document(url, "patients", target_url, "anon")
+        assert run(load_config(_write_config(tmp_path, document))).published
+        database = duck.connect()
+        database.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
+        out = {
+            r[0]: r[1] for r in database.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+        }
+        if relation == f"'{parquet}'":  # Parquet has no 128-bit integer: DuckDB writes DOUBLE
+            expected["amount"] = "DOUBLE"
+        assert {c: out[c] for c in expected} == expected
+        kept = '"at", at_tz, huge, ratio'
+        assert (
+            database.execute(f"SELECT {kept} FROM {relation} ORDER BY ALL").fetchall()
+            == database.execute(f"SELECT {kept} FROM db.patients ORDER BY ALL").fetchall()
+        )
+        database.close()
