@@ -115,26 +115,97 @@ def reference(names: list[str], n: int) -> None:
         REFERENCE.write_text(json.dumps(stored, indent=1) + "\n")
 
 
+class DescendantsCPU:
+    """CPU seconds of this process's descendants (block workers, forkserver), sampled every
+    0.1 s with psutil: the workers of a pool are reaped by the forkserver, so the CPU they
+    used never reaches this process's ``RUSAGE_CHILDREN``. At most the last 0.1 s of each
+    worker is missed."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.latest: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self.stop.wait(0.1):
+            for child in me.children(recursive=True):
+                try:
+                    times = child.cpu_times()
+                except psutil.Error:
+                    continue
+                self.latest[child.pid] = times.user + times.system
+
+    def __enter__(self) -> DescendantsCPU:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.latest.values())
+
+
+def one_run(name: str, n: int, options: dict[str, Any]) -> None:
+    """Child process: one timed run; prints its figures as JSON."""
+    x, c = table(name, n)
+    with DescendantsCPU() as workers:
+        wall, cpu, partition = run(x, c, options)
+    value = sse(x, partition.labels)
+    result = {
+        "wall": wall,
+        "cpu": cpu + workers.seconds,
+        "sse": value,
+        "blocks": partition.info.get("blocks", 1),
+        "refine": partition.info.get("refine"),
+        "check": check(x, c, partition.labels),
+    }
+    print(json.dumps(result, default=str))
+
+
+def spawn_run(name: str, n: int, options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`one_run` in a fresh process (a fresh worker pool and Numba state each time)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.dup2(write, 1)
+        argv = [sys.executable, __file__, "--one", name, "--rows", str(n)]
+        os.execv(sys.executable, [*argv, "--options", json.dumps(options)])
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status:
+        raise RuntimeError(f"the run {name} {options} failed (status {status})")
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def compare(names: list[str], n: int, options: dict[str, Any], repeats: int) -> None:
     stored = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else {}
-    print(f"options {options}, {repeats} run(s) per table")
+    print(f"options {options}, {repeats} run(s) per table, each in a fresh process")
     for name in names:
-        x, c = table(name, n)
-        walls, cpus, partition = [], [], None
-        for _ in range(repeats):
-            wall, cpu, partition = run(x, c, options)
-            walls.append(wall)
-            cpus.append(cpu)
-        value = sse(x, partition.labels)
+        runs = [spawn_run(name, n, options) for _ in range(repeats)]
+        value = runs[-1]["sse"]
         ref = stored.get(f"{name} {n}")
         ratio = f"{100 * (value / ref['sse'] - 1):+.2f} % vs unblocked" if ref else "no reference"
-        runs = ", ".join(f"{w:.2f}" for w in walls)
+        walls = [r["wall"] for r in runs]
         print(
-            f"{name:<10} {n:,} rows: median {statistics.median(walls):.2f} s wall [{runs}], "
-            f"CPU {statistics.median(cpus):.2f} s, P={partition.info.get('blocks', 1)}, "
-            f"sse={value:.6f} ({ratio}), {check(x, c, partition.labels)}",
+            f"{name:<10} {n:,} rows: median {statistics.median(walls):.2f} s wall "
+            f"[{', '.join(f'{w:.2f}' for w in walls)}], CPU (workers included) "
+            f"{statistics.median(r['cpu'] for r in runs):.2f} s, P={runs[-1]['blocks']}, "
+            f"sse={value:.6f} ({ratio}), {runs[-1]['check']}, load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        if runs[-1]["refine"]:
+            print(f"    refine: {runs[-1]['refine']}")
 
 
 def main() -> None:
@@ -144,7 +215,11 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="run and store the unblocked SSE")
     parser.add_argument("--options", type=json.loads, default={}, help="t-first options (JSON)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--one", choices=TABLES, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        one_run(args.one, args.rows, args.options)
+        return
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     if args.reference:
         reference(args.tables, args.rows)

@@ -363,7 +363,8 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             _check_leaves(hierarchy, values, categories, codes, spec.name)
             embedding = _hierarchy_embedding(hierarchy, categories, codes) * scale
         else:
-            embedding = np.eye(len(categories))[codes] / np.sqrt(2.0) * scale
+            embedding = np.zeros((len(codes), len(categories)))
+            embedding[np.arange(len(codes)), codes] = scale / np.sqrt(2.0)
         column = QuasiIdentifier(
             spec.name, spec.type, embedding, codes=codes, categories=categories, hierarchy=hierarchy
         )

@@ -272,7 +272,7 @@ def t_first_compiled(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> n
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     return _t_first_loop(
         x,
-        np.ascontiguousarray(x[rows][:, layout.numeric].T),
+        np.ascontiguousarray(x[np.ix_(rows, layout.numeric)].T),  # no copy of the groups
         np.ascontiguousarray(layout.codes[:, rows]),
         (layout.numeric, layout.group_lo, layout.group_hi, layout.group_value, layout.table_start),
         rows,
