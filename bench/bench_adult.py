@@ -88,6 +88,7 @@ def side_anjana(csv: str) -> dict:
 
 def side_tclose(csv: str) -> dict:
     import pandas as pd
+    from adult_example import EDUCATION  # this folder is on sys.path when run as a script
 
     import tclose
 
@@ -115,26 +116,6 @@ def side_tclose(csv: str) -> dict:
         "verified": report.get("verification", {}).get("passed"),
         "kernel": report["timings"]["kernel"],
     }
-
-
-EDUCATION = [
-    "Preschool",
-    "1st-4th",
-    "5th-6th",
-    "7th-8th",
-    "9th",
-    "10th",
-    "11th",
-    "12th",
-    "HS-grad",
-    "Some-college",
-    "Assoc-voc",
-    "Assoc-acdm",
-    "Bachelors",
-    "Masters",
-    "Prof-school",
-    "Doctorate",
-]
 
 
 def run_child(python: str, side: str, csv: str) -> dict:

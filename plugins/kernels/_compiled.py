@@ -64,31 +64,10 @@ _BLOCK = 256
 
 @njit(cache=True)
 def sq_dist(xt: np.ndarray, lo: int, hi: int, point: np.ndarray, dist: np.ndarray) -> None:
-    """``dist[p] = |xt[:, p] - point|^2`` for the positions ``lo <= p < hi``."""
-    # Blocks of 256 positions: the partial sums stay in L1 across the d columns. The loops index
-    # views from 0, so that Numba knows the indices are non-negative, drops the negative-index
-    # wraparound test and vectorizes (5x faster than indexing with range(lo, hi)).
-    d = xt.shape[0]
-    acc = np.empty(_BLOCK)
-    for block in range(lo, hi, _BLOCK):
-        width = min(_BLOCK, hi - block)
-        out = dist[block : block + width]
-        if d == 0:
-            out[:] = 0.0
-            continue
-        column = xt[0, block : block + width]
-        p0 = point[0]
-        for p in range(width):
-            diff = column[p] - p0
-            acc[p] = diff * diff  # == 0.0 + diff * diff, bit for bit
-        for j in range(1, d):
-            column = xt[j, block : block + width]
-            pj = point[j]
-            for p in range(width):
-                diff = column[p] - pj
-                acc[p] += diff * diff
-        for p in range(width):
-            out[p] = acc[p]
+    """``dist[p] = |xt[:, p] - point|^2`` for the positions ``lo <= p < hi``
+    (:func:`sq_dist_mixed` without one-hot groups)."""
+    no_codes = np.empty((0, 0), dtype=np.int64)
+    sq_dist_mixed(xt, no_codes, np.empty(0, dtype=np.int64), lo, hi, point, np.empty(0), dist)
 
 
 @njit(cache=True)
@@ -343,8 +322,13 @@ def _fill_point(point, layout, point_numeric, table) -> None:
 
 @njit(cache=True)
 def sq_dist_mixed(xt, codes, table_start, lo, hi, point, table, dist) -> None:
-    """:func:`sq_dist` over the numeric columns ``xt``, plus one table entry per one-hot group:
-    ``dist[p] += table[table_start[g] + codes[g, p]]`` (numeric columns first, groups in order)."""
+    """``dist[p] = |xt[:, p] - point|^2`` over the numeric columns ``xt`` for the positions
+    ``lo <= p < hi``, plus one table entry per one-hot group:
+    ``dist[p] += table[table_start[g] + codes[g, p]]`` (numeric columns first, groups in order).
+    """
+    # Blocks of 256 positions: the partial sums stay in L1 across the d columns. The loops index
+    # views from 0, so that Numba knows the indices are non-negative, drops the negative-index
+    # wraparound test and vectorizes (5x faster than indexing with range(lo, hi)).
     d = xt.shape[0]
     n_groups = codes.shape[0]
     acc = np.empty(_BLOCK)
