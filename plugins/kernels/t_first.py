@@ -32,7 +32,9 @@ go to ``S_{(k'+1)/2}``; if ``k'`` is even, ``ceil(r/2)`` go to the lower-middle 
 remaining record farthest from it; the cluster of ``x_0`` takes, from every stratum, its remaining
 record closest to ``x_0``. Then ``x_1`` is the remaining record farthest from ``x_0`` and a second
 cluster is built around it the same way. Distances are squared Euclidean on the standardized QIs;
-ties go to the lowest row index, in every search.
+ties go to the lowest row index, in every search. The one-hot columns of nominal QIs are not summed
+column by column: each group enters by one table look-up per record
+(:mod:`tclose.plugins.kernels.onehot`), with the same distances up to rounding.
 
 *Extra records.* The paper's test for a second record from ``S_i`` (``|S_i| > |S_1|`` and
 ``|C| = i``) fails when ``S_1`` itself holds extras (``k' = 2``, ``n`` odd: the extra is never
