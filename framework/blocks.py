@@ -171,7 +171,7 @@ def auto_blocks(n: int, clusters: int) -> int:
     clusters, so the run costs ``O(n * 3,000)``: linear in ``n``. The quality cost was measured
     on the benchmark tables (``docs/scaling.md``, ``bench/bench_blocks_quality.py``): at
     1,000,000 rows, +2.5 % SSE on the discharge-like table and -3.6 % on a Gaussian one against
-    the unblocked run, for a third less time than blocks of 5,000 clusters (+2.4 % / -3.5 %).
+    the unblocked run, for about a quarter less CPU than blocks of 5,000 clusters (+2.4 % / -3.5 %).
 
     Args:
         n: rows.
