@@ -175,8 +175,8 @@ def _categories(
             )
     else:
         non_missing = [v for v in present if v != MISSING]
-        raw = values[~missing]
-        numeric = pd.to_numeric(raw, errors="coerce")
+        raw = pd.Series(pd.unique(values[~missing].to_numpy(dtype=object)), dtype=object)
+        numeric = pd.to_numeric(raw, errors="coerce")  # on the distinct values: fast
         if len(raw) and not numeric.isna().any():
             order = {str(v): float(n) for v, n in zip(raw.map(str), numeric)}
             categories = sorted(non_missing, key=lambda v: (order[v], v))
@@ -184,8 +184,10 @@ def _categories(
             categories = sorted(non_missing)
         if missing.any():
             categories.append(MISSING)
-    index = {c: i for i, c in enumerate(categories)}
-    return categories, np.array([index[v] for v in strings], dtype=np.int64)
+    index = {c: i for i, c in enumerate(categories)}  # a repeated category: its last position
+    lookup = pd.Index(list(index), dtype=object)
+    positions = np.fromiter(index.values(), dtype=np.int64, count=len(index))
+    return categories, positions[lookup.get_indexer(strings)]
 
 
 @dataclass
@@ -361,7 +363,8 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             _check_leaves(hierarchy, values, categories, codes, spec.name)
             embedding = _hierarchy_embedding(hierarchy, categories, codes) * scale
         else:
-            embedding = np.eye(len(categories))[codes] / np.sqrt(2.0) * scale
+            embedding = np.zeros((len(codes), len(categories)))
+            embedding[np.arange(len(codes)), codes] = scale / np.sqrt(2.0)
         column = QuasiIdentifier(
             spec.name, spec.type, embedding, codes=codes, categories=categories, hierarchy=hierarchy
         )

@@ -113,3 +113,37 @@ def test_golden_partition_of_a_tiny_table():
     labels = run("t-first", {}, qi, confidential, 2, 0.5)
     groups = sorted(sorted(np.flatnonzero(labels == c).tolist()) for c in np.unique(labels))
     assert groups == [[0, 3], [1, 4], [2, 5]]
+
+
+@st.composite
+def nominal_tables(draw):
+    """QIs as the encoding embeds nominal attributes: one-hot groups (scaled by 1/sqrt(2)) next
+    to a numeric column, so that the t-first kernel takes its table look-up path."""
+    k = draw(st.integers(1, 4))
+    n = draw(st.integers(max(k, 6), 80))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    groups = [
+        np.eye(width)[rng.integers(0, width, n)] / np.sqrt(2.0)
+        for width in draw(st.lists(st.integers(2, 6), min_size=1, max_size=3))
+    ]
+    x = np.hstack([rng.normal(size=(n, 1)), *groups])
+    kind = draw(st.sampled_from(["distinct", "binary"]))
+    column = rng.permutation(n).astype(float) if kind == "distinct" else rng.integers(0, 2, n)
+    t = draw(st.sampled_from([0.15, 0.25, 0.5]))
+    blocks = draw(st.sampled_from([1, 2, 3]))
+    return x, np.asarray(column, dtype=np.float64), k, t, blocks
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nominal_tables())
+def test_t_first_with_nominal_quasi_identifiers(table):
+    x, column, k, t, blocks = table
+    algorithm = REGISTRY.algorithms["t-first"].obj
+    defaults = {key: option.default for key, option in algorithm.options_schema.items()}
+    options = {**defaults, "blocks": blocks, "workers": 1}
+    labels = np.asarray(algorithm.partition(x, [OrderedEMD.fit(column)], k, t, options).labels)
+    _, sizes = np.unique(labels, return_counts=True)
+    assert labels.shape == (len(x),) and sizes.sum() == len(x)
+    assert sizes.min() >= k
+    for label in np.unique(labels):
+        assert naive_emd(column[labels == label], column) <= t + 1e-9

@@ -188,7 +188,7 @@ def test_principal_axis_sign_and_direction() -> None:
 
 def test_auto_rule() -> None:
     assert auto_blocks(AUTO_MIN_ROWS - 1, 10**6) == 1
-    assert auto_blocks(1_000_000, 100_000) == 20
+    assert auto_blocks(1_000_000, 100_000) == 34  # ceil(100,000 / 3,000)
     assert auto_blocks(AUTO_MIN_ROWS, 1) == 1
 
 

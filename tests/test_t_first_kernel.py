@@ -222,6 +222,21 @@ def test_compiled_equals_reference_larger():
         np.testing.assert_array_equal(labels, ref_labels)
 
 
+def test_compiled_equals_reference_with_one_hot_groups():
+    # Nominal QIs: the kernel looks their distances up in a table per group (onehot.py).
+    rng = np.random.default_rng(4)
+    for n, k, t in ((1079, 2, 0.25), (997, 5, 0.05)):
+        codes = rng.integers(0, 9, n)
+        x = np.hstack(
+            [rng.normal(size=(n, 1)), np.eye(9)[codes] / np.sqrt(2.0), np.eye(3)[codes % 3]]
+        )
+        ranks = rng.permutation(n)
+        labels, kp = t_first(x, ranks, k, t)
+        _check_structure(labels, ranks, k, kp)
+        ref_labels, _ = t_first_reference(x, ranks, k, t)
+        np.testing.assert_array_equal(labels, ref_labels)
+
+
 def test_docstring_example():
     x = np.array([[0.0], [0.1], [5.0], [5.1]])
     labels, kp = t_first(x, np.array([0, 2, 1, 3]), 2, 0.25)
@@ -271,10 +286,15 @@ def _t_first_case(draw):
     t = draw(st.sampled_from((0.01, 0.03, 0.05, 0.09, 0.13, 0.2, 0.25, 0.33, 0.5, 1.0)))
     d = draw(st.integers(1, 3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(("integers", "normal", "one-hot")))
+    if kind == "integers":
         x = rng.integers(0, draw(st.integers(1, 3)), size=(n, d)).astype(np.float64)
-    else:
+    elif kind == "normal":
         x = rng.normal(size=(n, d))
+    else:  # nominal QIs as the encoding embeds them: one-hot groups next to numeric columns
+        width = draw(st.integers(2, 6))
+        one_hot = np.eye(width)[rng.integers(0, width, n)] / np.sqrt(2.0)
+        x = np.hstack([rng.normal(size=(n, d - 1)), one_hot, one_hot[:, ::-1] * 0.5])
     return x, rng.permutation(n).astype(np.int64), k, t
 
 

@@ -64,31 +64,10 @@ _BLOCK = 256
 
 @njit(cache=True)
 def sq_dist(xt: np.ndarray, lo: int, hi: int, point: np.ndarray, dist: np.ndarray) -> None:
-    """``dist[p] = |xt[:, p] - point|^2`` for the positions ``lo <= p < hi``."""
-    # Blocks of 256 positions: the partial sums stay in L1 across the d columns. The loops index
-    # views from 0, so that Numba knows the indices are non-negative, drops the negative-index
-    # wraparound test and vectorizes (5x faster than indexing with range(lo, hi)).
-    d = xt.shape[0]
-    acc = np.empty(_BLOCK)
-    for block in range(lo, hi, _BLOCK):
-        width = min(_BLOCK, hi - block)
-        out = dist[block : block + width]
-        if d == 0:
-            out[:] = 0.0
-            continue
-        column = xt[0, block : block + width]
-        p0 = point[0]
-        for p in range(width):
-            diff = column[p] - p0
-            acc[p] = diff * diff  # == 0.0 + diff * diff, bit for bit
-        for j in range(1, d):
-            column = xt[j, block : block + width]
-            pj = point[j]
-            for p in range(width):
-                diff = column[p] - pj
-                acc[p] += diff * diff
-        for p in range(width):
-            out[p] = acc[p]
+    """``dist[p] = |xt[:, p] - point|^2`` for the positions ``lo <= p < hi``
+    (:func:`sq_dist_mixed` without one-hot groups)."""
+    no_codes = np.empty((0, 0), dtype=np.int64)
+    sq_dist_mixed(xt, no_codes, np.empty(0, dtype=np.int64), lo, hi, point, np.empty(0), dist)
 
 
 @njit(cache=True)
@@ -259,17 +238,31 @@ def _remove_cluster(x, xt, rows, dist, m, k, total, labels, label, near_pos, nea
 def t_first_compiled(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """t-first labels of the rows of ``x`` (C-contiguous float64, finite, ``n >= 1``), given the
     stratum of every row and the strata sizes; see :func:`tclose.plugins.kernels.t_first.t_first`.
+
+    One-hot column groups (nominal QIs) are found by
+    :func:`tclose.plugins.kernels.onehot.column_layout` and enter the distances through one table
+    look-up per group and record instead of one term per column.
     """
+    from tclose.plugins.kernels.onehot import column_layout
+
+    layout = column_layout(x)
     # Stratum i occupies positions start[i] .. start[i] + count[i] - 1, rows in ascending order.
     rows = np.argsort(stratum, kind="stable").astype(np.int64)
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     return _t_first_loop(
-        x, _transpose_rows(x, rows), rows, start, sizes.astype(np.int64), column_total(x)
+        x,
+        np.ascontiguousarray(x[np.ix_(rows, layout.numeric)].T),  # no copy of the groups
+        np.ascontiguousarray(layout.codes[:, rows]),
+        (layout.numeric, layout.group_lo, layout.group_hi, layout.group_value, layout.table_start),
+        rows,
+        start,
+        sizes.astype(np.int64),
+        column_total(x),
     )
 
 
 @njit(cache=True)
-def _t_first_loop(x, xt, rows, start, sizes, total):
+def _t_first_loop(x, xt, codes, layout, rows, start, sizes, total):
     n, d = x.shape
     n_strata = sizes.shape[0]
     count = sizes.copy()
@@ -277,19 +270,24 @@ def _t_first_loop(x, xt, rows, start, sizes, total):
     labels = np.empty(n, dtype=np.int64)
     dist = np.empty(n)
     point = np.empty(d)
+    numeric, group_lo, group_hi = layout[0], layout[1], layout[2]
+    point_numeric = np.empty(numeric.shape[0])
+    table = np.empty(max(1, (group_hi - group_lo).sum()))
     members = np.empty(n_strata + 1, dtype=np.int64)
     m = n
     label = 0
     while m > 0:
         for j in range(d):
             point[j] = total[j] / m
-        _sq_dist_strata(xt, start, count, point, dist)
+        _fill_point(point, layout, point_numeric, table)
+        _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
         x0 = rows[_argmax_strata(dist, rows, start, count)]
         for j in range(d):
             point[j] = x[x0, j]
-        _sq_dist_strata(xt, start, count, point, dist)
+        _fill_point(point, layout, point_numeric, table)
+        _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
         m -= _stratified_cluster(
-            x, xt, rows, dist, start, count, extras, total, labels, label, members
+            x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
         )
         label += 1
         if m > 0:
@@ -297,18 +295,73 @@ def _t_first_loop(x, xt, rows, start, sizes, total):
             x1 = rows[_argmax_strata(dist, rows, start, count)]
             for j in range(d):
                 point[j] = x[x1, j]
-            _sq_dist_strata(xt, start, count, point, dist)
+            _fill_point(point, layout, point_numeric, table)
+            _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
             m -= _stratified_cluster(
-                x, xt, rows, dist, start, count, extras, total, labels, label, members
+                x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
             )
             label += 1
     return labels
 
 
 @njit(cache=True)
-def _sq_dist_strata(xt, start, count, point, dist) -> None:
+def _fill_point(point, layout, point_numeric, table) -> None:
+    """The point's numeric coordinates, and its table ``|c e_v - p|^2`` for every group
+    (twin of :func:`tclose.plugins.kernels.onehot.fill_tables_reference`)."""
+    numeric, group_lo, group_hi, group_value, table_start = layout
+    for a in range(numeric.shape[0]):
+        point_numeric[a] = point[numeric[a]]
+    for g in range(group_lo.shape[0]):
+        total = 0.0
+        for j in range(group_lo[g], group_hi[g]):
+            total += point[j] * point[j]
+        for j in range(group_lo[g], group_hi[g]):
+            gap = group_value[g] - point[j]
+            table[table_start[g] + j - group_lo[g]] = (total - point[j] * point[j]) + gap * gap
+
+
+@njit(cache=True)
+def sq_dist_mixed(xt, codes, table_start, lo, hi, point, table, dist) -> None:
+    """``dist[p] = |xt[:, p] - point|^2`` over the numeric columns ``xt`` for the positions
+    ``lo <= p < hi``, plus one table entry per one-hot group:
+    ``dist[p] += table[table_start[g] + codes[g, p]]`` (numeric columns first, groups in order).
+    """
+    # Blocks of 256 positions: the partial sums stay in L1 across the d columns. The loops index
+    # views from 0, so that Numba knows the indices are non-negative, drops the negative-index
+    # wraparound test and vectorizes (5x faster than indexing with range(lo, hi)).
+    d = xt.shape[0]
+    n_groups = codes.shape[0]
+    acc = np.empty(_BLOCK)
+    for block in range(lo, hi, _BLOCK):
+        width = min(_BLOCK, hi - block)
+        out = dist[block : block + width]
+        if d == 0:
+            acc[:width] = 0.0
+        else:
+            column = xt[0, block : block + width]
+            p0 = point[0]
+            for p in range(width):
+                diff = column[p] - p0
+                acc[p] = diff * diff  # == 0.0 + diff * diff, bit for bit
+        for j in range(1, d):
+            column = xt[j, block : block + width]
+            pj = point[j]
+            for p in range(width):
+                diff = column[p] - pj
+                acc[p] += diff * diff
+        for g in range(n_groups):
+            group = codes[g, block : block + width]
+            entries = table[table_start[g] :]
+            for p in range(width):
+                acc[p] += entries[group[p]]
+        for p in range(width):
+            out[p] = acc[p]
+
+
+@njit(cache=True)
+def _sq_dist_strata(xt, codes, table_start, start, count, point, table, dist) -> None:
     for i in range(start.shape[0]):
-        sq_dist(xt, start[i], start[i] + count[i], point, dist)
+        sq_dist_mixed(xt, codes, table_start, start[i], start[i] + count[i], point, table, dist)
 
 
 @njit(cache=True)
@@ -321,7 +374,7 @@ def _argmax_strata(dist, rows, start, count) -> int:
 
 @njit(cache=True)
 def _stratified_cluster(
-    x, xt, rows, dist, start, count, extras, total, labels, label, members
+    x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
 ) -> int:
     """One cluster: the closest record (by ``dist``) of every stratum, plus one extra record.
 
@@ -361,17 +414,19 @@ def _stratified_cluster(
             labels[second_row] = label
             taken += 1
             # Higher position first, so that the record moved into it is never `best`.
-            _remove_in_stratum(xt, rows, dist, start, count, i, lo + max(best, second))
-            _remove_in_stratum(xt, rows, dist, start, count, i, lo + min(best, second))
+            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + max(best, second))
+            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + min(best, second))
         else:
-            _remove_in_stratum(xt, rows, dist, start, count, i, lo + best)
+            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + best)
     subtract_rows(total, x, members, taken)
     return taken
 
 
 @njit(cache=True)
-def _remove_in_stratum(xt, rows, dist, start, count, i, p) -> None:
+def _remove_in_stratum(xt, codes, rows, dist, start, count, i, p) -> None:
     last = start[i] + count[i] - 1
     if p != last:
         _move(xt, rows, dist, last, p)
+        for g in range(codes.shape[0]):
+            codes[g, p] = codes[g, last]
     count[i] -= 1
