@@ -172,7 +172,7 @@ class FileDatabase(DuckDBDatabase):
 
     def _create_view(self, dbapi_connection: Any, _record: Any) -> None:
         """On every new connection: the file, if it exists and can be read, as view
-        :attr:`table_name` (else :attr:`unreadable` says why: a target may be replaced)."""
+        :attr:`table_name` (else :attr:`unreadable` says why: a target may be aggregated)."""
         self.unreadable = None
         if self.path.is_file():
             reader = READERS[self.format].format(path=sql_string(str(self.path)))

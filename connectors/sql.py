@@ -15,7 +15,7 @@ The runner uses a connector in this order (see ``docs/databases.md``)::
 
     database = connector.connect(url, password_file)
     source = database.table(TableName.parse("schema.table"))          # reflect, or DataError
-    staging = database.staging_table(name, source, columns, replaced, rounded, source_dialect)
+    staging = database.staging_table(name, source, columns, aggregated, rounded, source_dialect)
     with database.session(staging) as session:    # snapshot opened, own leftovers dropped, staging made
         frames = session.read(source_name, kernel_columns, key)        # pass 1, streamed
         session.fill_joined(...)        # or, for a target in another database, fill_streamed(...)
@@ -343,14 +343,14 @@ class SQLDatabase:
         name: TableName,
         source: sa.Table,
         output_columns: Sequence[str],
-        replaced: Collection[str],
+        aggregated: Collection[str],
         rounded: Collection[str] = (),
         source_dialect: str | None = None,
     ) -> sa.Table:
         """The definition (not yet created) of the staging table.
 
         Column ``tclose_row`` (the new key, primary key) comes first, then ``output_columns`` in
-        order. Pass-through columns keep their source type; replaced quasi-identifiers become
+        order. Pass-through columns keep their source type; aggregated quasi-identifiers become
         double precision, or keep their integer type (``BIGINT`` if the source type is not an
         integer) when ``rounded``. When the source is another dialect, types are translated
         through their SQLAlchemy generic equivalents (:meth:`portable_type`).
@@ -363,7 +363,7 @@ class SQLDatabase:
                     f"uses for the new row key. Rename or drop it."
                 )
             column_type = source.c[column].type
-            if column in replaced:
+            if column in aggregated:
                 if column not in rounded:
                     column_type = sa.Double()
                 elif not isinstance(column_type, sa.Integer):
@@ -619,12 +619,12 @@ class Session:
         keys: np.ndarray,
         new_rows: np.ndarray,
         labels: np.ndarray,
-        replaced: Mapping[str, np.ndarray],
+        aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
         The small per-row result goes to temporary helper tables — ``tclose_map`` (source key,
-        new key, cluster) and ``tclose_centroids`` (cluster, the replaced values) — and one
+        new key, cluster) and ``tclose_centroids`` (cluster, the aggregated values) — and one
         ``INSERT ... SELECT ... JOIN ... ORDER BY`` new key builds the staging table, so
         pass-through columns never leave the database and the physical row order is shuffled.
 
@@ -635,14 +635,14 @@ class Session:
             keys: the source key of every row read in pass 1, shape ``(n,)``.
             new_rows: the new key of every row, a permutation of ``1..n``.
             labels: dense cluster labels ``0..L-1`` of every row.
-            replaced: column → new value of every row (constant within a cluster).
+            aggregated: column → new value of every row (constant within a cluster).
 
         Raises:
             DataError: the join did not find every row of pass 1 (the source changed).
         """
         action = f"writing the staging table {staging.fullname} from {source.fullname}"
         with self.database.errors(action):
-            self._fill_joined(source, key, staging, keys, new_rows, labels, replaced)
+            self._fill_joined(source, key, staging, keys, new_rows, labels, aggregated)
 
     def _fill_joined(
         self,
@@ -652,7 +652,7 @@ class Session:
         keys: np.ndarray,
         new_rows: np.ndarray,
         labels: np.ndarray,
-        replaced: Mapping[str, np.ndarray],
+        aggregated: Mapping[str, np.ndarray],
     ) -> None:
         row_key = self.database.row_key(source, key)
         key_type = row_key.type
@@ -667,12 +667,12 @@ class Session:
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
         )
-        value_columns = {column: f"v{i}" for i, column in enumerate(replaced)}
+        value_columns = {column: f"v{i}" for i, column in enumerate(aggregated)}
         centroids = sa.Table(
             CENTROID_TABLE,
             metadata,
             sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
-            *[sa.Column(value_columns[c], staging.c[c].type) for c in replaced],
+            *[sa.Column(value_columns[c], staging.c[c].type) for c in aggregated],
             prefixes=["TEMPORARY"],
         )
         first = np.unique(labels, return_index=True)[1]
@@ -683,7 +683,7 @@ class Session:
             centroids,
             {
                 "cluster": np.arange(len(first), dtype=np.int64),
-                **{value_columns[c]: values[first] for c, values in replaced.items()},
+                **{value_columns[c]: values[first] for c, values in aggregated.items()},
             },
         )
         self.helpers_loaded([mapping, centroids])

@@ -110,13 +110,13 @@ def anonymize(
         labels, context.partition, _ = cluster_rows(
             encoded.x, encoded.confidential, encoded.distance_options, resolved, *privacy
         )
-    context.labels, context.replaced = labels, encoded.aggregate(labels)
+    context.labels, context.aggregated = labels, encoded.aggregate(labels)
     with timer.phase("measures"):
         context.measures = measure_configured(
-            encoded, context.replaced, attributes, interval_p, labels
+            encoded, context.aggregated, attributes, interval_p, labels
         )
     data = _release(
-        df, encoded.excluded, identifiers, context.replaced, attributes, keep_order, seed
+        df, encoded.excluded, identifiers, context.aggregated, attributes, keep_order, seed
     )
     with timer.phase("verify"):
         context.verification = _verify_release(data, attributes, context)
@@ -236,12 +236,12 @@ def _verify_release(
     encoded, resolved = context.encoded, context.resolved
     assert encoded is not None
     qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
-    written = data[qi_names].copy()
+    released = data[qi_names].copy()
     for spec in attributes.values():
         if spec.role == "confidential":
-            written[spec.name], _ = encode_confidential(data[spec.name], spec)
+            released[spec.name], _ = encode_confidential(data[spec.name], spec)
     verification = verify_rows(
-        written,
+        released,
         qi_names,
         with_attribute_options(resolved.distances, encoded.distance_options),
         context.k,
@@ -257,7 +257,7 @@ def _release(
     df: pd.DataFrame,
     excluded: np.ndarray,
     identifiers: Sequence[str],
-    replaced: Mapping[str, np.ndarray],
+    aggregated: Mapping[str, np.ndarray],
     attributes: Mapping[str, AttributeSpec],
     keep_order: bool,
     seed: int | None,
@@ -266,7 +266,7 @@ def _release(
     a category, bool or other non-numeric dtype), rows shuffled with a fresh ``RangeIndex``
     unless ``keep_order``."""
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
-    for column, values in replaced.items():
+    for column, values in aggregated.items():
         if attributes[column].type in ("ordinal", "nominal"):
             values = _in_input_type(df[column], values)
         data[column] = values

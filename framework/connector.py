@@ -98,7 +98,7 @@ class Database(Protocol):
         name: TableName,
         source: sa.Table,
         output_columns: Sequence[str],
-        replaced: Collection[str],
+        aggregated: Collection[str],
         rounded: Collection[str] = (),
         source_dialect: str | None = None,
     ) -> sa.Table:
@@ -106,7 +106,7 @@ class Database(Protocol):
         ``BIGINT``-like primary key) first, then ``output_columns``. Pass-through columns keep
         their source type exactly (translated from ``source_dialect`` without loss: a double
         stays 64-bit, a decimal keeps precision and scale, a timestamp its microseconds);
-        ``replaced`` columns hold 64-bit floats, or their integer type when ``rounded``."""
+        ``aggregated`` columns hold 64-bit floats, or their integer type when ``rounded``."""
         ...
 
     def session(
@@ -214,10 +214,10 @@ class InDatabaseJoin(Protocol):
         keys: np.ndarray,
         new_rows: np.ndarray,
         labels: np.ndarray,
-        replaced: Mapping[str, np.ndarray],
+        aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
-        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``replaced``
+        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``aggregated``
         values; ``DataError`` if the source no longer has every key."""
         ...
 

@@ -13,10 +13,10 @@ tables it creates in the database at ``url`` and drops afterwards:
    as written (same value; the representation may be the driver's: a date as text on SQLite),
    with and without the key, in a read-only session too; a missing table or column is a
    ``DataError``;
-4. **a run**: a staging table with a replaced column, filled in the database
+4. **a run**: a staging table with a aggregated column, filled in the database
    (``fill_joined``, when the database ``joins_in_snapshot``) or streamed, read back inside the
    session (verification), published: pass-through values and column types identical to the
-   source's, replaced doubles bit-exact, the staging table gone;
+   source's, aggregated doubles bit-exact, the staging table gone;
 5. **refusals and failures leave nothing**: publishing over an existing target with
    ``replace=False`` fails and changes nothing; an exception while filling, or after filling
    and before publishing, leaves no staging table and the target unchanged;
@@ -121,14 +121,14 @@ class _Check:
             self.problems.append(problem)
         return condition
 
-    def staging(self, source: Any, target: Any, replaced: Sequence[str], dialect: str) -> Any:
+    def staging(self, source: Any, target: Any, aggregated: Sequence[str], dialect: str) -> Any:
         """A staging table for ``target`` with every column of ``source`` but its key."""
         from .naming import ROW_COLUMN, STAGING_MARK
 
         run_id = uuid.uuid4().hex
         name = self.database.owned_name(target, STAGING_MARK, run_id)
         columns = [c.name for c in source.columns if c.name != ROW_COLUMN]
-        table = self.database.staging_table(name, source, columns, replaced, (), dialect)
+        table = self.database.staging_table(name, source, columns, aggregated, (), dialect)
         table.info.update(target=target, run_id=run_id)
         return table
 
@@ -217,7 +217,7 @@ def _expect_data_error(check: _Check, what: str, action: Callable[[], Any]) -> N
 
 
 def _run_rows(source_rows: list[tuple]) -> tuple[list[int], list[int], list[float]]:
-    """New keys (reversed), cluster labels and the replaced ``qi`` of every source row."""
+    """New keys (reversed), cluster labels and the aggregated ``qi`` of every source row."""
     n = len(source_rows)
     labels = [i % 3 for i in range(n)]
     return [n - i for i in range(n)], labels, [label / 3 + 0.1 for label in labels]

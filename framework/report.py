@@ -229,7 +229,7 @@ class RunContext:
         encoded: the encoded source columns (:func:`tclose.attributes.encode_table`).
         labels: dense cluster label of every kept row.
         partition: the algorithm's answer (its ``info`` is recorded).
-        replaced: QI column → published values of the kept rows.
+        aggregated: QI column → published values of the kept rows.
         measures: the ``risk`` section and the ``utility`` additions
             (:func:`tclose.measures.measure_configured`).
         verification: the verifier's verdict on the written rows (``None`` if it did not run).
@@ -254,7 +254,7 @@ class RunContext:
     encoded: EncodedTable | None = field(default=None, repr=False)
     labels: np.ndarray | None = field(default=None, repr=False)
     partition: Partition | None = field(default=None, repr=False)
-    replaced: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    aggregated: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     measures: Mapping[str, Mapping[str, Any]] | None = field(default=None, repr=False)
     verification: Verification | None = None
     published: bool = False
@@ -272,10 +272,10 @@ def build_report(context: RunContext) -> dict[str, Any]:
     what the run knows (:class:`RunContext`; its encoding, labels and partition must be set)."""
     encoded, labels, partition = context.encoded, context.labels, context.partition
     assert encoded is not None and labels is not None and partition is not None
-    verification, replaced = context.verification, context.replaced
-    loss = encoded.information_loss(replaced)
+    verification, aggregated = context.verification, context.aggregated
+    loss = encoded.information_loss(aggregated)
     one_cluster = encoded.information_loss(encoded.aggregate(np.zeros(len(labels), dtype=np.int64)))
-    written = (
+    rows_written = (
         context.rows_read
         if verification is None
         else next(
@@ -293,7 +293,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
             "rows_set_aside": int(encoded.excluded.sum()),
             "rows_set_aside_by_column": encoded.excluded_by,
         },
-        "target": {"rows": written},
+        "target": {"rows": rows_written},
         "algorithm": {
             "name": context.resolved.algorithm.name,
             "options": context.resolved.algorithm_options,
@@ -308,7 +308,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
             "sse_per_attribute": loss["sse_per_attribute"],
             "definition": SSE_DEFINITION,
         },
-        "distributions": distributions(encoded, replaced, k=context.k),
+        "distributions": distributions(encoded, aggregated, k=context.k),
         "warnings": constant_warnings(encoded),
         "verification": {
             "passed": bool(verification.passed) if verification else False,

@@ -244,7 +244,7 @@ class Phases:
         self.keys = np.zeros(0)
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
-        self.written: dict[str, np.ndarray] = {}
+        self.database_values: dict[str, np.ndarray] = {}
 
     @contextmanager
     def sessions(self) -> Iterator[tuple[Any, Any]]:
@@ -288,15 +288,15 @@ class Phases:
                 config.t,
             )
         context.labels = self.labels
-        context.replaced = encoded.aggregate(self.labels)
-        refuse_overflow(context.replaced, config.attributes, self.keys)
+        context.aggregated = encoded.aggregate(self.labels)
+        refuse_overflow(context.aggregated, config.attributes, self.keys)
         self.say("measuring disclosure risk and utility")
         with self.timer.phase("measures"):
             context.measures = measure_configured(
-                encoded, context.replaced, config.attributes, config.interval_p, self.labels
+                encoded, context.aggregated, config.attributes, config.interval_p, self.labels
             )
-        self.written = {
-            c: _database_values(v, config.attributes[c]) for c, v in context.replaced.items()
+        self.database_values = {
+            c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
         }
 
     def write(self, source: Any, target: Any) -> None:
@@ -317,7 +317,7 @@ class Phases:
                     self.keys,
                     new_rows,
                     self.labels,
-                    self.written,
+                    self.database_values,
                 )
                 return
             chunks = _transformed_chunks(
@@ -327,7 +327,7 @@ class Phases:
                 plan.output_columns,
                 self.keys,
                 new_rows,
-                self.written,
+                self.database_values,
                 self.set_aside,
             )
             target.fill_streamed(plan.staging_table, chunks)
@@ -390,7 +390,14 @@ class Phases:
 
 
 def _transformed_chunks(
-    source, config: Config, source_name, output_columns, keys, new_rows, replaced, set_aside: set
+    source,
+    config: Config,
+    source_name,
+    output_columns,
+    keys,
+    new_rows,
+    database_values,
+    set_aside: set,
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
@@ -399,7 +406,7 @@ def _transformed_chunks(
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
     in ``set_aside`` are skipped.
     """
-    passthrough = [c for c in output_columns if c not in replaced]
+    passthrough = [c for c in output_columns if c not in database_values]
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
     for rows in source.read_rows(
@@ -416,8 +423,8 @@ def _transformed_chunks(
             )
         columns = [new_rows[position : position + size].tolist()]
         for column in output_columns:
-            if column in replaced:
-                columns.append(replaced[column][position : position + size].tolist())
+            if column in database_values:
+                columns.append(database_values[column][position : position + size].tolist())
             else:
                 index = slot[column]
                 columns.append([r[index] for r in rows])

@@ -106,12 +106,12 @@ class MemoryDatabase:
         return TableName(target.schema, target.name + mark + run_id[:12])
 
     def staging_table(
-        self, name, source, output_columns, replaced, rounded=(), source_dialect=None
+        self, name, source, output_columns, aggregated, rounded=(), source_dialect=None
     ):
         columns = [sa.Column(ROW_COLUMN, sa.BigInteger(), primary_key=True)]
         for column in output_columns:
             kept = source.c[column].type
-            if column in replaced and column not in rounded:
+            if column in aggregated and column not in rounded:
                 kept = sa.Double()
             columns.append(sa.Column(column, kept))
         return sa.Table(name.name, sa.MetaData(), *columns)
