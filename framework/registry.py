@@ -24,9 +24,7 @@ DEFAULT_PLUGINS = (
     "tclose.plugins.merge",
     "tclose.plugins.k_first",
     "tclose.plugins.auto",
-    "tclose.connectors.sqlite",
-    "tclose.connectors.postgresql",
-    "tclose.connectors.mysql",
+    "tclose.connectors.builtin",  # sqlite, postgresql, mysql: imported on first connect
     "tclose.plugins.audit_table",
 )
 
