@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_database import MARIADB_FILL, MARIADB_TABLE, POSTGRES_TABLE, QUASI  # noqa: E402
+from bench_database import QUASI, create_table  # noqa: E402
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 MARIADB = "mysql+{driver}://root@127.0.0.1:3306/test"
@@ -48,21 +48,11 @@ def create(url: str, name: str, rows: int) -> None:
     import sqlalchemy as sa
 
     engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        if sa.inspect(connection).has_table(name):
-            count = connection.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar()
-            if count == rows:
-                return
-            connection.exec_driver_sql(f"DROP TABLE {name}")
-        if engine.dialect.name == "postgresql":
-            connection.exec_driver_sql("SELECT setseed(0.42)")
-            connection.exec_driver_sql(POSTGRES_TABLE.format(name=name, rows=rows))
-            connection.exec_driver_sql(f"ALTER TABLE {name} ADD PRIMARY KEY (id)")
-            connection.exec_driver_sql(f"ANALYZE {name}")
-        else:
-            connection.exec_driver_sql(MARIADB_TABLE.format(name=name))
-            connection.exec_driver_sql(MARIADB_FILL.format(name=name, rows=rows))
+    with engine.connect() as connection:
+        exists = sa.inspect(connection).has_table(name)
+        count = exists and connection.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar()
     engine.dispose()
+    create_table(url, rows, recreate=count != rows, name=name)
 
 
 def drop(url: str, name: str) -> None:

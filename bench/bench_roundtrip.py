@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_database import POSTGRES_TABLE, QUASI  # noqa: E402
+from bench_database import QUASI, create_table  # noqa: E402
 
 URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CONNINFO = "host=127.0.0.1 port=5432 user=postgres dbname=test"
@@ -47,14 +47,10 @@ def create(name: str, rows: int) -> None:
 
     with psycopg.connect(CONNINFO, autocommit=True) as connection:
         found = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
-        if found and found[0]:
-            if connection.execute(f"SELECT COUNT(*) FROM {name}").fetchone() == (rows,):
-                return
-            connection.execute(f"DROP TABLE {name}")
-        connection.execute("SELECT setseed(0.42)")
-        connection.execute(POSTGRES_TABLE.format(name=name, rows=rows))
-        connection.execute(f"ALTER TABLE {name} ADD PRIMARY KEY (id)")
-        connection.execute(f"ANALYZE {name}")
+        same = bool(found and found[0]) and connection.execute(
+            f"SELECT COUNT(*) FROM {name}"
+        ).fetchone() == (rows,)
+    create_table(URL, rows, recreate=not same, name=name)
 
 
 def drop(*names: str) -> None:

@@ -109,7 +109,9 @@ def main() -> None:
             *warm,
             f"budget {RUN_CPU_BUDGET} s CPU: {ratio:.2f}x",
         )
-        print("\nwhere the warm run's CPU goes: each library alone (a fresh process, floor included)")
+        print(
+            "\nwhere the warm run's CPU goes: each library alone (a fresh process, floor included)"
+        )
         for library in COMPONENTS:
             alone = medians([measure([*python, "-c", library], env) for _ in range(repeats)])
             line(f"  {library}", *alone, "")
