@@ -10,7 +10,8 @@ A read is what a run's first pass does: :meth:`tclose.connectors.sql.Session.rea
 8 quasi-identifiers and ``charge`` in the session's snapshot (server-side cursor, 50,000-row
 chunks, DataFrames), concatenated. Each read is a fresh child process (``--child``); CPU and
 peak RSS come from ``os.wait4``. Repeats are interleaved (PostgreSQL, mysqlclient, PyMySQL, ...)
-so that the load of the shared machine hits every side alike; the medians and the ratios to
+so that the load of the shared machine hits every side alike. A driver that is not installed
+(``tclose[mariadb]``, ``tclose[mysqlclient]``) is left out with a note; the medians and the ratios to
 PostgreSQL are printed, with the load average.
 
 Usage::
@@ -36,6 +37,7 @@ POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 MARIADB = "mysql+{driver}://root@127.0.0.1:3306/test"
 SIDES = {
     "PostgreSQL (psycopg)": POSTGRES,
+    "MariaDB (mariadb, binary)": MARIADB.format(driver="mariadbconnector"),
     "MariaDB (mysqlclient)": MARIADB.format(driver="mysqldb"),
     "MariaDB (PyMySQL)": MARIADB.format(driver="pymysql"),
 }
@@ -81,6 +83,16 @@ def child(url: str, name: str) -> None:
     print(json.dumps({"seconds": seconds, "rows": len(frame)}))
 
 
+def installed(url: str) -> bool:
+    """Whether the driver of ``url`` can be imported."""
+    import importlib.util
+
+    from tclose.connectors.mysql import DRIVERS
+
+    driver = url.split("://", 1)[0].partition("+")[2]
+    return driver not in DRIVERS or importlib.util.find_spec(DRIVERS[driver][0]) is not None
+
+
 def measure(url: str, name: str) -> tuple[float, float, int, int]:
     """(read s, process CPU s, peak RSS MB, rows) of one child process."""
     process = subprocess.Popen(
@@ -110,11 +122,14 @@ def main() -> None:
     create(POSTGRES, name, args.rows)
     create(MARIADB.format(driver="pymysql"), name, args.rows)
     print(f"tables {name} ready in {time.perf_counter() - started:.0f} s")
-    samples: dict[str, list[tuple[float, float, int, int]]] = {side: [] for side in SIDES}
+    sides = {side: url for side, url in SIDES.items() if installed(url)}
+    for side in SIDES.keys() - sides.keys():
+        print(f"{side}: driver not installed, left out")
+    samples: dict[str, list[tuple[float, float, int, int]]] = {side: [] for side in sides}
     load_before = os.getloadavg()
     try:
         for _ in range(args.repeats):
-            for side, url in SIDES.items():
+            for side, url in sides.items():
                 samples[side].append(measure(url, name))
     finally:
         if not args.keep:
@@ -138,7 +153,7 @@ def main() -> None:
             )
         )
         print(
-            f"{side:<22} read {seconds:6.2f} s  process CPU {cpu:6.2f} s  peak RSS {rss:5d} MB "
+            f"{side:<26} read {seconds:6.2f} s  process CPU {cpu:6.2f} s  peak RSS {rss:5d} MB "
             f"(<= {RSS_TARGET_MB}: {'yes' if rss <= RSS_TARGET_MB else 'NO'})  "
             f"rows {sorted(rows)}  ratio {ratio:.2f}x{verdict}"
         )
