@@ -474,6 +474,8 @@ def _config_if_loadable(path: str | None) -> Config | None:
 def _configure_logging(args: argparse.Namespace, progress: Progress | None) -> None:
     level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
     handler = ConsoleHandler(progress or Progress(sys.stderr, live=False))
+    if progress is None:  # --quiet: the handler's display takes no notices (errors only)
+        handler.progress.close()
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     log.handlers = [handler]
     log.setLevel(level)

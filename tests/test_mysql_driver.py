@@ -129,3 +129,21 @@ def test_each_driver_streams_the_rows_of_its_snapshot(maria, driver):
         again = [r for chunk in session.stream(sa.select(table.c.id), 2) for r in chunk]
     database.engine.dispose()
     assert sorted(r[0] for r in first) == sorted(r[0] for r in again) == list(range(5))
+
+
+@pytest.mark.mysql
+def test_the_command_names_the_driver_except_with_quiet(maria, capsys):
+    from tclose.cli import main
+
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    document = maria.config(source, target)
+    document["source"]["url"] = (
+        sa.make_url(maria.url).set(drivername="mysql+pymysql").render_as_string(hide_password=False)
+    )
+    document["target"] = {"table": target, "if_exists": "replace"}
+    config = str(maria.write_config(document))
+    assert main(["run", config]) == 0
+    assert "mysql driver: PyMySQL" in capsys.readouterr().err
+    assert main(["-q", "run", config]) == 0
+    assert capsys.readouterr().err == ""
