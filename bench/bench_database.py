@@ -186,10 +186,11 @@ def high_water_mark() -> int:
     return 0
 
 
-def create_table(url: str, rows: int, recreate: bool) -> str:
+def create_table(url: str, rows: int, recreate: bool, name: str | None = None) -> str:
+    """Create the seeded table ``name`` (default ``bench_<rows>``) unless it exists."""
     import sqlalchemy as sa
 
-    name = f"bench_{rows}"
+    name = name or f"bench_{rows}"
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         exists = sa.inspect(connection).has_table(name)

@@ -33,7 +33,6 @@ from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, RunInterrupted, TcloseError
 from .interrupts import terminate_as_interrupt
-from .measures import measure_lines, risk_summary
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
 
@@ -152,6 +151,8 @@ def _summary(report: dict, seconds: float) -> str:
         f"time:      {seconds:.2f} s",
     ]
     if report.get("risk"):
+        from .measures import risk_summary  # pandas: not on the path of `tclose plugins`
+
         lines.insert(-2, risk_summary(report["risk"]))
     return "\n".join(lines)
 
@@ -244,6 +245,8 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             f"info  t of {column} (measured, not enforced by {config.algorithm}): "
             f"{verification.t_achieved[column]:.4f}"
         )
+    from .measures import measure_lines
+
     for text in measure_lines(verification.measures):
         print(text)
     for note in undetectable_changes(report is not None, args.source):
@@ -477,6 +480,8 @@ def _config_if_loadable(path: str | None) -> Config | None:
 def _configure_logging(args: argparse.Namespace, progress: Progress | None) -> None:
     level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
     handler = ConsoleHandler(progress or Progress(sys.stderr, live=False))
+    if progress is None:  # --quiet: the handler's display takes no notices (errors only)
+        handler.progress.close()
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     log.handlers = [handler]
     log.setLevel(level)

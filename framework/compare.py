@@ -16,19 +16,15 @@ import time
 from collections.abc import Callable, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from .attributes import EncodedTable
-from .clustering import cluster_rows
 from .config import Config, load_config
 from .errors import ConfigError
-from .measures import measure_configured
 from .registry import Registry, dialect_of, load_registry
-from .runner import Resolved, _read_inputs, resolve_plugins, with_attribute_options
-from .verify import verify_rows
+
+if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
+    from .attributes import EncodedTable
+    from .runner import Resolved
 
 COLUMNS = (
     ("algorithm", "algorithm"),
@@ -63,6 +59,8 @@ def resolve_all(
 ) -> list[tuple[Resolved, int, float | None]]:
     """Validate every setting before reading anything. The configured ``algorithm.options``
     apply to the configured algorithm only; the others run with their defaults."""
+    from .runner import resolve_plugins
+
     resolved, seen = [], set()
     for name, k, t in settings:
         options = config.algorithm_options if name == config.algorithm else {}
@@ -82,6 +80,14 @@ def run_setting(
     encoded: EncodedTable, config: Config, resolved: Resolved, k: int, t: float | None
 ) -> dict[str, Any]:
     """Partition, aggregate, verify and measure one setting; one row of the comparison."""
+    import numpy as np
+    import pandas as pd
+
+    from .measures import measure_configured
+    from .partition import cluster_rows
+    from .runner import with_attribute_options
+    from .verify import verify_rows
+
     started = time.perf_counter()
     labels, _partition, _ = cluster_rows(
         encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
@@ -140,6 +146,8 @@ def compare(
         ConfigError: an unknown algorithm or a bad k or t (before any row is read);
         DataError: the source cannot be read or encoded.
     """
+    from .runner import _read_inputs
+
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     runs = resolve_all(config, plan(config, algorithms, ks, ts), registry)

@@ -6,19 +6,26 @@ of a second. A first run can therefore spend seconds compiling: :func:`compile_n
 stderr (through :func:`tclose.progress.notice`) instead of leaving an unexplained wait.
 
 Only compilations in this process are seen (not those in the worker processes of a blocked run).
+The phases that call kernels (partitioning, the disclosure-risk measures, verification) each watch
+their own compilations; the "compiling" line is printed once per display (one command), the time
+once per phase that compiled something.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import progress
 from .progress import notice
 
 _lock = threading.Lock()
+#: The displays (:class:`tclose.progress.Progress`) already told that kernels are compiling.
+_announced: weakref.WeakSet = weakref.WeakSet()
 
 
 class _CompileWatch:
@@ -47,7 +54,10 @@ class _CompileWatch:
             if self.depth > 1:
                 return
             self.started = time.perf_counter()
-            if self.kernels == 0:
+            display = progress._current
+            if self.kernels == 0 and (display is None or display not in _announced):
+                if display is not None:
+                    _announced.add(display)
                 notice(
                     "compiling Numba kernels for this machine (first run only: later runs "
                     "load them from the cache)..."

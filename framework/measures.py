@@ -155,6 +155,7 @@ def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance,
     (:func:`tclose._linkage.resolve_rows`), writing their shares into ``out``; return the
     others."""
     from ._linkage import resolve_rows
+    from .kernel_notice import compile_notice
 
     m = min(WITNESSES, len(distinct) - 1)
     if m < 1:
@@ -164,7 +165,8 @@ def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance,
     if m + 1 == len(distinct):  # every vector is listed
         reach = np.full(len(distinct), np.inf)
     near = np.ascontiguousarray(near.reshape(len(distinct), m + 1))
-    resolved, share = resolve_rows(source_x, distinct, counts, classes, near, reach, tolerance)
+    with compile_notice():  # a first run compiles the linkage kernel here
+        resolved, share = resolve_rows(source_x, distinct, counts, classes, near, reach, tolerance)
     out[resolved] = share[resolved]
     return np.flatnonzero(~resolved)
 

@@ -31,10 +31,11 @@ DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of 
 _MODULUS = 2**256
 
 
-def _first_values(rows: Sequence[tuple]) -> list[Any]:
-    """The first non-null value of every column (a database column holds one type)."""
+def _first_values(rows: Sequence[tuple]) -> dict[int, Any]:
+    """The first non-null value of every column, by column position (a database column holds
+    one type)."""
     if not rows:
-        return []
+        return {}
     found: dict[int, Any] = {}
     missing = set(range(len(rows[0])))
     for row in rows:
@@ -43,7 +44,7 @@ def _first_values(rows: Sequence[tuple]) -> list[Any]:
             missing.discard(i)
         if not missing:
             break
-    return list(found.values())
+    return found
 
 
 def _needs_canonical(value: Any) -> bool:
@@ -72,8 +73,12 @@ class ContentDigest:
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
-        if any(_needs_canonical(v) for v in _first_values(rows)):
-            rows = [tuple(_canonical(v) for v in row) for row in rows]
+        canonical = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
+        if canonical:  # only the columns of such a type (one timestamp column of twenty, say)
+            columns = list(zip(*rows))
+            for i in canonical:
+                columns[i] = tuple(map(_canonical, columns[i]))
+            rows = list(zip(*columns))
         sha256, from_bytes = hashlib.sha256, int.from_bytes
         total = self.total
         for row in rows:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+if TYPE_CHECKING:  # SQLAlchemy is imported on the first URL to parse (start-up of the command)
+    import sqlalchemy as sa
 
 #: Query parameters of a database URL whose values are credentials (lower case; libpq, psycopg,
 #: PyMySQL, mysqlclient, ODBC and cloud drivers). ``sslkey``/``sslcert`` are file paths, not
@@ -89,6 +89,8 @@ def redact_parsed(url: sa.URL) -> str:
 
 
 def _redact_one(text: str) -> str:
+    from sqlalchemy.engine import make_url
+
     try:
         parsed = make_url(text)
     except Exception:  # not a URL SQLAlchemy reads: hide everything that could be userinfo/query
@@ -104,7 +106,7 @@ def redact_url(text: str | sa.URL, remembered: bool = True) -> str:
     With ``remembered`` (the default) the secrets this process has seen are scrubbed too;
     without, the result depends on ``text`` alone (for digests, which must be reproducible).
     """
-    if isinstance(text, sa.URL):
+    if not isinstance(text, str):  # a parsed sqlalchemy URL
         redacted = redact_parsed(text)
     else:
         redacted = _URL.sub(lambda m: _redact_one(m.group(0)), str(text))

@@ -25,12 +25,7 @@ DEFAULT_PLUGINS = (
     "tclose.plugins.merge",
     "tclose.plugins.k_first",
     "tclose.plugins.auto",
-    "tclose.connectors.sqlite",
-    "tclose.connectors.postgresql",
-    "tclose.connectors.mysql",
-    "tclose.connectors.duckdb",
-    "tclose.connectors.files",
-    "tclose.connectors.sql",
+    "tclose.connectors.builtin",  # every built-in connector, imported on first connect
     "tclose.plugins.audit_table",
 )
 

@@ -33,6 +33,39 @@ def test_digest_reads_aware_datetimes_in_utc():
     assert _digest([(1, utc)], ("a", "b")) == _digest([(1, plus2)], ("a", "b"))
 
 
+def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result():
+    """Only columns of a type that needs it go through the canonical form; the digest is the
+    one of canonicalizing every value (the definition), NULLs first in a column included."""
+    import hashlib
+
+    import numpy as np
+
+    from tclose.published import _MODULUS, _canonical
+
+    tz = dt.timezone(dt.timedelta(hours=-5))
+    rows = [
+        (
+            i,
+            None if i == 0 else dt.datetime(2024, 1, 1, i % 24, tzinfo=tz),
+            np.float64(i / 3),
+            memoryview(bytes([i])),
+            f"t{i}",
+            dt.date(2024, 1, 1 + i % 28),
+            i * 0.5,
+        )
+        for i in range(40)
+    ]
+    columns = ("a", "b", "c", "d", "e", "f", "g")
+    total = 0
+    for row in rows:
+        text = repr(tuple(_canonical(v) for v in row))
+        total += int.from_bytes(
+            hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), "big"
+        )
+    summary = repr((list(columns), len(rows), f"{total % _MODULUS:064x}")).encode()
+    assert _digest(rows, columns, chunks=4) == hashlib.sha256(summary).hexdigest()
+
+
 def test_linkage_tracker_across_chunks():
     tracker = UniqueTracker(["unique", "repeats_later", "nulls", "blob"])
     for chunk in ([0, 1, 2], [3, 4, 5]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -83,3 +84,52 @@ def test_without_a_display_the_notice_is_a_log_record(caplog, monkeypatch):
     with caplog.at_level("INFO", logger="tclose"), compile_notice():
         kernel(np.arange(2.0))
     assert "compiling Numba kernels" in caplog.text and "compiled 1 Numba kernel(s)" in caplog.text
+
+
+def test_two_phases_that_compile_announce_once_and_time_each():
+    stream = io.StringIO()
+    display = progress.Progress(stream, live=False)
+    first, second = _fresh_kernel(), _fresh_kernel()
+    try:
+        with compile_notice():  # e.g. partitioning
+            first(np.arange(3.0))
+        with compile_notice():  # e.g. verification
+            second(np.arange(3.0))
+    finally:
+        display.close()
+    lines = stream.getvalue().splitlines()
+    assert sum("compiling Numba kernels" in line for line in lines) == 1
+    assert sum(line.startswith("compiled 1 Numba kernel(s) in ") for line in lines) == 2
+
+
+def test_the_plugins_command_imports_no_heavy_dependency():
+    modules = _modules_after(
+        "import os; os.environ['TCLOSE_DISABLE_PLUGIN_AUTOLOAD'] = '1'\n"
+        "import contextlib, io\n"
+        "from tclose.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['plugins'])"
+    )
+    assert not {"pandas", "numba", "sqlalchemy", "scipy"} & modules
+
+
+def test_the_builtin_connectors_are_registered_lazily_and_agree_with_their_classes():
+    from tclose.connectors.builtin import BUILTIN_CONNECTORS
+    from tclose.registry import load_registry
+
+    registry = load_registry(entry_points=False)
+    assert sorted(registry.connectors) == sorted(c.name for c in BUILTIN_CONNECTORS)
+    for lazy in BUILTIN_CONNECTORS:
+        real = lazy.load()
+        assert (real.name, tuple(real.dialects)) == (lazy.name, lazy.dialects)
+        assert registry.connector_for(lazy.dialects[0]) is lazy
+
+
+def test_a_lazy_connector_connects_through_its_module(tmp_path):
+    from tclose.connectors.builtin import BUILTIN_CONNECTORS
+    from tclose.connectors.sqlite import SQLiteDatabase
+
+    sqlite = next(c for c in BUILTIN_CONNECTORS if c.name == "sqlite")
+    path = tmp_path / "x.db"
+    sqlite3.connect(path).close()
+    database = sqlite.connect(f"sqlite:///{path.as_posix()}")
+    assert isinstance(database, SQLiteDatabase)

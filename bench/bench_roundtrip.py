@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The 1M-row PostgreSQL round trip against the binary COPY floor (issue 14).
+
+Target: everything a ``tclose run`` does but the kernel — the whole process, start-up and exit
+included, minus the report's ``kernel`` time — at most 1.5x the floor: a bare binary
+``COPY (SELECT * ...) TO STDOUT`` of the source table plus a ``COPY ... FROM STDIN`` of those
+bytes into an empty table of the same columns, measured in the same call.
+
+The table is the one of ``bench/bench_database.py`` (``id`` key, 8 numeric quasi-identifiers,
+``charge``, 10 pass-through columns of mixed types; ~220 MB at 1M rows), created as
+``bench_rt_<rows>`` and dropped at the end with the run's output (``--keep`` keeps the source).
+The run is the real command, ``python -m tclose run`` (t-first, k = 10, t = 0.25, its default
+options), in a fresh process; its wall time and peak RSS come from ``os.wait4``, its phases from
+the JSON report. Repeats interleave floor and run; the medians are printed with the phases of
+the non-kernel time, so that one sees where it goes.
+
+Usage::
+
+    python bench/bench_roundtrip.py [--rows 1000000] [--repeats 3] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_database import QUASI, create_table  # noqa: E402
+
+URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+CONNINFO = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+TARGET_RATIO = 1.5
+
+
+def create(name: str, rows: int) -> None:
+    """The seeded source table (kept when it exists with ``rows`` rows)."""
+    import psycopg
+
+    with psycopg.connect(CONNINFO, autocommit=True) as connection:
+        found = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+        same = bool(found and found[0]) and connection.execute(
+            f"SELECT COUNT(*) FROM {name}"
+        ).fetchone() == (rows,)
+    create_table(URL, rows, recreate=not same, name=name)
+
+
+def drop(*names: str) -> None:
+    import psycopg
+
+    with psycopg.connect(CONNINFO, autocommit=True) as connection:
+        for name in names:
+            connection.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def copy_floor(name: str) -> tuple[float, float]:
+    """(COPY TO seconds, COPY FROM seconds): the whole table out in binary, and back into an
+    empty table of the same columns (created, filled and dropped in one transaction)."""
+    import psycopg
+
+    with psycopg.connect(CONNINFO) as connection:
+        started = time.perf_counter()
+        chunks = []
+        with connection.cursor().copy(
+            f"COPY (SELECT * FROM {name}) TO STDOUT (FORMAT BINARY)"
+        ) as copy:
+            for chunk in copy:
+                chunks.append(bytes(chunk))
+        copied_out = time.perf_counter() - started
+        copy_name = f"{name}_floor"
+        connection.execute(f"CREATE TABLE {copy_name} (LIKE {name})")
+        started = time.perf_counter()
+        with connection.cursor().copy(f"COPY {copy_name} FROM STDIN (FORMAT BINARY)") as copy:
+            for chunk in chunks:
+                copy.write(chunk)
+        connection.commit()
+        copied_in = time.perf_counter() - started
+        connection.execute(f"DROP TABLE {copy_name}")
+        connection.commit()
+    return copied_out, copied_in
+
+
+def run_config(folder: Path, name: str) -> Path:
+    document = {
+        "source": {"url": URL, "table": name, "key": "id"},
+        "target": {"table": f"{name}_out", "if_exists": "replace"},
+        "attributes": {
+            **{q: {"role": "quasi_identifier", "type": "numeric"} for q in QUASI},
+            "charge": {"role": "confidential", "type": "numeric"},
+            **{f"p{i}": {"role": "other", "allow_unique": True} for i in range(1, 11)},
+        },
+        "privacy": {"k": 10, "t": 0.25},
+        "algorithm": {"name": "t-first"},
+        "report": {"json": (folder / "report.json").as_posix()},
+    }
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def run_once(config: Path) -> tuple[float, int, dict[str, float]]:
+    """(process wall s, peak RSS MB, the report's timings) of one ``tclose run``."""
+    env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "tclose", "run", str(config), "-q"], env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("tclose run failed")
+    report = json.loads((config.parent / "report.json").read_text(encoding="utf-8"))
+    if not report["verification"]["passed"]:
+        raise SystemExit("the run did not verify")
+    return wall, usage.ru_maxrss // 1024, report["timings"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the source table")
+    args = parser.parse_args()
+    name = f"bench_rt_{args.rows}"
+    create(name, args.rows)
+    floors, runs = [], []
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = run_config(Path(tmp), name)
+        try:
+            for _ in range(args.repeats):
+                floors.append(copy_floor(name))
+                runs.append(run_once(config))
+        finally:
+            drop(f"{name}_out", *([] if args.keep else [name]))
+    load = ", ".join(f"{a:.2f}->{b:.2f}" for a, b in zip(load_before, os.getloadavg()))
+    print(f"{args.rows} rows, t-first k=10 t=0.25; medians of {args.repeats}; load {load}\n")
+    out = statistics.median(f[0] for f in floors)
+    into = statistics.median(f[1] for f in floors)
+    floor = statistics.median(sum(f) for f in floors)
+    print(f"floor: binary COPY TO {out:.2f} s + COPY FROM {into:.2f} s = {floor:.2f} s")
+    wall = statistics.median(r[0] for r in runs)
+    phases = sorted({p for r in runs for p in r[2] if p != "total"}, key=list(runs[0][2]).index)
+    median = {p: statistics.median(r[2].get(p, 0.0) for r in runs) for p in phases}
+    total = statistics.median(r[2]["total"] for r in runs)
+    non_kernel = statistics.median(r[0] - r[2].get("kernel", 0.0) for r in runs)
+    print(f"tclose run: process wall {wall:.2f} s, peak RSS {max(r[1] for r in runs)} MB")
+    for phase in phases:
+        print(f"  {phase:<9} {median[phase]:6.2f} s  ({median[phase] / floor:.2f}x floor)")
+    print(f"  {'start/exit':<9} {wall - total:6.2f} s  (process wall - report total)")
+    ratio = non_kernel / floor
+    verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+    print(
+        f"\nnon-kernel (process wall - kernel) {non_kernel:.2f} s / floor {floor:.2f} s = "
+        f"{ratio:.2f}x (target <= {TARGET_RATIO}x: {verdict})"
+    )
+
+
+if __name__ == "__main__":
+    main()
