@@ -78,7 +78,7 @@ def run(x: np.ndarray, c: np.ndarray, options: dict[str, Any]) -> tuple[float, f
 
 def check(x: np.ndarray, c: np.ndarray, labels: np.ndarray) -> str:
     """Every row clustered, clusters >= k, worst EMD (a failed check is printed, not hidden)."""
-    from tclose.encoding import dense_labels
+    from tclose.arrays import dense_labels
 
     labels = dense_labels(labels)
     sizes = np.bincount(labels)

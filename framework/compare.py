@@ -84,7 +84,7 @@ def run_setting(
     import pandas as pd
 
     from .measures import measure_configured
-    from .partition import cluster_rows
+    from .clustering import cluster_rows
     from .runner import with_attribute_options
     from .verify import verify_rows
 
