@@ -83,8 +83,8 @@ def run_setting(
     import numpy as np
     import pandas as pd
 
-    from .measures import measure_configured
     from .clustering import cluster_rows
+    from .measures import measure_configured
     from .runner import with_attribute_options
     from .verify import verify_rows
 
