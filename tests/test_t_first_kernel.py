@@ -13,6 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tclose.plugins.kernels._compiled import sq_dist_reference, t_first_column_sum
+from tclose.plugins.kernels.onehot import column_layout
+from tclose.plugins.kernels.onehot import sq_dist_reference as onehot_sq_dist
 from tclose.plugins.kernels.t_first import (
     cluster_size,
     strata_sizes,
@@ -347,3 +350,75 @@ def test_empty_and_one_row():
 def test_rejects_bad_input(x, ranks, message):
     with pytest.raises(ValueError, match=message):
         t_first(x, ranks, 1, 0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# One-hot look-ups decide exactly as the column sum (issue 14: same labels, same SSE)
+# --------------------------------------------------------------------------------------------
+
+
+def _nominal_table(rng: np.random.Generator, n: int, widths: tuple[int, ...], numeric: int):
+    """Numeric columns then one-hot groups with skewed category frequencies and awkward scales:
+    many duplicated rows, so many exact and near ties."""
+    parts = [np.round(rng.normal(size=(n, numeric)), 1)]
+    for g, width in enumerate(widths):
+        weights = 1.0 / np.arange(1, width + 1) ** 1.5
+        codes = rng.choice(width, n, p=weights / weights.sum())
+        scale = (0.5**0.5, 0.3, 1.7 / 3.0, 1.0)[g % 4]
+        group = np.zeros((n, width))
+        group[np.arange(n), codes] = scale
+        parts.append(group)
+    return np.hstack(parts)
+
+
+def _strata(n: int, ranks: np.ndarray, kp: int) -> tuple[np.ndarray, np.ndarray]:
+    sizes = strata_sizes(n, kp)
+    return np.repeat(np.arange(kp, dtype=np.int64), sizes)[ranks], sizes
+
+
+def test_look_ups_are_not_bit_identical_but_decisions_are():
+    # Adult-like: 2 numeric columns, groups of 2, 5, 7 and 42 categories.
+    rng = np.random.default_rng(14)
+    n = 3000
+    x = _nominal_table(rng, n, (2, 5, 7, 42), 2)
+    layout = column_layout(x)
+    assert layout.group_lo.shape[0] == 4
+    centroid = x.mean(axis=0)
+    rows = np.arange(n)
+    look_up = onehot_sq_dist(layout, x, rows, centroid)
+    column = sq_dist_reference(x, centroid)
+    assert (look_up != column).any()  # the look-ups round differently: the test is not vacuous
+    for k, t in ((5, 0.15), (2, 0.25), (3, 0.05)):
+        ranks = rng.permutation(n).astype(np.int64)
+        labels, kp = t_first(x, ranks, k, t)
+        _check_structure(labels, ranks, k, kp)
+        stratum, sizes = _strata(n, ranks, kp)
+        np.testing.assert_array_equal(labels, t_first_column_sum(x, stratum, sizes))
+
+
+@st.composite
+def _nominal_case(draw):
+    n = draw(st.integers(2, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    widths = tuple(draw(st.lists(st.integers(2, 9), min_size=1, max_size=4)))
+    x = _nominal_table(rng, n, widths, draw(st.integers(0, 2)))
+    k = draw(st.integers(1, min(n, 6)))
+    t = draw(st.sampled_from((0.05, 0.13, 0.25, 0.5)))
+    return x, rng.permutation(n).astype(np.int64), k, t
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nominal_case())
+def test_look_ups_decide_as_the_column_sum(case):
+    x, ranks, k, t = case
+    n = x.shape[0]
+    labels, kp = t_first(x, ranks, k, t)
+    _check_structure(labels, ranks, k, kp)  # every row in one cluster, clusters >= k
+    stratum, sizes = _strata(n, ranks, kp)
+    np.testing.assert_array_equal(labels, t_first_column_sum(x, stratum, sizes))
+    np.testing.assert_array_equal(labels, t_first_reference(x, ranks, k, t)[0])
+    if n % kp == 0:
+        bound = (n - kp) / (2 * (n - 1) * kp)
+        assert bound <= t + 1e-12
+        for c in range(n // kp):
+            assert _emd_distinct(ranks[labels == c], n) <= bound + 1e-12

@@ -32,9 +32,13 @@ go to ``S_{(k'+1)/2}``; if ``k'`` is even, ``ceil(r/2)`` go to the lower-middle 
 remaining record farthest from it; the cluster of ``x_0`` takes, from every stratum, its remaining
 record closest to ``x_0``. Then ``x_1`` is the remaining record farthest from ``x_0`` and a second
 cluster is built around it the same way. Distances are squared Euclidean on the standardized QIs;
-ties go to the lowest row index, in every search. The one-hot columns of nominal QIs are not summed
-column by column: each group enters by one table look-up per record
-(:mod:`tclose.plugins.kernels.onehot`), with the same distances up to rounding.
+ties go to the lowest row index, in every search. Distances are summed column by column in column
+order (:func:`tclose.plugins.kernels._compiled.sq_dist_reference`), so that ties between distinct
+records break the same way everywhere. The compiled kernel does not pay one term per one-hot column
+of a nominal QI: it filters with one table look-up per group (:mod:`tclose.plugins.kernels.onehot`)
+and recomputes the column sum only for the records that could win a decision, with a rigorous
+rounding margin (:func:`tclose.plugins.kernels._compiled.t_first_compiled`): its labels are those
+of :func:`t_first_reference`, bit for bit.
 
 *Extra records.* The paper's test for a second record from ``S_i`` (``|S_i| > |S_1|`` and
 ``|C| = i``) fails when ``S_1`` itself holds extras (``k' = 2``, ``n`` odd: the extra is never
@@ -71,10 +75,10 @@ import numpy as np
 
 from tclose.plugins.kernels._compiled import (
     column_total,
+    sq_dist_reference,
     subtract_rows_reference,
     t_first_compiled,
 )
-from tclose.plugins.kernels.onehot import column_layout, sq_dist_reference
 
 __all__ = ["cluster_size", "strata_sizes", "t_first", "t_first_reference", "t_first_strata"]
 
@@ -214,13 +218,12 @@ def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tup
     extras = sizes - n // max(k_effective, 1)
     remaining = np.arange(n)  # ascending row order, so argmax/lexsort tie to the lowest row
     total = column_total(x)
-    layout = column_layout(x)
     label = 0
 
     def cluster_around(seed: int) -> np.ndarray:
         """Cluster the records closest to ``seed`` per stratum; return distances to ``seed``."""
         nonlocal remaining, label
-        dist = sq_dist_reference(layout, x, remaining, x[seed])
+        dist = sq_dist_reference(x[remaining], x[seed])
         strata = stratum[remaining]
         order = np.lexsort((remaining, dist, strata))
         first = np.searchsorted(strata[order], np.arange(k_effective))
@@ -241,7 +244,7 @@ def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tup
 
     while remaining.size:
         centroid = total / remaining.size
-        x0 = remaining[np.argmax(sq_dist_reference(layout, x, remaining, centroid))]
+        x0 = remaining[np.argmax(sq_dist_reference(x[remaining], centroid))]
         dist_to_x0 = cluster_around(x0)
         if remaining.size:
             cluster_around(remaining[np.argmax(dist_to_x0)])
