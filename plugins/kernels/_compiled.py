@@ -54,10 +54,18 @@ def column_total(x: np.ndarray) -> np.ndarray:
     """Column sums of ``x`` added row by row in row order (the start of the running sums).
 
     ``np.sum`` adds pairwise, in an order that depends on the shape; ``np.cumsum`` adds in order.
+    It runs on blocks of :data:`_TOTAL_BLOCK` rows, each preceded by the sums so far, so that
+    the temporary is one block, not a copy of ``x`` (the order of the additions is unchanged).
     """
-    if x.shape[0] == 0:
-        return np.zeros(x.shape[1])
-    return np.cumsum(x, axis=0)[-1].copy()
+    total = np.zeros(x.shape[1])
+    for lo in range(0, x.shape[0], _TOTAL_BLOCK):
+        block = np.concatenate((total[None, :], x[lo : lo + _TOTAL_BLOCK]))
+        total = np.cumsum(block, axis=0)[-1].copy()
+    return total
+
+
+#: Rows per block of :func:`column_total`.
+_TOTAL_BLOCK = 4096
 
 
 # ---------------------------------------------------------------------------------------------
