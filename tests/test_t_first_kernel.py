@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tclose.plugins.kernels import _compiled
+from tclose.plugins.kernels import t_first as t_first_module
 from tclose.plugins.kernels._compiled import sq_dist_reference, t_first_column_sum
 from tclose.plugins.kernels.onehot import column_layout
 from tclose.plugins.kernels.onehot import sq_dist_reference as onehot_sq_dist
@@ -24,6 +26,19 @@ from tclose.plugins.kernels.t_first import (
 )
 
 T_VALUES = (0.01, 0.05, 0.09, 0.13, 0.17, 0.21, 0.25)
+
+_NUMPY_BELOW = t_first_module.NUMPY_BELOW
+
+
+def setup_module() -> None:
+    # t_first runs the compiled kernel at every size here, so that comparing it with the NumPy
+    # twin (t_first_reference) tests something on small tables too.
+    t_first_module.NUMPY_BELOW = 0
+
+
+def teardown_module() -> None:
+    t_first_module.NUMPY_BELOW = _NUMPY_BELOW
+
 
 # Table 3 of the paper (t-closeness-first, n = 1,080): "minimum/average" cluster size for each t
 # of T_VALUES. The MCD and HCD columns are identical, as the paper notes.
@@ -422,3 +437,22 @@ def test_look_ups_decide_as_the_column_sum(case):
         assert bound <= t + 1e-12
         for c in range(n // kp):
             assert _emd_distinct(ranks[labels == c], n) <= bound + 1e-12
+
+
+def test_small_tables_take_the_numpy_twin_with_the_same_labels(monkeypatch):
+    rng = np.random.default_rng(15)
+    cases = [(_nominal_table(rng, n, (3, 5), 1), rng.permutation(n)) for n in (10, 97, 299)]
+    compiled = [t_first(x, ranks, 3, 0.2) for x, ranks in cases]  # NUMPY_BELOW = 0 here
+
+    def no_compiled(*args):
+        raise AssertionError("the compiled kernel was loaded for a small table")
+
+    monkeypatch.setattr(t_first_module, "NUMPY_BELOW", _NUMPY_BELOW)
+    monkeypatch.setattr(_compiled, "t_first_compiled", no_compiled)
+    for (x, ranks), (labels, kp) in zip(cases, compiled, strict=True):
+        small, small_kp = t_first(x, ranks, 3, 0.2)
+        assert small_kp == kp
+        np.testing.assert_array_equal(small, labels)
+    big = _nominal_table(rng, _NUMPY_BELOW, (3,), 1)
+    with pytest.raises(AssertionError, match="compiled kernel was loaded"):
+        t_first(big, rng.permutation(_NUMPY_BELOW), 3, 0.2)

@@ -77,10 +77,21 @@ from tclose.plugins.kernels._compiled import (
     column_total,
     sq_dist_reference,
     subtract_rows_reference,
-    t_first_compiled,
 )
 
-__all__ = ["cluster_size", "strata_sizes", "t_first", "t_first_reference", "t_first_strata"]
+__all__ = [
+    "NUMPY_BELOW",
+    "cluster_size",
+    "strata_sizes",
+    "t_first",
+    "t_first_reference",
+    "t_first_strata",
+]
+
+#: Tables of fewer rows are clustered by the NumPy twin (:func:`t_first_reference`, the same
+#: labels bit for bit): loading a compiled kernel from Numba's cache costs about 0.2 s of CPU the
+#: first time in a process (Numba's registries), more than the NumPy loop on a few hundred rows.
+NUMPY_BELOW = 300
 
 
 def cluster_size(n: int, k: int, t: float) -> int:
@@ -158,8 +169,7 @@ def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndar
     x, ranks, k_effective, stratum, sizes = _prepare(x, ranks, k, t)
     if x.shape[0] == 0:
         return np.empty(0, dtype=np.int64), k_effective
-    labels = t_first_compiled(x, stratum, sizes)
-    return labels, k_effective
+    return _labels(x, stratum, sizes), k_effective
 
 
 def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -207,13 +217,28 @@ def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.
             f"extra per cluster: {q} cluster(s), {extras} extra record(s), "
             f"{k_effective} strata."
         )
-    return t_first_compiled(x, stratum, sizes)
+    return _labels(x, stratum, sizes)
 
 
 def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndarray, int]:
     """Plain NumPy t-first: same arguments and, bit for bit, the same result as :func:`t_first`."""
     x, ranks, k_effective, stratum, sizes = _prepare(x, ranks, k, t)
-    n = x.shape[0]
+    return _numpy_labels(x, stratum, sizes), k_effective
+
+
+def _labels(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The compiled kernel, or for fewer than :data:`NUMPY_BELOW` rows its NumPy twin."""
+    if x.shape[0] < NUMPY_BELOW:
+        return _numpy_labels(x, stratum, sizes)
+    from tclose.plugins.kernels._compiled import t_first_compiled
+
+    return t_first_compiled(x, stratum, sizes)
+
+
+def _numpy_labels(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """t-first labels in plain NumPy (the twin of
+    :func:`tclose.plugins.kernels._compiled.t_first_compiled`)."""
+    n, k_effective = x.shape[0], sizes.shape[0]
     labels = np.empty(n, dtype=np.int64)
     extras = sizes - n // max(k_effective, 1)
     remaining = np.arange(n)  # ascending row order, so argmax/lexsort tie to the lowest row
@@ -248,7 +273,7 @@ def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tup
         dist_to_x0 = cluster_around(x0)
         if remaining.size:
             cluster_around(remaining[np.argmax(dist_to_x0)])
-    return labels, k_effective
+    return labels
 
 
 def _validate_scalars(n: int, k: int, t: float) -> tuple[int, int, Fraction]:
