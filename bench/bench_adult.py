@@ -93,17 +93,18 @@ def side_tclose(csv: str, column_sum_check: bool = False) -> dict:
     from adult_example import EDUCATION  # this folder is on sys.path when run as a script
 
     import tclose
-    from tclose.plugins.kernels import _compiled, t_first
+    from tclose.plugins.kernels import _compiled
 
     calls = []
+    compiled = _compiled.t_first_compiled
     if column_sum_check:  # keep the kernel's arguments, to rerun them on the column sum after
 
         def spy(x, stratum, sizes):  # type: ignore[no-untyped-def]
-            labels = _compiled.t_first_compiled(x, stratum, sizes)
+            labels = compiled(x, stratum, sizes)
             calls.append((x, stratum, sizes, labels))
             return labels
 
-        t_first.t_first_compiled = spy  # type: ignore[assignment]
+        _compiled.t_first_compiled = spy  # t_first imports it from there when it runs
 
     frame = pd.read_csv(csv)[[*QUASI_IDENTIFIERS, SENSITIVE]]
     specs = {q: "nominal" for q in QUASI_IDENTIFIERS}
@@ -146,7 +147,10 @@ def run_child(python: str, side: str, csv: str) -> dict:
         os.dup2(write, 1)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
-        os.execv(python, [python, __file__, "--side", side, "--csv", csv])
+        # tclose alone, as installed: no third-party plugins that this machine's environment
+        # may hold (some import SQLAlchemy: +14 MB), as in bench_startup.py.
+        env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        os.execve(python, [python, __file__, "--side", side, "--csv", csv], env)
     os.close(write)
     with os.fdopen(read) as pipe:
         stdout = pipe.read()
@@ -184,6 +188,7 @@ def main() -> None:
         return
     csv = str(Path(args.csv).resolve())
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores; {K=} {T=}; {csv}")
+    print("third-party tclose plugin autoload disabled (TCLOSE_DISABLE_PLUGIN_AUTOLOAD=1)")
     runs: dict[str, list[dict]] = {"tclose": [], "anjana": []}
     for _ in range(args.repeats):
         runs["tclose"].append(run_child(sys.executable, "tclose", csv))

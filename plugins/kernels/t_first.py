@@ -145,7 +145,8 @@ def strata_sizes(n: int, k_effective: int) -> np.ndarray:
 
 
 def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndarray, int]:
-    """Partition the rows of ``x`` with t-closeness-first microaggregation (compiled kernel).
+    """Partition the rows of ``x`` with t-closeness-first microaggregation (compiled kernel;
+    below :data:`NUMPY_BELOW` rows its NumPy twin, with the same labels).
 
     Args:
         x: ``(n, d)`` float array of quasi-identifiers, standardized (z-scores); finite.
