@@ -379,9 +379,10 @@ def _t_first_loop(x, xt, codes, layout, ranges, rows, start, sizes, total):
     return labels
 
 
-#: 4 units in the last place of 1.0 (2 u): ``eps`` is twice the error bound ``K u B`` of the two
-#: sums, doubled again for safety.
-_EPS_UNIT = 4.0 * 2.0**-53
+#: ``8 u`` (``u = 2^-53``, the unit roundoff): each sum is within ``K u B`` of the exact distance
+#: (:func:`_fill_point`), so the two differ by at most ``e = 2 K u B``; the decisions need
+#: ``eps >= 2 e = 4 K u B``, and ``8 K u B`` doubles it for the rounding of ``B`` itself.
+_EPS_UNIT = 8.0 * 2.0**-53
 
 
 @njit(cache=True)
@@ -389,8 +390,9 @@ def _fill_point(point, layout, ranges, point_numeric, table) -> float:
     """The point's numeric coordinates, and its table ``|c e_v - p|^2`` for every group
     (twin of :func:`tclose.plugins.kernels.onehot.fill_tables_reference`). Returns ``eps``.
 
-    ``eps`` bounds twice the difference between the look-up distance and the column-order sum,
-    for any record. Both sums add ``K <= d + g + 8`` rounded non-negative terms (the group
+    ``eps`` is four times a bound on the difference between the look-up distance and the
+    column-order sum of any record (twice what the decisions need, see :data:`_EPS_UNIT`). Both
+    sums add ``K <= d + g + 8`` rounded non-negative terms (the group
     terms are ``S_g - p_v^2 + (c - p_v)^2``, ``S_g = sum p_j^2``); each is off by at most
     ``K u`` times ``B = sum over numeric columns of the largest (x_j - p_j)^2 over the column's
     range + sum over groups of (S_g + the largest table entry)``, which bounds the distance and
