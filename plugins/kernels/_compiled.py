@@ -524,6 +524,31 @@ def _two_nearest(span, span_rows):
 
 
 @njit(cache=True)
+def _refine_two_nearest(x, seed, span, span_rows, threshold):
+    """:func:`_two_nearest` by the column-order sum to ``seed``, among the positions whose
+    ``span`` is at most ``threshold`` (their ``span`` becomes that sum); the others cannot be
+    among the two nearest (see :func:`_stratified_cluster`)."""
+    best = -1
+    best_dist = np.inf
+    best_row = -1
+    second = -1
+    second_dist = np.inf
+    second_row = -1
+    for a in range(span.shape[0]):
+        if span[a] > threshold:
+            continue
+        v = _column_sum(x, span_rows[a], seed)
+        span[a] = v
+        r = span_rows[a]
+        if v < best_dist or (v == best_dist and r < best_row):
+            second, second_dist, second_row = best, best_dist, best_row
+            best, best_dist, best_row = a, v, r
+        elif v < second_dist or (v == second_dist and r < second_row):
+            second, second_dist, second_row = a, v, r
+    return best, second
+
+
+@njit(cache=True)
 def _stratified_cluster(
     x, xt, codes, rows, dist, start, count, extras, total, labels, label, members, seed, eps
 ) -> int:
@@ -543,10 +568,7 @@ def _stratified_cluster(
         span_rows = rows[lo : lo + count[i]]
         best, second = _two_nearest(span, span_rows)
         threshold = span[second if second >= 0 else best] + eps
-        for a in range(span.shape[0]):
-            if span[a] <= threshold:
-                span[a] = _column_sum(x, span_rows[a], seed)
-        best, second = _two_nearest(span, span_rows)
+        best, second = _refine_two_nearest(x, seed, span, span_rows, threshold)
         best_row = span_rows[best]
         second_row = span_rows[second] if second >= 0 else -1
         members[taken] = best_row
