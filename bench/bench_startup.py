@@ -86,6 +86,9 @@ def main() -> None:
     cold = "--no-cold" not in sys.argv
     python = [sys.executable]
     env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # The library lines below run `python -c`, not the tclose command: give them the command's
+    # one BLAS thread (tclose/__main__.py), so that they add up to what the run pays.
+    libraries_env = {"OPENBLAS_NUM_THREADS": "1", **env}
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"medians of {repeats} fresh processes; {os.cpu_count()} CPUs, load average {load}")
     print("third-party plugin autoload disabled (TCLOSE_DISABLE_PLUGIN_AUTOLOAD=1)\n")
@@ -110,10 +113,13 @@ def main() -> None:
             f"budget {RUN_CPU_BUDGET} s CPU: {ratio:.2f}x",
         )
         print(
-            "\nwhere the warm run's CPU goes: each library alone (a fresh process, floor included)"
+            "\nwhere the warm run's CPU goes: each library alone (a fresh process, floor included,"
+            " OPENBLAS_NUM_THREADS=1 as the command sets it)"
         )
         for library in COMPONENTS:
-            alone = medians([measure([*python, "-c", library], env) for _ in range(repeats)])
+            alone = medians(
+                [measure([*python, "-c", library], libraries_env) for _ in range(repeats)]
+            )
             line(f"  {library}", *alone, "")
         if cold:
             cache = Path(tmp) / "numba-cache"

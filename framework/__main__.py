@@ -1,9 +1,20 @@
-"""``python -m tclose`` and the ``tclose`` console script: the command-line interface."""
+"""``python -m tclose`` and the ``tclose`` console script: the command-line interface.
+
+**One BLAS thread.** Before NumPy (and SciPy, which bundles a second OpenBLAS) is imported, the
+command sets ``OPENBLAS_NUM_THREADS=1`` unless the environment already sets it. Each OpenBLAS
+starts a pool of threads when it loads, which cost 0.1-0.17 s of CPU per command on a 2-core
+machine (issue 14, ``bench/bench_startup.py``); tclose's work is in Numba kernels and its BLAS
+calls are ``(n, d) @ (d, d)`` products with small ``d``, which one thread does as fast. Set the
+variable yourself to choose otherwise. Applications importing :mod:`tclose` are not affected.
+"""
 
 import gc
+import os
 import sys
 
-from tclose.cli import main
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from tclose.cli import main  # noqa: E402  (after the BLAS setting, which NumPy reads on import)
 
 
 def console() -> None:

@@ -471,6 +471,21 @@ class EncodedTable:
         return {"sse": sse, "sse_per_attribute": per_attribute}
 
 
+def _stack_embeddings(quasi: list[QuasiIdentifier], n: int) -> np.ndarray:
+    """``np.hstack`` of the embeddings, C-contiguous ``float64``; each ``embedding`` then becomes
+    a view of its columns, so that the one-hot matrices are held once, not twice. Each
+    embedding is freed as soon as it is copied: the pages of ``x`` (``np.empty``) are only
+    committed as they are written, so the peak is about one ``x``, not two."""
+    x = np.empty((n, sum(q.embedding.shape[1] for q in quasi)))
+    start = 0
+    for q in quasi:
+        stop = start + q.embedding.shape[1]
+        x[:, start:stop] = q.embedding
+        q.embedding = x[:, start:stop]
+        start = stop
+    return x
+
+
 def encode_table(frame: pd.DataFrame, specs: Sequence[Any]) -> EncodedTable:
     """Encode the QI and confidential columns of ``frame`` as configured by ``specs``
     (:class:`tclose.config.AttributeSpec`), after setting aside ``exclude-rows`` rows."""
@@ -485,13 +500,13 @@ def encode_table(frame: pd.DataFrame, specs: Sequence[Any]) -> EncodedTable:
     quasi = [
         encode_quasi_identifier(kept[s.name], s) for s in relevant if s.role == "quasi_identifier"
     ]
-    x = np.hstack([q.embedding for q in quasi]) if quasi else np.zeros((len(kept), 0))
+    x = _stack_embeddings(quasi, len(kept))
     confidential, options = {}, {}
     for s in relevant:
         if s.role == "confidential":
             confidential[s.name], options[s.name] = encode_confidential(kept[s.name], s)
     return EncodedTable(
-        np.ascontiguousarray(x, dtype=np.float64),
+        x,
         quasi,
         confidential,
         options,

@@ -111,3 +111,33 @@ def test_table_distances_equal_column_distances(case):
             rtol=1e-12,
             atol=1e-12,
         )
+
+
+def test_column_total_adds_in_row_order_without_a_copy_of_x():
+    # Blocks of rows, each after the sums so far: the additions of one cumsum over all rows.
+    from tclose.plugins.kernels._compiled import _TOTAL_BLOCK, column_total
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, _TOTAL_BLOCK, _TOTAL_BLOCK + 1, 3 * _TOTAL_BLOCK + 17):
+        x = rng.normal(size=(n, 4)) * 10.0 ** rng.integers(-8, 8, size=(n, 4))
+        expected = np.cumsum(x, axis=0)[-1] if n else np.zeros(4)
+        assert column_total(x).tobytes() == expected.tobytes()
+
+
+def test_encoded_embeddings_are_views_of_x():
+    # The one-hot matrices are held once: each QI's embedding is its block of x.
+    rng = np.random.default_rng(6)
+    frame = pd.DataFrame(
+        {"age": rng.integers(18, 90, 50), "country": rng.choice(["a", "b", "c", "d"], 50)}
+    )
+    specs = [
+        AttributeSpec("age", "quasi_identifier", "numeric"),
+        AttributeSpec("country", "quasi_identifier", "nominal"),
+    ]
+    encoded = encode_table(frame, specs)
+    x = encoded.x
+    assert x.flags.c_contiguous and x.dtype == np.float64 and x.shape == (50, 5)
+    age, country = encoded.quasi_identifiers
+    assert np.shares_memory(age.embedding, x) and np.shares_memory(country.embedding, x)
+    np.testing.assert_array_equal(np.hstack([age.embedding, country.embedding]), x)
+    np.testing.assert_array_equal(country.embedding.argmax(axis=1), country.codes)

@@ -13,6 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tclose.plugins.kernels import _compiled
+from tclose.plugins.kernels import t_first as t_first_module
+from tclose.plugins.kernels._compiled import sq_dist_reference, t_first_column_sum
+from tclose.plugins.kernels.onehot import column_layout
+from tclose.plugins.kernels.onehot import sq_dist_reference as onehot_sq_dist
 from tclose.plugins.kernels.t_first import (
     cluster_size,
     strata_sizes,
@@ -21,6 +26,19 @@ from tclose.plugins.kernels.t_first import (
 )
 
 T_VALUES = (0.01, 0.05, 0.09, 0.13, 0.17, 0.21, 0.25)
+
+_NUMPY_BELOW = t_first_module.NUMPY_BELOW
+
+
+def setup_module() -> None:
+    # t_first runs the compiled kernel at every size here, so that comparing it with the NumPy
+    # twin (t_first_reference) tests something on small tables too.
+    t_first_module.NUMPY_BELOW = 0
+
+
+def teardown_module() -> None:
+    t_first_module.NUMPY_BELOW = _NUMPY_BELOW
+
 
 # Table 3 of the paper (t-closeness-first, n = 1,080): "minimum/average" cluster size for each t
 # of T_VALUES. The MCD and HCD columns are identical, as the paper notes.
@@ -347,3 +365,94 @@ def test_empty_and_one_row():
 def test_rejects_bad_input(x, ranks, message):
     with pytest.raises(ValueError, match=message):
         t_first(x, ranks, 1, 0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# One-hot look-ups decide exactly as the column sum (issue 14: same labels, same SSE)
+# --------------------------------------------------------------------------------------------
+
+
+def _nominal_table(rng: np.random.Generator, n: int, widths: tuple[int, ...], numeric: int):
+    """Numeric columns then one-hot groups with skewed category frequencies and awkward scales:
+    many duplicated rows, so many exact and near ties."""
+    parts = [np.round(rng.normal(size=(n, numeric)), 1)]
+    for g, width in enumerate(widths):
+        weights = 1.0 / np.arange(1, width + 1) ** 1.5
+        codes = rng.choice(width, n, p=weights / weights.sum())
+        scale = (0.5**0.5, 0.3, 1.7 / 3.0, 1.0)[g % 4]
+        group = np.zeros((n, width))
+        group[np.arange(n), codes] = scale
+        parts.append(group)
+    return np.hstack(parts)
+
+
+def _strata(n: int, ranks: np.ndarray, kp: int) -> tuple[np.ndarray, np.ndarray]:
+    sizes = strata_sizes(n, kp)
+    return np.repeat(np.arange(kp, dtype=np.int64), sizes)[ranks], sizes
+
+
+def test_look_ups_are_not_bit_identical_but_decisions_are():
+    # Adult-like: 2 numeric columns, groups of 2, 5, 7 and 42 categories.
+    rng = np.random.default_rng(14)
+    n = 3000
+    x = _nominal_table(rng, n, (2, 5, 7, 42), 2)
+    layout = column_layout(x)
+    assert layout.group_lo.shape[0] == 4
+    centroid = x.mean(axis=0)
+    rows = np.arange(n)
+    look_up = onehot_sq_dist(layout, x, rows, centroid)
+    column = sq_dist_reference(x, centroid)
+    assert (look_up != column).any()  # the look-ups round differently: the test is not vacuous
+    for k, t in ((5, 0.15), (2, 0.25), (3, 0.05)):
+        ranks = rng.permutation(n).astype(np.int64)
+        labels, kp = t_first(x, ranks, k, t)
+        _check_structure(labels, ranks, k, kp)
+        stratum, sizes = _strata(n, ranks, kp)
+        np.testing.assert_array_equal(labels, t_first_column_sum(x, stratum, sizes))
+
+
+@st.composite
+def _nominal_case(draw):
+    n = draw(st.integers(2, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    widths = tuple(draw(st.lists(st.integers(2, 9), min_size=1, max_size=4)))
+    x = _nominal_table(rng, n, widths, draw(st.integers(0, 2)))
+    k = draw(st.integers(1, min(n, 6)))
+    t = draw(st.sampled_from((0.05, 0.13, 0.25, 0.5)))
+    return x, rng.permutation(n).astype(np.int64), k, t
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nominal_case())
+def test_look_ups_decide_as_the_column_sum(case):
+    x, ranks, k, t = case
+    n = x.shape[0]
+    labels, kp = t_first(x, ranks, k, t)
+    _check_structure(labels, ranks, k, kp)  # every row in one cluster, clusters >= k
+    stratum, sizes = _strata(n, ranks, kp)
+    np.testing.assert_array_equal(labels, t_first_column_sum(x, stratum, sizes))
+    np.testing.assert_array_equal(labels, t_first_reference(x, ranks, k, t)[0])
+    if n % kp == 0:
+        bound = (n - kp) / (2 * (n - 1) * kp)
+        assert bound <= t + 1e-12
+        for c in range(n // kp):
+            assert _emd_distinct(ranks[labels == c], n) <= bound + 1e-12
+
+
+def test_small_tables_take_the_numpy_twin_with_the_same_labels(monkeypatch):
+    rng = np.random.default_rng(15)
+    cases = [(_nominal_table(rng, n, (3, 5), 1), rng.permutation(n)) for n in (10, 97, 299)]
+    compiled = [t_first(x, ranks, 3, 0.2) for x, ranks in cases]  # NUMPY_BELOW = 0 here
+
+    def no_compiled(*args):
+        raise AssertionError("the compiled kernel was loaded for a small table")
+
+    monkeypatch.setattr(t_first_module, "NUMPY_BELOW", _NUMPY_BELOW)
+    monkeypatch.setattr(_compiled, "t_first_compiled", no_compiled)
+    for (x, ranks), (labels, kp) in zip(cases, compiled, strict=True):
+        small, small_kp = t_first(x, ranks, 3, 0.2)
+        assert small_kp == kp
+        np.testing.assert_array_equal(small, labels)
+    big = _nominal_table(rng, _NUMPY_BELOW, (3,), 1)
+    with pytest.raises(AssertionError, match="compiled kernel was loaded"):
+        t_first(big, rng.permutation(_NUMPY_BELOW), 3, 0.2)

@@ -21,8 +21,13 @@ tie, even between distinct records, the same way.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit
+
+if TYPE_CHECKING:
+    from tclose.plugins.kernels.onehot import Layout
 
 # ---------------------------------------------------------------------------------------------
 # NumPy twins and shared set-up
@@ -49,10 +54,18 @@ def column_total(x: np.ndarray) -> np.ndarray:
     """Column sums of ``x`` added row by row in row order (the start of the running sums).
 
     ``np.sum`` adds pairwise, in an order that depends on the shape; ``np.cumsum`` adds in order.
+    It runs on blocks of :data:`_TOTAL_BLOCK` rows, each preceded by the sums so far, so that
+    the temporary is one block, not a copy of ``x`` (the order of the additions is unchanged).
     """
-    if x.shape[0] == 0:
-        return np.zeros(x.shape[1])
-    return np.cumsum(x, axis=0)[-1].copy()
+    total = np.zeros(x.shape[1])
+    for lo in range(0, x.shape[0], _TOTAL_BLOCK):
+        block = np.concatenate((total[None, :], x[lo : lo + _TOTAL_BLOCK]))
+        total = np.cumsum(block, axis=0)[-1].copy()
+    return total
+
+
+#: Rows per block of :func:`column_total`.
+_TOTAL_BLOCK = 4096
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,21 +252,56 @@ def t_first_compiled(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> n
     """t-first labels of the rows of ``x`` (C-contiguous float64, finite, ``n >= 1``), given the
     stratum of every row and the strata sizes; see :func:`tclose.plugins.kernels.t_first.t_first`.
 
-    One-hot column groups (nominal QIs) are found by
-    :func:`tclose.plugins.kernels.onehot.column_layout` and enter the distances through one table
-    look-up per group and record instead of one term per column.
+    **Filter, then decide on the column sum.** One-hot column groups (nominal QIs) are found by
+    :func:`tclose.plugins.kernels.onehot.column_layout`; every distance is first computed with one
+    table look-up per group and record (cheap, but rounded differently from the column sum). Each
+    decision (the farthest record, the two closest of a stratum) then recomputes, for the few
+    records whose look-up distance is within ``eps`` of the winner's, the plain column-order sum
+    of :func:`sq_dist` and decides on it. ``eps`` (:func:`_fill_point`) is twice a rigorous bound
+    on the difference of the two sums, so no record outside that margin can win: the labels are,
+    bit for bit, those of the column-sum kernel (:func:`tclose.plugins.kernels.t_first.
+    t_first_reference`), ties included.
     """
     from tclose.plugins.kernels.onehot import column_layout
 
-    layout = column_layout(x)
+    return _t_first_run(x, stratum, sizes, column_layout(x))
+
+
+def t_first_column_sum(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """:func:`t_first_compiled` with every column summed as a number (no look-up tables): the
+    column-sum kernel that the look-ups must reproduce, for tests and benchmarks."""
+    from tclose.plugins.kernels.onehot import Layout
+
+    empty = np.empty(0, dtype=np.int64)
+    layout = Layout(
+        np.arange(x.shape[1], dtype=np.int64),
+        empty,
+        empty,
+        np.empty(0),
+        np.empty((0, x.shape[0]), dtype=np.int64),
+        empty,
+    )
+    return _t_first_run(x, stratum, sizes, layout)
+
+
+def _t_first_run(
+    x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray, layout: Layout
+) -> np.ndarray:
+    """Set up the compacted arrays of :func:`_t_first_loop` for ``layout`` and run it."""
     # Stratum i occupies positions start[i] .. start[i] + count[i] - 1, rows in ascending order.
     rows = np.argsort(stratum, kind="stable").astype(np.int64)
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    xt = np.ascontiguousarray(x[np.ix_(rows, layout.numeric)].T)  # no copy of the groups
+    has_numeric = xt.shape[0] > 0
     return _t_first_loop(
         x,
-        np.ascontiguousarray(x[np.ix_(rows, layout.numeric)].T),  # no copy of the groups
+        xt,
         np.ascontiguousarray(layout.codes[:, rows]),
         (layout.numeric, layout.group_lo, layout.group_hi, layout.group_value, layout.table_start),
+        (
+            xt.min(axis=1) if has_numeric else np.empty(0),
+            xt.max(axis=1) if has_numeric else np.empty(0),
+        ),
         rows,
         start,
         sizes.astype(np.int64),
@@ -262,7 +310,7 @@ def t_first_compiled(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> n
 
 
 @njit(cache=True)
-def _t_first_loop(x, xt, codes, layout, rows, start, sizes, total):
+def _t_first_loop(x, xt, codes, layout, ranges, rows, start, sizes, total):
     n, d = x.shape
     n_strata = sizes.shape[0]
     count = sizes.copy()
@@ -279,45 +327,106 @@ def _t_first_loop(x, xt, codes, layout, rows, start, sizes, total):
     while m > 0:
         for j in range(d):
             point[j] = total[j] / m
-        _fill_point(point, layout, point_numeric, table)
+        eps = _fill_point(point, layout, ranges, point_numeric, table)
         _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
-        x0 = rows[_argmax_strata(dist, rows, start, count)]
+        x0 = rows[_farthest(x, point, eps, dist, rows, start, count)]
         for j in range(d):
             point[j] = x[x0, j]
-        _fill_point(point, layout, point_numeric, table)
+        eps = _fill_point(point, layout, ranges, point_numeric, table)
         _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
         m -= _stratified_cluster(
-            x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
+            x,
+            xt,
+            codes,
+            rows,
+            dist,
+            start,
+            count,
+            extras,
+            total,
+            labels,
+            label,
+            members,
+            point,
+            eps,
         )
         label += 1
         if m > 0:
-            # dist still holds the distances to x0 of the records left: x1 is the farthest.
-            x1 = rows[_argmax_strata(dist, rows, start, count)]
+            # dist still holds the distances to x0 (= point) of the records left: x1 is the
+            # farthest.
+            x1 = rows[_farthest(x, point, eps, dist, rows, start, count)]
             for j in range(d):
                 point[j] = x[x1, j]
-            _fill_point(point, layout, point_numeric, table)
+            eps = _fill_point(point, layout, ranges, point_numeric, table)
             _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
             m -= _stratified_cluster(
-                x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
+                x,
+                xt,
+                codes,
+                rows,
+                dist,
+                start,
+                count,
+                extras,
+                total,
+                labels,
+                label,
+                members,
+                point,
+                eps,
             )
             label += 1
     return labels
 
 
+#: ``8 u`` (``u = 2^-53``, the unit roundoff): each sum is within ``K u B`` of the exact distance
+#: (:func:`_fill_point`), so the two differ by at most ``e = 2 K u B``; the decisions need
+#: ``eps >= 2 e = 4 K u B``, and ``8 K u B`` doubles it for the rounding of ``B`` itself.
+_EPS_UNIT = 8.0 * 2.0**-53
+
+
 @njit(cache=True)
-def _fill_point(point, layout, point_numeric, table) -> None:
+def _fill_point(point, layout, ranges, point_numeric, table) -> float:
     """The point's numeric coordinates, and its table ``|c e_v - p|^2`` for every group
-    (twin of :func:`tclose.plugins.kernels.onehot.fill_tables_reference`)."""
+    (twin of :func:`tclose.plugins.kernels.onehot.fill_tables_reference`). Returns ``eps``.
+
+    ``eps`` is four times a bound on the difference between the look-up distance and the
+    column-order sum of any record (twice what the decisions need, see :data:`_EPS_UNIT`). Both
+    sums add ``K <= d + g + 8`` rounded non-negative terms (the group
+    terms are ``S_g - p_v^2 + (c - p_v)^2``, ``S_g = sum p_j^2``); each is off by at most
+    ``K u`` times ``B = sum over numeric columns of the largest (x_j - p_j)^2 over the column's
+    range + sum over groups of (S_g + the largest table entry)``, which bounds the distance and
+    the partial sums of both.
+    """
     numeric, group_lo, group_hi, group_value, table_start = layout
+    low, high = ranges
+    bound = 0.0
     for a in range(numeric.shape[0]):
-        point_numeric[a] = point[numeric[a]]
+        p = point[numeric[a]]
+        point_numeric[a] = p
+        bound += max((high[a] - p) * (high[a] - p), (low[a] - p) * (low[a] - p))
     for g in range(group_lo.shape[0]):
         total = 0.0
         for j in range(group_lo[g], group_hi[g]):
             total += point[j] * point[j]
+        worst = 0.0
         for j in range(group_lo[g], group_hi[g]):
             gap = group_value[g] - point[j]
-            table[table_start[g] + j - group_lo[g]] = (total - point[j] * point[j]) + gap * gap
+            entry = (total - point[j] * point[j]) + gap * gap
+            table[table_start[g] + j - group_lo[g]] = entry
+            worst = max(worst, abs(entry))
+        bound += total + worst
+    return _EPS_UNIT * (point.shape[0] + group_lo.shape[0] + 8) * bound
+
+
+@njit(cache=True)
+def _column_sum(x, row, point) -> float:
+    """``|x[row] - point|^2`` summed in column order: the value of :func:`sq_dist`, bit for bit."""
+    acc = 0.0
+    for j in range(point.shape[0]):
+        diff = x[row, j] - point[j]
+        acc += diff * diff
+    return acc
 
 
 @njit(cache=True)
@@ -373,14 +482,83 @@ def _argmax_strata(dist, rows, start, count) -> int:
 
 
 @njit(cache=True)
+def _farthest(x, point, eps, dist, rows, start, count) -> int:
+    """Position of the record farthest from ``point`` by the column-order sum, ties to the
+    lowest row. ``dist`` holds distances within ``eps / 2`` of it; those within ``eps`` of the
+    largest are replaced by the column sum (no other can win)."""
+    threshold = dist[_argmax_strata(dist, rows, start, count)] - eps
+    best = -1
+    best_dist = -1.0
+    best_row = -1
+    for i in range(start.shape[0]):
+        for p in range(start[i], start[i] + count[i]):
+            if dist[p] >= threshold:
+                v = _column_sum(x, rows[p], point)
+                dist[p] = v
+                if v > best_dist or (v == best_dist and rows[p] < best_row):
+                    best, best_dist, best_row = p, v, rows[p]
+    return best
+
+
+@njit(cache=True)
+def _two_nearest(span, span_rows):
+    """Positions in ``span`` of the smallest and second smallest ``(span, span_rows)``
+    (``-1`` for the second if the span has one record)."""
+    best = -1
+    best_dist = np.inf
+    best_row = -1
+    second = -1
+    second_dist = np.inf
+    second_row = -1
+    for a in range(span.shape[0]):
+        v = span[a]
+        if v > second_dist:
+            continue
+        r = span_rows[a]
+        if v < best_dist or (v == best_dist and r < best_row):
+            second, second_dist, second_row = best, best_dist, best_row
+            best, best_dist, best_row = a, v, r
+        elif v < second_dist or r < second_row:
+            second, second_dist, second_row = a, v, r
+    return best, second
+
+
+@njit(cache=True)
+def _refine_two_nearest(x, seed, span, span_rows, threshold):
+    """:func:`_two_nearest` by the column-order sum to ``seed``, among the positions whose
+    ``span`` is at most ``threshold`` (their ``span`` becomes that sum); the others cannot be
+    among the two nearest (see :func:`_stratified_cluster`)."""
+    best = -1
+    best_dist = np.inf
+    best_row = -1
+    second = -1
+    second_dist = np.inf
+    second_row = -1
+    for a in range(span.shape[0]):
+        if span[a] > threshold:
+            continue
+        v = _column_sum(x, span_rows[a], seed)
+        span[a] = v
+        r = span_rows[a]
+        if v < best_dist or (v == best_dist and r < best_row):
+            second, second_dist, second_row = best, best_dist, best_row
+            best, best_dist, best_row = a, v, r
+        elif v < second_dist or (v == second_dist and r < second_row):
+            second, second_dist, second_row = a, v, r
+    return best, second
+
+
+@njit(cache=True)
 def _stratified_cluster(
-    x, xt, codes, rows, dist, start, count, extras, total, labels, label, members
+    x, xt, codes, rows, dist, start, count, extras, total, labels, label, members, seed, eps
 ) -> int:
-    """One cluster: the closest record (by ``dist``) of every stratum, plus one extra record.
+    """One cluster: the closest record to ``seed`` of every stratum, plus one extra record.
 
     The extra is the second closest record of the first stratum that still holds extras, unless
-    none does. The chosen records are labelled and swap-removed (``dist`` moves along, so that
-    it still gives the distances of the records left). Returns how many were taken.
+    none does. ``dist`` holds look-up distances to the seed; in each stratum those within ``eps``
+    of the second smallest are replaced by the column-order sum, which decides. The chosen records
+    are labelled and swap-removed (``dist`` moves along, so that it still gives the distances of
+    the records left). Returns how many were taken.
     """
     taken = 0
     extra_taken = False
@@ -388,22 +566,11 @@ def _stratified_cluster(
         lo = start[i]
         span = dist[lo : lo + count[i]]
         span_rows = rows[lo : lo + count[i]]
-        best = -1
-        best_dist = np.inf
-        best_row = -1
-        second = -1
-        second_dist = np.inf
-        second_row = -1
-        for a in range(span.shape[0]):
-            v = span[a]
-            if v > second_dist:
-                continue
-            r = span_rows[a]
-            if v < best_dist or (v == best_dist and r < best_row):
-                second, second_dist, second_row = best, best_dist, best_row
-                best, best_dist, best_row = a, v, r
-            elif v < second_dist or r < second_row:
-                second, second_dist, second_row = a, v, r
+        best, second = _two_nearest(span, span_rows)
+        threshold = span[second if second >= 0 else best] + eps
+        best, second = _refine_two_nearest(x, seed, span, span_rows, threshold)
+        best_row = span_rows[best]
+        second_row = span_rows[second] if second >= 0 else -1
         members[taken] = best_row
         labels[best_row] = label
         taken += 1

@@ -24,8 +24,11 @@ a column not in a group stays numeric.
 
 **Order of the sums.** :func:`sq_dist_reference` (NumPy) and the compiled loop add the numeric
 columns first, in column order, then the groups' table entries in group order, with the same
-floating-point operations, so the compiled kernel and its reference agree bit for bit. Without
-groups the sum is the plain column-order sum of :mod:`tclose.plugins.kernels._compiled`.
+floating-point operations, so the compiled look-up and its reference agree bit for bit. They do
+not agree bit for bit with the plain column-order sum, which the kernels' decisions follow: the
+t-first kernel uses the look-ups as a filter and recomputes the column sum for the records within
+a rigorous rounding margin of each decision (:func:`tclose.plugins.kernels._compiled.
+t_first_compiled`).
 """
 
 from __future__ import annotations

@@ -32,9 +32,13 @@ go to ``S_{(k'+1)/2}``; if ``k'`` is even, ``ceil(r/2)`` go to the lower-middle 
 remaining record farthest from it; the cluster of ``x_0`` takes, from every stratum, its remaining
 record closest to ``x_0``. Then ``x_1`` is the remaining record farthest from ``x_0`` and a second
 cluster is built around it the same way. Distances are squared Euclidean on the standardized QIs;
-ties go to the lowest row index, in every search. The one-hot columns of nominal QIs are not summed
-column by column: each group enters by one table look-up per record
-(:mod:`tclose.plugins.kernels.onehot`), with the same distances up to rounding.
+ties go to the lowest row index, in every search. Distances are summed column by column in column
+order (:func:`tclose.plugins.kernels._compiled.sq_dist_reference`), so that ties between distinct
+records break the same way everywhere. The compiled kernel does not pay one term per one-hot column
+of a nominal QI: it filters with one table look-up per group (:mod:`tclose.plugins.kernels.onehot`)
+and recomputes the column sum only for the records that could win a decision, with a rigorous
+rounding margin (:func:`tclose.plugins.kernels._compiled.t_first_compiled`): its labels are those
+of :func:`t_first_reference`, bit for bit.
 
 *Extra records.* The paper's test for a second record from ``S_i`` (``|S_i| > |S_1|`` and
 ``|C| = i``) fails when ``S_1`` itself holds extras (``k' = 2``, ``n`` odd: the extra is never
@@ -71,12 +75,23 @@ import numpy as np
 
 from tclose.plugins.kernels._compiled import (
     column_total,
+    sq_dist_reference,
     subtract_rows_reference,
-    t_first_compiled,
 )
-from tclose.plugins.kernels.onehot import column_layout, sq_dist_reference
 
-__all__ = ["cluster_size", "strata_sizes", "t_first", "t_first_reference", "t_first_strata"]
+__all__ = [
+    "NUMPY_BELOW",
+    "cluster_size",
+    "strata_sizes",
+    "t_first",
+    "t_first_reference",
+    "t_first_strata",
+]
+
+#: Tables of fewer rows are clustered by the NumPy twin (:func:`t_first_reference`, the same
+#: labels bit for bit): loading a compiled kernel from Numba's cache costs about 0.2 s of CPU the
+#: first time in a process (Numba's registries), more than the NumPy loop on a few hundred rows.
+NUMPY_BELOW = 300
 
 
 def cluster_size(n: int, k: int, t: float) -> int:
@@ -130,7 +145,8 @@ def strata_sizes(n: int, k_effective: int) -> np.ndarray:
 
 
 def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndarray, int]:
-    """Partition the rows of ``x`` with t-closeness-first microaggregation (compiled kernel).
+    """Partition the rows of ``x`` with t-closeness-first microaggregation (compiled kernel;
+    below :data:`NUMPY_BELOW` rows its NumPy twin, with the same labels).
 
     Args:
         x: ``(n, d)`` float array of quasi-identifiers, standardized (z-scores); finite.
@@ -154,8 +170,7 @@ def t_first(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndar
     x, ranks, k_effective, stratum, sizes = _prepare(x, ranks, k, t)
     if x.shape[0] == 0:
         return np.empty(0, dtype=np.int64), k_effective
-    labels = t_first_compiled(x, stratum, sizes)
-    return labels, k_effective
+    return _labels(x, stratum, sizes), k_effective
 
 
 def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -203,24 +218,38 @@ def t_first_strata(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.
             f"extra per cluster: {q} cluster(s), {extras} extra record(s), "
             f"{k_effective} strata."
         )
-    return t_first_compiled(x, stratum, sizes)
+    return _labels(x, stratum, sizes)
 
 
 def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tuple[np.ndarray, int]:
     """Plain NumPy t-first: same arguments and, bit for bit, the same result as :func:`t_first`."""
     x, ranks, k_effective, stratum, sizes = _prepare(x, ranks, k, t)
-    n = x.shape[0]
+    return _numpy_labels(x, stratum, sizes), k_effective
+
+
+def _labels(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The compiled kernel, or for fewer than :data:`NUMPY_BELOW` rows its NumPy twin."""
+    if x.shape[0] < NUMPY_BELOW:
+        return _numpy_labels(x, stratum, sizes)
+    from tclose.plugins.kernels._compiled import t_first_compiled
+
+    return t_first_compiled(x, stratum, sizes)
+
+
+def _numpy_labels(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """t-first labels in plain NumPy (the twin of
+    :func:`tclose.plugins.kernels._compiled.t_first_compiled`)."""
+    n, k_effective = x.shape[0], sizes.shape[0]
     labels = np.empty(n, dtype=np.int64)
     extras = sizes - n // max(k_effective, 1)
     remaining = np.arange(n)  # ascending row order, so argmax/lexsort tie to the lowest row
     total = column_total(x)
-    layout = column_layout(x)
     label = 0
 
     def cluster_around(seed: int) -> np.ndarray:
         """Cluster the records closest to ``seed`` per stratum; return distances to ``seed``."""
         nonlocal remaining, label
-        dist = sq_dist_reference(layout, x, remaining, x[seed])
+        dist = sq_dist_reference(x[remaining], x[seed])
         strata = stratum[remaining]
         order = np.lexsort((remaining, dist, strata))
         first = np.searchsorted(strata[order], np.arange(k_effective))
@@ -241,11 +270,11 @@ def t_first_reference(x: np.ndarray, ranks: np.ndarray, k: int, t: float) -> tup
 
     while remaining.size:
         centroid = total / remaining.size
-        x0 = remaining[np.argmax(sq_dist_reference(layout, x, remaining, centroid))]
+        x0 = remaining[np.argmax(sq_dist_reference(x[remaining], centroid))]
         dist_to_x0 = cluster_around(x0)
         if remaining.size:
             cluster_around(remaining[np.argmax(dist_to_x0)])
-    return labels, k_effective
+    return labels
 
 
 def _validate_scalars(n: int, k: int, t: float) -> tuple[int, int, Fraction]:
