@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def resolve_rows(
     source_x: np.ndarray,
     distinct: np.ndarray,
