@@ -48,7 +48,7 @@ INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
 #: Published vectors near a row's own that record linkage tries first as proof of a miss.
-WITNESSES = 8
+WITNESSES = 32
 
 DEFINITIONS = {
     "record_linkage": (

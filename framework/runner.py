@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -246,7 +245,6 @@ class Phases:
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
         self.database_values: dict[str, np.ndarray] = {}
-        self._measuring: Background | None = None
 
     @contextmanager
     def sessions(self) -> Iterator[tuple[Any, Any]]:
@@ -275,8 +273,7 @@ class Phases:
         self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
 
     def cluster(self) -> None:
-        """Fit the distances, partition the rows, aggregate the QIs and start measuring the release
-        (in a thread that :meth:`verify` joins)."""
+        """Fit the distances, partition the rows, aggregate the QIs and measure the release."""
         context, config, encoded = self.context, self.plan.config, self.context.encoded
         assert encoded is not None
         line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
@@ -294,24 +291,13 @@ class Phases:
         context.aggregated = encoded.aggregate(self.labels)
         refuse_overflow(context.aggregated, config.attributes, self.keys)
         self.say("measuring disclosure risk and utility")
-        self._measuring = Background(self._measure)
+        with self.timer.phase("measures"):
+            context.measures = measure_configured(
+                encoded, context.aggregated, config.attributes, config.interval_p, self.labels
+            )
         self.database_values = {
             c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
         }
-
-    def _measure(self) -> None:
-        """The risk and utility measures (run in a thread while the rows are written and
-        verified: they read only the encoded source and the aggregated values)."""
-        context, config = self.context, self.plan.config
-        assert context.encoded is not None and context.aggregated is not None
-        with self.timer.phase("measures"):
-            context.measures = measure_configured(
-                context.encoded,
-                context.aggregated,
-                config.attributes,
-                config.interval_p,
-                self.labels,
-            )
 
     def write(self, source: Any, target: Any) -> None:
         """Fill the staging table, new row numbers in a random order: joined in the source's
@@ -352,20 +338,16 @@ class Phases:
         plan, encoded = self.plan, self.context.encoded
         assert encoded is not None
         self.say("verifying the written rows")
-        try:
-            with self.timer.phase("verify"):
-                verification = _verify_staging(
-                    target,
-                    plan.staging,
-                    plan.config,
-                    plan.resolved,
-                    len(self.keys),
-                    encoded.confidential,
-                    self.progress,
-                )
-        finally:
-            if self._measuring is not None:  # the report (and the publish hooks) need them
-                self._measuring.result()
+        with self.timer.phase("verify"):
+            verification = _verify_staging(
+                target,
+                plan.staging,
+                plan.config,
+                plan.resolved,
+                len(self.keys),
+                encoded.confidential,
+                self.progress,
+            )
         self.context.verification = verification
         if not verification.passed:
             failed = ", ".join(c["name"] for c in verification.failures())
@@ -405,27 +387,6 @@ class Phases:
         report = build_report(self.context)
         finish_report(report, self.context.registry, self.plan.config, report_path)
         return report
-
-
-class Background:
-    """A call run in a daemon thread; :meth:`result` waits for it and re-raises its error. A
-    daemon, so that an interrupted run does not wait for it at exit."""
-
-    def __init__(self, call: Callable[[], None]) -> None:
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._target, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _target(self, call: Callable[[], None]) -> None:
-        try:
-            call()
-        except BaseException as error:  # re-raised in the caller's thread by result()
-            self._error = error
-
-    def result(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 def _transformed_chunks(
