@@ -459,15 +459,10 @@ def measure_release(
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
     # Record linkage first: its (n, d) published embedding is freed before the next arrays.
     linkage = _release_linkage(encoded, published, classes) if linked else None
-    continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
-    pairs = [rescaled(_values(q), continuous_values(q, published[q.name])) for q in continuous]
-    before = np.column_stack([b for b, _ in pairs]) if continuous else np.empty((n, 0))
-    after = np.column_stack([a for _, a in pairs]) if continuous else np.empty((n, 0))
-    del pairs
-    sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
+    interval, loss = _continuous_measures(encoded, published, p) if linked else (None, None)
     risk = {
         "record_linkage": linkage,
-        "interval_disclosure": interval_disclosure(before, after, sd, p) if continuous else None,
+        "interval_disclosure": interval,
         "interval_p": p,
         "attribute": _attribute_section(classes, confidential),
         "reidentification": reidentification_risk(classes),
@@ -475,7 +470,7 @@ def measure_release(
         "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
     }
     utility = {
-        "il1s": il1s(before, after, sd) if continuous else None,
+        "il1s": loss,
         "correlation_max_diff": _correlations(encoded, published, confidential_types, confidential),
         "moments": {
             q.name: moment_changes(_values(q), continuous_values(q, published[q.name]))
@@ -495,6 +490,23 @@ def measure_release(
 
 
 _UTILITY = ("il1s", "correlation_max_diff")
+
+
+def _continuous_measures(
+    encoded: EncodedTable, published: Mapping[str, np.ndarray], p: float
+) -> tuple[float | None, float | None]:
+    """(interval disclosure, IL1s) over the continuous QIs of a linked release (``None`` without
+    such QIs); their ``(n, q)`` stacks are freed on return."""
+    continuous = [q for q in encoded.quasi_identifiers if q.type in _CONTINUOUS]
+    if not continuous:
+        return None, None
+    pairs = [rescaled(_values(q), continuous_values(q, published[q.name])) for q in continuous]
+    before = np.column_stack([b for b, _ in pairs])
+    after = np.column_stack([a for _, a in pairs])
+    del pairs
+    n = len(before)
+    sd = before.std(axis=0, ddof=1) if n > 1 else np.zeros(len(continuous))
+    return interval_disclosure(before, after, sd, p), il1s(before, after, sd)
 
 
 def _release_linkage(
