@@ -106,8 +106,9 @@ def run_config(folder: Path, name: str) -> Path:
     return path
 
 
-def run_once(config: Path) -> tuple[float, int, dict[str, float]]:
-    """(process wall s, peak RSS MB, the report's timings) of one ``tclose run``."""
+def run_once(config: Path) -> tuple[float, int, dict[str, float], float]:
+    """(process wall s, peak RSS MB, the report's timings, process CPU s: user + system, its
+    kernel workers included) of one ``tclose run``."""
     env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "tclose", "run", str(config), "-q"], env=env)
@@ -118,7 +119,8 @@ def run_once(config: Path) -> tuple[float, int, dict[str, float]]:
     report = json.loads((config.parent / "report.json").read_text(encoding="utf-8"))
     if not report["verification"]["passed"]:
         raise SystemExit("the run did not verify")
-    return wall, usage.ru_maxrss // 1024, report["timings"]
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss // 1024, report["timings"], cpu
 
 
 def main() -> None:
@@ -150,7 +152,11 @@ def main() -> None:
     median = {p: statistics.median(r[2].get(p, 0.0) for r in runs) for p in phases}
     total = statistics.median(r[2]["total"] for r in runs)
     non_kernel = statistics.median(r[0] - r[2].get("kernel", 0.0) for r in runs)
-    print(f"tclose run: process wall {wall:.2f} s, peak RSS {max(r[1] for r in runs)} MB")
+    cpu = statistics.median(r[3] for r in runs)
+    print(
+        f"tclose run: process wall {wall:.2f} s, CPU {cpu:.2f} s, "
+        f"peak RSS {max(r[1] for r in runs)} MB (largest of the runs)"
+    )
     for phase in phases:
         print(f"  {phase:<9} {median[phase]:6.2f} s  ({median[phase] / floor:.2f}x floor)")
     print(f"  {'start/exit':<9} {wall - total:6.2f} s  (process wall - report total)")

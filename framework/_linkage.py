@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def resolve_rows(
     source_x: np.ndarray,
     distinct: np.ndarray,

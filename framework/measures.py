@@ -48,7 +48,7 @@ INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
 #: Published vectors near a row's own that record linkage tries first as proof of a miss.
-WITNESSES = 8
+WITNESSES = 32
 
 DEFINITIONS = {
     "record_linkage": (
@@ -225,12 +225,16 @@ def interval_disclosure(
     0.6666666666666666
     """
     original = np.asarray(original, dtype=np.float64)
+    published = np.asarray(published)
     if original.shape[0] == 0:
         return 0.0
-    allowance = 1e-12 * np.maximum(1.0, np.abs(original))
-    allowance += p * np.asarray(sd)
-    inside = np.abs(original - published) <= allowance
-    return float(inside.all(axis=1).mean())
+    spread = p * np.asarray(sd, dtype=np.float64)
+    inside = np.ones(original.shape[0], dtype=bool)
+    for j in range(original.shape[1]):  # one column at a time: n-sized temporaries only
+        allowance = 1e-12 * np.maximum(1.0, np.abs(original[:, j]))
+        allowance += spread[j]
+        inside &= np.abs(original[:, j] - published[:, j]) <= allowance
+    return float(inside.mean())
 
 
 def il1s(original: np.ndarray, published: np.ndarray, sd: np.ndarray) -> float:
@@ -245,7 +249,10 @@ def il1s(original: np.ndarray, published: np.ndarray, sd: np.ndarray) -> float:
     if original.size == 0:
         return 0.0
     scale = np.sqrt(2.0) * np.where(np.asarray(sd) > 0, sd, 1.0)
-    return float((np.abs(original - published) / scale).mean())
+    difference = original - published
+    np.abs(difference, out=difference)
+    difference /= scale
+    return float(difference.mean())
 
 
 def correlation_matrix(values: np.ndarray) -> np.ndarray:
@@ -253,8 +260,8 @@ def correlation_matrix(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     centred = values - values.mean(axis=0)
     norm = np.sqrt((centred**2).sum(axis=0))
-    z = centred / np.where(norm > 0, norm, 1.0)
-    return z.T @ z
+    centred /= np.where(norm > 0, norm, 1.0)  # in place: one (n, q) copy of the values
+    return centred.T @ centred
 
 
 def correlation_max_diff(original: np.ndarray, published: np.ndarray) -> float | None:
@@ -265,11 +272,15 @@ def correlation_max_diff(original: np.ndarray, published: np.ndarray) -> float |
     >>> round(correlation_max_diff(a, b), 6)
     0.105573
     """
-    q = np.asarray(original).shape[1]
-    if q < 2:
+    if np.asarray(original).shape[1] < 2:
         return None
-    difference = np.abs(correlation_matrix(original) - correlation_matrix(published))
-    return float(difference[~np.eye(q, dtype=bool)].max())
+    return _max_off_diagonal(correlation_matrix(original), correlation_matrix(published))
+
+
+def _max_off_diagonal(before: np.ndarray, after: np.ndarray) -> float:
+    """Largest ``|r − r'|`` off the diagonal of two correlation matrices."""
+    difference = np.abs(before - after)
+    return float(difference[~np.eye(len(difference), dtype=bool)].max())
 
 
 def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, float | None]:
@@ -446,20 +457,12 @@ def measure_release(
     confidential = {c: released.get(c, v) for c, v in encoded.confidential.items()}
     columns = [np.asarray(published[q.name]) for q in qis]
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
-    continuous = [q for q in qis if q.type in _CONTINUOUS] if linked else []
-    pairs = [rescaled(_values(q), continuous_values(q, published[q.name])) for q in continuous]
-    before = np.column_stack([b for b, _ in pairs]) if continuous else np.empty((n, 0))
-    after = np.column_stack([a for _, a in pairs]) if continuous else np.empty((n, 0))
-    sd = before.std(axis=0, ddof=1) if continuous and n > 1 else np.zeros(len(continuous))
-    linkage = None
-    if linked:
-        published_x = (
-            np.hstack([embed_published(q, published[q.name]) for q in qis]) if qis else encoded.x
-        )
-        linkage = record_linkage(encoded.x, published_x, classes)
+    # Record linkage first: its (n, d) published embedding is freed before the next arrays.
+    linkage = _release_linkage(encoded, published, classes) if linked else None
+    interval, loss = _continuous_measures(encoded, published, p) if linked else (None, None)
     risk = {
         "record_linkage": linkage,
-        "interval_disclosure": interval_disclosure(before, after, sd, p) if continuous else None,
+        "interval_disclosure": interval,
         "interval_p": p,
         "attribute": _attribute_section(classes, confidential),
         "reidentification": reidentification_risk(classes),
@@ -467,7 +470,7 @@ def measure_release(
         "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
     }
     utility = {
-        "il1s": il1s(before, after, sd) if continuous else None,
+        "il1s": loss,
         "correlation_max_diff": _correlations(encoded, published, confidential_types, confidential),
         "moments": {
             q.name: moment_changes(_values(q), continuous_values(q, published[q.name]))
@@ -487,6 +490,34 @@ def measure_release(
 
 
 _UTILITY = ("il1s", "correlation_max_diff")
+
+
+def _continuous_measures(
+    encoded: EncodedTable, published: Mapping[str, np.ndarray], p: float
+) -> tuple[float | None, float | None]:
+    """(interval disclosure, IL1s) over the continuous QIs of a linked release (``None`` without
+    such QIs); their ``(n, q)`` stacks are freed on return."""
+    continuous = [q for q in encoded.quasi_identifiers if q.type in _CONTINUOUS]
+    if not continuous:
+        return None, None
+    pairs = [rescaled(_values(q), continuous_values(q, published[q.name])) for q in continuous]
+    before = np.column_stack([b for b, _ in pairs])
+    after = np.column_stack([a for _, a in pairs])
+    del pairs
+    n = len(before)
+    sd = before.std(axis=0, ddof=1) if n > 1 else np.zeros(len(continuous))
+    return interval_disclosure(before, after, sd, p), il1s(before, after, sd)
+
+
+def _release_linkage(
+    encoded: EncodedTable, published: Mapping[str, np.ndarray], classes: np.ndarray
+) -> float:
+    """:func:`record_linkage` of the rows of a linked release."""
+    qis = encoded.quasi_identifiers
+    published_x = (
+        np.hstack([embed_published(q, published[q.name]) for q in qis]) if qis else encoded.x
+    )
+    return record_linkage(encoded.x, published_x, classes)
 
 
 def _values(qi: QuasiIdentifier) -> np.ndarray:
@@ -541,9 +572,10 @@ def _correlations(encoded, published, confidential_types, confidential) -> float
         )
         for c in extra
     ]
-    before = np.column_stack([b for b, _ in pairs])
-    after = np.column_stack([a for _, a in pairs])
-    return correlation_max_diff(before, after)
+    # One (n, q) stack at a time (the matrices are what is compared).
+    before = correlation_matrix(np.column_stack([b for b, _ in pairs]))
+    after = correlation_matrix(np.column_stack([a for _, a in pairs]))
+    return _max_off_diagonal(before, after)
 
 
 def rescaled(original: np.ndarray, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

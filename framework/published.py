@@ -251,7 +251,8 @@ def _scan(session, table, config, wanted, progress, line, total) -> PublishedSca
     for rows in session.read_rows(
         table, columns, key="tclose_row", chunk_size=config.source.chunk_size, with_key=False
     ):
-        rows = [tuple(r) for r in rows]
+        if rows and type(rows[0]) is not tuple:  # psycopg gives tuples, others may not
+            rows = [tuple(r) for r in rows]
         digest.update(rows)
         tracker.rows += len(rows)
         for column in checked:

@@ -324,7 +324,7 @@ def test_evaluate_rejects_unaligned_frames() -> None:
         evaluate(original, published, ["zap"])
 
 
-@pytest.mark.parametrize("witnesses", [0, 1, 3])
+@pytest.mark.parametrize("witnesses", [0, 1, 3, 32])
 @pytest.mark.parametrize("integer", [False, True])
 def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer) -> None:
     """Few listed neighbours leave more rows to the tree's queries and tie searches."""
@@ -379,3 +379,31 @@ def test_record_linkage_property_equals_reference(case, witnesses) -> None:
         assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
     finally:
         measures_module.WITNESSES = saved
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_memory_lean_measures_equal_the_whole_array_formulas(seed) -> None:
+    """interval_disclosure (column by column), il1s and the correlations (in place) give the
+    figures of the direct whole-array expressions, bit for bit."""
+    from tclose.measures import correlation_matrix, correlation_max_diff, il1s
+    from tclose.measures import interval_disclosure as interval
+
+    rng = np.random.default_rng(seed)
+    original = rng.normal(size=(500, 4)) * [1.0, 10.0, 1e-3, 1e6]
+    published = original + rng.normal(size=original.shape) * 0.05 * original.std(axis=0)
+    published[::7] = original[::7]
+    sd = original.std(axis=0, ddof=1)
+    allowance = 1e-12 * np.maximum(1.0, np.abs(original)) + 0.05 * sd
+    assert interval(original, published, sd) == float(
+        (np.abs(original - published) <= allowance).all(axis=1).mean()
+    )
+    assert il1s(original, published, sd) == float(
+        (np.abs(original - published) / (np.sqrt(2.0) * sd)).mean()
+    )
+    centred = original - original.mean(axis=0)
+    z = centred / np.sqrt((centred**2).sum(axis=0))
+    assert np.array_equal(correlation_matrix(original), z.T @ z)
+    expected = np.abs(correlation_matrix(original) - correlation_matrix(published))
+    assert correlation_max_diff(original, published) == float(
+        expected[~np.eye(4, dtype=bool)].max()
+    )
