@@ -49,6 +49,9 @@ _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
 #: Published vectors near a row's own that record linkage tries first as proof of a miss.
 WITNESSES = 32
+#: Below this many rows record linkage skips the witness step (a compiled kernel) and settles every
+#: row with the tree's queries: the same shares, and a small run loads no compiled kernel for it.
+WITNESS_MIN_ROWS = 2_000
 
 DEFINITIONS = {
     "record_linkage": (
@@ -158,7 +161,7 @@ def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance,
     from .kernel_notice import compile_notice
 
     m = min(WITNESSES, len(distinct) - 1)
-    if m < 1:
+    if m < 1 or len(source_x) < WITNESS_MIN_ROWS:
         return np.arange(len(source_x))
     reach, near = tree.query(tree.data, k=m + 1, workers=-1)
     reach = reach.reshape(len(distinct), m + 1)[:, -1]

@@ -324,11 +324,14 @@ def test_evaluate_rejects_unaligned_frames() -> None:
         evaluate(original, published, ["zap"])
 
 
+@pytest.mark.parametrize("min_rows", [0, measures_module.WITNESS_MIN_ROWS])
 @pytest.mark.parametrize("witnesses", [0, 1, 3, 32])
 @pytest.mark.parametrize("integer", [False, True])
-def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer) -> None:
-    """Few listed neighbours leave more rows to the tree's queries and tie searches."""
+def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer, min_rows):
+    """Few listed neighbours leave more rows to the tree's queries and tie searches; below
+    WITNESS_MIN_ROWS rows (150 here) the tree settles every row."""
     monkeypatch.setattr(measures_module, "WITNESSES", witnesses)
+    monkeypatch.setattr(measures_module, "WITNESS_MIN_ROWS", min_rows)
     for seed in range(4):
         rng = np.random.default_rng(100 + seed)
         x, published, _ = random_release(rng, 150, 3, 3, integer)
@@ -373,12 +376,12 @@ def test_record_linkage_property_equals_reference(case, witnesses) -> None:
     rows, picks = case
     x = np.array(rows, dtype=float)
     published = x[np.array(picks)] / 2.0
-    saved = measures_module.WITNESSES
-    measures_module.WITNESSES = witnesses
+    saved = measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS
+    measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS = witnesses, 0
     try:
         assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
     finally:
-        measures_module.WITNESSES = saved
+        measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS = saved
 
 
 @pytest.mark.parametrize("seed", range(3))
