@@ -169,6 +169,16 @@ def require_example():
     return require
 
 
+@pytest.fixture
+def maria_login(maria):
+    """``(user, password)``: a MariaDB user with a password and every privilege on the test database."""
+    user, password = f"{maria.prefix}_login", f"Maria-{secrets.token_hex(8)}"
+    maria.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+    maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
+    yield user, password
+    maria.execute(f"DROP USER '{user}'@'%'")
+
+
 def server_url(dialect: str) -> str:
     """The server's URL; skips the test (fails it in CI) if the server cannot be reached."""
     url = SERVER_URLS[dialect]

@@ -57,16 +57,6 @@ def test_postgresql_password_from_environment_and_file(pg, pg_login, tmp_path, m
     assert len(pg.rows(target)) == 60
 
 
-@pytest.fixture
-def maria_login(maria):
-    """A MariaDB user with a password and every privilege on the test database."""
-    user, password = f"{maria.prefix}_login", f"Maria-{secrets.token_hex(8)}"
-    maria.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
-    maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
-    yield user, password
-    maria.execute(f"DROP USER '{user}'@'%'")
-
-
 @pytest.mark.mysql
 def test_mariadb_password_file_right_and_wrong(maria, maria_login, tmp_path, capsys):
     user, password = maria_login

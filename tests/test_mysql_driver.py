@@ -150,3 +150,36 @@ def test_the_command_names_the_driver_except_with_quiet(maria, capsys):
     assert "mysql driver: PyMySQL" in capsys.readouterr().err
     assert main(["-q", "run", config]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", list(connector.DRIVERS))
+def test_no_driver_prints_a_wrong_or_right_password(maria, maria_login, driver, tmp_path, capsys):
+    """A careless user's password (``@``, ``#``, ``/`` in it) through each driver: a wrong one is
+    refused (exit 3) and neither is printed, verbose included; the right one publishes."""
+    from tclose.cli import main
+
+    _need(driver)
+    user, password = maria_login
+    maria.execute(f"SET PASSWORD FOR '{user}'@'%' = PASSWORD('{password}@#/!')")
+    password = f"{password}@#/!"
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=40)
+    password_file = tmp_path / "password"
+    url = sa.make_url(maria.url).set(drivername=f"mysql+{driver}", username=user)
+    document = maria.config(source, target)
+    document["source"].update(url=url.render_as_string(), password_file=str(password_file))
+    config = str(maria.write_config(document))
+    wrong = f"Wrong@{password}"
+    password_file.write_text(wrong)
+
+    assert main(["-v", "run", config]) == 3
+    out, err = capsys.readouterr()
+    assert "Access denied" in err and user in err
+    assert wrong not in out + err and password not in out + err
+
+    password_file.write_text(password)
+    assert main(["-v", "run", config]) == 0
+    out, err = capsys.readouterr()
+    assert password not in out + err
+    assert len(maria.rows(target)) == 40
