@@ -24,6 +24,7 @@ from sqlalchemy.dialects import postgresql
 
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
+from tclose.published import COPY_DIGEST_ALGORITHM, ROW_SAMPLE
 
 from .sql import DriverSession, SQLDatabase, TableName, driver_connection, random_suffix
 
@@ -32,6 +33,21 @@ LOCK_WAIT_SECONDS = 30
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _COPY_TRAILER = struct.pack(">h", -1)
 
+
+#: Column types whose SQL equality is Python's equality of the driver's values (the linkage
+#: check groups them as they are; other types are grouped by their text form).
+_NATIVE_EQUALITY = (
+    sa.Integer,
+    sa.Float,
+    sa.Numeric,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Interval,
+    sa.Uuid,
+    sa.LargeBinary,
+)
 
 #: Column types read in binary format by psycopg's built-in loaders.
 _BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
@@ -147,6 +163,84 @@ class PostgreSQLSession(DriverSession):
         options = " (FORMAT BINARY)" if binary else ""
         cursor = driver_connection(self.connection).cursor()
         return cursor.copy(f"COPY {self.database.qualified(table)} ({names}) FROM STDIN{options}")
+
+    def content_digest(
+        self, table: sa.Table, published_as: TableName | None = None
+    ) -> dict[str, Any]:
+        """The content digest of ``table`` as :data:`tclose.published.COPY_DIGEST_ALGORITHM`
+        defines it: the SHA-256 of the binary ``COPY`` of its columns in name order, rows in
+        ``tclose_row`` order, with the client encoding UTF-8. The bytes are hashed as they
+        arrive (constant memory); ``statement`` is the ``COPY`` an auditor can run in ``psql``
+        and pipe to ``sha256sum``, naming ``published_as`` (the target a staging table
+        becomes) if given."""
+        columns = sorted(table.c.keys())
+        statement = self.digest_statement(table, columns)
+        raw = driver_connection(self.connection)
+        encoding = raw.execute("SHOW client_encoding").fetchone()[0]
+        if encoding.upper() not in ("UTF8", "UNICODE"):
+            raw.execute("SET LOCAL client_encoding = 'UTF8'")
+        sha256 = hashlib.sha256()
+        try:
+            with raw.cursor().copy(statement) as copy:
+                for data in copy:
+                    sha256.update(data)
+        finally:
+            if encoding.upper() not in ("UTF8", "UNICODE"):
+                raw.execute(f"SET LOCAL client_encoding = {_literal(encoding)}")
+        named = table if published_as is None else published_as
+        return {
+            "algorithm": COPY_DIGEST_ALGORITHM,
+            "columns": columns,
+            "sha256": sha256.hexdigest(),
+            "statement": self.digest_statement(named, columns),
+        }
+
+    def digest_statement(self, table: sa.Table | TableName, columns: Sequence[str]) -> str:
+        """The ``COPY ... TO STDOUT (FORMAT binary)`` whose output :meth:`content_digest`
+        hashes."""
+        names = ", ".join(self.database.quote(c) for c in columns)
+        return (
+            f"COPY (SELECT {names} FROM {self.database.qualified(table)} ORDER BY "
+            f"{self.database.quote('tclose_row')}) TO STDOUT (FORMAT binary)"
+        )
+
+    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
+        """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
+        compared by the database: a ``GROUP BY ... HAVING count(*) > 1`` over the first
+        :data:`~tclose.published.ROW_SAMPLE` non-null values settles most columns (a repeat
+        there is a repeat), the whole column settles the others. Text is compared byte for
+        byte (``COLLATE "C"``); a type without an equality of its own (JSON, geometry,
+        case-insensitive text) by its text form."""
+        found = []
+        qualified = self.database.qualified(table)
+        for column in columns:
+            value = self._comparable(table.c[column])
+            exists = f"SELECT 1 FROM {{rows}} WHERE {value} IS NOT NULL"
+            repeat = f"{exists} GROUP BY {value} HAVING count(*) > 1"
+            sample = (
+                f"(SELECT {self.database.quote(column)} FROM {qualified} "
+                f"WHERE {self.database.quote(column)} IS NOT NULL LIMIT {ROW_SAMPLE}) AS sample"
+            )
+            (repeated,) = self.execute(f"SELECT EXISTS ({repeat.format(rows=sample)})")[0]
+            if repeated:
+                continue
+            present, repeated = self.execute(
+                f"SELECT EXISTS ({exists.format(rows=qualified)}), "
+                f"EXISTS ({repeat.format(rows=qualified)})"
+            )[0]
+            if present and not repeated:
+                found.append(column)
+        return found
+
+    def _comparable(self, column: sa.Column) -> str:
+        """The SQL expression whose equality the linkage check uses for ``column``."""
+        name = self.database.quote(column.name)
+        kind = column.type
+        if isinstance(kind, sa.String) and not isinstance(kind, (sa.Enum, postgresql.CITEXT)):
+            return f'{name} COLLATE "C"'
+        if isinstance(kind, _NATIVE_EQUALITY):
+            return name
+        return f'CAST({name} AS text) COLLATE "C"'
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.

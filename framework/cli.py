@@ -204,12 +204,14 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     expected_rows = None
     if report is not None and not args.source:
         expected_rows = report.get("target", {}).get("rows")
+    recorded = ((report or {}).get("target") or {}).get("content_digest") or {}
     verification = verify_published(
         config,
         registry,
         against_source=args.source,
         expected_rows=expected_rows,
         progress=progress,
+        digest_algorithm=recorded.get("algorithm"),
     )
     checks = list(verification.checks)
     if report is not None:
@@ -291,7 +293,8 @@ def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str,
     """The ``content_digest`` check of ``tclose verify --report``: the published table's digest
     recomputed now against the one the run recorded."""
     recorded = (report.get("target") or {}).get("content_digest") or {}
-    actual = (verification.content_digest or {}).get("sha256")
+    computed = verification.content_digest or {}
+    actual = computed.get("sha256") or computed.get("unavailable")
     return {
         "name": "content_digest",
         "passed": bool(recorded.get("sha256")) and recorded.get("sha256") == actual,

@@ -1,6 +1,14 @@
 """What the verifier checks about the published content beyond k and t: its digest and links.
 
-Content digest. Every published row (all its columns, ``tclose_row`` included, in column-name
+Content digest, two definitions (the report's ``target.content_digest.algorithm`` says which;
+``tclose verify --report`` recomputes the one the report names):
+
+- :data:`COPY_DIGEST_ALGORITHM`, on PostgreSQL (sessions with ``content_digest``): the SHA-256 of
+  the table's binary ``COPY`` — every column in name order, ``tclose_row`` included, rows in
+  ``tclose_row`` order, client encoding UTF-8. The database encodes the values; the bytes are
+  hashed at C speed as they arrive, and an auditor recomputes it with ``psql -c "COPY ..." |
+  sha256sum`` (the report records the statement).
+- :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
 order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
 bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
 not matter, and a duplicated row changes the sum). The digest is the SHA-256 of the column names,
@@ -13,6 +21,8 @@ distinct (and which has at least one non-null value in a table of two rows or mo
 onto source rows: it is a *linking column* and fails verification, unless its attribute says
 ``allow_unique: true`` (the report lists such columns). Confidential columns are published
 unchanged by design and are not checked; quasi-identifiers are covered by the k-anonymity check.
+On PostgreSQL the database compares the values (``unique_columns``: SQL equality, text byte for
+byte); elsewhere the values read back are compared in Python.
 """
 
 from __future__ import annotations
@@ -28,6 +38,12 @@ import numpy as np
 import pandas as pd
 
 DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
+COPY_DIGEST_ALGORITHM = (
+    "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "
+    "tclose_row) TO STDOUT (FORMAT binary), client encoding UTF8"
+)
+#: Rows of a column the in-database linkage check looks at first (a repeat there settles it).
+ROW_SAMPLE = 65_536
 _MODULUS = 2**256
 
 
@@ -223,10 +239,20 @@ def scan_published(
     line: str = "",
     total: int | None = None,
     extra_columns: Sequence[str] = (),
+    algorithm: str | None = None,
+    published_as: Any = None,
 ) -> PublishedScan:
-    """Read every column of a written table once, streamed: digest all rows, track the
-    pass-through columns for the linkage check, and keep the QI and confidential columns (and
-    ``extra_columns``, e.g. a kept source key).
+    """Read a written table once, streamed: digest all rows, find the linking pass-through
+    columns, and keep the QI and confidential columns (and ``extra_columns``, e.g. a kept
+    source key).
+
+    ``algorithm`` is the content digest to compute (a report's, for ``tclose verify
+    --report``); by default :data:`COPY_DIGEST_ALGORITHM` where the session can compute it (its
+    database digests the table and compares the pass-through columns; only the QI and
+    confidential columns are read), else :data:`DIGEST_ALGORITHM` (every column is read and
+    digested here). A digest the session cannot compute has ``sha256`` ``None``.
+    ``published_as`` is the name ``table`` will be published under (a staging table's
+    target), for the digest's recorded statement.
 
     ``database`` is a session (:class:`tclose.connectors.sql.Session`, e.g. the one that wrote
     a staging table) or a database (a read-only session is opened).
@@ -234,9 +260,55 @@ def scan_published(
     wanted = config.quasi_identifiers + config.confidential
     wanted += [c for c in extra_columns if c not in wanted]
     if hasattr(database, "read_rows"):
-        return _scan(database, table, config, wanted, progress, line, total)
+        return _scan_session(
+            database, table, config, wanted, progress, line, total, algorithm, published_as
+        )
     with database.session(read_only=True) as session:
-        return _scan(session, table, config, wanted, progress, line, total)
+        return _scan_session(
+            session, table, config, wanted, progress, line, total, algorithm, published_as
+        )
+
+
+def _scan_session(session, table, config, wanted, progress, line, total, algorithm, published_as):
+    """The in-database checks when the session has them and ``algorithm`` allows, else
+    :func:`_scan`."""
+    in_database = callable(getattr(session, "content_digest", None))
+    if algorithm is None:
+        algorithm = COPY_DIGEST_ALGORITHM if in_database else DIGEST_ALGORITHM
+    if algorithm == COPY_DIGEST_ALGORITHM and in_database:
+        return _scan_in_database(
+            session, table, config, wanted, progress, line, total, published_as
+        )
+    scan = _scan(session, table, config, wanted, progress, line, total)
+    if algorithm != DIGEST_ALGORITHM:  # a report's digest this database cannot compute
+        scan.digest = {
+            "algorithm": algorithm,
+            "sha256": None,
+            "unavailable": f"{type(session).__qualname__} cannot compute this digest",
+        }
+    return scan
+
+
+def _scan_in_database(
+    session, table, config, wanted, progress, line, total, published_as
+) -> PublishedScan:
+    """Read only the QI and confidential columns; the database digests the table and compares
+    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_columns``)."""
+    frames, done = [], 0
+    for frame in session.read(
+        table, wanted, key="tclose_row", chunk_size=config.source.chunk_size, with_key=False
+    ):
+        frames.append(frame)
+        done += len(frame)
+        if progress is not None:
+            progress(line, done=done, total=total)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wanted)
+    written = session.table(table)
+    checked, allowed = checked_columns(config.attributes, written.c.keys())
+    linking = session.unique_columns(written, checked) if len(frame) >= 2 else []
+    digest = session.content_digest(written, published_as)
+    digest["rows"] = len(frame)
+    return PublishedScan(frame, digest, linking, allowed)
 
 
 def _scan(session, table, config, wanted, progress, line, total) -> PublishedScan:

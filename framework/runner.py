@@ -347,6 +347,7 @@ class Phases:
                 len(self.keys),
                 encoded.confidential,
                 self.progress,
+                published_as=plan.target,
             )
         self.context.verification = verification
         if not verification.passed:
@@ -444,6 +445,7 @@ def verify_published(
     against_source: bool = False,
     expected_rows: int | None = None,
     progress: Callable[[str], None] | None = None,
+    digest_algorithm: str | None = None,
 ) -> Verification:
     """Re-check the published target table of ``config`` from its rows (``tclose verify``).
 
@@ -460,6 +462,9 @@ def verify_published(
         expected_rows: a row count to check when the source is not read (e.g. ``target.rows``
             of the run's audit report).
         progress: called with a line of text at the start of each phase.
+        digest_algorithm: the content digest to compute (a report's
+            ``target.content_digest.algorithm``); by default the target database's own
+            (:func:`tclose.published.scan_published`).
     """
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
@@ -484,7 +489,11 @@ def verify_published(
     kept_key = config.source.key if against_source and config.keep_key else None
     linked = [kept_key] if kept_key is not None else []
     frame, extra, scan = _read_written(
-        target_db, TableName.parse(config.target.table), config, extra_columns=linked
+        target_db,
+        TableName.parse(config.target.table),
+        config,
+        extra_columns=linked,
+        digest_algorithm=digest_algorithm,
     )
     say("verifying")
     verification = verify_rows(
@@ -528,12 +537,24 @@ def _read_written(
     line: str = "",
     total: int | None = None,
     extra_columns: Sequence[str] = (),
+    digest_algorithm: str | None = None,
+    published_as: TableName | None = None,
 ) -> tuple[pd.DataFrame, dict[str, dict], PublishedScan]:
     """One streamed read of a written table (:func:`tclose.published.scan_published`): its QI
     and confidential columns (and ``extra_columns``), confidential columns encoded as their
     distances expect (with the options they add), and the scan (content digest, linking
     pass-through columns)."""
-    scan = scan_published(database, table, config, progress, line, total, extra_columns)
+    scan = scan_published(
+        database,
+        table,
+        config,
+        progress,
+        line,
+        total,
+        extra_columns,
+        digest_algorithm,
+        published_as,
+    )
     frame = scan.frame
     extra = {}
     for column in config.confidential:
@@ -556,10 +577,18 @@ def _verify_staging(
     n: int,
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
+    published_as: TableName | None = None,
 ) -> Verification:
-    """Read the written table back (QI and confidential columns, streamed) and verify it."""
+    """Read the written table back (QI and confidential columns, streamed) and verify it;
+    ``published_as`` is the target it will become."""
     frame, extra, scan = _read_written(
-        database, staging, config, progress, "verifying the written rows", n
+        database,
+        staging,
+        config,
+        progress,
+        "verifying the written rows",
+        n,
+        published_as=published_as,
     )
     t_enforced = config.t if resolved.algorithm.requires_t else None
     verification = verify_rows(

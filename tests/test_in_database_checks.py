@@ -1,0 +1,183 @@
+"""PostgreSQL verifies content in the database (issue 14): the content digest is the SHA-256 of
+the table's binary COPY (an auditor recomputes it with psql), and the linkage check's value
+comparisons are SQL ``GROUP BY``. Reports made with the earlier digest still verify."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+import sqlalchemy as sa
+
+import tclose.connectors.postgresql as postgresql
+from tclose.cli import main
+from tclose.config import load_config
+from tclose.naming import TableName
+from tclose.published import COPY_DIGEST_ALGORITHM, DIGEST_ALGORITHM, is_linking, scan_published
+from tclose.registry import load_registry
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    capture = io.StringIO()
+    with contextlib.redirect_stdout(capture):
+        code = main(["-q", *args])
+    return code, capture.getvalue()
+
+
+def _published(db, tmp_path, rows: int = 120):
+    source, target = db.name("patients"), db.name("anon")
+    db.create_patients(source, n=rows)
+    document = db.config(source, target)
+    document["report"] = {"json": str(tmp_path / "report.json")}
+    config = db.write_config(document)
+    code, out = _cli("run", str(config))
+    assert code == 0, out
+    return config, target, json.loads((tmp_path / "report.json").read_text())
+
+
+def _psql_sha256(url: str, statement: str) -> str:
+    parsed = sa.engine.make_url(url)
+    conninfo = f"host={parsed.host} port={parsed.port or 5432} user={parsed.username} "
+    conninfo += f"dbname={parsed.database}"
+    psql = subprocess.run(
+        ["psql", conninfo, "-X", "-q", "-c", statement],
+        capture_output=True,
+        check=True,
+        env={"PGCLIENTENCODING": "UTF8", "PATH": "/usr/bin:/bin"},
+    )
+    return (
+        subprocess.run(["sha256sum"], input=psql.stdout, capture_output=True, check=True)
+        .stdout.split()[0]
+        .decode()
+    )
+
+
+def test_the_report_records_the_copy_digest_and_psql_recomputes_it(pg, tmp_path):
+    config, target, report = _published(pg, tmp_path)
+    digest = report["target"]["content_digest"]
+    assert digest["algorithm"] == COPY_DIGEST_ALGORITHM
+    assert digest["rows"] == 120
+    assert digest["columns"] == sorted(digest["columns"]) and "tclose_row" in digest["columns"]
+    assert 'ORDER BY "tclose_row"' in digest["statement"]
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed: the auditor's command cannot be run here")
+    assert _psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
+
+
+def test_verify_report_fails_on_one_changed_value_and_passes_once_restored(pg, tmp_path):
+    config, target, report = _published(pg, tmp_path)
+    report_path = tmp_path / "report.json"
+    code, out = _cli("verify", str(config), "--report", str(report_path))
+    assert code == 0 and "PASS  content_digest" in out, out
+
+    (row,) = pg.rows(target, "tclose_row, note", order="tclose_row LIMIT 1")
+    pg.execute(
+        f"UPDATE {pg.quote(target)} SET note = 'changed' WHERE tclose_row = :r", {"r": row[0]}
+    )
+    code, out = _cli("verify", str(config), "--report", str(report_path))
+    assert code == 1 and "FAIL  content_digest" in out, out
+
+    pg.execute(
+        f"UPDATE {pg.quote(target)} SET note = :n WHERE tclose_row = :r", {"n": row[1], "r": row[0]}
+    )
+    code, out = _cli("verify", str(config), "--report", str(report_path))
+    assert code == 0 and "PASS  content_digest" in out, out
+
+
+def test_a_report_with_the_earlier_digest_still_verifies_on_postgresql(pg, tmp_path):
+    config, target, report = _published(pg, tmp_path)
+    database = load_registry().connector_for("postgresql").connect(pg.url)
+    earlier = scan_published(
+        database, TableName.parse(target), load_config(config), algorithm=DIGEST_ALGORITHM
+    ).digest
+    assert earlier["algorithm"] == DIGEST_ALGORITHM
+    assert earlier["sha256"] != report["target"]["content_digest"]["sha256"]
+    old = copy.deepcopy(report)
+    old["target"]["content_digest"] = earlier
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(old))
+    code, out = _cli("verify", str(config), "--report", str(old_path))
+    assert code == 0 and "PASS  content_digest" in out, out
+
+    pg.execute(f"UPDATE {pg.quote(target)} SET charge = charge + 1 WHERE tclose_row = 1")
+    code, out = _cli("verify", str(config), "--report", str(old_path))
+    assert code == 1 and "FAIL  content_digest" in out, out
+
+
+def test_a_copy_digest_cannot_be_claimed_where_it_cannot_be_computed(tmp_path, lite):
+    config, target, report = _published(lite, tmp_path)
+    assert report["target"]["content_digest"]["algorithm"] == DIGEST_ALGORITHM
+    forged = copy.deepcopy(report)
+    forged["target"]["content_digest"]["algorithm"] = COPY_DIGEST_ALGORITHM
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    code, out = _cli("verify", str(config), "--report", str(path))
+    assert code == 1 and "FAIL  content_digest" in out and "cannot compute" in out, out
+
+
+@pytest.fixture
+def linkage_table(pg):
+    """Columns whose linking verdicts differ: unique, a repeat only after the sampled rows,
+    text unique only by case, all NULL, JSON unique and repeated, NaN twice, and a repeat."""
+    n = 12
+    rows = [
+        {
+            "id": i,
+            "unique_text": f"u{i}",
+            "late_repeat": i if i < n - 1 else 0,
+            "by_case": ("a" if i == 0 else "A") if i < 2 else f"v{i}",
+            "all_null": None,
+            "json_unique": {"i": i},
+            "json_repeat": {"i": i % 3},
+            "nan_twice": float("nan") if i < 2 else float(i),
+            "repeats": i % 4,
+        }
+        for i in range(n)
+    ]
+    name = pg.name("linkage")
+    table = pg.create(
+        name,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("unique_text", sa.Text),
+            sa.Column("late_repeat", sa.Integer),
+            sa.Column("by_case", sa.String(8)),
+            sa.Column("all_null", sa.Text),
+            sa.Column("json_unique", sa.dialects.postgresql.JSONB),
+            sa.Column("json_repeat", sa.dialects.postgresql.JSONB),
+            sa.Column("nan_twice", sa.Double),
+            sa.Column("repeats", sa.Integer),
+        ],
+        rows,
+    )
+    return name, [c.name for c in table.columns if c.name != "id"], rows
+
+
+@pytest.mark.parametrize("sample", [3, 65_536])
+def test_the_database_finds_exactly_the_linking_columns(pg, linkage_table, monkeypatch, sample):
+    monkeypatch.setattr(postgresql, "ROW_SAMPLE", sample)  # 3: the late repeat is not sampled
+    name, columns, rows = linkage_table
+    database = load_registry().connector_for("postgresql").connect(pg.url)
+    with database.session(read_only=True) as session:
+        found = session.unique_columns(session.table(TableName.parse(name)), columns)
+    assert found == ["unique_text", "by_case", "json_unique"]
+    # The Python definition agrees wherever equality means the same (JSON: as text; NaN: a
+    # float NaN is not equal to itself in Python, the database groups NaNs).
+    for column in ["unique_text", "late_repeat", "by_case", "all_null", "repeats"]:
+        assert is_linking([r[column] for r in rows]) == (column in found), column
+
+
+def test_a_linking_column_stops_the_run_on_postgresql(pg, tmp_path):
+    source, target = pg.name("patients"), pg.name("anon")
+    pg.create_patients(source, n=80)
+    document = pg.config(source, target)
+    document["attributes"]["code"] = {"role": "other"}  # unique per row, not allowed
+    config = pg.write_config(document)
+    code, out = _cli("run", str(config))
+    assert code != 0
+    assert target not in pg.tables()
