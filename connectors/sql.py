@@ -563,6 +563,16 @@ class Session:
         With ``with_key`` the row key comes first in every tuple. :class:`DataError` names a
         column that does not exist.
         """
+        statement, types = self.read_statement(name, columns, key, with_key)
+        with self.database.errors(f"reading {name}"):
+            yield from self.stream(statement, chunk_size, types)
+
+    def read_statement(
+        self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
+    ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
+        """The ``SELECT`` of :meth:`read_rows` (the row key first if ``with_key``, then
+        ``columns``, ordered by the row key; result columns untyped) and the reflected types of
+        ``columns``; :class:`DataError` names a column that does not exist."""
         table = self.table(name)
         missing = [c for c in columns if c not in table.c]
         if missing:
@@ -576,8 +586,7 @@ class Session:
         selected = [_raw(row_key, KEY_LABEL)] if with_key else []
         selected += [_raw(table.c[c], c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
-        with self.database.errors(f"reading {name}"):
-            yield from self.stream(statement, chunk_size, [table.c[c].type for c in columns])
+        return statement, [table.c[c].type for c in columns]
 
     def read(
         self,
