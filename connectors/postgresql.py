@@ -5,9 +5,13 @@
   the swap — so the staging table is never visible to anyone else, and a killed run leaves
   nothing (the server rolls the transaction back). A source read for another database is a
   ``REPEATABLE READ, READ ONLY`` transaction.
-- Reads: psycopg server-side (named) cursors in binary format.
+- Reads: frames (``read``) of ``smallint``/``integer``/``bigint``/``real``/``double precision``
+  columns come from ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)``, cut by NumPy (chunks with a
+  NULL decoded row by row into psycopg's values); everything else (and ``read_rows``) through
+  psycopg server-side (named) cursors in binary format. All in the session's transaction.
 - Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
-  binary format, built by NumPy in one pass.
+  binary format, built by NumPy in one pass. The join's ``INSERT ... SELECT`` fills the staging
+  table without its primary key, added back (same name) after it.
 - Runs on one target exclude each other through a transaction-level advisory lock.
 """
 
