@@ -160,7 +160,8 @@ class PostgreSQLSession(DriverSession):
         """The NumPy formats (``>i2``, ``>i4``, ``>i8``, ``>f4``, ``>f8``) of the result
         columns of ``sql`` in binary ``COPY``, from the type OIDs the server describes for it
         (a ``LIMIT 0`` run; a domain is described by its base type, which it sends in binary);
-        ``None`` if any column has another type. ``sql`` is final (no ``%%`` escapes)."""
+        ``None`` if any column has another type, or there is none. ``sql`` is final (no ``%%``
+        escapes)."""
         cursor = driver_connection(self.connection).cursor()
         try:
             cursor.execute(f"SELECT * FROM ({sql}) AS tclose_read LIMIT 0")
@@ -168,7 +169,7 @@ class PostgreSQLSession(DriverSession):
         finally:
             cursor.close()
         formats = [_FIXED_WIDTH.get(oid) for oid in oids]
-        return None if None in formats else [f for f in formats if f is not None]
+        return None if None in formats or not formats else [f for f in formats if f is not None]
 
     def _copy_frames(
         self, sql: str, names: list[str], formats: list[str], chunk_size: int
