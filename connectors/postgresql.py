@@ -5,18 +5,24 @@
   the swap — so the staging table is never visible to anyone else, and a killed run leaves
   nothing (the server rolls the transaction back). A source read for another database is a
   ``REPEATABLE READ, READ ONLY`` transaction.
-- Reads: psycopg server-side (named) cursors in binary format.
+- Reads: frames (``read``) of ``smallint``/``integer``/``bigint``/``real``/``double precision``
+  columns come from ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)``, cut by NumPy (chunks with a
+  NULL decoded row by row into psycopg's values); everything else (and ``read_rows``) through
+  psycopg server-side (named) cursors in binary format. All in the session's transaction.
 - Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
-  binary format, built by NumPy in one pass.
+  binary format, built by NumPy in one pass. The join's ``INSERT ... SELECT`` fills the staging
+  table without its primary key, added back (same name) after it.
 - Runs on one target exclude each other through a transaction-level advisory lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -26,12 +32,30 @@ from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.published import COPY_DIGEST_ALGORITHM, ROW_SAMPLE
 
-from .sql import DriverSession, SQLDatabase, TableName, driver_connection, random_suffix
+if TYPE_CHECKING:
+    import pandas as pd
+
+from .sql import (
+    KEY_LABEL,
+    ROW_COLUMN,
+    DriverSession,
+    SQLDatabase,
+    TableName,
+    driver_connection,
+    random_suffix,
+)
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
 LOCK_WAIT_SECONDS = 30
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_COPY_HEADER = _COPY_SIGNATURE + struct.pack(">ii", 0, 0)
 _COPY_TRAILER = struct.pack(">h", -1)
+#: NumPy formats of the fixed-width types in binary COPY, by type OID (int2, int4, int8,
+#: float4, float8), and the struct that decodes each.
+_FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
+_STRUCTS = {
+    f: struct.Struct(c) for f, c in zip(_FIXED_WIDTH.values(), (">h", ">i", ">q", ">f", ">d"))
+}
 
 
 #: Column types whose SQL equality is Python's equality of the driver's values (the linkage
@@ -118,6 +142,69 @@ class PostgreSQLSession(DriverSession):
                 yield rows
         finally:
             cursor.close()
+
+    def read(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[pd.DataFrame]:
+        """:meth:`read_rows` as DataFrames, the same ones (values, dtypes, chunks), faster when
+        the result's columns are all ``smallint``, ``integer``, ``bigint``, ``real`` or ``double
+        precision`` (the type OIDs the server reports): then the ``SELECT`` runs as ``COPY (...)
+        TO STDOUT (FORMAT BINARY)`` in the session's transaction, and each chunk whose rows hold
+        no NULL is cut by NumPy into ``int64`` and ``float64`` columns; a chunk with a NULL is
+        decoded row by row into the tuples psycopg would give, and built as the generic path
+        builds it. Any other result reads through :meth:`read_rows` (a server-side cursor)."""
+        import pandas as pd
+
+        statement, types = self.read_statement(name, columns, key, with_key)
+        names = ([KEY_LABEL] if with_key else []) + list(columns)
+        # The statement has no parameters: psycopg would only turn the compiler's %% into %.
+        sql = str(statement.compile(dialect=self.database.engine.dialect)).replace("%%", "%")
+        with self.database.errors(f"reading {name}"):
+            formats = self.fixed_width_formats(sql)
+            if formats is None:
+                for rows in self.stream(statement, chunk_size, types):
+                    yield pd.DataFrame.from_records(rows, columns=names)
+                return
+            yield from self._copy_frames(sql, names, formats, chunk_size)
+
+    def fixed_width_formats(self, sql: str) -> list[str] | None:
+        """The NumPy formats (``>i2``, ``>i4``, ``>i8``, ``>f4``, ``>f8``) of the result
+        columns of ``sql`` in binary ``COPY``, from the type OIDs the server describes for it
+        (a ``LIMIT 0`` run; a domain is described by its base type, which it sends in binary);
+        ``None`` if any column has another type, or there is none. ``sql`` is final (no ``%%``
+        escapes)."""
+        cursor = driver_connection(self.connection).cursor()
+        try:
+            cursor.execute(f"SELECT * FROM ({sql}) AS tclose_read LIMIT 0")
+            oids = [column.type_code for column in cursor.description or ()]
+        finally:
+            cursor.close()
+        formats = [_FIXED_WIDTH.get(oid) for oid in oids]
+        return None if None in formats or not formats else [f for f in formats if f is not None]
+
+    def _copy_frames(
+        self, sql: str, names: list[str], formats: list[str], chunk_size: int
+    ) -> Iterator[pd.DataFrame]:
+        """The DataFrames of a binary ``COPY`` of ``sql``, ``chunk_size`` rows each (see
+        :meth:`read`)."""
+        cursor = driver_connection(self.connection).cursor()
+        with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)") as copy:
+            rows = _copy_rows(copy)
+            try:
+                while chunk := list(itertools.islice(rows, chunk_size)):
+                    yield _frame(chunk, names, formats)
+            except GeneratorExit:
+                # Leaving the block before the end would cancel the COPY, and with it the
+                # session's transaction: read the rest instead (if the connection still can).
+                with contextlib.suppress(Exception):
+                    for _ in copy:
+                        pass
+                raise
 
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 100_000
@@ -242,6 +329,23 @@ class PostgreSQLSession(DriverSession):
             return name
         return f'CAST({name} AS text) COLLATE "C"'
 
+
+    def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
+        """The join's ``INSERT`` into the staging table without its primary key, which is added
+        back afterwards under the same name: PostgreSQL then builds the index once from the
+        sorted keys, ~0.2-0.3 s less server CPU at 1M rows than 1M index insertions (``ALTER
+        TABLE`` on the run's own, still invisible, table; ``tclose_row`` stays ``NOT NULL``,
+        and a duplicate key would fail the ``ADD``, so the table written is the same)."""
+        table = self.database.qualified(staging)
+        constraint = self.database.quote(self.primary_key_name(staging))
+        self.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
+        found = super().insert_joined(staging, insert)
+        self.execute(
+            f"ALTER TABLE {table} ADD CONSTRAINT {constraint} PRIMARY KEY "
+            f"({self.database.quote(ROW_COLUMN)})"
+        )
+        return found
+
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.
         for table in tables:
@@ -344,6 +448,79 @@ class PostgreSQLDatabase(SQLDatabase):
         if isinstance(column_type, postgresql.ENUM):
             column_type.create_type = False  # the type exists: the source uses it
         return column_type
+
+
+def _copy_rows(copy: Any) -> Iterator[bytes]:
+    """The rows of a binary ``COPY ... TO STDOUT``, one ``bytes`` each: psycopg's ``Copy``
+    gives one row per message (the server sends one per row); the header is taken off the
+    first, and the trailer (``-1`` fields) is not a row."""
+    first = True
+    for message in copy:
+        row = bytes(message)
+        if first:
+            first = False
+            if not row.startswith(_COPY_SIGNATURE) or len(row) < len(_COPY_HEADER):
+                raise DataError("Unexpected binary COPY header from PostgreSQL.")
+            extension = struct.unpack_from(">i", row, len(_COPY_SIGNATURE) + 4)[0]
+            row = row[len(_COPY_HEADER) + extension :]
+            if not row:
+                continue
+        if row != _COPY_TRAILER:
+            yield row
+
+
+def _frame(rows: list[bytes], names: list[str], formats: list[str]) -> pd.DataFrame:
+    """The DataFrame of binary ``COPY`` rows of fixed-width columns (``formats``): NumPy cuts
+    the rows when none holds a NULL; otherwise each row is decoded into the tuple psycopg
+    would return (``int``, ``float``, ``None``) and the frame built from the tuples."""
+    import pandas as pd
+
+    widths = [np.dtype(f).itemsize for f in formats]
+    size = 2 + sum(4 + w for w in widths)
+    data = b"".join(rows)
+    if len(data) == size * len(rows):  # a NULL field has no value: its row would be shorter
+        layout = [("fields", ">i2")]
+        for i, f in enumerate(formats):
+            layout += [(f"size{i}", ">i4"), (f"value{i}", f)]
+        record = np.frombuffer(data, dtype=layout)
+        if (record["fields"] == len(formats)).all() and all(
+            (record[f"size{i}"] == w).all() for i, w in enumerate(widths)
+        ):
+            return pd.DataFrame(
+                {
+                    name: record[f"value{i}"].astype(
+                        np.float64 if formats[i][1] == "f" else np.int64
+                    )
+                    for i, name in enumerate(names)
+                },
+                columns=names,
+            )
+    return pd.DataFrame.from_records([_decode_row(r, formats) for r in rows], columns=names)
+
+
+_FIELD_SIZE = struct.Struct(">i")
+
+
+def _decode_row(row: bytes, formats: list[str]) -> tuple:
+    """One binary ``COPY`` row of fixed-width fields as the tuple of Python values (``None``
+    for NULL) that psycopg's binary loaders return."""
+    if struct.unpack_from(">h", row)[0] != len(formats):
+        raise DataError("Unexpected binary COPY row from PostgreSQL (field count).")
+    offset = 2
+    values: list[Any] = []
+    for f in formats:
+        (size,) = _FIELD_SIZE.unpack_from(row, offset)
+        offset += 4
+        if size == -1:
+            values.append(None)
+            continue
+        if size != int(f[2]):
+            raise DataError("Unexpected binary COPY row from PostgreSQL (field size).")
+        values.append(_STRUCTS[f].unpack_from(row, offset)[0])
+        offset += size
+    if offset != len(row):
+        raise DataError("Unexpected binary COPY row from PostgreSQL (row size).")
+    return tuple(values)
 
 
 def _literal(text: str) -> str:

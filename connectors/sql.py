@@ -563,6 +563,16 @@ class Session:
         With ``with_key`` the row key comes first in every tuple. :class:`DataError` names a
         column that does not exist.
         """
+        statement, types = self.read_statement(name, columns, key, with_key)
+        with self.database.errors(f"reading {name}"):
+            yield from self.stream(statement, chunk_size, types)
+
+    def read_statement(
+        self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
+    ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
+        """The ``SELECT`` of :meth:`read_rows` (the row key first if ``with_key``, then
+        ``columns``, ordered by the row key; result columns untyped) and the reflected types of
+        ``columns``; :class:`DataError` names a column that does not exist."""
         table = self.table(name)
         missing = [c for c in columns if c not in table.c]
         if missing:
@@ -576,8 +586,7 @@ class Session:
         selected = [_raw(row_key, KEY_LABEL)] if with_key else []
         selected += [_raw(table.c[c], c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
-        with self.database.errors(f"reading {name}"):
-            yield from self.stream(statement, chunk_size, [table.c[c].type for c in columns])
+        return statement, [table.c[c].type for c in columns]
 
     def read(
         self,
@@ -701,18 +710,23 @@ class Session:
             )
             .order_by(mapping.c.new_row)
         )
-        result = self.connection.execute(
-            staging.insert().from_select([ROW_COLUMN, *output_columns], query)
+        found = self.insert_joined(
+            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
         )
-        if result.rowcount not in (-1, len(keys)):
+        if found not in (-1, len(keys)):
             raise DataError(
                 f"The source table {source.fullname} changed while tclose was reading it: "
-                f"{len(keys)} rows were partitioned but {result.rowcount} were found again. "
+                f"{len(keys)} rows were partitioned but {found} were found again. "
                 f"Nothing was published."
             )
         self.drop_helpers([centroids, mapping])
         self.rows_written = len(keys)
         self.writes_done()
+
+    def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
+        """Run the ``INSERT ... SELECT ... JOIN`` of :meth:`fill_joined` into ``staging``;
+        return the rows it inserted (``-1``: unknown)."""
+        return self.connection.execute(insert).rowcount
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         """Drop the session's temporary helper tables (in its transaction)."""

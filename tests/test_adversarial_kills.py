@@ -75,7 +75,18 @@ def stopping(session_class):
         def read_rows(self, name, *args, **kwargs):
             for rows in super().read_rows(name, *args, **kwargs):
                 yield rows
-                stop("verify" if STAGING_MARK in str(name) else "read")
+                if not getattr(self, "in_read", False):
+                    stop("verify" if STAGING_MARK in str(name) else "read")
+
+        def read(self, name, *args, **kwargs):
+            # PostgreSQL reads frames without read_rows (binary COPY); stop between frames
+            self.in_read = True
+            try:
+                for frame in super().read(name, *args, **kwargs):
+                    yield frame
+                    stop("verify" if STAGING_MARK in str(name) else "read")
+            finally:
+                self.in_read = False
 
         def publish(self, *args, **kwargs):
             super().publish(*args, **kwargs)
