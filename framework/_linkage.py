@@ -62,12 +62,8 @@ def build_tree(
                 widest, width = j, hi[node, j] - lo[node, j]
         if width <= 0.0:
             continue
-        keys = np.empty(b - a)
-        for t in range(a, b):
-            keys[t - a] = points[perm[t], widest]
-        segment = perm[a:b][np.argsort(keys)]
-        perm[a:b] = segment
         middle = (a + b) // 2
+        _select(points, widest, perm, a, b, middle)
         child = count
         count += 2
         start[child], stop[child] = a, middle
@@ -84,6 +80,34 @@ def build_tree(
         lo[:count].copy(),
         hi[:count].copy(),
     )
+
+
+@njit(cache=True)
+def _select(points: np.ndarray, j: int, perm: np.ndarray, a: int, b: int, k: int) -> None:
+    """Reorder ``perm[a:b]`` so that ``perm[k]`` is the point of rank ``k - a`` along column
+    ``j``, those before it no greater and those after it no smaller (quickselect, median of
+    three)."""
+    lo, hi = a, b - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        x, y, z = points[perm[lo], j], points[perm[mid], j], points[perm[hi], j]
+        pivot = max(min(x, y), min(max(x, y), z))
+        i, m = lo, hi
+        while i <= m:
+            while points[perm[i], j] < pivot:
+                i += 1
+            while points[perm[m], j] > pivot:
+                m -= 1
+            if i <= m:
+                perm[i], perm[m] = perm[m], perm[i]
+                i += 1
+                m -= 1
+        if k <= m:
+            hi = m
+        elif k >= i:
+            lo = i
+        else:
+            return
 
 
 @njit(cache=True)

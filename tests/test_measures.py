@@ -487,3 +487,29 @@ def test_memory_lean_measures_equal_the_whole_array_formulas(seed) -> None:
     assert correlation_max_diff(original, published) == float(
         expected[~np.eye(4, dtype=bool)].max()
     )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_linkage_tree_partitions_the_points_into_tight_boxes(seed) -> None:
+    """build_tree: the children of a node split its points at the median, boxes are tight, and
+    coinciding points stay in one leaf however many they are."""
+    from tclose._linkage import build_tree
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 400))
+    points = rng.integers(0, 3, size=(m, 3)).astype(float) if seed % 2 else rng.normal(size=(m, 3))
+    if seed == 3:
+        points[: m // 2] = points[0]
+    perm, start, stop, left, lo, hi = build_tree(points, 4)
+    assert sorted(perm.tolist()) == list(range(m))
+    for node in range(len(start)):
+        inside = points[perm[start[node] : stop[node]]]
+        assert (inside.min(axis=0) == lo[node]).all() and (inside.max(axis=0) == hi[node]).all()
+        child = left[node]
+        if child < 0:
+            assert stop[node] - start[node] <= 4 or (lo[node] == hi[node]).all()
+            continue
+        assert start[child] == start[node] and stop[child + 1] == stop[node]
+        assert stop[child] == start[child + 1] == (start[node] + stop[node]) // 2
+        widest = int(np.argmax(hi[node] - lo[node]))
+        assert hi[child, widest] <= lo[child + 1, widest]
