@@ -185,23 +185,28 @@ def main() -> None:
 
 
 def compare(previous, encoded, published, labels, attributes, repeats: int, n: int) -> None:
-    """The measures of ``previous`` and of the current tree, alternated; both medians, the
-    ratio, and whether the figures and the record-linkage shares are identical."""
+    """The measures of ``previous`` and of the current tree, alternated; both medians (wall and
+    CPU time), the ratios, and whether the figures and the record-linkage shares are
+    identical."""
     runs: dict[str, list[float]] = {"previous": [], "current": []}
+    cpu: dict[str, list[float]] = {"previous": [], "current": []}
     figures: dict[str, Any] = {}
     for _ in range(repeats):
         for name, module in (("previous", previous), ("current", None)):
             measure = module.measure_configured if module is not None else measure_configured
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             figures[name] = measure(encoded, published, attributes, labels=labels)
             runs[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - used)
     for name, times in runs.items():
-        line(f"{n:>9,} all measures, {name}", times)
+        spent = ", ".join(f"{t:.2f}" for t in cpu[name])
+        line(f"{n:>9,} all measures, {name}", times, f"CPU [{spent}]")
     ratio = statistics.median(runs["previous"]) / statistics.median(runs["current"])
+    ratio_cpu = statistics.median(cpu["previous"]) / statistics.median(cpu["current"])
     classes = figures["current"]["risk"]["classes"]
     print(
-        f"{n:>9,} speed-up {ratio:.2f}x; {classes:,} classes; figures identical: "
-        f"{figures['previous'] == figures['current']}",
+        f"{n:>9,} speed-up {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU; {classes:,} classes; "
+        f"figures identical: {figures['previous'] == figures['current']}",
         flush=True,
     )
     embedded = np.column_stack(

@@ -212,8 +212,11 @@ def _search_rows(source_x, distinct, basis, counts, classes, tolerance, out) -> 
         from concurrent.futures import ThreadPoolExecutor
 
         pieces = np.array_split(order, max(4 * workers, len(order) // _CHUNK))
-        with ThreadPoolExecutor(workers) as pool:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="tclose-linkage")
+        try:
             list(pool.map(search, pieces))
+        finally:  # an interrupt cancels the chunks not started (each takes milliseconds)
+            pool.shutdown(wait=True, cancel_futures=True)
     return np.flatnonzero(state == OVERFLOW)
 
 
