@@ -1,6 +1,8 @@
-"""The compiled loop of record linkage (:func:`tclose.measures.linkage_contributions`).
+"""The compiled loops of record linkage (:func:`tclose.measures.linkage_contributions`).
 
-Kept in its own file: Numba's on-disk cache checks only the source file of a cached function.
+A KD-tree over the distinct published vectors and a bounded search per source row. Kept in its
+own file: Numba's on-disk cache checks only the source file of a cached function, so every
+compiled function these call is defined here.
 """
 
 from __future__ import annotations
@@ -8,56 +10,268 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+#: Row states written by :func:`link_rows`.
+DECIDED, OVERFLOW = 0, 1
+
+
+@njit(cache=True)
+def build_tree(
+    points: np.ndarray, leaf_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A KD-tree over the ``(m, d)`` rows of ``points``: ``(perm, start, stop, left, lo, hi)``.
+
+    Node 0 is the root. Node ``v`` holds the points ``perm[start[v]:stop[v]]`` and their tight
+    bounding box ``lo[v]``, ``hi[v]``; an inner node's children are ``left[v]`` and
+    ``left[v] + 1`` (the halves at the median along the widest side of the box), a leaf has
+    ``left[v] == -1`` (at most ``leaf_size`` points, or points that all coincide).
+    """
+    m, d = points.shape
+    perm = np.arange(m)
+    capacity = 2 * (m // max(leaf_size // 2, 1) + 1) + 1
+    start = np.empty(capacity, np.int64)
+    stop = np.empty(capacity, np.int64)
+    left = np.full(capacity, -1, np.int64)
+    lo = np.empty((capacity, d))
+    hi = np.empty((capacity, d))
+    count = 1
+    start[0] = 0
+    stop[0] = m
+    stack = np.empty(130, np.int64)  # median splits: depth <= log2(m) + 1
+    stack[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        a, b = start[node], stop[node]
+        for j in range(d):
+            lo[node, j] = np.inf
+            hi[node, j] = -np.inf
+        for t in range(a, b):
+            p = perm[t]
+            for j in range(d):
+                v = points[p, j]
+                if v < lo[node, j]:
+                    lo[node, j] = v
+                if v > hi[node, j]:
+                    hi[node, j] = v
+        if b - a <= leaf_size:
+            continue
+        widest, width = 0, -1.0
+        for j in range(d):
+            if hi[node, j] - lo[node, j] > width:
+                widest, width = j, hi[node, j] - lo[node, j]
+        if width <= 0.0:
+            continue
+        middle = (a + b) // 2
+        _select(points, widest, perm, a, b, middle)
+        child = count
+        count += 2
+        start[child], stop[child] = a, middle
+        start[child + 1], stop[child + 1] = middle, b
+        left[node] = child
+        stack[top] = child
+        stack[top + 1] = child + 1
+        top += 2
+    return (
+        perm,
+        start[:count].copy(),
+        stop[:count].copy(),
+        left[:count].copy(),
+        lo[:count].copy(),
+        hi[:count].copy(),
+    )
+
+
+@njit(cache=True)
+def _select(points: np.ndarray, j: int, perm: np.ndarray, a: int, b: int, k: int) -> None:
+    """Reorder ``perm[a:b]`` so that ``perm[k]`` is the point of rank ``k - a`` along column
+    ``j``, those before it no greater and those after it no smaller (quickselect, median of
+    three)."""
+    lo, hi = a, b - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        x, y, z = points[perm[lo], j], points[perm[mid], j], points[perm[hi], j]
+        pivot = max(min(x, y), min(max(x, y), z))
+        i, m = lo, hi
+        while i <= m:
+            while points[perm[i], j] < pivot:
+                i += 1
+            while points[perm[m], j] > pivot:
+                m -= 1
+            if i <= m:
+                perm[i], perm[m] = perm[m], perm[i]
+                i += 1
+                m -= 1
+        if k <= m:
+            hi = m
+        elif k >= i:
+            lo = i
+        else:
+            return
+
+
+@njit(cache=True)
+def rows_in_tree_order(classes: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """The rows sorted (stably) by the position of their class's vector in the tree: rows of a
+    class are consecutive and neighbouring rows search the same part of the tree."""
+    m = len(perm)
+    rank = np.empty(m, np.int64)
+    for t in range(m):
+        rank[perm[t]] = t
+    offsets = np.zeros(m + 1, np.int64)
+    for i in range(len(classes)):
+        offsets[rank[classes[i]] + 1] += 1
+    for t in range(m):
+        offsets[t + 1] += offsets[t]
+    order = np.empty(len(classes), np.int64)
+    for i in range(len(classes)):
+        slot = rank[classes[i]]
+        order[offsets[slot]] = i
+        offsets[slot] += 1
+    return order
+
 
 @njit(cache=True, nogil=True)
-def resolve_rows(
+def _distance(source_x: np.ndarray, i: int, distinct: np.ndarray, c: int) -> float:
+    """Euclidean distance of source row ``i`` and published vector ``c`` (unrotated, in order:
+    no fast-math, so every decision uses the same figure)."""
+    total = 0.0
+    for j in range(source_x.shape[1]):
+        diff = source_x[i, j] - distinct[c, j]
+        total += diff * diff
+    return np.sqrt(total)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def link_rows(
+    rows: np.ndarray,
     source_x: np.ndarray,
     distinct: np.ndarray,
+    basis: np.ndarray,
+    points: np.ndarray,
+    perm: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    left: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
     counts: np.ndarray,
     classes: np.ndarray,
-    near: np.ndarray,
-    reach: np.ndarray,
     tolerance: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Record-linkage shares decided from each row's own vector and its neighbour list alone.
+    slack: float,
+    buffer: int,
+    share: np.ndarray,
+    state: np.ndarray,
+) -> None:
+    """Record-linkage shares of the source rows ``rows``, written to ``share[rows]``.
 
-    ``near[c]`` lists published vectors around vector ``c`` (any order, ``c`` itself may be in
-    it) and holds every vector closer to ``c`` than ``reach[c]``. For row ``i`` at distance ``r``
-    from its own vector: if a listed vector is closer than ``r - tolerance``, the share is 0 (a
-    witness proves the miss); else if ``2r + 4·tolerance < reach``, every vector within
-    ``r + tolerance`` of the row is listed (triangle inequality), so ``N(i)`` is known and the
-    share is ``1/|N(i)|``. Other rows are left unresolved (``resolved[i]`` false).
+    ``points`` are the distinct published vectors ``distinct`` rotated by ``basis`` in tree
+    order (``points[t]`` is vector ``perm[t]``), the tree is :func:`build_tree`'s. For row ``i``
+    at distance ``r`` from its own vector the tree is searched for vectors within ``r +
+    tolerance`` (boxes and rotated points within ``r + tolerance + slack``, ``slack`` covering
+    the rounding of the rotation and of the fast-math sums; every candidate's distance is then
+    computed exactly, unrotated). A vector closer than ``r - tolerance`` ends the search: a miss,
+    share 0. Otherwise ``N(i)`` is the own vector and the vectors found within the minimum
+    ``+ tolerance``, and the share ``1/|N(i)|`` (multiplicities ``counts``). A row with more than
+    ``buffer`` vectors within ``r + tolerance`` is left to the caller (``state[i] = OVERFLOW``).
+
+    Rows of one class should be consecutive (:func:`rows_in_tree_order`): the vectors that
+    proved a miss for a row of the class are tried first for its next rows.
     """
-    n, d = source_x.shape
-    resolved = np.zeros(n, dtype=np.bool_)
-    share = np.zeros(n)
-    distances = np.empty(near.shape[1])
-    for i in range(n):
+    d = source_x.shape[1]
+    stack = np.empty(160, np.int64)
+    stack_distance = np.empty(160)
+    found_distance = np.empty(max(buffer, 1))
+    found_class = np.empty(max(buffer, 1), np.int64)
+    witnesses = np.empty(8, np.int64)
+    listed = 0
+    witness_class = -1
+    rotated = np.empty(d)
+    for q in range(len(rows)):
+        i = rows[q]
         own_class = classes[i]
-        own = 0.0
-        for j in range(d):
-            diff = source_x[i, j] - distinct[own_class, j]
-            own += diff * diff
-        own = np.sqrt(own)
-        minimum = own
-        for w in range(near.shape[1]):
-            other = near[own_class, w]
+        if own_class != witness_class:
+            witness_class, listed = own_class, 0
+        own = _distance(source_x, i, distinct, own_class)
+        below = own - tolerance
+        within = own + tolerance
+        settled = False  # a miss, or a row left to the caller
+        for w in range(min(listed, 8)):
+            if _distance(source_x, i, distinct, witnesses[w]) < below:
+                settled = True
+                break
+        state[i] = DECIDED
+        share[i] = 0.0
+        if settled:
+            continue
+        for k in range(d):
             total = 0.0
-            if other != own_class:
-                for j in range(d):
-                    diff = source_x[i, j] - distinct[other, j]
-                    total += diff * diff
-            distances[w] = np.sqrt(total)
-            if other != own_class and distances[w] < minimum:
-                minimum = distances[w]
-        if minimum < own - tolerance:
-            resolved[i] = True
-        elif 2.0 * own + 4.0 * tolerance < reach[own_class]:
-            size = counts[own_class]
-            for w in range(near.shape[1]):
-                other = near[own_class, w]
-                if other != own_class and distances[w] <= minimum + tolerance:
-                    size += counts[other]
-            resolved[i] = True
-            share[i] = 1.0 / size
-    return resolved, share
+            for j in range(d):
+                total += source_x[i, j] * basis[j, k]
+            rotated[k] = total
+        reach = within + slack
+        reach *= reach
+        found = 0
+        minimum = own
+        stack[0] = 0
+        stack_distance[0] = 0.0
+        top = 1
+        while top > 0 and not settled:
+            top -= 1
+            node = stack[top]
+            if stack_distance[top] > reach:
+                continue
+            child = left[node]
+            if child < 0:
+                for t in range(start[node], stop[node]):
+                    total = 0.0
+                    for j in range(d):
+                        diff = rotated[j] - points[t, j]
+                        total += diff * diff
+                    if total > reach:
+                        continue
+                    c = perm[t]
+                    if c == own_class:
+                        continue
+                    distance = _distance(source_x, i, distinct, c)
+                    if distance < below:
+                        settled = True
+                        witnesses[listed % 8] = c
+                        listed += 1
+                        break
+                    if distance <= within:
+                        if found == buffer:
+                            state[i] = OVERFLOW
+                            settled = True
+                            break
+                        found_distance[found] = distance
+                        found_class[found] = c
+                        found += 1
+                        minimum = min(minimum, distance)
+                continue
+            near = 0.0
+            far = 0.0
+            for j in range(d):
+                v = rotated[j]
+                gap = max(lo[child, j] - v, v - hi[child, j], 0.0)
+                near += gap * gap
+                gap = max(lo[child + 1, j] - v, v - hi[child + 1, j], 0.0)
+                far += gap * gap
+            first, second = child, child + 1
+            if far < near:
+                first, second, near, far = second, first, far, near
+            if far <= reach:  # the nearer child on top: searched first
+                stack[top] = second
+                stack_distance[top] = far
+                top += 1
+            if near <= reach:
+                stack[top] = first
+                stack_distance[top] = near
+                top += 1
+        if settled:
+            continue
+        size = counts[own_class]
+        for f in range(found):
+            if found_distance[f] <= minimum + tolerance:
+                size += counts[found_class[f]]
+        share[i] = 1.0 / size

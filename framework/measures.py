@@ -25,6 +25,7 @@ Utility: :func:`il1s` (sdcMicro's ``dUtility`` IL1s), :func:`correlation_max_dif
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,11 +48,15 @@ LINK_TOLERANCE = 1e-9
 INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
-#: Published vectors near a row's own that record linkage tries first as proof of a miss.
-WITNESSES = 32
-#: Below this many rows record linkage skips the witness step (a compiled kernel) and settles every
-#: row with the tree's queries: the same shares, and a small run loads no compiled kernel for it.
-WITNESS_MIN_ROWS = 2_000
+#: Below this many rows record linkage settles every row with SciPy's KD-tree queries instead of
+#: the compiled search (:mod:`tclose._linkage`): the same shares, and a small run loads no compiled
+#: kernel for it.
+KERNEL_MIN_ROWS = 2_000
+#: Vectors of the compiled search's KD-tree leaves.
+_LEAF_SIZE = 16
+#: Vectors within a row's own distance (+ tolerance) the compiled search keeps; a row with more
+#: (many exact ties) is settled by the KD-tree's ball query instead.
+_TIE_BUFFER = 64
 
 DEFINITIONS = {
     "record_linkage": (
@@ -94,13 +99,15 @@ def linkage_contributions(
             ``np.unique`` when omitted).
         tolerance: distances within ``tolerance`` of the minimum tie.
 
-    Runs in ``O(n log n)``. A KD-tree is built over the distinct published vectors (rotated to
-    their principal axes, which leaves distances unchanged) and lists the :data:`WITNESSES`
-    vectors nearest to each. Most rows are settled by their own vector's list: a listed vector
-    closer than their own proves a miss (share 0); a row close enough to its own vector that
-    every vector within its distance is listed gets ``1/|N(i)|`` exactly (triangle inequality).
-    The tree answers the two nearest neighbours of the other rows, and those whose two nearest
-    are within ``2·tolerance`` (possible ties) get a ball query whose distances are recomputed.
+    Runs in ``O(n log n)`` on the distinct published vectors (rotated to their principal axes,
+    which leaves distances unchanged and lets a KD-tree split along the directions that separate
+    them best). A row ``i`` at distance ``r`` from its own vector only needs the vectors within
+    ``r + tolerance``: a compiled search (:func:`tclose._linkage.link_rows`, on every core) looks
+    for them in a KD-tree, stops at the first vector closer than ``r - tolerance`` (a miss, share
+    0) and otherwise counts ``N(i)`` among those found, their distances computed exactly. Below
+    :data:`KERNEL_MIN_ROWS` rows SciPy's KD-tree answers the two nearest neighbours of every row
+    instead, and those whose two nearest are within ``2·tolerance`` (possible ties) get a ball
+    query whose distances are recomputed.
     """
     source_x = np.ascontiguousarray(source_x, dtype=np.float64)
     published_x = np.ascontiguousarray(published_x, dtype=np.float64)
@@ -109,39 +116,53 @@ def linkage_contributions(
         return np.zeros(0)
     if classes is None:
         classes = np.unique(published_x, axis=0, return_inverse=True)[1].reshape(-1)
-    classes = np.asarray(classes, dtype=np.int64)
+    classes = np.ascontiguousarray(classes, dtype=np.int64)
     counts = np.bincount(classes)
     first = np.full(len(counts), n, dtype=np.int64)
     np.minimum.at(first, classes, np.arange(n))
-    distinct = published_x[first]
+    distinct = np.ascontiguousarray(published_x[first])
     if source_x.shape[1] == 0:  # no QI: every published row is at distance 0
         return np.full(n, 1.0 / n)
-    from scipy.spatial import cKDTree
-
     basis = principal_axes(distinct)
-    tree = cKDTree(distinct @ basis)
     out = np.zeros(n)
-    rows = _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out)
-    neighbours = min(2, len(distinct))
-    distance, index = tree.query(source_x[rows] @ basis, k=neighbours, workers=-1)
-    distance = distance.reshape(len(rows), neighbours)
-    nearest = index.reshape(len(rows), neighbours)[:, 0]
-    out[rows] = np.where(classes[rows] == nearest, 1.0 / counts[nearest], 0.0)
-    if neighbours == 2:
-        tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * tolerance)
-        for start in range(0, len(tied), _BATCH):
-            batch = tied[start : start + _BATCH]
-            out[rows[batch]] = _tied_contributions(
-                tree,
+    if n >= KERNEL_MIN_ROWS:
+        rows = _search_rows(source_x, distinct, basis, counts, classes, tolerance, out)
+        if len(rows):  # many exact ties: the tree's ball query settles them
+            own = np.sqrt(((source_x[rows] - distinct[classes[rows]]) ** 2).sum(axis=1))
+            _settle_ties(
+                _tree(distinct, basis),
                 basis,
                 source_x,
                 distinct,
                 counts,
                 classes,
-                rows[batch],
-                distance[batch, 0],
+                rows,
+                own,
                 tolerance,
+                out,
             )
+        return out
+    tree = _tree(distinct, basis)
+    rows = np.arange(n)
+    neighbours = min(2, len(distinct))
+    distance, index = tree.query(source_x @ basis, k=neighbours, workers=-1)
+    distance = distance.reshape(n, neighbours)
+    nearest = index.reshape(n, neighbours)[:, 0]
+    out[:] = np.where(classes == nearest, 1.0 / counts[nearest], 0.0)
+    if neighbours == 2:
+        tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * tolerance)
+        _settle_ties(
+            tree,
+            basis,
+            source_x,
+            distinct,
+            counts,
+            classes,
+            rows[tied],
+            distance[tied, 0],
+            tolerance,
+            out,
+        )
     return out
 
 
@@ -153,30 +174,85 @@ def principal_axes(points: np.ndarray) -> np.ndarray:
     return np.linalg.eigh(centred.T @ centred)[1][:, ::-1]
 
 
-def _resolve_by_neighbours(tree, source_x, distinct, counts, classes, tolerance, out):
-    """Decide the rows that the :data:`WITNESSES` vectors nearest to their own vector settle
-    (:func:`tclose._linkage.resolve_rows`), writing their shares into ``out``; return the
-    others."""
-    from ._linkage import resolve_rows
+def _tree(distinct: np.ndarray, basis: np.ndarray) -> Any:
+    """SciPy's KD-tree over the rotated distinct vectors."""
+    from scipy.spatial import cKDTree
+
+    return cKDTree(distinct @ basis)
+
+
+def _search_rows(source_x, distinct, basis, counts, classes, tolerance, out) -> np.ndarray:
+    """The compiled bounded search (:func:`tclose._linkage.link_rows`) over every row, in
+    chunks on every core; writes the shares into ``out`` and returns the rows it left (more
+    than :data:`_TIE_BUFFER` vectors within their own distance)."""
+    from ._linkage import OVERFLOW, build_tree, link_rows, rows_in_tree_order
     from .kernel_notice import compile_notice
 
-    m = min(WITNESSES, len(distinct) - 1)
-    if m < 1 or len(source_x) < WITNESS_MIN_ROWS:
-        return np.arange(len(source_x))
-    reach, near = tree.query(tree.data, k=m + 1, workers=-1)
-    reach = reach.reshape(len(distinct), m + 1)[:, -1]
-    if m + 1 == len(distinct):  # every vector is listed
-        reach = np.full(len(distinct), np.inf)
-    near = np.ascontiguousarray(near.reshape(len(distinct), m + 1))
-    with compile_notice():  # a first run compiles the linkage kernel here
-        resolved, share = resolve_rows(source_x, distinct, counts, classes, near, reach, tolerance)
-    out[resolved] = share[resolved]
-    return np.flatnonzero(~resolved)
+    d = source_x.shape[1]
+    rotated = np.ascontiguousarray(distinct @ basis)
+    # Rounding of the rotation and of the fast-math sums, far below the tolerance for data in
+    # standard deviations: the search never misses a vector within r + tolerance.
+    scale = max(1.0, float(source_x.max()), -float(source_x.min()), float(np.abs(rotated).max()))
+    slack = tolerance + 1e-13 * d * d * scale
+    state = np.zeros(len(source_x), dtype=np.int8)
+    with compile_notice():  # a first run compiles the linkage kernels here
+        perm, start, stop, left, lo, hi = build_tree(rotated, _LEAF_SIZE)
+        points = np.ascontiguousarray(rotated[perm])
+        order = rows_in_tree_order(classes, perm)
+        tree = (distinct, basis, points, perm, start, stop, left, lo, hi, counts, classes)
+
+        def search(rows: np.ndarray) -> None:
+            link_rows(rows, source_x, *tree, tolerance, slack, _TIE_BUFFER, out, state)
+
+        search(order[:0])
+    workers = _workers()
+    if workers == 1 or len(order) < 4 * _CHUNK:
+        search(order)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pieces = np.array_split(order, max(4 * workers, len(order) // _CHUNK))
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="tclose-linkage")
+        try:
+            list(pool.map(search, pieces))
+        finally:  # an interrupt cancels the chunks not started (each takes milliseconds)
+            pool.shutdown(wait=True, cancel_futures=True)
+    return np.flatnonzero(state == OVERFLOW)
+
+
+#: Rows per task of the parallel linkage search (several tasks per core balance the load).
+_CHUNK = 1 << 14
+
+
+def _workers() -> int:
+    """Cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _settle_ties(tree, basis, source_x, distinct, counts, classes, rows, nearest, tolerance, out):
+    """Exact shares of ``rows`` whose nearest published vectors may tie, by batches, written to
+    ``out``; ``nearest`` bounds each row's minimum distance from above."""
+    for start in range(0, len(rows), _BATCH):
+        batch = slice(start, start + _BATCH)
+        out[rows[batch]] = _tied_contributions(
+            tree,
+            basis,
+            source_x,
+            distinct,
+            counts,
+            classes,
+            rows[batch],
+            nearest[batch],
+            tolerance,
+        )
 
 
 def _tied_contributions(tree, basis, source_x, distinct, counts, classes, rows, nearest, tolerance):
     """Exact shares of ``rows`` whose nearest published vectors may tie (candidates from the
-    tree, distances recomputed on the unrotated vectors)."""
+    tree within ``nearest + 4·tolerance``, distances recomputed on the unrotated vectors)."""
     found = tree.query_ball_point(source_x[rows] @ basis, nearest + 4 * tolerance, workers=-1)
     lengths = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
     candidates = np.fromiter(

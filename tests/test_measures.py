@@ -324,19 +324,89 @@ def test_evaluate_rejects_unaligned_frames() -> None:
         evaluate(original, published, ["zap"])
 
 
-@pytest.mark.parametrize("min_rows", [0, measures_module.WITNESS_MIN_ROWS])
-@pytest.mark.parametrize("witnesses", [0, 1, 3, 32])
+@pytest.mark.parametrize("min_rows", [0, measures_module.KERNEL_MIN_ROWS])
+@pytest.mark.parametrize(("leaf", "buffer"), [(1, 64), (2, 1), (16, 0), (16, 64)])
 @pytest.mark.parametrize("integer", [False, True])
-def test_record_linkage_every_path_equals_reference(monkeypatch, witnesses, integer, min_rows):
-    """Few listed neighbours leave more rows to the tree's queries and tie searches; below
-    WITNESS_MIN_ROWS rows (150 here) the tree settles every row."""
-    monkeypatch.setattr(measures_module, "WITNESSES", witnesses)
-    monkeypatch.setattr(measures_module, "WITNESS_MIN_ROWS", min_rows)
+def test_record_linkage_every_path_equals_reference(monkeypatch, leaf, buffer, integer, min_rows):
+    """The compiled search with tiny and default leaves, and with a tie buffer that overflows
+    (those rows go to the tree's ball query); below KERNEL_MIN_ROWS rows (150 here) SciPy's tree
+    settles every row."""
+    monkeypatch.setattr(measures_module, "_LEAF_SIZE", leaf)
+    monkeypatch.setattr(measures_module, "_TIE_BUFFER", buffer)
+    monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", min_rows)
     for seed in range(4):
         rng = np.random.default_rng(100 + seed)
         x, published, _ = random_release(rng, 150, 3, 3, integer)
         published[:20] = x[:20][::-1]
         assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+def contributions_reference(source: np.ndarray, published: np.ndarray) -> np.ndarray:
+    """Every row's share by the definition (O(n²))."""
+    shares = np.zeros(len(source))
+    for i in range(len(source)):
+        distances = np.sqrt(((source[i] - published) ** 2).sum(axis=1))
+        members = np.flatnonzero(distances <= distances.min() + LINK_TOLERANCE)
+        shares[i] = (i in members) / len(members)
+    return shares
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_search_gives_the_trees_shares_row_for_row(monkeypatch, seed) -> None:
+    """Above and below KERNEL_MIN_ROWS the shares are the same, row for row, bit for bit, and
+    the definition's: clusters, duplicated published vectors, records published unchanged,
+    swapped or equidistant from two vectors, in 1 to 5 dimensions."""
+    rng = np.random.default_rng(seed)
+    n, d = 2500, 1 + seed * 2
+    x, published, _ = random_release(rng, n, d, 4, integer=seed == 1)
+    published[:300] = x[:300][::-1]
+    published[300:400] = published[400:500]  # two clusters publishing the same vector
+    x[500:520] = (published[520:540] + published[540:560]) / 2  # midway between two vectors
+    above = measures_module.linkage_contributions(x, published)
+    monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", n + 1)
+    below = measures_module.linkage_contributions(x, published)
+    assert np.array_equal(above, below)
+    sample = rng.choice(n, 300, replace=False)
+    reference = contributions_reference(x, published)
+    assert np.array_equal(above[sample], reference[sample])
+
+
+def test_compiled_search_in_parallel_chunks_equals_one_chunk(monkeypatch) -> None:
+    """Chunks on several threads (and rows of one class split between chunks) change nothing."""
+    rng = np.random.default_rng(7)
+    x, published, _ = random_release(rng, 3000, 3, 5, integer=True)
+    published[:100] = x[:100][::-1]
+    monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", 0)
+    monkeypatch.setattr(measures_module, "_workers", lambda: 1)
+    one = measures_module.linkage_contributions(x, published)
+    monkeypatch.setattr(measures_module, "_workers", lambda: 3)
+    monkeypatch.setattr(measures_module, "_CHUNK", 37)
+    many = measures_module.linkage_contributions(x, published)
+    assert np.array_equal(one, many)
+    assert abs(one.mean() - linkage_reference(x, published)) <= 1e-12
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_compiled_search_on_tiny_inputs(monkeypatch, n) -> None:
+    monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", 0)
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        x = rng.integers(0, 3, size=(n, 2)).astype(float)
+        published = x[rng.integers(0, n, size=n)]
+        assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
+
+
+def test_compiled_search_with_many_equidistant_vectors(monkeypatch) -> None:
+    """A row at the centre of the 2**6 corners of a cube (and rows on its faces) ties with many
+    vectors: more than the buffer, so the tree's ball query settles it."""
+    monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", 0)
+    corners = np.array(np.meshgrid(*[[0.0, 2.0]] * 6)).reshape(6, -1).T
+    x = np.vstack([corners, np.ones((1, 6)), corners[:10] * 0.5 + 0.5])
+    published = np.vstack([corners, corners[:11]])
+    for buffer in (0, 3, 64):
+        monkeypatch.setattr(measures_module, "_TIE_BUFFER", buffer)
+        shares = measures_module.linkage_contributions(x, published)
+        assert np.array_equal(shares, contributions_reference(x, published))
 
 
 def test_classes_from_cluster_labels_merge_clusters_with_equal_values() -> None:
@@ -369,19 +439,26 @@ def test_classes_from_cluster_labels_merge_clusters_with_equal_values() -> None:
             st.lists(st.integers(0, n - 1), min_size=n, max_size=n),
         )
     ),
-    st.integers(0, 4),
+    st.tuples(
+        st.sampled_from([1, 2, 16]), st.sampled_from([0, 1, 64]), st.sampled_from([0, 10**9])
+    ),
 )
-def test_record_linkage_property_equals_reference(case, witnesses) -> None:
-    """Any small grid table (many exact ties) and any published rows drawn from it."""
+def test_record_linkage_property_equals_reference(case, layout) -> None:
+    """Any small grid table (many exact ties) and any published rows drawn from it, through the
+    compiled search (tiny leaves, overflowing tie buffers) and through SciPy's tree."""
     rows, picks = case
     x = np.array(rows, dtype=float)
     published = x[np.array(picks)] / 2.0
-    saved = measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS
-    measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS = witnesses, 0
+    leaf, buffer, min_rows = layout
+    names = ("_LEAF_SIZE", "_TIE_BUFFER", "KERNEL_MIN_ROWS")
+    saved = [getattr(measures_module, name) for name in names]
+    for name, value in zip(names, (leaf, buffer, min_rows)):
+        setattr(measures_module, name, value)
     try:
         assert abs(record_linkage(x, published) - linkage_reference(x, published)) <= 1e-12
     finally:
-        measures_module.WITNESSES, measures_module.WITNESS_MIN_ROWS = saved
+        for name, value in zip(names, saved):
+            setattr(measures_module, name, value)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -410,3 +487,29 @@ def test_memory_lean_measures_equal_the_whole_array_formulas(seed) -> None:
     assert correlation_max_diff(original, published) == float(
         expected[~np.eye(4, dtype=bool)].max()
     )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_linkage_tree_partitions_the_points_into_tight_boxes(seed) -> None:
+    """build_tree: the children of a node split its points at the median, boxes are tight, and
+    coinciding points stay in one leaf however many they are."""
+    from tclose._linkage import build_tree
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 400))
+    points = rng.integers(0, 3, size=(m, 3)).astype(float) if seed % 2 else rng.normal(size=(m, 3))
+    if seed == 3:
+        points[: m // 2] = points[0]
+    perm, start, stop, left, lo, hi = build_tree(points, 4)
+    assert sorted(perm.tolist()) == list(range(m))
+    for node in range(len(start)):
+        inside = points[perm[start[node] : stop[node]]]
+        assert (inside.min(axis=0) == lo[node]).all() and (inside.max(axis=0) == hi[node]).all()
+        child = left[node]
+        if child < 0:
+            assert stop[node] - start[node] <= 4 or (lo[node] == hi[node]).all()
+            continue
+        assert start[child] == start[node] and stop[child + 1] == stop[node]
+        assert stop[child] == start[child + 1] == (start[node] + stop[node]) // 2
+        widest = int(np.argmax(hi[node] - lo[node]))
+        assert hi[child, widest] <= lo[child + 1, widest]
