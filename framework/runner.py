@@ -7,6 +7,7 @@ never written to, and the target is either the verified new table or exactly wha
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import secrets
 import time
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .attributes import EncodedTable, encode_confidential, encode_table
+from .background import Background
 from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
@@ -43,6 +45,18 @@ from .report import RunContext, build_report, finish_report
 from .verify import Verification, verify_rows
 
 log = logging.getLogger("tclose")
+
+#: From this many kept rows on, the measures run in a background thread while the staging table
+#: is written (:meth:`Phases.cluster`); below it they run in line, before the write.
+#: (At 20,000 rows a thread neither gains nor costs anything measurable; at 100,000 and
+#: 1,000,000 it saves most of the write's time: ``docs/databases.md``.)
+BACKGROUND_MEASURES_ROWS = 20_000
+#: Whether the verification waits for the background measures (they then run beside the write
+#: only); if false, only the publish and the report do. Beside the verification too (measured at
+#: 1,000,000 rows, ``docs/databases.md``) the run gained nothing over the write alone, took more
+#: CPU, and its peak RSS reached 942–1055 MB (the rows read back and the measures' arrays at once;
+#: budget 1 GB). Worth measuring again once the verification no longer holds the GIL.
+JOIN_MEASURES_BEFORE_VERIFY = True
 
 
 @dataclass
@@ -71,6 +85,17 @@ class Timer:
         finally:
             self.seconds[name] = round(time.perf_counter() - start, 4)
             log.info("%s done in %.2f s", name, self.seconds[name])
+
+    def record(self, name: str, seconds: float, after: str | None = None) -> None:
+        """Record a phase timed elsewhere (in a thread), placed right after the phase ``after``
+        if it was timed (in the order the phases started, not ended)."""
+        self.seconds[name] = round(seconds, 4)
+        if after in self.seconds:
+            items = [(k, v) for k, v in self.seconds.items() if k != name]
+            at = [k for k, _v in items].index(after) + 1
+            items.insert(at, (name, self.seconds[name]))
+            self.seconds.clear()
+            self.seconds.update(items)
 
 
 def _chunks(
@@ -146,6 +171,9 @@ def run(
     The phases, in order: :func:`tclose.plan.build_plan` (every decision, before any row is
     read), then :meth:`Phases.read`, :meth:`Phases.cluster` (with the measures),
     :meth:`Phases.write`, :meth:`Phases.verify`, :meth:`Phases.publish` and :meth:`Phases.report`.
+    From :data:`BACKGROUND_MEASURES_ROWS` rows on, the measures are computed in a background
+    thread beside the write and joined before the verification (:meth:`Phases.join_measures`);
+    the outcome, errors included, is the same as in line.
 
     Args:
         config: a validated configuration.
@@ -194,13 +222,14 @@ def _run(
     with phases.sessions() as (source, target):
         phases.read(source)
         phases.cluster()
-        phases.write(source, target)
-        try:
-            phases.verify(target)
-            if not dry_run:
-                phases.publish(target, deferral)
-        except VerificationError as error:
-            failure = error
+        with phases.measures_first():
+            phases.write(source, target)
+            try:
+                phases.verify(target)
+                if not dry_run:
+                    phases.publish(target, deferral)
+            except VerificationError as error:
+                failure = error
     # Reported once the sessions have ended (a failed verification has rolled back the staging).
     report = phases.report(report_path)
     if failure is not None:
@@ -245,6 +274,8 @@ class Phases:
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
         self.database_values: dict[str, np.ndarray] = {}
+        #: the measures while they run in the background (:meth:`join_measures`)
+        self._measures: Background[dict[str, dict[str, Any]]] | None = None
 
     @contextmanager
     def sessions(self) -> Iterator[tuple[Any, Any]]:
@@ -273,7 +304,9 @@ class Phases:
         self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
 
     def cluster(self) -> None:
-        """Fit the distances, partition the rows, aggregate the QIs and measure the release."""
+        """Fit the distances, partition the rows, aggregate the QIs and measure the release: in
+        line below :data:`BACKGROUND_MEASURES_ROWS` kept rows, else in a background thread that
+        :meth:`join_measures` waits for (the ``measures`` timing is then recorded there)."""
         context, config, encoded = self.context, self.plan.config, self.context.encoded
         assert encoded is not None
         line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
@@ -290,14 +323,50 @@ class Phases:
         context.labels = self.labels
         context.aggregated = encoded.aggregate(self.labels)
         refuse_overflow(context.aggregated, config.attributes, self.keys)
-        self.say("measuring disclosure risk and utility")
-        with self.timer.phase("measures"):
-            context.measures = measure_configured(
-                encoded, context.aggregated, config.attributes, config.interval_p, self.labels
-            )
         self.database_values = {
             c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
         }
+        measure = functools.partial(
+            measure_configured,
+            encoded,
+            context.aggregated,
+            config.attributes,
+            config.interval_p,
+            self.labels,
+        )
+        if len(self.keys) >= BACKGROUND_MEASURES_ROWS:
+            log.info("measures ... (in the background, beside the write)")
+            self._measures = Background(measure, "tclose-measures")
+            return
+        self.say("measuring disclosure risk and utility")
+        with self.timer.phase("measures"):
+            context.measures = measure()
+
+    @contextmanager
+    def measures_first(self) -> Iterator[None]:
+        """Within the block, an error (not an interrupt) waits for measures running in the
+        background: if they failed, their error is the one raised, as when they ran first."""
+        try:
+            yield
+        except Exception:
+            self.join_measures()
+            raise
+
+    def join_measures(self) -> None:
+        """Wait for the measures running in the background, if any; record them and their
+        timings (``measures``: their own duration; ``measures_wait``: how long the run waited
+        for them). Raises their error if they failed."""
+        pending = self._measures
+        if pending is None:
+            return
+        if not pending.done:
+            self.say("measuring disclosure risk and utility")
+        self.context.measures = pending.result()
+        self._measures = None
+        assert pending.seconds is not None
+        self.timer.record("measures", pending.seconds, after="kernel")
+        self.timer.record("measures_wait", pending.waited)
+        log.info("measures done in %.2f s (%.2f s waited)", pending.seconds, pending.waited)
 
     def write(self, source: Any, target: Any) -> None:
         """Fill the staging table, new row numbers in a random order: joined in the source's
@@ -337,6 +406,8 @@ class Phases:
         """Read the staging table back and verify it; :class:`VerificationError` if it fails."""
         plan, encoded = self.plan, self.context.encoded
         assert encoded is not None
+        if JOIN_MEASURES_BEFORE_VERIFY:
+            self.join_measures()
         self.say("verifying the written rows")
         with self.timer.phase("verify"):
             verification = _verify_staging(
@@ -362,6 +433,7 @@ class Phases:
         """Replace the target by the verified staging table, atomically; from here signals wait
         until the outcome is recorded."""
         plan = self.plan
+        self.join_measures()  # before signals are deferred: the draft report needs them
         self.say(f"publishing {plan.target}")
         deferral.start()
         with self.timer.phase("publish"):
@@ -385,6 +457,7 @@ class Phases:
 
     def report(self, report_path: str | None) -> dict[str, Any]:
         """Build the audit report, write its files and call the ``run_finished`` hooks."""
+        self.join_measures()
         report = build_report(self.context)
         finish_report(report, self.context.registry, self.plan.config, report_path)
         return report
