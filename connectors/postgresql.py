@@ -329,7 +329,6 @@ class PostgreSQLSession(DriverSession):
             return name
         return f'CAST({name} AS text) COLLATE "C"'
 
-
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
         """The join's ``INSERT`` into the staging table without its primary key, which is added
         back afterwards under the same name: PostgreSQL then builds the index once from the
