@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -310,3 +311,33 @@ def test_a_small_run_starts_no_thread(sqlite_run, tmp_path, monkeypatch):
     report = _run_report(sqlite_run, tmp_path, "small")
     assert "measures" in report["timings"] and "measures_wait" not in report["timings"]
     assert report["risk"]["record_linkage"] is not None
+
+
+def test_sigterm_ends_a_process_whose_measures_never_finish(sqlite_run):
+    """A real ``tclose run`` process, its measures stuck in the background thread: SIGTERM ends
+    it at once with exit 130 and nothing published (a thread the interpreter joined at exit
+    would hang it until the timeout)."""
+    script = (
+        "import os, signal, sys, time\n"
+        "import tclose.runner\n"
+        "from tclose.cli import main\n"
+        "def stuck(*a, **k):\n"
+        "    time.sleep(0.5)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(600)\n"
+        "tclose.runner.BACKGROUND_MEASURES_ROWS = 0\n"
+        "tclose.runner.measure_configured = stuck\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    config = sqlite_run.write(sqlite_run.config())
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script, "run", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "interrupted: nothing was published" in done.stderr
+    assert time.monotonic() - started < 60
+    assert sqlite_run.tables() == {"discharges"}
