@@ -60,11 +60,23 @@ def distance_definition(distance: Any) -> str:
     return f"{distance.name}: the plugin gives no definition of its EMD (see its documentation)"
 
 
+def holds_one_value(values: np.ndarray) -> bool:
+    """Whether a non-empty column holds a single value, as ``pd.unique`` counts values (NaN
+    is one value, ``-0.0`` equals ``0.0``); numbers and datetimes are compared without turning
+    them into Python objects."""
+    if values.dtype.kind in "biufcmM":
+        first = values[0]
+        if values.dtype.kind in "fcmM" and np.isnan(first):
+            return bool(np.isnan(values).all())
+        return bool((values == first).all())
+    return len(pd.unique(values.astype(object))) == 1
+
+
 def constant_warnings(encoded: EncodedTable) -> list[str]:
     """A warning for each confidential attribute that holds a single value in every row."""
     warnings = []
     for column, values in encoded.confidential.items():
-        if len(values) and len(pd.unique(np.asarray(values, dtype=object))) == 1:
+        if len(values) and holds_one_value(np.asarray(values)):
             warnings.append(
                 f"The confidential attribute {column} has a single value in all {len(values)} "
                 f"rows: its EMD is 0 in every class, so t-closeness says nothing about it, and "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import json
 import re
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from tclose.cli import main
 from tclose.config import AttributeSpec, load_config, parse_config
 from tclose.demo import discharge_table
 from tclose.html_report import render_html
-from tclose.report import distributions, nice_edges, redacted_document
+from tclose.report import distributions, holds_one_value, nice_edges, redacted_document
 
 QIS = ["age", "zip", "length_of_stay"]
 
@@ -161,3 +162,27 @@ def test_redacted_document_removes_url_passwords():
     }
     text = json.dumps(redacted_document(document))
     assert "s3cret" not in text and ":pw@" not in text and "***" in text
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([1.5, 1.5, 1.5]),
+        np.array([np.nan, np.nan]),
+        np.array([0.0, -0.0, 0.0]),
+        np.array([1.5, np.nan]),
+        np.array([np.nan, 1.5]),
+        np.array([3, 3, 4]),
+        np.array([7, 7]),
+        np.array([True, True]),
+        np.array(["2020-01-01", "2020-01-01"], dtype="datetime64[ns]"),
+        np.array(["NaT", "NaT"], dtype="datetime64[ns]"),
+        np.array(["NaT", "2020-01-01"], dtype="datetime64[ns]"),
+        np.array(["a", "a"], dtype=object),
+        np.array(["a", "b"], dtype=object),
+        np.array([None, None], dtype=object),
+        np.array([Decimal("1.0"), Decimal("1.00")], dtype=object),
+    ],
+)
+def test_holds_one_value_counts_values_as_pandas_unique_does(values):
+    assert holds_one_value(values) == (len(pd.unique(values.astype(object))) == 1)
