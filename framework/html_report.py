@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -311,6 +312,22 @@ def _category_figure(column: str, data: Mapping[str, Any]) -> str:
     )
 
 
+def _digest_rows(digest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The content digest, and the command that recomputes it when the database gave one."""
+    if not digest.get("sha256"):
+        return []
+    rows = [("Content SHA-256", f"{digest['sha256']} ({digest.get('algorithm', '-')})")]
+    if digest.get("statement"):
+        command = shlex.quote(digest["statement"])
+        rows.append(
+            (
+                "Recompute it with",
+                f"PGCLIENTENCODING=UTF8 psql <connection> -X -q -c {command} | sha256sum",
+            )
+        )
+    return rows
+
+
 def _lineage(report: Mapping[str, Any]) -> str:
     source = report.get("source", {})
     target = report.get("target", {})
@@ -320,6 +337,7 @@ def _lineage(report: Mapping[str, Any]) -> str:
         ("Target", f"{target.get('table', '-')} at {target.get('url', '-')}"),
         ("Written columns", ", ".join(target.get("columns", [])) or "-"),
         ("Config SHA-256", report.get("config_sha256") or "-"),
+        *_digest_rows(target.get("content_digest") or {}),
         (
             "Host",
             f"{run.get('host', '-')} ({run.get('platform', '-')}), Python {run.get('python', '-')}",

@@ -181,3 +181,13 @@ def test_a_linking_column_stops_the_run_on_postgresql(pg, tmp_path):
     code, out = _cli("run", str(config))
     assert code != 0
     assert target not in pg.tables()
+
+
+def test_the_html_report_shows_the_digest_and_how_to_recompute_it(pg, tmp_path):
+    from tclose.html_report import render_html
+
+    _config, _target, report = _published(pg, tmp_path)
+    html = render_html(report)
+    digest = report["target"]["content_digest"]
+    assert digest["sha256"] in html
+    assert "sha256sum" in html and "ORDER BY &quot;tclose_row&quot;" in html
