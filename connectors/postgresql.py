@@ -9,6 +9,9 @@
   columns come from ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)``, cut by NumPy (chunks with a
   NULL decoded row by row into psycopg's values); everything else (and ``read_rows``) through
   psycopg server-side (named) cursors in binary format. All in the session's transaction.
+- Verification (``read_with_digest``): the content digest's binary ``COPY`` of every column is
+  hashed and, in the same pass, cut by NumPy into the frames of the QI and confidential columns
+  when they are all fixed-width numbers (else a ``read`` of them, then the digest's ``COPY``).
 - Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
   binary format, built by NumPy in one pass. The join's ``INSERT ... SELECT`` fills the staging
   table without its primary key, added back (same name) after it.
@@ -354,12 +357,12 @@ class PostgreSQLSession(DriverSession):
         every = sorted(table.c.keys())
         with self.database.errors(f"reading {name}"):
             formats = self.result_formats(self._digest_select(table, every))
-        picks = {every.index(c): formats[every.index(c)] for c in columns}
-        if len(picks) < len(columns) or None in picks.values() or len(formats) != len(every):
+        positions = [every.index(c) for c in columns]
+        wanted = [(p, f) for p in positions if len(formats) == len(every) and (f := formats[p])]
+        if len(wanted) < len(columns) or len(set(positions)) < len(positions):
             yield from self.read(name, columns, ROW_COLUMN, chunk_size, with_key=False)
             digest.update(self.content_digest(table, published_as))
             return
-        wanted = [(every.index(c), picks[every.index(c)]) for c in columns]
         sha256 = hashlib.sha256()
         cursor = driver_connection(self.connection).cursor()
         with (

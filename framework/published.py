@@ -6,8 +6,9 @@ Content digest, two definitions (the report's ``target.content_digest.algorithm`
 - :data:`COPY_DIGEST_ALGORITHM`, on PostgreSQL (sessions with ``content_digest``): the SHA-256 of
   the table's binary ``COPY`` — every column in name order, ``tclose_row`` included, rows in
   ``tclose_row`` order, client encoding UTF-8. The database encodes the values; the bytes are
-  hashed at C speed as they arrive, and an auditor recomputes it with ``psql -c "COPY ..." |
-  sha256sum`` (the report records the statement).
+  hashed at C speed as they arrive (and, when the session can, the QI and confidential columns
+  are cut from the same bytes: one pass), and an auditor recomputes it with ``psql -c "COPY
+  ..." | sha256sum`` (the report records the statement).
 - :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
 order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
 bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
