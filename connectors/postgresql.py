@@ -9,6 +9,9 @@
   columns come from ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)``, cut by NumPy (chunks with a
   NULL decoded row by row into psycopg's values); everything else (and ``read_rows``) through
   psycopg server-side (named) cursors in binary format. All in the session's transaction.
+- Verification (``read_with_digest``): the content digest's binary ``COPY`` of every column is
+  hashed and, in the same pass, cut by NumPy into the frames of the QI and confidential columns
+  when they are all fixed-width numbers (else a ``read`` of them, then the digest's ``COPY``).
 - Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
   binary format, built by NumPy in one pass. The join's ``INSERT ... SELECT`` fills the staging
   table without its primary key, added back (same name) after it.
@@ -178,14 +181,19 @@ class PostgreSQLSession(DriverSession):
         (a ``LIMIT 0`` run; a domain is described by its base type, which it sends in binary);
         ``None`` if any column has another type, or there is none. ``sql`` is final (no ``%%``
         escapes)."""
+        formats = self.result_formats(sql)
+        return None if None in formats or not formats else [f for f in formats if f is not None]
+
+    def result_formats(self, sql: str) -> list[str | None]:
+        """The NumPy format of each result column of ``sql`` in binary ``COPY`` (see
+        :meth:`fixed_width_formats`), ``None`` for a column of any other type."""
         cursor = driver_connection(self.connection).cursor()
         try:
             cursor.execute(f"SELECT * FROM ({sql}) AS tclose_read LIMIT 0")
             oids = [column.type_code for column in cursor.description or ()]
         finally:
             cursor.close()
-        formats = [_FIXED_WIDTH.get(oid) for oid in oids]
-        return None if None in formats or not formats else [f for f in formats if f is not None]
+        return [_FIXED_WIDTH.get(oid) for oid in oids]
 
     def _copy_frames(
         self, sql: str, names: list[str], formats: list[str], chunk_size: int
@@ -261,19 +269,24 @@ class PostgreSQLSession(DriverSession):
         and pipe to ``sha256sum``, naming ``published_as`` (the target a staging table
         becomes) if given."""
         columns = sorted(table.c.keys())
-        statement = self.digest_statement(table, columns)
-        raw = driver_connection(self.connection)
-        encoding = raw.execute("SHOW client_encoding").fetchone()[0]
-        if encoding.upper() not in ("UTF8", "UNICODE"):
-            raw.execute("SET LOCAL client_encoding = 'UTF8'")
         sha256 = hashlib.sha256()
-        try:
-            with raw.cursor().copy(statement) as copy:
-                for data in copy:
-                    sha256.update(data)
-        finally:
-            if encoding.upper() not in ("UTF8", "UNICODE"):
-                raw.execute(f"SET LOCAL client_encoding = {_literal(encoding)}")
+        with (
+            self._utf8(),
+            driver_connection(self.connection)
+            .cursor()
+            .copy(self.digest_statement(table, columns)) as copy,
+        ):
+            for data in copy:
+                sha256.update(data)
+        return self._digest(table, columns, sha256, published_as)
+
+    def _digest(
+        self,
+        table: sa.Table,
+        columns: list[str],
+        sha256: Any,
+        published_as: TableName | None,
+    ) -> dict[str, Any]:
         named = table if published_as is None else published_as
         return {
             "algorithm": COPY_DIGEST_ALGORITHM,
@@ -282,14 +295,108 @@ class PostgreSQLSession(DriverSession):
             "statement": self.digest_statement(named, columns),
         }
 
+    @contextlib.contextmanager
+    def _utf8(self) -> Iterator[None]:
+        """The client encoding UTF-8 inside the block (the digest's bytes depend on it)."""
+        raw = driver_connection(self.connection)
+        encoding = raw.execute("SHOW client_encoding").fetchone()[0]
+        utf8 = encoding.upper() in ("UTF8", "UNICODE")
+        if utf8:
+            yield
+            return
+        raw.execute("SET LOCAL client_encoding = 'UTF8'")
+        restore = f"SET LOCAL client_encoding = {_literal(encoding)}"
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error in the block is the one to see
+                raw.execute(restore)
+            raise
+        raw.execute(restore)
+
     def digest_statement(self, table: sa.Table | TableName, columns: Sequence[str]) -> str:
         """The ``COPY ... TO STDOUT (FORMAT binary)`` whose output :meth:`content_digest`
         hashes."""
+        return f"COPY ({self._digest_select(table, columns)}) TO STDOUT (FORMAT binary)"
+
+    def _digest_select(self, table: sa.Table | TableName, columns: Sequence[str]) -> str:
         names = ", ".join(self.database.quote(c) for c in columns)
         return (
-            f"COPY (SELECT {names} FROM {self.database.qualified(table)} ORDER BY "
-            f"{self.database.quote('tclose_row')}) TO STDOUT (FORMAT binary)"
+            f"SELECT {names} FROM {self.database.qualified(table)} ORDER BY "
+            f"{self.database.quote('tclose_row')}"
         )
+
+    def read_with_digest(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        digest: dict[str, Any],
+        chunk_size: int = 50_000,
+        published_as: TableName | None = None,
+    ) -> Iterator[pd.DataFrame]:
+        """The frames of ``read(name, columns, "tclose_row", chunk_size, with_key=False)`` and,
+        once they are all read, :meth:`content_digest` of the table put into ``digest``: the
+        same frames (chunks, values, dtypes) and the same digest, from one binary ``COPY`` —
+        the digest's own — when every one of ``columns`` is ``smallint``, ``integer``,
+        ``bigint``, ``real`` or ``double precision`` (the type OIDs the server reports).
+
+        Each chunk of ``chunk_size`` row messages is joined into one buffer, hashed, and cut
+        by NumPy: one vectorized step per column walks the fields of all rows (a field is its
+        length, ``-1`` for NULL, then its bytes), the values of ``columns`` are gathered at
+        their positions and converted as :meth:`read` converts them; a chunk where one of them
+        is NULL is built from the tuples of Python values :meth:`read` builds it from. Any
+        other case reads twice: :meth:`read`, then :meth:`content_digest`. ``digest`` stays
+        empty if the frames are not all read."""
+        table = self.table(name)
+        missing = [c for c in columns if c not in table.c]
+        if missing:
+            raise DataError(
+                f"Column {missing[0]!r} does not exist in table {name}. "
+                f"Its columns are: {', '.join(table.c.keys())}."
+            )
+        every = sorted(table.c.keys())
+        with self.database.errors(f"reading {name}"):
+            formats = self.result_formats(self._digest_select(table, every))
+        positions = [every.index(c) for c in columns]
+        wanted = [(p, f) for p in positions if len(formats) == len(every) and (f := formats[p])]
+        if len(wanted) < len(columns) or len(set(positions)) < len(positions):
+            yield from self.read(name, columns, ROW_COLUMN, chunk_size, with_key=False)
+            digest.update(self.content_digest(table, published_as))
+            return
+        sha256 = hashlib.sha256()
+        cursor = driver_connection(self.connection).cursor()
+        with (
+            self.database.errors(f"reading {name}"),
+            self._utf8(),
+            cursor.copy(self.digest_statement(table, every)) as copy,
+        ):
+            messages = iter(copy)
+            try:
+                rest = _copy_header(next(messages, b""), sha256)
+                if rest:
+                    messages = itertools.chain([rest], messages)
+                ended = False
+                # Each message copied out of psycopg's buffer at once: ~2x faster than
+                # keeping its buffers alive for the chunk.
+                while chunk := list(map(bytes, itertools.islice(messages, chunk_size))):
+                    if ended:
+                        raise DataError(
+                            "Unexpected binary COPY data from PostgreSQL (after the end)."
+                        )
+                    rows, ended = _copy_chunk(chunk, sha256)
+                    if rows is not None:
+                        values = _copy_fields(*rows, len(every), wanted)
+                        yield _fields_frame(values, list(columns), [f for _, f in wanted])
+                if not ended:
+                    raise DataError("Unexpected binary COPY data from PostgreSQL (no trailer).")
+            except GeneratorExit:
+                # As in _copy_frames: read the rest rather than cancel the COPY (and with it
+                # the session's transaction).
+                with contextlib.suppress(Exception):
+                    for _ in copy:
+                        pass
+                raise
+        digest.update(self._digest(table, every, sha256, published_as))
 
     def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
         """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
@@ -495,6 +602,123 @@ def _frame(rows: list[bytes], names: list[str], formats: list[str]) -> pd.DataFr
                 columns=names,
             )
     return pd.DataFrame.from_records([_decode_row(r, formats) for r in rows], columns=names)
+
+
+#: Zero bytes after a chunk's rows: a value gathered at a NULL field's position stays inside
+#: the buffer (and is not used).
+_PAD = bytes(8)
+
+
+def _copy_header(message: Any, sha256: Any) -> Any:
+    """Hash the header of a binary ``COPY ... TO STDOUT``, which starts its first message,
+    and return what follows it in that message (the first row, the trailer, or nothing)."""
+    head = bytes(message)
+    if not head.startswith(_COPY_SIGNATURE) or len(head) < len(_COPY_HEADER):
+        raise DataError("Unexpected binary COPY header from PostgreSQL.")
+    flags, extension = struct.unpack_from(">ii", head, len(_COPY_SIGNATURE))
+    size = len(_COPY_HEADER) + extension
+    if flags & (1 << 16) or extension < 0 or len(head) < size:
+        raise DataError("Unexpected binary COPY header from PostgreSQL (flags).")
+    sha256.update(head[:size])
+    return head[size:]
+
+
+def _copy_chunk(
+    messages: list[Any], sha256: Any
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, bool]:
+    """Hash a chunk of binary ``COPY`` messages (one row each, the last one perhaps the
+    trailer) and join them: ``((buffer, starts, ends), ended)``, ``buffer`` the rows' bytes
+    (then :data:`_PAD`) as ``uint8``, row ``i`` at ``starts[i]:ends[i]``; ``None`` for no row;
+    ``ended`` if the trailer came."""
+    data = b"".join([*messages, _PAD])
+    size = len(data) - len(_PAD)
+    sha256.update(memoryview(data)[:size])
+    ends = np.cumsum(np.fromiter(map(len, messages), dtype=np.int64, count=len(messages)))
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    ended = len(messages[-1]) == len(_COPY_TRAILER)  # a row holds at least one field
+    if ended:
+        if data[size - len(_COPY_TRAILER) : size] != _COPY_TRAILER:
+            raise DataError("Unexpected binary COPY trailer from PostgreSQL.")
+        starts, ends = starts[:-1], ends[:-1]
+    if not len(starts):
+        return None, ended
+    return (np.frombuffer(data, dtype=np.uint8), starts, ends), ended
+
+
+def _view(buffer: np.ndarray, fmt: str) -> np.ndarray:
+    """``buffer`` read as ``fmt`` at every byte offset: element ``i`` is the value whose bytes
+    start at ``buffer[i]`` (overlapping, unaligned; a gather reads any field in one step)."""
+    width = np.dtype(fmt).itemsize
+    return np.ndarray(
+        shape=(len(buffer) - width + 1,), dtype=fmt, buffer=buffer, offset=0, strides=(1,)
+    )
+
+
+def _copy_fields(
+    buffer: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    count: int,
+    picks: Sequence[tuple[int, str]],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The values of fixed-width fields of binary ``COPY`` rows of ``count`` fields (row ``i``
+    at ``buffer[starts[i]:ends[i]]``, ``buffer`` padded by :data:`_PAD`): for each ``(field
+    position, NumPy format)`` of ``picks``, its values (in that format; meaningless where
+    NULL) and where it is NULL. Every row is walked field by field, all rows at once: a
+    field is its length (``int32``, ``-1`` for NULL) then that many bytes; a field count,
+    length or row size that does not fit is a :class:`DataError`."""
+    if (_view(buffer, ">i2")[starts] != count).any():
+        raise DataError("Unexpected binary COPY row from PostgreSQL (field count).")
+    lengths = _view(buffer, ">i4")
+    wanted = dict(picks)
+    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    position = starts + 2
+    lowest = 0
+    try:
+        for field in range(count):
+            length = lengths[position].astype(np.int64)
+            fmt = wanted.get(field)
+            position += 4
+            if fmt is not None:
+                null = length == -1
+                if not (null | (length == np.dtype(fmt).itemsize)).all():
+                    raise DataError("Unexpected binary COPY row from PostgreSQL (field size).")
+                found[field] = (_view(buffer, fmt)[position], null)
+            else:
+                lowest = min(lowest, int(length.min()))
+            position += np.maximum(length, 0, out=length)
+    except IndexError:  # a length past the end of the buffer
+        raise DataError("Unexpected binary COPY row from PostgreSQL (row size).") from None
+    if lowest < -1:
+        raise DataError("Unexpected binary COPY row from PostgreSQL (field size).")
+    if (position != ends).any():  # a field past its row's end (or short of it)
+        raise DataError("Unexpected binary COPY row from PostgreSQL (row size).")
+    return [found[p] for p, _ in picks]
+
+
+def _fields_frame(
+    fields: list[tuple[np.ndarray, np.ndarray]], names: list[str], formats: list[str]
+) -> pd.DataFrame:
+    """The DataFrame :func:`_frame` builds from the same rows, from the fields of
+    :func:`_copy_fields`: ``int64`` and ``float64`` columns when no value is NULL, else the
+    tuples of Python values (``None`` for NULL) :func:`_decode_row` gives."""
+    import pandas as pd
+
+    columns = [
+        values.astype(np.float64 if fmt[1] == "f" else np.int64)
+        for (values, _), fmt in zip(fields, formats, strict=True)
+    ]
+    if not any(null.any() for _, null in fields):
+        return pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names)
+    python = []
+    for column, (_, null) in zip(columns, fields, strict=True):
+        values = column.tolist()
+        for i in np.flatnonzero(null).tolist():
+            values[i] = None
+        python.append(values)
+    return pd.DataFrame.from_records(list(zip(*python)), columns=names)
 
 
 _FIELD_SIZE = struct.Struct(">i")

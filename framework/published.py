@@ -6,8 +6,9 @@ Content digest, two definitions (the report's ``target.content_digest.algorithm`
 - :data:`COPY_DIGEST_ALGORITHM`, on PostgreSQL (sessions with ``content_digest``): the SHA-256 of
   the table's binary ``COPY`` — every column in name order, ``tclose_row`` included, rows in
   ``tclose_row`` order, client encoding UTF-8. The database encodes the values; the bytes are
-  hashed at C speed as they arrive, and an auditor recomputes it with ``psql -c "COPY ..." |
-  sha256sum`` (the report records the statement).
+  hashed at C speed as they arrive (and, when the session can, the QI and confidential columns
+  are cut from the same bytes: one pass), and an auditor recomputes it with ``psql -c "COPY
+  ..." | sha256sum`` (the report records the statement).
 - :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
 order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
 bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
@@ -293,11 +294,19 @@ def _scan_in_database(
     session, table, config, wanted, progress, line, total, published_as
 ) -> PublishedScan:
     """Read only the QI and confidential columns; the database digests the table and compares
-    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_columns``)."""
+    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_columns``).
+    A session with ``read_with_digest`` reads the columns and digests the table in one pass
+    (PostgreSQL: one binary ``COPY``, when the columns are fixed-width numbers); otherwise
+    ``read`` then ``content_digest`` read the table twice."""
     frames, done = [], 0
-    for frame in session.read(
-        table, wanted, key="tclose_row", chunk_size=config.source.chunk_size, with_key=False
-    ):
+    digest: dict[str, Any] = {}
+    one_pass = getattr(session, "read_with_digest", None)
+    chunk_size = config.source.chunk_size
+    if callable(one_pass):
+        read = one_pass(table, wanted, digest, chunk_size=chunk_size, published_as=published_as)
+    else:
+        read = session.read(table, wanted, key="tclose_row", chunk_size=chunk_size, with_key=False)
+    for frame in read:
         frames.append(frame)
         done += len(frame)
         if progress is not None:
@@ -306,7 +315,8 @@ def _scan_in_database(
     written = session.table(table)
     checked, allowed = checked_columns(config.attributes, written.c.keys())
     linking = session.unique_columns(written, checked) if len(frame) >= 2 else []
-    digest = session.content_digest(written, published_as)
+    if not digest:
+        digest = session.content_digest(written, published_as)
     digest["rows"] = len(frame)
     return PublishedScan(frame, digest, linking, allowed)
 

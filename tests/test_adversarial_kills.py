@@ -2,7 +2,8 @@
 
 A test plugin (installed like a third-party plugin, as in ``test_db_failures.py``) wraps the
 built-in connector of a ``kill+<real URL>`` and stops the run at a chosen moment: while reading
-the source (``read``), writing the staging table (``write``), reading it back (``verify``), or
+the source (``read``), writing the staging table (``write``), reading it back (``verify``: rows,
+frames, or PostgreSQL's frames read with the digest), or
 just after the publish committed (``published``). The chunk at which it stops is drawn from a
 seeded generator. The test then sends SIGKILL, SIGTERM or SIGINT and checks what each kill point
 must leave behind (``docs/databases.md``):
@@ -84,9 +85,21 @@ def stopping(session_class):
             try:
                 for frame in super().read(name, *args, **kwargs):
                     yield frame
-                    stop("verify" if STAGING_MARK in str(name) else "read")
+                    if not getattr(self, "in_one_pass", False):
+                        stop("verify" if STAGING_MARK in str(name) else "read")
             finally:
                 self.in_read = False
+
+        def read_with_digest(self, name, *args, **kwargs):
+            # PostgreSQL's verification reads its frames with the digest (one COPY; read when
+            # it falls back to two passes): stop between frames, once per frame
+            self.in_one_pass = True
+            try:
+                for frame in super().read_with_digest(name, *args, **kwargs):
+                    yield frame
+                    stop("verify" if STAGING_MARK in str(name) else "read")
+            finally:
+                self.in_one_pass = False
 
         def publish(self, *args, **kwargs):
             super().publish(*args, **kwargs)

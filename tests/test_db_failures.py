@@ -8,7 +8,8 @@ tclose`` in a subprocess) or on ``sys.path`` (in process). It registers
 - the connector ``pause``: a URL ``pause+<real URL>`` reaches the real database through the
   built-in connector, but the session stops (writes a marker file, then sleeps) at the moment
   named by ``TCLOSE_TEST_PAUSE``: ``write`` (after the first bulk write, before the commit) or
-  ``verify`` (while the staging table is read back, rows or frames), so the test can SIGKILL the run there;
+  ``verify`` (while the staging table is read back: rows, frames, or PostgreSQL's frames read
+  with the digest), so the test can SIGKILL the run there;
 - the algorithm ``one-row-short``: MDAV, then one row of the first cluster moved into a cluster
   of its own, which the verifier must catch.
 """
@@ -70,6 +71,12 @@ def pausing(session_class):
 
         def read(self, name, *args, **kwargs):  # PostgreSQL's frames do not use read_rows
             for frame in super().read(name, *args, **kwargs):
+                yield frame
+                if STAGING_MARK in str(name):
+                    pause("verify")
+
+        def read_with_digest(self, name, *args, **kwargs):  # PostgreSQL's one-pass verify read
+            for frame in super().read_with_digest(name, *args, **kwargs):
                 yield frame
                 if STAGING_MARK in str(name):
                     pause("verify")

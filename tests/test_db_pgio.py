@@ -271,3 +271,221 @@ def _renamed(text: str, names: dict[str, str]) -> str:
     for old, new in names.items():
         text = text.replace(old, new)
     return text
+
+
+# --- the verification's one pass: frames and digest from the digest's own COPY ----------------
+
+
+def _one_pass_and_two(database, name: str, columns: list[str], chunk_size: int):
+    """(one-pass frames, its digest, two-pass frames, their digest) in one session: the
+    one-pass ``read_with_digest`` against ``read`` then ``content_digest``."""
+    table = TableName(None, name)
+    with database.session(read_only=True) as session:
+        digest: dict = {}
+        one = list(session.read_with_digest(table, columns, digest, chunk_size, table))
+        two = list(session.read(table, columns, "tclose_row", chunk_size, with_key=False))
+        reference = session.content_digest(session.table(table), table)
+    return one, digest, two, reference
+
+
+@pytest.fixture
+def staged(pg):
+    """A table shaped like a staging table (``tclose_row`` key) whose wanted columns are every
+    fixed-width type (NULLs in some chunks, the special floats, the int8 extremes) between
+    unwanted columns of every width: text (empty, long, multibyte, NULL), numeric, timestamp,
+    bytea (empty, and bytes that look like the COPY trailer and like a NULL length), json,
+    boolean, and fixed-width ones with NULLs."""
+    name = pg.name("staged")
+    pg.execute(
+        f'CREATE TABLE {name} (tclose_row bigint PRIMARY KEY, "a text" text, b_int2 smallint, '
+        f"c_bytes bytea, d_int4 integer, e_json json, f_int8 bigint, g_num numeric(30, 10), "
+        f'h_real real, i_ts timestamp, j_double double precision, "k % odd" double precision, '
+        f"l_bool boolean, m_int4 integer, n_text varchar(300))"
+    )
+    rows = []
+    for i in range(1, 61):
+        null = i > 30 and i % 4 == 0  # NULLs among the wanted columns after row 30
+        rows.append(
+            {
+                "r": i,
+                "a": ["", "x" * (i * 7), "é€😀" * (i % 5), None][i % 4],
+                "b": None if null and i % 8 == 0 else [-(2**15), 2**15 - 1, 0][i % 3],
+                "c": [b"", b"\xff\xff", b"\xff\xff\xff\xff" * i, None][i % 4],
+                "d": [-(2**31), 2**31 - 1, i][i % 3],
+                "e": [None, '{"k": [1, 2]}', '"' + "y" * i + '"'][i % 3],
+                "f": None if null and i % 8 == 4 else [-BIG - 1, BIG, 2**53 + 1, -i][i % 4],
+                "g": [None, "12345678901234567890.0123456789", f"-{i}.5"][i % 3],
+                "h": [0.1, -0.0, float("nan"), float("inf"), 3.4028234663852886e38][i % 5],
+                "i": [None, f"2020-01-{i % 28 + 1:02d} 03:04:05.678901"][i % 2],
+                "j": SPECIAL_FLOATS[i % len(SPECIAL_FLOATS)],
+                "k": None if i == 59 else i / 3,
+                "l": [None, True, False][i % 3],
+                "m": None if i % 5 == 0 else i,
+                "n": "z" * (i * 5),
+            }
+        )
+    pg.execute(
+        f"INSERT INTO {name} VALUES (:r, :a, :b, :c, :d, :e, :f, :g, :h, :i, :j, :k, :l, :m, :n)",
+        rows,
+    )
+    return name
+
+
+WANTED = ["j_double", "b_int2", "f_int8", "h_real", "d_int4", "k % odd"]  # not in name order
+
+
+def _copy_fields_calls(monkeypatch) -> list[int]:
+    """Count the chunks the one pass cuts."""
+    calls: list[int] = []
+    cut = pgconnector._copy_fields
+
+    def counting(*args):
+        calls.append(len(args[1]))
+        return cut(*args)
+
+    monkeypatch.setattr(pgconnector, "_copy_fields", counting)
+    return calls
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 7, 60, 1000])
+def test_one_pass_equals_read_then_digest(pg, staged, monkeypatch, chunk_size):
+    calls = _copy_fields_calls(monkeypatch)
+    database = PostgreSQLDatabase(pg.url)
+    one, digest, two, reference = _one_pass_and_two(database, staged, WANTED, chunk_size)
+    _frames_equal(one, two)
+    assert digest == reference
+    assert sum(calls) == 60 and max(calls) == min(chunk_size, 60)  # the one pass cut them all
+    dtypes = {str(t) for f in one for t in f.dtypes}
+    assert "int64" in dtypes and "float64" in dtypes
+    if chunk_size < 30:  # chunks with a NULL in a wanted integer column and chunks without
+        kinds = {str(f["f_int8"].dtype) for f in one}  # float64, or object for all NULL
+        assert "int64" in kinds and len(kinds) >= 2
+        exact = pd.concat([f for f in one if str(f["f_int8"].dtype) == "int64"])
+        assert {BIG, -BIG - 1, 2**53 + 1} <= set(exact["f_int8"].tolist())  # int8 exact
+    whole = pd.concat(one, ignore_index=True)
+    assert len(whole) == 60 and list(whole.columns) == WANTED
+    assert np.signbit(whole["h_real"].to_numpy()).any()  # -0.0 kept
+
+
+def test_the_one_pass_digest_is_the_one_psql_computes(pg, staged, monkeypatch):
+    """The digest is the SHA-256 of the bytes of the statement it records, as ``psql`` gets
+    them; also with the session's client encoding not UTF-8 (switched for the COPY and back)."""
+    import shutil
+
+    database = PostgreSQLDatabase(pg.url)
+    table = TableName(None, staged)
+    with database.session(read_only=True) as session:
+        session.execute("SET LOCAL client_encoding = 'LATIN9'")
+        digest: dict = {}
+        frames = list(session.read_with_digest(table, WANTED, digest, 16))
+        assert session.execute("SHOW client_encoding")[0][0] == "LATIN9"
+    one, utf8_digest, _, _ = _one_pass_and_two(database, staged, WANTED, 16)
+    _frames_equal(frames, one)
+    assert digest["sha256"] == utf8_digest["sha256"]
+    assert digest["statement"].startswith('COPY (SELECT "a text", "b_int2", ')
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed: the auditor's command cannot be run here")
+    assert _psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
+
+
+def _psql_sha256(url: str, statement: str) -> str:
+    """``psql -c <statement> | sha256sum`` (as in ``test_in_database_checks``)."""
+    import hashlib
+    import subprocess
+
+    parsed = sa.engine.make_url(url)
+    conninfo = f"host={parsed.host} port={parsed.port or 5432} user={parsed.username} "
+    conninfo += f"dbname={parsed.database}"
+    psql = subprocess.run(
+        ["psql", conninfo, "-X", "-q", "-c", statement],
+        capture_output=True,
+        check=True,
+        env={"PGCLIENTENCODING": "UTF8", "PATH": "/usr/bin:/bin"},
+    )
+    return hashlib.sha256(psql.stdout).hexdigest()
+
+
+def test_one_pass_on_an_empty_table(pg, staged, monkeypatch):
+    calls = _copy_fields_calls(monkeypatch)
+    pg.execute(f"DELETE FROM {staged}")
+    database = PostgreSQLDatabase(pg.url)
+    one, digest, two, reference = _one_pass_and_two(database, staged, WANTED, 7)
+    assert one == [] and two == [] and calls == []
+    assert digest == reference and digest["sha256"]
+
+
+@pytest.mark.parametrize("column", ["g_num", "a text", "i_ts", "l_bool"])
+def test_a_wanted_column_of_another_type_reads_twice(pg, staged, monkeypatch, column):
+    """A wanted column that is not fixed-width: ``read`` then ``content_digest``, the same
+    frames and digest (NULLs and all)."""
+    calls = _copy_fields_calls(monkeypatch)
+    database = PostgreSQLDatabase(pg.url)
+    one, digest, two, reference = _one_pass_and_two(database, staged, ["d_int4", column], 7)
+    assert calls == []
+    _frames_equal(one, two)
+    assert digest == reference
+
+
+def test_a_one_pass_left_early_keeps_the_transaction_and_gives_no_digest(pg, staged):
+    database = PostgreSQLDatabase(pg.url)
+    table = TableName(None, staged)
+    with database.session(read_only=True) as session:
+        digest: dict = {}
+        frames = session.read_with_digest(table, WANTED, digest, 5)
+        first = next(frames)
+        frames.close()
+        assert digest == {}
+        again = list(session.read(table, WANTED, "tclose_row", 5, with_key=False))
+    pd.testing.assert_frame_equal(first, again[0])
+    assert sum(len(f) for f in again) == 60
+
+
+def test_a_one_pass_of_a_missing_column_is_a_data_error(pg, staged):
+    from tclose.errors import DataError
+
+    database = PostgreSQLDatabase(pg.url)
+    with database.session(read_only=True) as session, pytest.raises(DataError, match="nope"):
+        list(session.read_with_digest(TableName(None, staged), ["nope"], {}))
+
+
+def _rows(*rows: list[bytes | None]) -> list[bytes]:
+    """Binary COPY row messages of the given fields (``None``: NULL)."""
+    import struct
+
+    out = []
+    for fields in rows:
+        data = struct.pack(">h", len(fields))
+        for field in fields:
+            data += struct.pack(">i", -1) if field is None else struct.pack(">i", len(field))
+            data += field or b""
+        out.append(data)
+    return out
+
+
+def test_malformed_copy_rows_are_data_errors():
+    """A field count, length or row size that does not fit is a DataError, never a value."""
+    import hashlib
+    import struct
+
+    from tclose.errors import DataError
+
+    eight = struct.pack(">d", 1.5)
+    good = _rows([b"abc", eight], [None, eight], [b"", None])
+    (buffer, starts, ends), ended = pgconnector._copy_chunk(good, hashlib.sha256())
+    assert not ended
+    values, null = pgconnector._copy_fields(buffer, starts, ends, 2, [(1, ">f8")])[0]
+    assert values[:2].tolist() == [1.5, 1.5] and null.tolist() == [False, False, True]
+    for bad, match in [
+        (_rows([b"abc", eight, b""]), "field count"),
+        (_rows([b"abc", b"1234"]), "field size"),  # a wanted double of 4 bytes
+        ([good[0][:-1]], "row size"),  # a short row
+        ([good[0] + b"x"], "row size"),  # a long row
+        ([good[0][:2] + struct.pack(">i", 10**6) + good[0][6:]], "row size"),  # past the end
+        ([good[0][:2] + struct.pack(">i", -3) + good[0][6:]], "field size|row size"),
+    ]:
+        (buffer, starts, ends), _ = pgconnector._copy_chunk(bad, hashlib.sha256())
+        with pytest.raises(DataError, match=match):
+            pgconnector._copy_fields(buffer, starts, ends, 2, [(1, ">f8")])
+    with pytest.raises(DataError, match="trailer"):
+        pgconnector._copy_chunk([b"\xff\xfe"], hashlib.sha256())
+    assert pgconnector._copy_chunk([b"\xff\xff"], hashlib.sha256()) == (None, True)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 import tclose.connectors.postgresql as postgresql
 from tclose.cli import main
 from tclose.config import load_config
+from tclose.errors import DataError
 from tclose.naming import TableName
 from tclose.published import COPY_DIGEST_ALGORITHM, DIGEST_ALGORITHM, is_linking, scan_published
 from tclose.registry import load_registry
@@ -57,8 +58,23 @@ def _psql_sha256(url: str, statement: str) -> str:
     )
 
 
-def test_the_report_records_the_copy_digest_and_psql_recomputes_it(pg, tmp_path):
+def _one_pass_chunks(monkeypatch) -> list[int]:
+    """The sizes of the chunks the verification's one pass cuts (``read_with_digest``)."""
+    chunks: list[int] = []
+    cut = postgresql._copy_fields
+
+    def counting(*args):
+        chunks.append(len(args[1]))
+        return cut(*args)
+
+    monkeypatch.setattr(postgresql, "_copy_fields", counting)
+    return chunks
+
+
+def test_the_report_records_the_copy_digest_and_psql_recomputes_it(pg, tmp_path, monkeypatch):
+    chunks = _one_pass_chunks(monkeypatch)
     config, target, report = _published(pg, tmp_path)
+    assert sum(chunks) == 120  # the staging table was read once: its digest's COPY
     digest = report["target"]["content_digest"]
     assert digest["algorithm"] == COPY_DIGEST_ALGORITHM
     assert digest["rows"] == 120
@@ -67,6 +83,10 @@ def test_the_report_records_the_copy_digest_and_psql_recomputes_it(pg, tmp_path)
     if shutil.which("psql") is None:
         pytest.skip("psql is not installed: the auditor's command cannot be run here")
     assert _psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
+    database = load_registry().connector_for("postgresql").connect(pg.url)
+    with database.session(read_only=True) as session:
+        table = session.table(TableName.parse(target))
+        assert session.content_digest(table)["sha256"] == digest["sha256"]
 
 
 def test_verify_report_fails_on_one_changed_value_and_passes_once_restored(pg, tmp_path):
@@ -191,3 +211,36 @@ def test_the_html_report_shows_the_digest_and_how_to_recompute_it(pg, tmp_path):
     digest = report["target"]["content_digest"]
     assert digest["sha256"] in html
     assert "sha256sum" in html and "ORDER BY &quot;tclose_row&quot;" in html
+
+
+@pytest.mark.parametrize("error", [DataError, RuntimeError])
+def test_a_reader_error_mid_copy_fails_the_run_and_publishes_nothing(
+    pg, tmp_path, monkeypatch, capsys, error
+):
+    """The one pass fails on its third chunk, the COPY still streaming: the run fails with
+    that error (not a driver error of the cancelled COPY), the session rolls back, no table is
+    left; the next run publishes."""
+    source, target = pg.name("patients"), pg.name("anon")
+    pg.create_patients(source, n=200)
+    document = pg.config(source, target)
+    document["source"]["chunk_size"] = 40
+    config = pg.write_config(document)
+    chunks = _one_pass_chunks(monkeypatch)
+    counting = postgresql._copy_fields
+
+    def failing(*args):
+        if len(chunks) == 2:
+            raise error("Unexpected binary COPY row from PostgreSQL (test).")
+        return counting(*args)
+
+    monkeypatch.setattr(postgresql, "_copy_fields", failing)
+    code = main(["run", str(config), "-q"])
+    assert code == (3 if error is DataError else 4)  # a data error, or an internal error
+    assert "Unexpected binary COPY row from PostgreSQL (test)." in capsys.readouterr().err
+    assert chunks == [40, 40]
+    assert pg.tables() == {source}
+
+    monkeypatch.setattr(postgresql, "_copy_fields", counting)
+    assert main(["run", str(config), "-q"]) == 0
+    assert pg.tables() == {source, target} and len(pg.rows(target)) == 200
+    assert chunks == [40, 40] + [40] * 5
