@@ -423,3 +423,28 @@ def lite(tmp_path: Path):
     database = make_database("sqlite", tmp_path / "lite")
     yield database
     database.drop_all()
+
+
+@pytest.fixture
+def psql_sha256():
+    """``psql URL -c STATEMENT | sha256sum``, as an auditor recomputes a PostgreSQL content
+    digest without tclose; calling it skips the test where psql is not installed."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    def digest(url: str, statement: str) -> str:
+        if shutil.which("psql") is None:
+            pytest.skip("psql is not installed: the auditor's command cannot be run here")
+        parsed = sa.engine.make_url(url)
+        conninfo = f"host={parsed.host} port={parsed.port or 5432} user={parsed.username} "
+        conninfo += f"dbname={parsed.database}"
+        psql = subprocess.run(
+            ["psql", conninfo, "-X", "-q", "-c", statement],
+            capture_output=True,
+            check=True,
+            env={"PGCLIENTENCODING": "UTF8", "PATH": "/usr/bin:/bin"},
+        )
+        return hashlib.sha256(psql.stdout).hexdigest()
+
+    return digest

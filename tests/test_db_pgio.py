@@ -367,10 +367,9 @@ def test_one_pass_equals_read_then_digest(pg, staged, monkeypatch, chunk_size):
     assert np.signbit(whole["h_real"].to_numpy()).any()  # -0.0 kept
 
 
-def test_the_one_pass_digest_is_the_one_psql_computes(pg, staged, monkeypatch):
+def test_the_one_pass_digest_is_the_one_psql_computes(pg, staged, monkeypatch, psql_sha256):
     """The digest is the SHA-256 of the bytes of the statement it records, as ``psql`` gets
     them; also with the session's client encoding not UTF-8 (switched for the COPY and back)."""
-    import shutil
 
     database = PostgreSQLDatabase(pg.url)
     table = TableName(None, staged)
@@ -383,26 +382,7 @@ def test_the_one_pass_digest_is_the_one_psql_computes(pg, staged, monkeypatch):
     _frames_equal(frames, one)
     assert digest["sha256"] == utf8_digest["sha256"]
     assert digest["statement"].startswith('COPY (SELECT "a text", "b_int2", ')
-    if shutil.which("psql") is None:
-        pytest.skip("psql is not installed: the auditor's command cannot be run here")
-    assert _psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
-
-
-def _psql_sha256(url: str, statement: str) -> str:
-    """``psql -c <statement> | sha256sum`` (as in ``test_in_database_checks``)."""
-    import hashlib
-    import subprocess
-
-    parsed = sa.engine.make_url(url)
-    conninfo = f"host={parsed.host} port={parsed.port or 5432} user={parsed.username} "
-    conninfo += f"dbname={parsed.database}"
-    psql = subprocess.run(
-        ["psql", conninfo, "-X", "-q", "-c", statement],
-        capture_output=True,
-        check=True,
-        env={"PGCLIENTENCODING": "UTF8", "PATH": "/usr/bin:/bin"},
-    )
-    return hashlib.sha256(psql.stdout).hexdigest()
+    assert psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
 
 
 def test_one_pass_on_an_empty_table(pg, staged, monkeypatch):
