@@ -7,7 +7,7 @@
   ``REPEATABLE READ, READ ONLY`` transaction.
 - Reads: frames (``read``) of ``smallint``/``integer``/``bigint``/``real``/``double precision``
   columns come from ``COPY (SELECT ...) TO STDOUT (FORMAT BINARY)``, cut by NumPy (chunks with a
-  NULL decoded row by row into psycopg's values); everything else (and ``read_rows``) through
+  NULL built from psycopg's values); everything else (and ``read_rows``) through
   psycopg server-side (named) cursors in binary format. All in the session's transaction.
 - Verification (``read_with_digest``): the content digest's binary ``COPY`` of every column is
   hashed and, in the same pass, cut by NumPy into the frames of the QI and confidential columns
@@ -56,9 +56,6 @@ _COPY_TRAILER = struct.pack(">h", -1)
 #: NumPy formats of the fixed-width types in binary COPY, by type OID (int2, int4, int8,
 #: float4, float8), and the struct that decodes each.
 _FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
-_STRUCTS = {
-    f: struct.Struct(c) for f, c in zip(_FIXED_WIDTH.values(), (">h", ">i", ">q", ">f", ">d"))
-}
 
 
 #: Column types whose SQL equality is Python's equality of the driver's values (the linkage
@@ -158,8 +155,8 @@ class PostgreSQLSession(DriverSession):
         the result's columns are all ``smallint``, ``integer``, ``bigint``, ``real`` or ``double
         precision`` (the type OIDs the server reports): then the ``SELECT`` runs as ``COPY (...)
         TO STDOUT (FORMAT BINARY)`` in the session's transaction, and each chunk whose rows hold
-        no NULL is cut by NumPy into ``int64`` and ``float64`` columns; a chunk with a NULL is
-        decoded row by row into the tuples psycopg would give, and built as the generic path
+        no NULL is cut by NumPy into ``int64`` and ``float64`` columns (:func:`_copy_frames`); a
+        chunk with a NULL is built from the tuples psycopg would give, as the generic path
         builds it. Any other result reads through :meth:`read_rows` (a server-side cursor)."""
         import pandas as pd
 
@@ -173,7 +170,7 @@ class PostgreSQLSession(DriverSession):
                 for rows in self.stream(statement, chunk_size, types):
                     yield pd.DataFrame.from_records(rows, columns=names)
                 return
-            yield from self._copy_frames(sql, names, formats, chunk_size)
+            yield from self._copy_read(sql, names, formats, chunk_size)
 
     def fixed_width_formats(self, sql: str) -> list[str] | None:
         """The NumPy formats (``>i2``, ``>i4``, ``>i8``, ``>f4``, ``>f8``) of the result
@@ -195,24 +192,14 @@ class PostgreSQLSession(DriverSession):
             cursor.close()
         return [_FIXED_WIDTH.get(oid) for oid in oids]
 
-    def _copy_frames(
+    def _copy_read(
         self, sql: str, names: list[str], formats: list[str], chunk_size: int
     ) -> Iterator[pd.DataFrame]:
         """The DataFrames of a binary ``COPY`` of ``sql``, ``chunk_size`` rows each (see
         :meth:`read`)."""
         cursor = driver_connection(self.connection).cursor()
         with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)") as copy:
-            rows = _copy_rows(copy)
-            try:
-                while chunk := list(itertools.islice(rows, chunk_size)):
-                    yield _frame(chunk, names, formats)
-            except GeneratorExit:
-                # Leaving the block before the end would cancel the COPY, and with it the
-                # session's transaction: read the rest instead (if the connection still can).
-                with contextlib.suppress(Exception):
-                    for _ in copy:
-                        pass
-                raise
+            yield from _copy_frames(copy, names, list(enumerate(formats)), len(formats), chunk_size)
 
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 100_000
@@ -347,13 +334,7 @@ class PostgreSQLSession(DriverSession):
         is NULL is built from the tuples of Python values :meth:`read` builds it from. Any
         other case reads twice: :meth:`read`, then :meth:`content_digest`. ``digest`` stays
         empty if the frames are not all read."""
-        table = self.table(name)
-        missing = [c for c in columns if c not in table.c]
-        if missing:
-            raise DataError(
-                f"Column {missing[0]!r} does not exist in table {name}. "
-                f"Its columns are: {', '.join(table.c.keys())}."
-            )
+        table = self.table_with(name, columns)
         every = sorted(table.c.keys())
         with self.database.errors(f"reading {name}"):
             formats = self.result_formats(self._digest_select(table, every))
@@ -370,32 +351,7 @@ class PostgreSQLSession(DriverSession):
             self._utf8(),
             cursor.copy(self.digest_statement(table, every)) as copy,
         ):
-            messages = iter(copy)
-            try:
-                rest = _copy_header(next(messages, b""), sha256)
-                if rest:
-                    messages = itertools.chain([rest], messages)
-                ended = False
-                # Each message copied out of psycopg's buffer at once: ~2x faster than
-                # keeping its buffers alive for the chunk.
-                while chunk := list(map(bytes, itertools.islice(messages, chunk_size))):
-                    if ended:
-                        raise DataError(
-                            "Unexpected binary COPY data from PostgreSQL (after the end)."
-                        )
-                    rows, ended = _copy_chunk(chunk, sha256)
-                    if rows is not None:
-                        values = _copy_fields(*rows, len(every), wanted)
-                        yield _fields_frame(values, list(columns), [f for _, f in wanted])
-                if not ended:
-                    raise DataError("Unexpected binary COPY data from PostgreSQL (no trailer).")
-            except GeneratorExit:
-                # As in _copy_frames: read the rest rather than cancel the COPY (and with it
-                # the session's transaction).
-                with contextlib.suppress(Exception):
-                    for _ in copy:
-                        pass
-                raise
+            yield from _copy_frames(copy, list(columns), wanted, len(every), chunk_size, sha256)
         digest.update(self._digest(table, every, sha256, published_as))
 
     def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
@@ -556,62 +512,55 @@ class PostgreSQLDatabase(SQLDatabase):
         return column_type
 
 
-def _copy_rows(copy: Any) -> Iterator[bytes]:
-    """The rows of a binary ``COPY ... TO STDOUT``, one ``bytes`` each: psycopg's ``Copy``
-    gives one row per message (the server sends one per row); the header is taken off the
-    first, and the trailer (``-1`` fields) is not a row."""
-    first = True
-    for message in copy:
-        row = bytes(message)
-        if first:
-            first = False
-            if not row.startswith(_COPY_SIGNATURE) or len(row) < len(_COPY_HEADER):
-                raise DataError("Unexpected binary COPY header from PostgreSQL.")
-            extension = struct.unpack_from(">i", row, len(_COPY_SIGNATURE) + 4)[0]
-            row = row[len(_COPY_HEADER) + extension :]
-            if not row:
-                continue
-        if row != _COPY_TRAILER:
-            yield row
-
-
-def _frame(rows: list[bytes], names: list[str], formats: list[str]) -> pd.DataFrame:
-    """The DataFrame of binary ``COPY`` rows of fixed-width columns (``formats``): NumPy cuts
-    the rows when none holds a NULL; otherwise each row is decoded into the tuple psycopg
-    would return (``int``, ``float``, ``None``) and the frame built from the tuples."""
-    import pandas as pd
-
-    widths = [np.dtype(f).itemsize for f in formats]
-    size = 2 + sum(4 + w for w in widths)
-    data = b"".join(rows)
-    if len(data) == size * len(rows):  # a NULL field has no value: its row would be shorter
-        layout = [("fields", ">i2")]
-        for i, f in enumerate(formats):
-            layout += [(f"size{i}", ">i4"), (f"value{i}", f)]
-        record = np.frombuffer(data, dtype=layout)
-        if (record["fields"] == len(formats)).all() and all(
-            (record[f"size{i}"] == w).all() for i, w in enumerate(widths)
-        ):
-            return pd.DataFrame(
-                {
-                    name: record[f"value{i}"].astype(
-                        np.float64 if formats[i][1] == "f" else np.int64
-                    )
-                    for i, name in enumerate(names)
-                },
-                columns=names,
-            )
-    return pd.DataFrame.from_records([_decode_row(r, formats) for r in rows], columns=names)
-
-
 #: Zero bytes after a chunk's rows: a value gathered at a NULL field's position stays inside
 #: the buffer (and is not used).
 _PAD = bytes(8)
 
 
+def _copy_frames(
+    copy: Any,
+    names: list[str],
+    picks: Sequence[tuple[int, str]],
+    count: int,
+    chunk_size: int,
+    sha256: Any = None,
+) -> Iterator[pd.DataFrame]:
+    """The DataFrames of a binary ``COPY ... TO STDOUT`` (psycopg's ``Copy``: one row per
+    message) of rows of ``count`` fields: the fixed-width fields ``picks`` (``(position,
+    NumPy format)``) as the columns ``names``, ``chunk_size`` rows a frame. Every byte is
+    added to ``sha256`` if given. Each chunk is joined into one buffer and cut by NumPy
+    (:func:`_copy_chunk`, :func:`_copy_fields`, :func:`_fields_frame`); a stream that does not
+    end with the trailer, or goes on after it, is a :class:`DataError`. A reader that stops
+    early drains the ``COPY`` instead of cancelling it (a cancel would abort the session's
+    transaction)."""
+    messages = iter(copy)
+    try:
+        rest = _copy_header(next(messages, b""), sha256)
+        if rest:
+            messages = itertools.chain([rest], messages)
+        ended = False
+        # Each message copied out of psycopg's buffer at once: ~2x faster than keeping its
+        # buffers alive for the chunk.
+        while chunk := list(map(bytes, itertools.islice(messages, chunk_size))):
+            if ended:
+                raise DataError("Unexpected binary COPY data from PostgreSQL (after the end).")
+            rows, ended = _copy_chunk(chunk, sha256)
+            if rows is not None:
+                values = _copy_fields(*rows, count, picks)
+                yield _fields_frame(values, names, [f for _, f in picks])
+        if not ended:
+            raise DataError("Unexpected binary COPY data from PostgreSQL (no trailer).")
+    except GeneratorExit:
+        with contextlib.suppress(Exception):
+            for _ in copy:
+                pass
+        raise
+
+
 def _copy_header(message: Any, sha256: Any) -> Any:
-    """Hash the header of a binary ``COPY ... TO STDOUT``, which starts its first message,
-    and return what follows it in that message (the first row, the trailer, or nothing)."""
+    """Check (and add to ``sha256``, unless ``None``) the header of a binary ``COPY ... TO
+    STDOUT``, which starts its first message, and return what follows it in that message (the
+    first row, the trailer, or nothing)."""
     head = bytes(message)
     if not head.startswith(_COPY_SIGNATURE) or len(head) < len(_COPY_HEADER):
         raise DataError("Unexpected binary COPY header from PostgreSQL.")
@@ -619,20 +568,22 @@ def _copy_header(message: Any, sha256: Any) -> Any:
     size = len(_COPY_HEADER) + extension
     if flags & (1 << 16) or extension < 0 or len(head) < size:
         raise DataError("Unexpected binary COPY header from PostgreSQL (flags).")
-    sha256.update(head[:size])
+    if sha256 is not None:
+        sha256.update(head[:size])
     return head[size:]
 
 
 def _copy_chunk(
     messages: list[Any], sha256: Any
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, bool]:
-    """Hash a chunk of binary ``COPY`` messages (one row each, the last one perhaps the
-    trailer) and join them: ``((buffer, starts, ends), ended)``, ``buffer`` the rows' bytes
+    """Hash (unless ``sha256`` is ``None``) a chunk of binary ``COPY`` messages (one row each,
+    the last one perhaps the trailer) and join them: ``((buffer, starts, ends), ended)``, ``buffer`` the rows' bytes
     (then :data:`_PAD`) as ``uint8``, row ``i`` at ``starts[i]:ends[i]``; ``None`` for no row;
     ``ended`` if the trailer came."""
     data = b"".join([*messages, _PAD])
     size = len(data) - len(_PAD)
-    sha256.update(memoryview(data)[:size])
+    if sha256 is not None:
+        sha256.update(memoryview(data)[:size])
     ends = np.cumsum(np.fromiter(map(len, messages), dtype=np.int64, count=len(messages)))
     starts = np.empty_like(ends)
     starts[0] = 0
@@ -701,9 +652,9 @@ def _copy_fields(
 def _fields_frame(
     fields: list[tuple[np.ndarray, np.ndarray]], names: list[str], formats: list[str]
 ) -> pd.DataFrame:
-    """The DataFrame :func:`_frame` builds from the same rows, from the fields of
-    :func:`_copy_fields`: ``int64`` and ``float64`` columns when no value is NULL, else the
-    tuples of Python values (``None`` for NULL) :func:`_decode_row` gives."""
+    """The DataFrame of the fields of :func:`_copy_fields`: ``int64`` and ``float64`` columns
+    when no value is NULL, else built from the tuples of Python values (``int``, ``float``,
+    ``None`` for NULL) that psycopg's binary loaders give, as the generic path builds it."""
     import pandas as pd
 
     columns = [
@@ -719,31 +670,6 @@ def _fields_frame(
             values[i] = None
         python.append(values)
     return pd.DataFrame.from_records(list(zip(*python)), columns=names)
-
-
-_FIELD_SIZE = struct.Struct(">i")
-
-
-def _decode_row(row: bytes, formats: list[str]) -> tuple:
-    """One binary ``COPY`` row of fixed-width fields as the tuple of Python values (``None``
-    for NULL) that psycopg's binary loaders return."""
-    if struct.unpack_from(">h", row)[0] != len(formats):
-        raise DataError("Unexpected binary COPY row from PostgreSQL (field count).")
-    offset = 2
-    values: list[Any] = []
-    for f in formats:
-        (size,) = _FIELD_SIZE.unpack_from(row, offset)
-        offset += 4
-        if size == -1:
-            values.append(None)
-            continue
-        if size != int(f[2]):
-            raise DataError("Unexpected binary COPY row from PostgreSQL (field size).")
-        values.append(_STRUCTS[f].unpack_from(row, offset)[0])
-        offset += size
-    if offset != len(row):
-        raise DataError("Unexpected binary COPY row from PostgreSQL (row size).")
-    return tuple(values)
 
 
 def _literal(text: str) -> str:

@@ -567,12 +567,9 @@ class Session:
         with self.database.errors(f"reading {name}"):
             yield from self.stream(statement, chunk_size, types)
 
-    def read_statement(
-        self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
-    ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
-        """The ``SELECT`` of :meth:`read_rows` (the row key first if ``with_key``, then
-        ``columns``, ordered by the row key; result columns untyped) and the reflected types of
-        ``columns``; :class:`DataError` names a column that does not exist."""
+    def table_with(self, name: TableName, columns: Sequence[str]) -> sa.Table:
+        """The table ``name`` as :meth:`table` reflects it; :class:`DataError` names the first
+        of ``columns`` it does not have."""
         table = self.table(name)
         missing = [c for c in columns if c not in table.c]
         if missing:
@@ -580,6 +577,15 @@ class Session:
                 f"Column {missing[0]!r} does not exist in table {name}. "
                 f"Its columns are: {', '.join(table.c.keys())}."
             )
+        return table
+
+    def read_statement(
+        self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
+    ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
+        """The ``SELECT`` of :meth:`read_rows` (the row key first if ``with_key``, then
+        ``columns``, ordered by the row key; result columns untyped) and the reflected types of
+        ``columns``; :class:`DataError` names a column that does not exist."""
+        table = self.table_with(name, columns)
         row_key = self.database.row_key(table, key)
         # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
         # result processing (which would, e.g., turn MySQL doubles into Decimal).

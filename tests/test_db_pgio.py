@@ -118,13 +118,14 @@ def test_null_chunks_and_null_free_chunks_are_built_alike(pg, numbers, monkeypat
     """Chunks with a NULL are decoded row by row, the others by NumPy: both were taken, and
     both give what the generic path gives (an int column with a NULL: float64 or object)."""
     taken = {"numpy": 0, "rows": 0}
-    decode = pgconnector._decode_row
+    build = pgconnector._fields_frame
 
-    def counting(row, formats):
-        taken["rows"] += 1
-        return decode(row, formats)
+    def counting(fields, names, formats):
+        if any(null.any() for _, null in fields):  # built from tuples of Python values
+            taken["rows"] += len(fields[0][1])
+        return build(fields, names, formats)
 
-    monkeypatch.setattr(pgconnector, "_decode_row", counting)
+    monkeypatch.setattr(pgconnector, "_fields_frame", counting)
     database = PostgreSQLDatabase(pg.url)
     fast, slow, applies = _both(database, numbers, ["small", "big", "double"], "id", 6)
     assert applies
@@ -335,15 +336,18 @@ WANTED = ["j_double", "b_int2", "f_int8", "h_real", "d_int4", "k % odd"]  # not 
 
 
 def _copy_fields_calls(monkeypatch) -> list[int]:
-    """Count the chunks the one pass cuts."""
+    """Count the rows of each chunk the one pass cuts (the only reader that hashes as it
+    cuts: ``_copy_chunk`` gets its SHA-256)."""
     calls: list[int] = []
-    cut = pgconnector._copy_fields
+    join = pgconnector._copy_chunk
 
-    def counting(*args):
-        calls.append(len(args[1]))
-        return cut(*args)
+    def counting(messages, sha256):
+        rows, ended = join(messages, sha256)
+        if sha256 is not None and rows is not None:
+            calls.append(len(rows[1]))
+        return rows, ended
 
-    monkeypatch.setattr(pgconnector, "_copy_fields", counting)
+    monkeypatch.setattr(pgconnector, "_copy_chunk", counting)
     return calls
 
 
