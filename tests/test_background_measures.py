@@ -234,39 +234,40 @@ def test_the_later_failure_stands_when_the_measures_succeed(sqlite_run, monkeypa
     assert sqlite_run.tables() == {"discharges"}
 
 
-def test_an_interrupt_does_not_wait_for_the_measures(sqlite_run, monkeypatch, background):
+@pytest.fixture
+def held_measures(monkeypatch: pytest.MonkeyPatch):
+    """The measures wait (up to 60 s) until the test ends: a run must not wait for them."""
     release = threading.Event()
 
     def slow(*args, **kwargs):
         release.wait(60)
         return MEASURED(*args, **kwargs)
 
+    monkeypatch.setattr(tclose.runner, "measure_configured", slow)
+    yield
+    release.set()
+
+
+def test_an_interrupt_does_not_wait_for_the_measures(
+    sqlite_run, monkeypatch, background, held_measures
+):
     def interrupted_write(*_args, **_kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tclose.runner, "measure_configured", slow)
     monkeypatch.setattr(tclose.runner.Phases, "write", interrupted_write)
     started = time.monotonic()
-    try:
-        with pytest.raises(RunInterrupted) as interrupted:
-            run(load_config(sqlite_run.write(sqlite_run.config())))
-        assert time.monotonic() - started < 30
-        assert interrupted.value.published is False
-        assert sqlite_run.tables() == {"discharges"}
-    finally:
-        release.set()
+    with pytest.raises(RunInterrupted) as interrupted:
+        run(load_config(sqlite_run.write(sqlite_run.config())))
+    assert time.monotonic() - started < 30
+    assert interrupted.value.published is False
+    assert sqlite_run.tables() == {"discharges"}
 
 
 def test_a_signal_while_the_run_waits_for_the_measures_publishes_nothing(
-    sqlite_run, monkeypatch, background
+    sqlite_run, background, held_measures
 ):
-    release = threading.Event()
     main_thread = threading.main_thread().ident
     assert main_thread is not None
-
-    def slow(*args, **kwargs):
-        release.wait(60)
-        return MEASURED(*args, **kwargs)
 
     def waiting_in_result() -> bool:
         frame = sys._current_frames().get(main_thread)
@@ -284,7 +285,6 @@ def test_a_signal_while_the_run_waits_for_the_measures_publishes_nothing(
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(tclose.runner, "measure_configured", slow)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = threading.Thread(target=interrupt_once_waiting)
     sender.start()
@@ -296,7 +296,6 @@ def test_a_signal_while_the_run_waits_for_the_measures_publishes_nothing(
         assert interrupted.value.published is False
         assert sqlite_run.tables() == {"discharges"}
     finally:
-        release.set()
         sender.join()
         signal.signal(signal.SIGINT, previous)
 
