@@ -244,6 +244,8 @@ class RunContext:
         aggregated: QI column → published values of the kept rows.
         measures: the ``risk`` section and the ``utility`` additions
             (:func:`tclose.measures.measure_configured`).
+        summary: the release's :func:`release_summary`, if already computed (else
+            :func:`build_report` computes it).
         verification: the verifier's verdict on the written rows (``None`` if it did not run).
         published: whether the target now holds the verified table.
         dry_run: whether publishing was skipped on purpose.
@@ -268,6 +270,7 @@ class RunContext:
     partition: Partition | None = field(default=None, repr=False)
     aggregated: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     measures: Mapping[str, Mapping[str, Any]] | None = field(default=None, repr=False)
+    summary: Mapping[str, Any] | None = field(default=None, repr=False)
     verification: Verification | None = None
     published: bool = False
     dry_run: bool = False
@@ -279,14 +282,43 @@ class RunContext:
     output_columns: Sequence[str] | None = None
 
 
+def release_summary(
+    encoded: EncodedTable,
+    aggregated: Mapping[str, np.ndarray],
+    labels: np.ndarray,
+    k: int | None,
+) -> dict[str, Any]:
+    """The parts of the report that depend on the release alone, not on its verification,
+    measures or timings: ``clusters`` (:func:`cluster_statistics`), ``utility`` (the SSE and its
+    definition), ``distributions`` (:func:`distributions`) and ``warnings``
+    (:func:`constant_warnings`).
+
+    A run computes it once, beside the write (:attr:`RunContext.summary`), rather than in each
+    of its two builds of the report: at 1M rows it takes ~0.5 s.
+    """
+    loss = encoded.information_loss(aggregated)
+    one_cluster = encoded.information_loss(encoded.aggregate(np.zeros(len(labels), dtype=np.int64)))
+    return {
+        "clusters": cluster_statistics(labels),
+        "utility": {
+            "sse": loss["sse"],
+            "sse_raw": loss["sse"] * len(labels) * len(encoded.quasi_identifiers),
+            "sse_sst": loss["sse"] / one_cluster["sse"] if one_cluster["sse"] else 0.0,
+            "sse_per_attribute": loss["sse_per_attribute"],
+            "definition": SSE_DEFINITION,
+        },
+        "distributions": distributions(encoded, aggregated, k=k),
+        "warnings": constant_warnings(encoded),
+    }
+
+
 def build_report(context: RunContext) -> dict[str, Any]:
     """Assemble the audit report (the contract's fields and more), as JSON-ready data, from
     what the run knows (:class:`RunContext`; its encoding, labels and partition must be set)."""
     encoded, labels, partition = context.encoded, context.labels, context.partition
     assert encoded is not None and labels is not None and partition is not None
-    verification, aggregated = context.verification, context.aggregated
-    loss = encoded.information_loss(aggregated)
-    one_cluster = encoded.information_loss(encoded.aggregate(np.zeros(len(labels), dtype=np.int64)))
+    verification = context.verification
+    summary = context.summary or release_summary(encoded, context.aggregated, labels, context.k)
     rows_written = (
         context.rows_read
         if verification is None
@@ -312,16 +344,10 @@ def build_report(context: RunContext) -> dict[str, Any]:
             "info": partition.info,
         },
         "privacy": _privacy_section(context),
-        "clusters": cluster_statistics(labels),
-        "utility": {
-            "sse": loss["sse"],
-            "sse_raw": loss["sse"] * len(labels) * len(encoded.quasi_identifiers),
-            "sse_sst": loss["sse"] / one_cluster["sse"] if one_cluster["sse"] else 0.0,
-            "sse_per_attribute": loss["sse_per_attribute"],
-            "definition": SSE_DEFINITION,
-        },
-        "distributions": distributions(encoded, aggregated, k=context.k),
-        "warnings": constant_warnings(encoded),
+        "clusters": summary["clusters"],
+        "utility": dict(summary["utility"]),
+        "distributions": summary["distributions"],
+        "warnings": list(summary["warnings"]),
         "verification": {
             "passed": bool(verification.passed) if verification else False,
             "checks": verification.checks if verification else [],

@@ -41,7 +41,7 @@ from .plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tc
 from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, dialect_of, load_registry
-from .report import RunContext, build_report, finish_report
+from .report import RunContext, build_report, finish_report, release_summary
 from .verify import Verification, verify_rows
 
 log = logging.getLogger("tclose")
@@ -275,7 +275,7 @@ class Phases:
         self.labels = np.zeros(0, dtype=np.int64)
         self.database_values: dict[str, np.ndarray] = {}
         #: the measures while they run in the background (:meth:`join_measures`)
-        self._measures: Background[dict[str, dict[str, Any]]] | None = None
+        self._measures: Background[tuple[dict[str, dict[str, Any]], dict[str, Any]]] | None = None
 
     @contextmanager
     def sessions(self) -> Iterator[tuple[Any, Any]]:
@@ -327,12 +327,7 @@ class Phases:
             c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
         }
         measure = functools.partial(
-            measure_configured,
-            encoded,
-            context.aggregated,
-            config.attributes,
-            config.interval_p,
-            self.labels,
+            _measure_release, encoded, context.aggregated, config, self.labels
         )
         if len(self.keys) >= BACKGROUND_MEASURES_ROWS:
             log.info("measures ... (in the background, beside the write)")
@@ -340,7 +335,7 @@ class Phases:
             return
         self.say("measuring disclosure risk and utility")
         with self.timer.phase("measures"):
-            context.measures = measure()
+            context.measures, context.summary = measure()
 
     @contextmanager
     def measures_first(self) -> Iterator[None]:
@@ -361,7 +356,7 @@ class Phases:
             return
         if not pending.done:
             self.say("measuring disclosure risk and utility")
-        self.context.measures = pending.result()
+        self.context.measures, self.context.summary = pending.result()
         self._measures = None
         assert pending.seconds is not None
         self.timer.record("measures", pending.seconds, after="kernel")
@@ -461,6 +456,18 @@ class Phases:
         report = build_report(self.context)
         finish_report(report, self.context.registry, self.plan.config, report_path)
         return report
+
+
+def _measure_release(
+    encoded: EncodedTable,
+    aggregated: Mapping[str, np.ndarray],
+    config: Config,
+    labels: np.ndarray,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The measures of the release (:func:`tclose.measures.measure_configured`) and the report's
+    :func:`tclose.report.release_summary`, computed once for both builds of the report."""
+    measures = measure_configured(encoded, aggregated, config.attributes, config.interval_p, labels)
+    return measures, release_summary(encoded, aggregated, labels, config.k)
 
 
 def _transformed_chunks(

@@ -27,6 +27,7 @@ import time
 import pytest
 
 import tclose
+import tclose.report
 import tclose.runner
 from tclose.background import Background
 from tclose.cli import main
@@ -167,6 +168,36 @@ def test_the_draft_report_of_the_publish_holds_the_measures(sqlite_run, backgrou
     assert result.published
     assert len(seen) == 1 and seen[0] is not None
     assert seen[0] == result.report["risk"]
+
+
+@pytest.mark.parametrize("rows", [0, 10**12], ids=["background", "in line"])
+def test_the_release_summary_is_computed_once_for_both_reports(sqlite_run, monkeypatch, rows):
+    monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", rows)
+    calls = []
+    summarize = tclose.runner.release_summary
+
+    def counted(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        return summarize(*args, **kwargs)
+
+    monkeypatch.setattr(tclose.runner, "release_summary", counted)
+    monkeypatch.setattr(tclose.report, "release_summary", counted)
+    seen = []
+
+    class Recorder:
+        @tclose.hookimpl
+        def run_publishing(self, report, config, connection):
+            seen.append(report)
+
+    registry = load_registry(extra_plugins=[Recorder()], entry_points=False)
+    result = run(load_config(sqlite_run.write(sqlite_run.config())), registry=registry)
+    assert result.published and len(seen) == 1
+    assert calls == ["tclose-measures" if rows == 0 else "MainThread"]
+    final = result.report
+    for part in ("clusters", "utility", "distributions", "warnings"):
+        assert seen[0][part] == final[part], part
+    assert final["distributions"] and final["utility"]["sse"] > 0
+    assert final["utility"]["il1s"] is not None  # the measures' utility is added, not lost
 
 
 # --- errors and interrupts --------------------------------------------------------------------
