@@ -28,7 +28,7 @@ nominal attributes NULL becomes a value of its own, written back as NULL), or ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -457,7 +457,7 @@ class EncodedTable:
         """Column → the published value of every kept row."""
         return {qi.name: qi.aggregate(labels) for qi in self.quasi_identifiers}
 
-    def information_loss(self, published: dict[str, np.ndarray]) -> dict[str, Any]:
+    def information_loss(self, published: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The paper's normalized SSE over the mixed distance (weights excluded): the mean over
         rows and QIs of each attribute's distance term between original and published values;
         per attribute as well. For numeric QIs the term is ``((a - a') / std)^2``."""
