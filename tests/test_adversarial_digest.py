@@ -1,0 +1,52 @@
+"""Adversarial: the content digest an auditor re-checks (``tclose verify --report``, or psql).
+
+The digest must name and cover exactly the published table: a column renamed after the run, a
+search path that differs between the run and the auditor, names with quotes, semicolons and shell
+metacharacters must never let a changed table pass or make the recorded command unusable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+import sqlalchemy as sa
+
+from tclose.cli import main
+from tclose.html_report import render_html
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    capture = io.StringIO()
+    with contextlib.redirect_stdout(capture):
+        code = main(["-q", *args])
+    return code, capture.getvalue()
+
+
+def _run(db, document: dict) -> tuple[str, dict]:
+    """Run ``document`` (its JSON report beside it); the config's path and the report."""
+    report = db.tmp_path / "report.json"
+    document["report"] = {"json": str(report)}
+    config = str(db.write_config(document))
+    code, out = _cli("run", config)
+    assert code == 0, out
+    return config, json.loads(report.read_text())
+
+
+def test_a_column_renamed_after_the_run_fails_the_digest_check(db):
+    """Renaming a pass-through column keeps every value, and (here) the columns' name order:
+    the values hashed are the same, but the table is not the one the run published."""
+    source, target = db.name("patients"), db.name("anon")
+    db.create_patients(source, n=60)
+    config, _report = _run(db, db.config(source, target))
+    report = str(db.tmp_path / "report.json")
+    assert _cli("verify", config, "--report", report)[0] == 0
+
+    renamed = {"mysql": "RENAME COLUMN", "sqlite": "RENAME COLUMN"}.get(db.dialect, "RENAME")
+    db.execute(f"ALTER TABLE {db.quote(target)} {renamed} {db.quote('note')} TO {db.quote('notf')}")
+    code, out = _cli("verify", config, "--report", report)
+    assert code == 1 and "FAIL  content_digest" in out and "notf" in out, out
