@@ -274,13 +274,24 @@ class PostgreSQLSession(DriverSession):
         sha256: Any,
         published_as: TableName | None,
     ) -> dict[str, Any]:
-        named = table if published_as is None else published_as
         return {
             "algorithm": COPY_DIGEST_ALGORITHM,
             "columns": columns,
             "sha256": sha256.hexdigest(),
-            "statement": self.digest_statement(named, columns),
+            "statement": self.digest_statement(self._qualified_name(table, published_as), columns),
         }
+
+    def _qualified_name(self, table: sa.Table, published_as: TableName | None) -> TableName:
+        """``published_as`` (else ``table``'s name) in the schema of ``table``: an unqualified
+        name resolves through the ``search_path``, which an auditor's session may not share."""
+        named = published_as or TableName(table.schema, table.name)
+        if named.schema is not None:
+            return named
+        (schema,) = self.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.oid = to_regclass({_literal(self.database.qualified(table))})"
+        )[0]
+        return TableName(schema, named.name)
 
     @contextlib.contextmanager
     def _utf8(self) -> Iterator[None]:

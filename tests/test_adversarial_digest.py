@@ -17,7 +17,9 @@ import pytest
 import sqlalchemy as sa
 
 from tclose.cli import main
+from tclose.config import load_config
 from tclose.html_report import render_html
+from tclose.runner import verify_published
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -50,3 +52,33 @@ def test_a_column_renamed_after_the_run_fails_the_digest_check(db):
     db.execute(f"ALTER TABLE {db.quote(target)} {renamed} {db.quote('note')} TO {db.quote('notf')}")
     code, out = _cli("verify", config, "--report", report)
     assert code == 1 and "FAIL  content_digest" in out and "notf" in out, out
+
+
+@pytest.fixture
+def own_schema(pg):
+    """A schema of this test, dropped (with its tables) afterwards."""
+    schema = f"{pg.prefix}_sp"
+    pg.execute(f"CREATE SCHEMA {pg.quote(schema)}")
+    pg.schemas.append(schema)
+    yield schema
+    pg.execute(f"DROP SCHEMA {pg.quote(schema)} CASCADE")
+    pg.schemas.remove(schema)
+
+
+def test_the_statement_names_the_schema_the_search_path_chose(pg, own_schema, psql_sha256):
+    """The run's URL sets ``search_path``; the config names the tables unqualified. The auditor's
+    psql, with the default search path and a same-named table in ``public``, must still hash the
+    published table: the recorded statement names its schema. So must ``tclose verify``'s."""
+    source, target = pg.name("patients"), pg.name("anon")
+    pg.create_patients(source, n=60)
+    pg.execute(f"ALTER TABLE {pg.quote(source)} SET SCHEMA {pg.quote(own_schema)}")
+    pg.create(target, [sa.Column("tclose_row", sa.Integer, primary_key=True)], [{"tclose_row": 1}])
+    url = f"{pg.url}?options=-csearch_path%3D{own_schema}"
+    document = pg.config(source, target)
+    document["source"]["url"] = url
+    config, report = _run(pg, document)
+    digest = report["target"]["content_digest"]
+    assert f"FROM {pg.quote(own_schema)}.{pg.quote(target)} " in digest["statement"]
+    assert psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
+    verification = verify_published(load_config(config))
+    assert verification.content_digest["statement"] == digest["statement"]
