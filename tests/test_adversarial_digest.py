@@ -10,8 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import shlex
 import shutil
 import subprocess
+from html import unescape
 
 import pytest
 import sqlalchemy as sa
@@ -82,3 +85,35 @@ def test_the_statement_names_the_schema_the_search_path_chose(pg, own_schema, ps
     assert psql_sha256(pg.url, digest["statement"]) == digest["sha256"]
     verification = verify_published(load_config(config))
     assert verification.content_digest["statement"] == digest["statement"]
+
+
+def test_the_html_command_recomputes_the_digest_of_a_name_with_shell_metacharacters(pg):
+    """Table and column names with a single quote, double quotes, ``;``, ``$(...)`` and a
+    backtick: the command the HTML report shows, pasted into ``sh`` (the connection filled in),
+    prints the recorded digest and runs nothing else."""
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed: the auditor's command cannot be run here")
+    source, target = pg.name("patients"), pg.name("""O'B "q"; $(touch x) `y`""")
+    pg.create_patients(source, n=60)
+    column = "it's; $(a)"
+    pg.execute(f"ALTER TABLE {pg.quote(source)} RENAME COLUMN note TO {pg.quote(column)}")
+    document = pg.config(source, target)
+    document["attributes"][column] = document["attributes"].pop("note")
+    _config, report = _run(pg, document)
+    html = render_html(report)
+    shown = re.search(r"Recompute it with</th><td>(.*?)</td>", html)
+    assert shown is not None
+    url = sa.make_url(pg.url)
+    conninfo = f"host={url.host} port={url.port or 5432} user={url.username} dbname={url.database}"
+    command = unescape(shown.group(1)).replace("<connection>", shlex.quote(conninfo))
+    output = subprocess.run(
+        ["sh", "-c", command],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=pg.tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert output.stdout.split()[0] == report["target"]["content_digest"]["sha256"]
+    assert not output.stderr
+    assert sorted(p.name for p in pg.tmp_path.iterdir()) == ["report.json", "run.yaml"]
