@@ -117,3 +117,22 @@ def test_the_html_command_recomputes_the_digest_of_a_name_with_shell_metacharact
     assert output.stdout.split()[0] == report["target"]["content_digest"]["sha256"]
     assert not output.stderr
     assert sorted(p.name for p in pg.tmp_path.iterdir()) == ["report.json", "run.yaml"]
+
+
+@pytest.mark.parametrize("column", ["ward {rows}", "ward }", "ward {", "ward {0}"])
+def test_the_linkage_check_of_a_column_named_with_braces(db, column):
+    """A checked pass-through column (not ``allow_unique``) whose name holds format braces: the
+    linkage check compares its values like any other's; repeated values pass, unique ones fail."""
+    source, target = db.name("patients"), db.name("anon")
+    db.create_patients(source, n=60)
+    db.execute(f"ALTER TABLE {db.quote(source)} RENAME COLUMN ward TO {db.quote(column)}")
+    document = db.config(source, target)
+    del document["attributes"]["ward"]
+    document["attributes"][column] = {"role": "other"}
+    _run(db, document)
+    assert len(db.rows(target)) == 60
+
+    document["attributes"]["code"] = {"role": "other"}  # unique per row
+    document["target"]["if_exists"] = "replace"
+    code, _out = _cli("run", str(db.write_config(document)))
+    assert code == 1
