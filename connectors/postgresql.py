@@ -274,13 +274,24 @@ class PostgreSQLSession(DriverSession):
         sha256: Any,
         published_as: TableName | None,
     ) -> dict[str, Any]:
-        named = table if published_as is None else published_as
         return {
             "algorithm": COPY_DIGEST_ALGORITHM,
             "columns": columns,
             "sha256": sha256.hexdigest(),
-            "statement": self.digest_statement(named, columns),
+            "statement": self.digest_statement(self._qualified_name(table, published_as), columns),
         }
+
+    def _qualified_name(self, table: sa.Table, published_as: TableName | None) -> TableName:
+        """``published_as`` (else ``table``'s name) in the schema of ``table``: an unqualified
+        name resolves through the ``search_path``, which an auditor's session may not share."""
+        named = published_as or TableName(table.schema, table.name)
+        if named.schema is not None:
+            return named
+        (schema,) = self.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.oid = to_regclass({_literal(self.database.qualified(table))})"
+        )[0]
+        return TableName(schema, named.name)
 
     @contextlib.contextmanager
     def _utf8(self) -> Iterator[None]:
@@ -365,18 +376,16 @@ class PostgreSQLSession(DriverSession):
         qualified = self.database.qualified(table)
         for column in columns:
             value = self._comparable(table.c[column])
-            exists = f"SELECT 1 FROM {{rows}} WHERE {value} IS NOT NULL"
-            repeat = f"{exists} GROUP BY {value} HAVING count(*) > 1"
             sample = (
                 f"(SELECT {self.database.quote(column)} FROM {qualified} "
                 f"WHERE {self.database.quote(column)} IS NOT NULL LIMIT {ROW_SAMPLE}) AS sample"
             )
-            (repeated,) = self.execute(f"SELECT EXISTS ({repeat.format(rows=sample)})")[0]
+            (repeated,) = self.execute(f"SELECT EXISTS ({_repeats(sample, value)})")[0]
             if repeated:
                 continue
             present, repeated = self.execute(
-                f"SELECT EXISTS ({exists.format(rows=qualified)}), "
-                f"EXISTS ({repeat.format(rows=qualified)})"
+                f"SELECT EXISTS ({_non_null(qualified, value)}), "
+                f"EXISTS ({_repeats(qualified, value)})"
             )[0]
             if present and not repeated:
                 found.append(column)
@@ -670,6 +679,16 @@ def _fields_frame(
             values[i] = None
         python.append(values)
     return pd.DataFrame.from_records(list(zip(*python)), columns=names)
+
+
+def _non_null(rows: str, value: str) -> str:
+    """SQL: a row of ``rows`` (a table or a subquery) for each where ``value`` is not NULL."""
+    return f"SELECT 1 FROM {rows} WHERE {value} IS NOT NULL"
+
+
+def _repeats(rows: str, value: str) -> str:
+    """SQL: a row for each non-NULL ``value`` that ``rows`` holds more than once."""
+    return f"{_non_null(rows, value)} GROUP BY {value} HAVING count(*) > 1"
 
 
 def _literal(text: str) -> str:

@@ -291,13 +291,18 @@ def _rebuild_audit_record(
 
 def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str, Any]:
     """The ``content_digest`` check of ``tclose verify --report``: the published table's digest
-    recomputed now against the one the run recorded."""
+    recomputed now against the one the run recorded, and its column names against the recorded
+    ones (the PostgreSQL digest hashes values only: a renamed column keeps its bytes)."""
     recorded = (report.get("target") or {}).get("content_digest") or {}
     computed = verification.content_digest or {}
-    actual = computed.get("sha256") or computed.get("unavailable")
+    sha256 = computed.get("sha256")
+    same_columns = recorded.get("columns") == computed.get("columns")
+    actual = sha256 or computed.get("unavailable")
+    if sha256 and not same_columns:
+        actual = f"{sha256} of other columns: {', '.join(computed.get('columns') or [])}"
     return {
         "name": "content_digest",
-        "passed": bool(recorded.get("sha256")) and recorded.get("sha256") == actual,
+        "passed": bool(sha256) and same_columns and recorded.get("sha256") == sha256,
         "expected": recorded.get("sha256") or "a digest in the report (none recorded)",
         "actual": actual,
     }
