@@ -369,6 +369,13 @@ class MySQLDatabase(SQLDatabase):
     session_class = MySQLSession
     identifier_limit = 64
     snapshot_reads = True
+    column_names_compared = "without regard to case (any letter, not only A-Z)"
+
+    def column_key(self, name: str) -> str:
+        """Each character in lower case, mapped one to one (``K``, the Kelvin sign, is ``k``;
+        ``ß`` stays ``ß``): MariaDB's ``utf8mb3_general_ci`` comparison of column names, which
+        ignores case but not accents. (Names ending with a space do not exist there.)"""
+        return "".join(c.lower()[:1] for c in name)
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         url = choose_driver(url)

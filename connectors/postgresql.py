@@ -458,6 +458,12 @@ class PostgreSQLDatabase(SQLDatabase):
     session_class = PostgreSQLSession
     identifier_limit = 63  # NAMEDATALEN - 1, in bytes
     identifier_bytes = True
+    column_names_compared = "exactly (every name is quoted)"
+
+    def column_key(self, name: str) -> str:
+        """``name`` itself: tclose quotes every identifier, and PostgreSQL compares quoted
+        names exactly (``TCLOSE_ROW`` is another column than ``tclose_row``)."""
+        return name
 
     @property
     def joins_in_snapshot(self) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import string
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger("tclose")
+
+#: ASCII upper-case letters to lower case (str.translate table of :meth:`SQLDatabase.column_key`).
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 #: Temporary helper tables of the in-database join (one run's session only).
 MAP_TABLE = "tclose_map"
@@ -157,6 +161,9 @@ class SQLDatabase:
     #: UTF-8 bytes when :attr:`identifier_bytes`.
     identifier_limit: ClassVar[int | None] = None
     identifier_bytes: ClassVar[bool] = False
+    #: How the database compares the column names of one table, as :meth:`column_key` does
+    #: (completes "<dialect> compares column names ...").
+    column_names_compared: ClassVar[str] = "without regard to case (A-Z as a-z)"
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -338,6 +345,46 @@ class SQLDatabase:
         """Column type of the new surrogate key ``tclose_row``."""
         return sa.BigInteger()
 
+    def column_key(self, name: str) -> str:
+        """``name`` as the database compares column names: two names with the same key are the
+        same column of a table. The default folds ASCII letters to lower case, as SQLite and
+        DuckDB do (both keep non-ASCII letters, spaces and accents as they are); a connector
+        whose database compares otherwise overrides it and :attr:`column_names_compared`."""
+        return name.translate(_ASCII_LOWER)
+
+    def check_column_names(self, output_columns: Sequence[str]) -> None:
+        """Refuse output columns that would be one column of the staging table: one equal to
+        :data:`~tclose.naming.ROW_COLUMN` up to :meth:`column_key` (``TCLOSE_ROW`` on a
+        database that compares names without case), or two source columns equal up to it (a
+        source that is case-sensitive, published into a database that is not).
+
+        Raises:
+            ConfigError: naming the column(s), the rule of the database and the remedies.
+        """
+        seen = {self.column_key(ROW_COLUMN): ROW_COLUMN}
+        for column in output_columns:
+            key = self.column_key(column)
+            other = seen.get(key)
+            if other is None:
+                seen[key] = column
+                continue
+            rule = (
+                ""
+                if other == column
+                else f"{self.dialect} compares column names {self.column_names_compared}, so "
+            )
+            if other == ROW_COLUMN:
+                clash = (
+                    f"{rule}it would be the column {ROW_COLUMN!r}, the row key tclose adds to "
+                    f"every table it writes"
+                )
+            else:
+                clash = f"{rule}it would be the same column as {other!r} in the table written"
+            raise ConfigError(
+                f"==> At attributes.{column}\nColumn {column!r} cannot be written: {clash}. "
+                f"Rename it in the source, or drop it from the output (role: identifier)."
+            )
+
     def staging_table(
         self,
         name: TableName,
@@ -355,13 +402,9 @@ class SQLDatabase:
         integer) when ``rounded``. When the source is another dialect, types are translated
         through their SQLAlchemy generic equivalents (:meth:`portable_type`).
         """
+        self.check_column_names(output_columns)
         columns = [sa.Column(ROW_COLUMN, self.row_type(), primary_key=True, autoincrement=False)]
         for column in output_columns:
-            if column == ROW_COLUMN:
-                raise ConfigError(
-                    f"The source has a column named {ROW_COLUMN!r}, which tclose "
-                    f"uses for the new row key. Rename or drop it."
-                )
             column_type = source.c[column].type
             if column in aggregated:
                 if column not in rounded:

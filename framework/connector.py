@@ -106,7 +106,12 @@ class Database(Protocol):
         ``BIGINT``-like primary key) first, then ``output_columns``. Pass-through columns keep
         their source type exactly (translated from ``source_dialect`` without loss: a double
         stays 64-bit, a decimal keeps precision and scale, a timestamp its microseconds);
-        ``aggregated`` columns hold 64-bit floats, or their integer type when ``rounded``."""
+        ``aggregated`` columns hold 64-bit floats, or their integer type when ``rounded``.
+
+        Raises :class:`~tclose.errors.ConfigError` when two columns would be one column of the
+        table as the database compares names (``TCLOSE_ROW`` is ``tclose_row`` on SQLite);
+        :class:`~tclose.errors.DataError` when a pass-through column's type cannot be made
+        here, naming the column and the type."""
         ...
 
     def session(

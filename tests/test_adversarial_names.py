@@ -99,3 +99,109 @@ def test_mariadb_role_without_drop_leaves_an_empty_registered_staging_table(mari
     # The next run that may drop tables removes it: it is registered as tclose's.
     assert main(["-q", "run", str(maria.write_config(maria.config(source, maria.name("b"))))]) == 0
     assert maria.tables() == {source, target, maria.name("b")}
+
+
+def _with_column(db, source: str, column: str) -> None:
+    """Add an integer ``column`` (2 distinct values) to a :meth:`create_patients` table."""
+    db.execute(f"ALTER TABLE {db.quote(source)} ADD COLUMN {db.quote(column)} INTEGER")
+    db.execute(f"UPDATE {db.quote(source)} SET {db.quote(column)} = patient_id % 2")
+
+
+@pytest.mark.parametrize("spelling", ["tclose_row", "TCLOSE_ROW", "Tclose_Row", "tclosE_row"])
+def test_a_column_named_like_the_row_column_up_to_case(db, capsys, spelling):
+    """SQLite, DuckDB and MariaDB compare column names without case: such a column would be the
+    row column ``tclose_row`` of the staging table. A configuration error before any work,
+    naming the column; PostgreSQL (quoted names are case-sensitive) publishes it unless the
+    name is exactly ``tclose_row``."""
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=40)
+    _with_column(db, source, spelling)
+    before = db.rows(source, order="patient_id")
+    document = db.config(source, target)
+    document["attributes"][spelling] = {"role": "other"}
+    path = str(db.write_config(document))
+    if db.dialect == "postgresql" and spelling != "tclose_row":
+        assert main(["-q", "run", path]) == 0
+        assert main(["-q", "verify", path]) == 0
+        assert sorted(db.rows(target, db.quote(spelling))) == sorted(
+            db.rows(source, db.quote(spelling))
+        )
+        return
+    assert main(["-q", "run", path]) == 2
+    err = capsys.readouterr().err
+    assert f"Column {spelling!r}" in err and "tclose_row" in err and "role: identifier" in err
+    if spelling != "tclose_row":
+        assert "without regard to case" in err
+    assert "internal error" not in err and "Database error" not in err
+    assert db.tables() == {source}
+    assert db.rows(source, order="patient_id") == before
+    document["attributes"][spelling] = {"role": "identifier"}  # the advice works
+    assert main(["-q", "run", str(db.write_config(document))]) == 0
+    assert spelling not in db.column_types(target) or spelling == "tclose_row"
+
+
+@pytest.mark.parametrize("spelling", ["tclose_row ", " TCLOSE_ROW", "tclosé_row", "tcloſe_row"])
+def test_look_alikes_of_the_row_column_are_published(db, spelling):
+    """Names that differ from ``tclose_row`` by more than ASCII case are other columns on every
+    database that can hold them (MariaDB refuses names ending with a space)."""
+    if db.dialect == "mysql" and spelling.endswith(" "):
+        pytest.skip("MariaDB refuses column names that end with a space")
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=40)
+    _with_column(db, source, spelling)
+    document = db.config(source, target)
+    document["attributes"][spelling] = {"role": "other"}
+    assert main(["-q", "run", str(db.write_config(document))]) == 0
+    assert sorted(db.rows(target, db.quote(spelling))) == sorted(
+        db.rows(source, db.quote(spelling))
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("columns", "named"),
+    [(["TCLOSE_ROW"], "tclose_row"), (["Ward2", "WARD2"], "'Ward2'")],
+)
+def test_postgresql_names_equal_up_to_case_in_a_case_insensitive_target(
+    pg, lite, capsys, columns, named
+):
+    """PostgreSQL holds ``TCLOSE_ROW`` (or ``Ward2`` beside ``WARD2``); published into SQLite,
+    which compares names without case, they collide: a configuration error naming both."""
+    source, target = pg.name("src"), lite.name("anon")
+    pg.create_patients(source, n=40)
+    for column in columns:
+        _with_column(pg, source, column)
+    lite.execute("SELECT 1")  # creates the file
+    document = pg.config(source, target)
+    document["target"]["url"] = lite.url
+    document["attributes"].update({c: {"role": "other"} for c in columns})
+    assert main(["-q", "run", str(pg.write_config(document))]) == 2
+    err = capsys.readouterr().err
+    assert f"Column {columns[-1]!r}" in err and named in err and "sqlite" in err
+    assert lite.tables() == set()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("ward", "WARD"), ("é", "É"), ("σ", "Σ"), ("ǅ", "ǆ"), ("k", "\u212a"), ("i", "İ")]
+    + [("straße", "STRASSE"), ("ς", "σ"), ("ı", "I"), ("e", "é"), ("tcloſe_row", "tclose_row")],
+)
+def test_mariadb_column_key_agrees_with_the_server(maria, a, b):
+    """:meth:`MySQLDatabase.column_key` says two names are one column exactly when MariaDB
+    refuses them side by side (duplicate column name)."""
+    from tclose.connectors.mysql import MySQLDatabase
+
+    database = MySQLDatabase(maria.url)
+    table = maria.name("pair")
+    try:
+        maria.execute(
+            f"CREATE TABLE {maria.quote(table)} ({maria.quote(a)} INT, {maria.quote(b)} INT)"
+        )
+        one_column = False
+    except sa.exc.OperationalError as error:
+        assert "Duplicate column name" in str(error)
+        one_column = True
+    finally:
+        database.engine.dispose()
+    assert (database.column_key(a) == database.column_key(b)) == one_column
