@@ -45,7 +45,8 @@ from sqlalchemy.pool import NullPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import (
+from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+    NativeType,
     Session,
     SQLDatabase,
     TableName,
@@ -124,22 +125,6 @@ _GENERIC: dict[str, Any] = {
     "INTERVAL": sa.Interval,
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
-
-
-class NativeType(sa.types.UserDefinedType):
-    """A DuckDB type kept by its own name (``HUGEINT``, ``TINYINT``, ``INTEGER[]``, structs...):
-    a table of the same database gets exactly this type; another database cannot take it."""
-
-    cache_ok = True
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def get_col_spec(self, **_kw: Any) -> str:
-        return self.name
-
-    def __repr__(self) -> str:
-        return f"NativeType({self.name!r})"
 
 
 def duckdb_type(name: str) -> sa.types.TypeEngine:

@@ -427,6 +427,15 @@ class MySQLDatabase(SQLDatabase):
         stored = tuple(v.lower() if int(fold) else v for v in row)
         return ("mysql", host, int(port), datadir, *stored)
 
+    def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
+        """``information_schema.columns.column_type`` of each column (``point``, ``inet6``)."""
+        rows = connection.exec_driver_sql(
+            "SELECT column_name, column_type FROM information_schema.columns "
+            "WHERE table_schema = COALESCE(%(schema)s, DATABASE()) AND table_name = %(table)s",
+            {"schema": name.schema, "table": name.name},
+        )
+        return {column: declared for column, declared in rows}
+
     @property
     def joins_in_snapshot(self) -> bool:
         """True when the server has ``innodb_snapshot_isolation`` (MariaDB 10.6.18+)."""

@@ -521,6 +521,16 @@ class PostgreSQLDatabase(SQLDatabase):
             database = connection.exec_driver_sql("SELECT current_database()").scalar()
         return ("postgresql", server, database, int(oid))
 
+    def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
+        """``format_type`` of each column (``point``, ``xml``, a composite type qualified when
+        its schema is not on the ``search_path``)."""
+        rows = connection.exec_driver_sql(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%(name)s) AND attnum > 0 AND NOT attisdropped",
+            {"name": self.qualified(name)},
+        )
+        return {column: declared for column, declared in rows}
+
     def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
         if isinstance(column_type, postgresql.ENUM):
             column_type.create_type = False  # the type exists: the source uses it

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import secrets
 import string
+import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -254,7 +255,21 @@ class SQLDatabase:
                     f"Table {name} does not exist in {self.redacted_url}. "
                     f"{_existing_tables(inspector, name.schema)}"
                 )
-            return sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
+            with unknown_types_unremarked():
+                table = sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
+            unknown = [c for c in table.columns if isinstance(c.type, sa.types.NullType)]
+            declared = self.declared_types(bound, name) if unknown else {}
+            for column in unknown:
+                if column.name in declared:
+                    column.type = NativeType(declared[column.name])
+            return table
+
+    def declared_types(self, connection: Connection, name: TableName) -> dict[str, str]:
+        """Column name → its type as the database's catalog declares it (SQL, valid in a new
+        table of the same database), for :meth:`table`: the columns SQLAlchemy reflects without a
+        type (``NullType``) get it as a :class:`NativeType`. The generic connector reads no
+        catalog (``{}``): such a column then stops a run at :meth:`staging_table`, named."""
+        return {}
 
     def exists(self, name: TableName, connection: Connection | None = None) -> bool:
         """Whether table ``name`` exists (as seen by ``connection``, if given)."""
@@ -307,7 +322,11 @@ class SQLDatabase:
         a published table's says which run published it (``tclose run <id>``)."""
         if not self.engine.dialect.supports_comments:
             return None
-        with self.errors(f"reading the comment of {name}"), self.engine.connect() as connection:
+        with (
+            self.errors(f"reading the comment of {name}"),
+            self.engine.connect() as connection,
+            unknown_types_unremarked(),  # MySQL parses the whole CREATE TABLE
+        ):
             return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
@@ -406,6 +425,13 @@ class SQLDatabase:
         columns = [sa.Column(ROW_COLUMN, self.row_type(), primary_key=True, autoincrement=False)]
         for column in output_columns:
             column_type = source.c[column].type
+            if isinstance(column_type, sa.types.NullType):
+                raise DataError(
+                    f"Column {column!r} has a type that neither SQLAlchemy nor the "
+                    f"{source_dialect or self.dialect} connector can name, so tclose cannot "
+                    f"create a column for it. Drop the column (role: identifier), or cast it "
+                    f"in a view of the source."
+                )
             if column in aggregated:
                 if column not in rounded:
                     column_type = sa.Double()
@@ -427,13 +453,10 @@ class SQLDatabase:
     def portable_type(self, column_type: sa.types.TypeEngine, column: str) -> sa.types.TypeEngine:
         """A type of another dialect, translated for this one; :class:`DataError` if it has no
         equivalent."""
-        if isinstance(column_type, sa.types.NullType):
+        try:
+            generic = column_type.as_generic()
+        except NotImplementedError:
             generic = None
-        else:
-            try:
-                generic = column_type.as_generic()
-            except NotImplementedError:
-                generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
         if generic is not None:
@@ -444,8 +467,8 @@ class SQLDatabase:
                 generic = None
         if generic is None:
             raise DataError(
-                f"Column {column!r} has type {column_type!r}, which has no portable equivalent "
-                f"in {self.dialect}. Publish into a database of the source's kind, or drop the "
+                f"Column {column!r} has type {type_text(column_type)}, which has no portable "
+                f"equivalent in {self.dialect}. Publish into a database of the source's kind, or drop the "
                 f"column (role: identifier)."
             )
         return generic
@@ -956,6 +979,42 @@ class DriverSession(Session):
         names = ", ".join(quote(c) for c in columns)
         values = ", ".join([self.placeholder] * len(columns))
         return f"INSERT INTO {self.database.qualified(table, quote)} ({names}) VALUES ({values})"
+
+
+class NativeType(sa.types.UserDefinedType):
+    """A column type kept by the name its database gives it (DuckDB's ``HUGEINT`` or
+    ``INTEGER[]``, PostgreSQL's ``point`` or ``xml``, MariaDB's ``INET6``, an untyped SQLite
+    column: ``""``), for the types SQLAlchemy does not know. A table of the same database gets
+    exactly this type; another kind of database cannot take it (no generic equivalent). Values
+    are the driver's, unconverted."""
+
+    cache_ok = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"NativeType({self.name!r})"
+
+
+@contextlib.contextmanager
+def unknown_types_unremarked() -> Iterator[None]:
+    """Silence SQLAlchemy's warning about a reflected type it does not know: tclose names such
+    a type itself (:meth:`SQLDatabase.declared_types`), or stops with a message naming it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
+        yield
+
+
+def type_text(column_type: sa.types.TypeEngine) -> str:
+    """A column type as messages show it: a :class:`NativeType` by its database's name (an
+    untyped column as ``no declared type``), others as SQLAlchemy writes them."""
+    if isinstance(column_type, NativeType):
+        return column_type.name or "no declared type"
+    return repr(column_type)
 
 
 class DriverValue(sa.types.UserDefinedType):

@@ -159,6 +159,12 @@ class SQLiteDatabase(SQLDatabase):
         stat = os.stat(path)
         return ("file", stat.st_dev, stat.st_ino)
 
+    def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
+        """The declared type of each column as ``PRAGMA table_info`` gives it (``""`` for an
+        untyped column, any name SQLAlchemy does not map, such as ``BLOBBY``)."""
+        pragma = f"PRAGMA {self.quote(name.schema or 'main')}.table_info({self.quote(name.name)})"
+        return {row[1]: row[2] for row in connection.exec_driver_sql(pragma)}
+
     def table_comment(self, name: TableName) -> str | None:
         """``tclose run <id>`` when the table's definition holds the constraint ``tclose_run_<id>``
         a run adds to its staging table (SQLite keeps no comments)."""
