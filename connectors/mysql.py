@@ -363,6 +363,10 @@ class MySQLSession(DriverSession):
             )
 
 
+#: Characters MariaDB refuses at the end of a column name.
+_TRAILING_REFUSED = frozenset(" \t\n\r\v\f")
+
+
 class MySQLDatabase(SQLDatabase):
     """A MySQL or MariaDB database through mysqlclient or PyMySQL (:func:`choose_driver`)."""
 
@@ -376,6 +380,13 @@ class MySQLDatabase(SQLDatabase):
         ``ß`` stays ``ß``): MariaDB's ``utf8mb3_general_ci`` comparison of column names, which
         ignores case but not accents. (Names ending with a space do not exist there.)"""
         return "".join(c.lower()[:1] for c in name)
+
+    def column_name_problem(self, column: str) -> str | None:
+        """Also: MariaDB refuses a column name that ends with an ASCII space, tab, line feed,
+        carriage return, vertical tab or form feed (error 1166, "Incorrect column name")."""
+        if column[-1:] in _TRAILING_REFUSED:
+            return f"{self.dialect} refuses a column name that ends with {column[-1]!r}"
+        return super().column_name_problem(column)
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         url = choose_driver(url)

@@ -371,17 +371,39 @@ class SQLDatabase:
         whose database compares otherwise overrides it and :attr:`column_names_compared`."""
         return name.translate(_ASCII_LOWER)
 
+    def column_name_problem(self, column: str) -> str | None:
+        """Why the database would cut or refuse ``column`` as a column name (``None``: it
+        keeps it as it is): longer than :attr:`identifier_limit` (PostgreSQL silently cuts a
+        name to 63 bytes, so a long column name from another database would be published under
+        another name). Connectors with more rules extend it."""
+        limit = self.identifier_limit
+        if limit is not None and self._size(column) > limit:
+            unit = "bytes" if self.identifier_bytes else "characters"
+            return (
+                f"{self.dialect} names a column with at most {limit} {unit} and this name has "
+                f"{self._size(column)}"
+            )
+        return None
+
     def check_column_names(self, output_columns: Sequence[str]) -> None:
         """Refuse output columns that would be one column of the staging table: one equal to
         :data:`~tclose.naming.ROW_COLUMN` up to :meth:`column_key` (``TCLOSE_ROW`` on a
         database that compares names without case), or two source columns equal up to it (a
-        source that is case-sensitive, published into a database that is not).
+        source that is case-sensitive, published into a database that is not), and any column
+        whose name the database would cut or refuse (:meth:`column_name_problem`).
 
         Raises:
             ConfigError: naming the column(s), the rule of the database and the remedies.
         """
         seen = {self.column_key(ROW_COLUMN): ROW_COLUMN}
         for column in output_columns:
+            problem = self.column_name_problem(column)
+            if problem is not None:
+                raise ConfigError(
+                    f"==> At attributes.{column}\nColumn {column!r} cannot be written: "
+                    f"{problem}. Rename it in the source (a view can rename it), or drop it from "
+                    f"the output (role: identifier)."
+                )
             key = self.column_key(column)
             other = seen.get(key)
             if other is None:

@@ -205,3 +205,44 @@ def test_mariadb_column_key_agrees_with_the_server(maria, a, b):
     finally:
         database.engine.dispose()
     assert (database.column_key(a) == database.column_key(b)) == one_column
+
+
+@pytest.mark.parametrize(
+    ("source_kind", "target_kind", "columns", "said"),
+    [
+        pytest.param("lite", "pg", ["a" * 70], "at most 63 bytes", marks=pytest.mark.postgres),
+        pytest.param("lite", "pg", ["é" * 32], "at most 63 bytes", marks=pytest.mark.postgres),
+        pytest.param(
+            "lite", "pg", ["x" * 64 + "1", "x" * 64 + "2"], "at most 63", marks=pytest.mark.postgres
+        ),
+        pytest.param("lite", "maria", ["b" * 65], "at most 64 characters", marks=pytest.mark.mysql),
+        pytest.param("pg", "maria", ["ward "], "ends with ' '", marks=pytest.mark.mysql),
+        pytest.param("pg", "maria", ["ward\t"], "ends with '\\t'", marks=pytest.mark.mysql),
+    ],
+)
+def test_a_column_name_the_target_would_cut_or_refuse(
+    request, capsys, source_kind, target_kind, columns, said
+):
+    """A pass-through column whose name the target cannot keep as it is: PostgreSQL silently
+    cuts a name to 63 bytes (a 70-character SQLite column was published under another name, and
+    two long names sharing 63 bytes were a raw database error), MariaDB refuses names longer
+    than 64 characters or ending with a space. A configuration error before any work, naming
+    the column and the rule; ``role: identifier`` gets past it."""
+    source_db, target_db = (
+        request.getfixturevalue(source_kind),
+        request.getfixturevalue(target_kind),
+    )
+    source, target = source_db.name("src"), target_db.name("anon")
+    source_db.create_patients(source, n=40)
+    for column in columns:
+        _with_column(source_db, source, column)
+    document = source_db.config(source, target)
+    document["target"]["url"] = target_db.url
+    document["attributes"].update({c: {"role": "other"} for c in columns})
+    assert main(["-q", "run", str(source_db.write_config(document))]) == 2
+    err = capsys.readouterr().err
+    assert f"Column {columns[0]!r}" in err and said in err and "role: identifier" in err
+    assert target not in target_db.tables()
+    document["attributes"].update({c: {"role": "identifier"} for c in columns})
+    assert main(["-q", "run", str(source_db.write_config(document))]) == 0
+    assert not set(columns) & set(target_db.column_types(target))
