@@ -125,7 +125,13 @@ class PostgreSQLSession(DriverSession):
     ) -> Iterator[list[tuple]]:
         """A psycopg server-side cursor; in binary format (~1.7x faster) when every column is of
         a type psycopg decodes from binary by itself, else in text format (psycopg returns the
-        binary form of a type it does not know — an enum, an extension's type — as bytes)."""
+        binary form of a type it does not know — an enum, an extension's type — as bytes).
+
+        ``json`` and ``jsonb`` values (also inside arrays) come as their text, unparsed, as
+        every other driver returns JSON: ``json`` keeps the text as written (key order,
+        spacing, duplicate keys), a JSON ``null`` stays apart from SQL NULL, and a number no
+        float holds stays as it is; psycopg's own loaders would give Python objects that it
+        cannot write back (``dict``) or that lose these (see :func:`_json_as_text`)."""
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)
         binary = all(
@@ -133,6 +139,7 @@ class PostgreSQLSession(DriverSession):
             for t in column_types
         )
         cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
+        _json_as_text(cursor)
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:
@@ -695,6 +702,15 @@ def _fields_frame(
             values[i] = None
         python.append(values)
     return pd.DataFrame.from_records(list(zip(*python)), columns=names)
+
+
+def _json_as_text(cursor: Any) -> None:
+    """Make ``cursor`` (psycopg, text format) return ``json`` and ``jsonb`` values as the text
+    the server sends (``jsonb``: its normalized text), not parsed into Python objects."""
+    from psycopg.types.string import TextLoader
+
+    for name in ("json", "jsonb"):
+        cursor.adapters.register_loader(name, TextLoader)
 
 
 def _non_null(rows: str, value: str) -> str:

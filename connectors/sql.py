@@ -30,6 +30,7 @@ Every identifier is quoted, so odd column names (spaces, capitals, reserved word
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import secrets
 import string
@@ -481,6 +482,11 @@ class SQLDatabase:
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
+        if isinstance(generic, sa.String) and generic.collation is not None:
+            # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
+            # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.
+            generic = copy.copy(generic)
+            generic.collation = None
         if generic is not None:
             generic = self.adapt_portable_type(generic)
             try:

@@ -178,6 +178,15 @@ class SQLiteDatabase(SQLDatabase):
         found = re.search(r"tclose_run_([0-9a-f]{32})", row[0] or "") if row else None
         return f"tclose run {found.group(1)}" if found else None
 
+    def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
+        """JSON of another database becomes ``TEXT``, its values their JSON text as written:
+        SQLite has no JSON type (its JSON functions read text), and a column declared ``JSON``
+        has NUMERIC affinity, which would store a JSON text such as ``-0``, ``1e400`` or a
+        number of more than 15 digits as an SQLite number."""
+        if isinstance(generic, sa.JSON):
+            return sa.Text()
+        return super().adapt_portable_type(generic)
+
     def row_type(self) -> sa.types.TypeEngine:
         return sa.Integer()  # INTEGER PRIMARY KEY: the rowid, rows stored in key order
 

@@ -409,6 +409,19 @@ def pg(tmp_path: Path):
 
 
 @pytest.fixture
+def pg_other(tmp_path: Path):
+    """Another database of the PostgreSQL server (``postgres``, or the database of
+    ``TCLOSE_TEST_POSTGRES_OTHER_URL``) as a :class:`TestDatabase`: a target there is streamed
+    through the client, as into another server."""
+    default = sa.make_url(server_url("postgresql")).set(database="postgres")
+    url = os.environ.get("TCLOSE_TEST_POSTGRES_OTHER_URL", default.render_as_string(False))
+    (tmp_path / "other").mkdir()
+    database = TestDatabase("postgresql", url, tmp_path / "other")
+    yield database
+    database.drop_all()
+
+
+@pytest.fixture
 def maria(tmp_path: Path):
     """The MariaDB/MySQL server as a :class:`TestDatabase`."""
     database = make_database("mysql", tmp_path)
@@ -421,6 +434,16 @@ def lite(tmp_path: Path):
     """A SQLite file as a :class:`TestDatabase`."""
     (tmp_path / "lite").mkdir()
     database = make_database("sqlite", tmp_path / "lite")
+    yield database
+    database.drop_all()
+
+
+@pytest.fixture
+def duckdb_db(tmp_path: Path):
+    """A DuckDB file as a :class:`TestDatabase` (skips without the ``[duckdb]`` extra, fails in
+    CI)."""
+    (tmp_path / "duck").mkdir()
+    database = make_database("duckdb", tmp_path / "duck")
     yield database
     database.drop_all()
 

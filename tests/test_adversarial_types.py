@@ -178,3 +178,150 @@ def _declared(db, table: str) -> str:
         {"t": table},
     )
     return declared
+
+
+#: JSON texts as written (``i`` is never a word of them): key order, spacing, a duplicate key,
+#: the JSON ``null`` (not SQL NULL), escapes, non-ASCII, a newline, and numbers that no float
+#: holds. ``json`` keeps each text as it is; ``jsonb`` normalizes it.
+JSON_TEXTS = [
+    '{"b": 1,  "a": [true, null], "b": 2}',
+    '{"z":[1,{"y":0}],"c":"x"}',
+    "null",
+    r'"caf\u00e9 \"q\" \\ tab\t"',
+    "12345678901234567890.123456789012345678901",
+    "1e400",
+    "-0",
+    '[1, 2.50, "x", false]',
+    '{\n  "line": "é\\n"\n}',
+]
+
+
+def _set_values(db, table: str, values: list[str], cast: str = "") -> None:
+    """Add column ``extra`` of type ``cast`` (else the source's JSON type) and set it to
+    ``values[i % len(values)]`` in row ``i`` (``values`` bound as parameters, so exactly as
+    written; a repeat in every value), NULL in every fifth row."""
+    column = {"postgresql": "json", "mysql": "JSON", "sqlite": "JSON", "duckdb": "JSON"}
+    sql_type = cast or column[db.dialect]
+    db.execute(f"ALTER TABLE {db.quote(table)} ADD COLUMN extra {sql_type}")
+    cases = " ".join(f"WHEN {n} THEN :v{n}" for n in range(len(values)))
+    value = f"CASE patient_id % {len(values)} {cases} END"
+    if db.dialect == "postgresql":
+        value = f"CAST({value} AS {sql_type})"
+    db.execute(
+        f"UPDATE {db.quote(table)} SET extra = {value} WHERE patient_id % 5 <> 0",
+        {f"v{n}": v for n, v in enumerate(values)},
+    )
+
+
+def _run_into(source_db, source: str, target_db, target: str, capsys) -> tuple[int, str]:
+    """``tclose run`` of ``source`` (with ``extra`` passing through) into table ``target`` of
+    ``target_db``, then, if it published, ``tclose verify --report`` (exit 0, passed); the run's
+    exit code and its error output."""
+    document = source_db.config(source, target)
+    document["target"]["url"] = target_db.url
+    document["attributes"]["extra"] = {"role": "other"}
+    report = source_db.tmp_path / "report.json"
+    document["report"] = {"json": str(report)}
+    path = str(source_db.write_config(document))
+    code = main(["-q", "run", path])
+    err = capsys.readouterr().err
+    if code == 0:
+        assert main(["-q", "verify", path, "--report", str(report)]) == 0
+        assert json.loads(report.read_text())["verification"]["passed"]
+    return code, err
+
+
+def _texts(db, table: str) -> list[object]:
+    """Column ``extra`` of ``table`` as text (PostgreSQL: its text form), sorted."""
+    text = {"postgresql": "CAST(extra AS text)", "duckdb": "CAST(extra AS VARCHAR)"}
+    return sorted((r[0] for r in db.rows(table, text.get(db.dialect, "extra"))), key=repr)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sql_type", ["json", "jsonb", "json[]"])
+def test_postgresql_json_into_another_postgresql_database_keeps_the_text(
+    pg, pg_other, capsys, sql_type
+):
+    """Streamed through the client into another database, ``json`` keeps its text as written
+    (key order, spacing, duplicate keys, numbers no float holds, ``null`` apart from SQL NULL),
+    ``jsonb`` its value."""
+    source, target = pg.name("src"), pg_other.name("anon")
+    pg.create_patients(source, n=40)
+    values = JSON_TEXTS
+    if sql_type == "json[]":
+        quoted = ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in JSON_TEXTS]
+        values = ["{" + ",".join(quoted[n : n + 3]) + ",NULL}" for n in (0, 3, 6)]
+    _set_values(pg, source, values, sql_type)
+    assert _run_into(pg, source, pg_other, target, capsys) == (0, "")
+    assert _texts(pg_other, target) == _texts(pg, source)
+    if sql_type == "json":
+        assert set(_texts(pg_other, target)) == {*JSON_TEXTS, None}
+    assert pg_other.column_types(target)["extra"] == pg.column_types(source)["extra"]
+    assert pg.execute(f"SELECT count(*) FROM {pg.quote(source)} WHERE extra IS NULL") == [(8,)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sql_type", list(POSTGRES_TYPES))
+def test_postgresql_pass_through_of_any_type_into_another_postgresql_database(
+    pg, pg_other, capsys, sql_type
+):
+    """Every type of :data:`POSTGRES_TYPES`, streamed through the client into another database
+    (where the enum and the composite type exist too), keeps its text form."""
+    if sql_type == "hstore" and not all(
+        db.execute("SELECT 1 FROM pg_extension WHERE extname = 'hstore'") for db in (pg, pg_other)
+    ):
+        pytest.skip("the hstore extension is not installed in both test databases")
+    types = {"enum": f"{pg.prefix}_mood", "composite": f"{pg.prefix}_pair"}
+    source, target = pg.name("src"), pg_other.name("anon")
+    for db in (pg, pg_other):
+        db.execute(f"CREATE TYPE {types['enum']} AS ENUM ('sad', 'ok', 'happy')")
+        db.execute(f"CREATE TYPE {types['composite']} AS (a int, b text)")
+    try:
+        pg.create_patients(source, n=40)
+        _add_column(pg, source, sql_type.format(**types), POSTGRES_TYPES[sql_type].format(**types))
+        assert _run_into(pg, source, pg_other, target, capsys) == (0, "")
+        assert _texts(pg_other, target) == _texts(pg, source)
+    finally:
+        for db in (pg, pg_other):
+            db.drop_all()
+            db.execute(f"DROP TYPE {types['enum']}, {types['composite']}")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sql_type", ["json", "jsonb"])
+@pytest.mark.parametrize(
+    ("database", "stored"),
+    [
+        ("lite", "TEXT"),
+        pytest.param("maria", "LONGTEXT", marks=pytest.mark.mysql),
+        pytest.param("duckdb_db", "JSON", marks=pytest.mark.duckdb),
+    ],
+)
+def test_postgresql_json_into_another_database_kind_keeps_the_text(
+    request, pg, capsys, database, stored, sql_type
+):
+    """Into SQLite (``TEXT``: a column declared ``JSON`` has NUMERIC affinity and would turn
+    ``-0``, ``1e400`` or a long number into an SQLite number), MariaDB (``JSON``, which MariaDB
+    stores as ``LONGTEXT``) and DuckDB (``JSON``), the published text is PostgreSQL's text of the
+    value: ``json``'s as written, ``jsonb``'s normalized."""
+    db = request.getfixturevalue(database)
+    source, target = pg.name("src"), db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, JSON_TEXTS, sql_type)
+    db.execute("SELECT 1")  # creates a SQLite file
+    assert _run_into(pg, source, db, target, capsys) == (0, "")
+    assert _texts(db, target) == _texts(pg, source)
+    assert db.column_types(target)["extra"].startswith(stored)
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+def test_mariadb_json_into_postgresql_keeps_the_text(maria, pg, capsys):
+    """MariaDB's ``JSON`` is ``LONGTEXT`` with a ``json_valid`` check: it arrives as text, as
+    written."""
+    source, target = maria.name("src"), pg.name("anon")
+    maria.create_patients(source, n=40)
+    _set_values(maria, source, JSON_TEXTS)
+    assert _run_into(maria, source, pg, target, capsys) == (0, "")
+    assert _texts(pg, target) == _texts(maria, source)
+    assert set(_texts(pg, target)) == {*JSON_TEXTS, None}
