@@ -267,10 +267,7 @@ def test_postgresql_pass_through_of_any_type_into_another_postgresql_database(
 ):
     """Every type of :data:`POSTGRES_TYPES`, streamed through the client into another database
     (where the enum and the composite type exist too), keeps its text form."""
-    if sql_type == "hstore" and not all(
-        db.execute("SELECT 1 FROM pg_extension WHERE extname = 'hstore'") for db in (pg, pg_other)
-    ):
-        pytest.skip("the hstore extension is not installed in both test databases")
+    installed = [db for db in (pg, pg_other) if sql_type == "hstore" and _install_hstore(db)]
     types = {"enum": f"{pg.prefix}_mood", "composite": f"{pg.prefix}_pair"}
     source, target = pg.name("src"), pg_other.name("anon")
     for db in (pg, pg_other):
@@ -285,6 +282,8 @@ def test_postgresql_pass_through_of_any_type_into_another_postgresql_database(
         for db in (pg, pg_other):
             db.drop_all()
             db.execute(f"DROP TYPE {types['enum']}, {types['composite']}")
+        for db in installed:
+            db.execute("DROP EXTENSION hstore")
 
 
 @pytest.mark.postgres
