@@ -10,6 +10,8 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tclose.report
 from tclose.attributes import encode_table
@@ -17,7 +19,13 @@ from tclose.cli import main
 from tclose.config import AttributeSpec, load_config, parse_config
 from tclose.demo import discharge_table
 from tclose.html_report import render_html
-from tclose.report import distributions, holds_one_value, nice_edges, redacted_document
+from tclose.report import (
+    bin_counts,
+    distributions,
+    holds_one_value,
+    nice_edges,
+    redacted_document,
+)
 
 QIS = ["age", "zip", "length_of_stay"]
 
@@ -186,3 +194,48 @@ def test_redacted_document_removes_url_passwords():
 )
 def test_holds_one_value_counts_values_as_pandas_unique_does(values):
     assert holds_one_value(values) == (len(pd.unique(values.astype(object))) == 1)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(finite, st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e308, -1e308])),
+        max_size=60,
+    ),
+    bounds=st.tuples(finite, finite),
+    bins=st.integers(1, 25),
+    on_edges=st.integers(0, 20),
+)
+def test_bin_counts_equal_numpy_histogram(values, bounds, bins, on_edges):
+    """:func:`bin_counts` is ``np.histogram(values, edges)[0]``: on the edges of
+    :func:`nice_edges` over any range (down to subnormal and up to 1e308 spans), with values on
+    the edges themselves, outside them, NaN and infinities."""
+    low, high = sorted(bounds)
+    edges = nice_edges(low, high, bins)
+    data = np.array(values + list(edges[:on_edges]), dtype=np.float64)
+    expected = np.histogram(data[np.isfinite(data)], edges)[0]
+    assert bin_counts(data, edges).tolist() == expected.tolist()
+
+
+def test_bin_counts_on_uneven_edges():
+    edges = np.array([0.0, 0.1, 5.0, 5.5, 100.0])
+    data = np.random.default_rng(3).uniform(-10, 110, 10_000)
+    data[:5] = edges
+    assert bin_counts(data, edges).tolist() == np.histogram(data, edges)[0].tolist()
+
+
+@settings(max_examples=500, deadline=None)
+@given(bounds=st.tuples(finite, finite), bins=st.integers(1, 25), integer=st.booleans())
+def test_nice_edges_cover_any_finite_range(bounds, bins, integer):
+    """Finite, strictly increasing edges around ``[low, high]``, for any finite range: tiny
+    steps are not rounded to one edge (values of 1e-14 had 21 edges of 0.0 and empty bins), a
+    subnormal span and a span rounded past the largest float do not raise."""
+    low, high = sorted(bounds)
+    if integer:
+        low, high = float(np.floor(low)), float(np.ceil(high))
+    edges = nice_edges(low, high, bins, integer)
+    assert np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)
+    assert edges[0] <= low and edges[-1] >= high
