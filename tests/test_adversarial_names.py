@@ -107,6 +107,19 @@ def _with_column(db, source: str, column: str) -> None:
     db.execute(f"UPDATE {db.quote(source)} SET {db.quote(column)} = patient_id % 2")
 
 
+def _across(source_db, target_db, columns: list[str]) -> tuple[str, str, dict]:
+    """(source, target, config): a patients table in ``source_db`` with the integer pass-through
+    ``columns`` added, published into ``target_db``."""
+    source, target = source_db.name("src"), target_db.name("anon")
+    source_db.create_patients(source, n=40)
+    for column in columns:
+        _with_column(source_db, source, column)
+    document = source_db.config(source, target)
+    document["target"]["url"] = target_db.url
+    document["attributes"].update({c: {"role": "other"} for c in columns})
+    return source, target, document
+
+
 @pytest.mark.parametrize("spelling", ["tclose_row", "TCLOSE_ROW", "Tclose_Row", "tclosE_row"])
 def test_a_column_named_like_the_row_column_up_to_case(db, capsys, spelling):
     """SQLite, DuckDB and MariaDB compare column names without case: such a column would be the
@@ -167,14 +180,8 @@ def test_postgresql_names_equal_up_to_case_in_a_case_insensitive_target(
 ):
     """PostgreSQL holds ``TCLOSE_ROW`` (or ``Ward2`` beside ``WARD2``); published into SQLite,
     which compares names without case, they collide: a configuration error naming both."""
-    source, target = pg.name("src"), lite.name("anon")
-    pg.create_patients(source, n=40)
-    for column in columns:
-        _with_column(pg, source, column)
     lite.execute("SELECT 1")  # creates the file
-    document = pg.config(source, target)
-    document["target"]["url"] = lite.url
-    document["attributes"].update({c: {"role": "other"} for c in columns})
+    _, _, document = _across(pg, lite, columns)
     assert main(["-q", "run", str(pg.write_config(document))]) == 2
     err = capsys.readouterr().err
     assert f"Column {columns[-1]!r}" in err and named in err and "sqlite" in err
@@ -232,13 +239,7 @@ def test_a_column_name_the_target_would_cut_or_refuse(
         request.getfixturevalue(source_kind),
         request.getfixturevalue(target_kind),
     )
-    source, target = source_db.name("src"), target_db.name("anon")
-    source_db.create_patients(source, n=40)
-    for column in columns:
-        _with_column(source_db, source, column)
-    document = source_db.config(source, target)
-    document["target"]["url"] = target_db.url
-    document["attributes"].update({c: {"role": "other"} for c in columns})
+    _, target, document = _across(source_db, target_db, columns)
     assert main(["-q", "run", str(source_db.write_config(document))]) == 2
     err = capsys.readouterr().err
     assert f"Column {columns[0]!r}" in err and said in err and "role: identifier" in err
