@@ -127,11 +127,12 @@ class PostgreSQLSession(DriverSession):
         a type psycopg decodes from binary by itself, else in text format (psycopg returns the
         binary form of a type it does not know — an enum, an extension's type — as bytes).
 
-        ``json`` and ``jsonb`` values (also inside arrays) come as their text, unparsed, as
-        every other driver returns JSON: ``json`` keeps the text as written (key order,
-        spacing, duplicate keys), a JSON ``null`` stays apart from SQL NULL, and a number no
-        float holds stays as it is; psycopg's own loaders would give Python objects that it
-        cannot write back (``dict``) or that lose these (see :func:`_json_as_text`)."""
+        ``json`` and ``jsonb`` values come as their text, unparsed, as every other driver
+        returns JSON: ``json`` keeps the text as written (key order, spacing, duplicate keys),
+        a JSON ``null`` stays apart from SQL NULL, and a number no float holds stays as it is;
+        psycopg's own loaders would give Python objects that it cannot write back (``dict``)
+        or that lose these. Arrays (never in binary format) come as their text too, which keeps
+        their bounds (see :func:`_as_text`)."""
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)
         binary = all(
@@ -139,7 +140,7 @@ class PostgreSQLSession(DriverSession):
             for t in column_types
         )
         cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
-        _json_as_text(cursor)
+        _as_text(cursor)
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:
@@ -704,13 +705,21 @@ def _fields_frame(
     return pd.DataFrame.from_records(list(zip(*python)), columns=names)
 
 
-def _json_as_text(cursor: Any) -> None:
-    """Make ``cursor`` (psycopg, text format) return ``json`` and ``jsonb`` values as the text
-    the server sends (``jsonb``: its normalized text), not parsed into Python objects."""
+def _as_text(cursor: Any) -> None:
+    """Make ``cursor`` (psycopg, text format) return ``json``, ``jsonb`` and arrays as the text
+    the server sends (``jsonb``: its normalized text), not parsed into Python objects.
+
+    An array's text keeps what a Python list cannot hold: its bounds (``[0:1]={1,2}``) and the
+    shape of its dimensions; ``COPY ... FROM STDIN`` in text format reads that text back into
+    the same value. Arrays of a type psycopg does not know (an enum, a composite type) come as
+    text anyway."""
     from psycopg.types.string import TextLoader
 
     for name in ("json", "jsonb"):
         cursor.adapters.register_loader(name, TextLoader)
+    for info in cursor.adapters.types:
+        if info.array_oid:
+            cursor.adapters.register_loader(info.array_oid, TextLoader)
 
 
 def _non_null(rows: str, value: str) -> str:

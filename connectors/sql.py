@@ -461,7 +461,7 @@ class SQLDatabase:
                 elif not isinstance(column_type, sa.Integer):
                     column_type = sa.BigInteger()
             if source_dialect is not None and source_dialect != self.dialect:
-                column_type = self.portable_type(column_type, column)
+                column_type = self.portable_type(column_type, column, source_dialect)
             else:
                 column_type = self.same_dialect_type(column_type)
             columns.append(sa.Column(column, column_type, nullable=True))
@@ -473,12 +473,20 @@ class SQLDatabase:
         """A reflected type, ready to be used in a new table of the same database."""
         return column_type
 
-    def portable_type(self, column_type: sa.types.TypeEngine, column: str) -> sa.types.TypeEngine:
-        """A type of another dialect, translated for this one; :class:`DataError` if it has no
-        equivalent."""
+    def portable_type(
+        self, column_type: sa.types.TypeEngine, column: str, source_dialect: str | None = None
+    ) -> sa.types.TypeEngine:
+        """A type of another dialect (``source_dialect``), translated for this one;
+        :class:`DataError` if it has no equivalent.
+
+        A PostgreSQL array has none: its values have bounds (``[0:1]={1,2}``) and dimensions of
+        equal lengths that no other kind's lists hold (the PostgreSQL connector reads them as
+        their text)."""
         try:
             generic = column_type.as_generic()
         except NotImplementedError:
+            generic = None
+        if source_dialect == "postgresql" and isinstance(generic, sa.ARRAY):
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss

@@ -324,3 +324,59 @@ def test_mariadb_json_into_postgresql_keeps_the_text(maria, pg, capsys):
     assert _run_into(maria, source, pg, target, capsys) == (0, "")
     assert _texts(pg, target) == _texts(maria, source)
     assert set(_texts(pg, target)) == {*JSON_TEXTS, None}
+
+
+#: PostgreSQL arrays by type: lower bounds other than 1 (one and two dimensions), the empty
+#: array, NULL elements, and text elements holding quotes, commas, backslashes and braces.
+ARRAY_TEXTS = {
+    "int[]": ["[0:1]={1,2}", "[2:3][0:1]={{1,2},{3,4}}", "{}", "{5,NULL}", "[-3:-3]={7}"],
+    "text[]": [
+        '[0:2]={"a,b","q\\"x","back\\\\slash"}',
+        '{NULL,"NULL","{br}",""}',
+        "[5:6][1:1]={{x},{NULL}}",
+        "{}",
+    ],
+    "json[]": ['[0:1]={"{\\"a\\": 1}",NULL}', '{"[1,  2]"}'],
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sql_type", list(ARRAY_TEXTS))
+def test_postgresql_arrays_into_another_postgresql_database_keep_their_bounds(
+    pg, pg_other, capsys, sql_type
+):
+    """Streamed through the client into another database, an array keeps its value: its
+    bounds (``[0:1]={1,2}`` is not ``{1,2}``), its dimensions and its elements."""
+    source, target = pg.name("src"), pg_other.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ARRAY_TEXTS[sql_type], sql_type)
+    assert _run_into(pg, source, pg_other, target, capsys) == (0, "")
+    assert _texts(pg_other, target) == _texts(pg, source)
+    assert pg_other.column_types(target)["extra"] == pg.column_types(source)["extra"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("sql_type", list(ARRAY_TEXTS))
+@pytest.mark.parametrize(
+    "database",
+    [
+        "lite",
+        pytest.param("maria", marks=pytest.mark.mysql),
+        pytest.param("duckdb_db", marks=pytest.mark.duckdb),
+    ],
+)
+def test_postgresql_arrays_into_another_database_kind_are_a_clear_error(
+    request, pg, capsys, database, sql_type
+):
+    """No other kind of database holds a PostgreSQL array's bounds (DuckDB's lists neither):
+    the run stops before any work, naming the column and its type."""
+    db = request.getfixturevalue(database)
+    source, target = pg.name("src"), db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ARRAY_TEXTS[sql_type], sql_type)
+    db.execute("SELECT 1")  # creates a SQLite file
+    code, err = _run_into(pg, source, db, target, capsys)
+    assert code == 3
+    assert "'extra'" in err and "ARRAY" in err and f"no portable equivalent in {db.dialect}" in err
+    assert "internal error" not in err
+    assert db.tables() == set()
