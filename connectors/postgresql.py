@@ -117,6 +117,21 @@ class PostgreSQLSession(DriverSession):
             raise
         self.execute("SET LOCAL lock_timeout = 0")
 
+    #: Whether :meth:`stream` gives psycopg's parsed ``json``/array values (:meth:`parsed_values`).
+    _parsed_values = False
+
+    @contextlib.contextmanager
+    def parsed_values(self) -> Iterator[None]:
+        """Within the block, :meth:`stream` gives ``json``, ``jsonb`` and array values as
+        psycopg parses them (``dict``, ``list``) instead of their text: the values the earlier
+        content digest (:data:`tclose.published.DIGEST_ALGORITHM`) hashed when PostgreSQL
+        reports used it, so that ``tclose verify --report`` recomputes it from the same values."""
+        self._parsed_values = True
+        try:
+            yield
+        finally:
+            self._parsed_values = False
+
     def stream(
         self,
         statement: sa.Select,
@@ -132,7 +147,8 @@ class PostgreSQLSession(DriverSession):
         a JSON ``null`` stays apart from SQL NULL, and a number no float holds stays as it is;
         psycopg's own loaders would give Python objects that it cannot write back (``dict``)
         or that lose these. Arrays (never in binary format) come as their text too, which keeps
-        their bounds (see :func:`_as_text`)."""
+        their bounds (see :func:`_as_text`). Inside :meth:`parsed_values` both come as psycopg
+        parses them (``dict``, ``list``), as they did before."""
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)
         binary = all(
@@ -140,7 +156,8 @@ class PostgreSQLSession(DriverSession):
             for t in column_types
         )
         cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
-        _as_text(cursor)
+        if not self._parsed_values:
+            _as_text(cursor)
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:

@@ -28,6 +28,7 @@ byte); elsewhere the values read back are compared in Python.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import operator
@@ -280,7 +281,8 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
         return _scan_in_database(
             session, table, config, wanted, progress, line, total, published_as
         )
-    scan = _scan(session, table, config, wanted, progress, line, total)
+    with getattr(session, "parsed_values", contextlib.nullcontext)():
+        scan = _scan(session, table, config, wanted, progress, line, total)
     if algorithm != DIGEST_ALGORITHM:  # a report's digest this database cannot compute
         scan.digest = {
             "algorithm": algorithm,

@@ -17,7 +17,13 @@ from tclose.cli import main
 from tclose.config import load_config
 from tclose.errors import DataError
 from tclose.naming import TableName
-from tclose.published import COPY_DIGEST_ALGORITHM, DIGEST_ALGORITHM, is_linking, scan_published
+from tclose.published import (
+    COPY_DIGEST_ALGORITHM,
+    DIGEST_ALGORITHM,
+    ContentDigest,
+    is_linking,
+    scan_published,
+)
 from tclose.registry import load_registry
 
 
@@ -110,6 +116,47 @@ def test_a_report_with_the_earlier_digest_still_verifies_on_postgresql(pg, tmp_p
     pg.execute(f"UPDATE {pg.quote(target)} SET charge = charge + 1 WHERE tclose_row = 1")
     code, out = _cli("verify", str(config), "--report", str(old_path))
     assert code == 1 and "FAIL  content_digest" in out, out
+
+
+def test_the_earlier_digest_hashes_json_and_arrays_as_it_did(pg, tmp_path):
+    """The earlier digest hashed ``repr`` of psycopg's parsed values: a ``dict`` per ``json``
+    value, a ``list`` per array. The streamed path now reads those as text; a report made with
+    the earlier digest must still be recomputed from the parsed values."""
+    source, target = pg.name("patients"), pg.name("anon")
+    pg.create_patients(source, n=60)
+    pg.execute(f"ALTER TABLE {pg.quote(source)} ADD COLUMN doc json, ADD COLUMN tags int[]")
+    pg.execute(
+        f"UPDATE {pg.quote(source)} SET doc = json_build_object('k', patient_id % 3), "
+        "tags = ARRAY[patient_id % 2, 7]"
+    )
+    document = pg.config(source, target)
+    document["attributes"].update({"doc": {"role": "other"}, "tags": {"role": "other"}})
+    document["report"] = {"json": str(tmp_path / "report.json")}
+    config = pg.write_config(document)
+    assert _cli("run", str(config))[0] == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    columns = report["target"]["content_digest"]["columns"]
+
+    database = load_registry().connector_for("postgresql").connect(pg.url)
+    with database.engine.connect() as connection:  # psycopg's own loaders, as tclose read then
+        quoted = ", ".join(pg.quote(c) for c in columns)
+        rows = connection.exec_driver_sql(
+            f"SELECT {quoted} FROM {pg.quote(target)} ORDER BY tclose_row"
+        ).fetchall()
+    assert isinstance(rows[0][columns.index("doc")], dict)
+    assert isinstance(rows[0][columns.index("tags")], list)
+    as_then = ContentDigest(columns)
+    as_then.update([tuple(r) for r in rows])
+
+    earlier = scan_published(
+        database, TableName.parse(target), load_config(config), algorithm=DIGEST_ALGORITHM
+    ).digest
+    assert earlier == as_then.as_dict()
+    old = copy.deepcopy(report)
+    old["target"]["content_digest"] = earlier
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    code, out = _cli("verify", str(config), "--report", str(tmp_path / "old.json"))
+    assert code == 0 and "PASS  content_digest" in out, out
 
 
 def test_a_copy_digest_cannot_be_claimed_where_it_cannot_be_computed(tmp_path, lite):
