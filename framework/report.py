@@ -148,7 +148,9 @@ def _round_step_edges(low: float, high: float, bins: int, integer: bool) -> np.n
         span = abs(float(low)) or 1.0
     raw = span / max(bins, 1) if math.isfinite(span) else raw
     power = 10.0 ** math.floor(math.log10(raw))
-    step = next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw * (1 - 1e-12))
+    step = next((power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw * (1 - 1e-12)), None)
+    if step is None:  # the power of ten underflowed to 0 (raw is a few subnormals)
+        raise ValueError("no round step")
     if integer:
         step = max(1.0, float(math.ceil(step)))
     start = math.floor(low / step + 1e-9) * step

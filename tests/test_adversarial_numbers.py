@@ -61,3 +61,43 @@ def test_a_full_disk_leaves_no_truncated_report(sqlite_run, tmp_path, monkeypatc
     assert report.read_text() == previous  # the previous report, whole
     assert json.loads(previous)["run"]["published"] is True
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".report")) == []
+
+
+def _qi_table(db, values: list[float]) -> tuple[str, str, dict]:
+    """(source, target, config): table ``q`` (key ``id``, QI ``q`` of ``values``, confidential
+    ``c``) in ``db``."""
+    source, target = db.name("q"), db.name("anon")
+    rows = [{"id": i + 1, "q": v, "c": float(i % 3)} for i, v in enumerate(values)]
+    db.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("q", sa.Double),
+            sa.Column("c", sa.Double),
+        ],
+        rows,
+    )
+    document = db.config(source, target)
+    document["source"]["key"] = "id"
+    document["attributes"] = {
+        "q": {"role": "quasi_identifier", "type": "numeric"},
+        "c": {"role": "confidential", "type": "numeric"},
+    }
+    document["privacy"] = {"k": 2, "t": 0.9}
+    return source, target, document
+
+
+def test_a_qi_of_subnormal_values_has_a_histogram(db, capsys):
+    """QI values a few subnormals apart (0 and 1e-322: a histogram step of 5e-324, whose power
+    of ten underflows to 0): the report's histogram holds every row in one bin, never an
+    internal error (``StopIteration`` from the search for a round step)."""
+    values = [0.0 if i % 2 else 1e-322 for i in range(20)]
+    source, target, document = _qi_table(db, values)
+    report = db.tmp_path / "report.json"
+    document["report"] = {"json": str(report)}
+    assert main(["-q", "run", str(db.write_config(document))]) == 0, capsys.readouterr().err
+    histogram = json.loads(report.read_text())["distributions"]["q"]
+    assert sum(histogram["original"]) == sum(histogram["anonymized"]) == 20
+    assert histogram["edges"][0] <= 0.0 and histogram["edges"][-1] >= 1e-322
+    assert db.tables() == {source, target}
+
