@@ -278,7 +278,10 @@ def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
     """``(divisor, centre, spread, std)``: the z-score of ``x`` is
     ``(x / divisor - centre) / spread`` and ``std`` the population standard deviation (1 for a
     constant column). Values so large that the plain formula overflows (near ``1e308``) are
-    divided by their largest magnitude first, so the z-scores and the deviation stay finite."""
+    divided by their largest magnitude first, so the z-scores and the deviation stay finite.
+    No values (an empty table) standardize as a constant column."""
+    if numbers.size == 0:
+        return 1.0, 0.0, 1.0, 1.0
     with np.errstate(over="ignore", invalid="ignore"):
         mean, std = numbers.mean(), numbers.std()
     if np.isfinite(mean) and np.isfinite(std):

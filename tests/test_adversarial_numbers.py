@@ -101,3 +101,12 @@ def test_a_qi_of_subnormal_values_has_a_histogram(db, capsys):
     assert histogram["edges"][0] <= 0.0 and histogram["edges"][-1] >= 1e-322
     assert db.tables() == {source, target}
 
+
+def test_an_empty_source_table_is_a_data_error(db, capsys):
+    """An empty table (or one whose rows are all set aside) has fewer rows than k: exit 3
+    saying so, not an internal error from standardizing no values."""
+    source, _target, document = _qi_table(db, [])
+    assert main(["-q", "run", str(db.write_config(document))]) == 3
+    err = capsys.readouterr().err
+    assert "The table has 0 rows, fewer than k = 2" in err and "internal error" not in err
+    assert db.tables() == {source}
