@@ -335,14 +335,35 @@ def _expected(check: dict[str, Any]) -> str:
 
 
 def _read_report(path: str) -> dict[str, Any]:
+    """The audit report at ``path``: a JSON object whose ``target`` and
+    ``target.content_digest``, where present, are objects (what ``verify --report`` reads).
+
+    Raises:
+        ConfigError: the file cannot be read, is not JSON, or has not that shape (a report
+            emptied to ``null`` by hand must not pass for no report at all).
+    """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError(f"Cannot read the report {path}: {error.strerror}.") from None
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"{path} is not an audit report (invalid JSON at line {error.lineno})."
         ) from None
+    value, name = report, ""
+    for key in ("target", "content_digest"):
+        if not isinstance(value, dict):
+            break
+        value, name = value.get(key, {}), f"{name}.{key}".lstrip(".")
+    if not isinstance(value, dict):
+        kind = "null" if value is None else f"a {_JSON_KINDS.get(type(value), 'value')}"
+        what = f"{name} is {kind}" if name else f"it holds {kind}"
+        raise ConfigError(f"{path} is not an audit report: {what}, not a JSON object.")
+    return report
+
+
+#: Python types of parsed JSON → their JSON names (messages of :func:`_read_report`).
+_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:

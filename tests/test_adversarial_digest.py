@@ -136,3 +136,33 @@ def test_the_linkage_check_of_a_column_named_with_braces(db, column):
     document["target"]["if_exists"] = "replace"
     code, _out = _cli("run", str(db.write_config(document)))
     assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("null", "null"),
+        ("[]", "a list"),
+        ('"report"', "a string"),
+        ('{"target": []}', "target is a list"),
+        ('{"target": {"content_digest": "abc"}}', "target.content_digest is a string"),
+    ],
+)
+def test_a_report_that_is_not_an_audit_report_is_refused(
+    sqlite_run, tmp_path, capsys, content, said
+):
+    """``verify --report`` with a file that is JSON but not an audit report (emptied to
+    ``null`` by hand, a list, a section of the wrong type): a usage error naming the file and
+    what is wrong, never "verified" without the digest check (``null`` was read as no report at
+    all, exit 0) nor an internal error (exit 4)."""
+    document = sqlite_run.config()
+    document["report"] = {"json": str(tmp_path / "report.json")}
+    config = str(sqlite_run.write(document))
+    assert main(["-q", "run", config]) == 0
+    edited = tmp_path / "edited.json"
+    edited.write_text(content, encoding="utf-8")
+    code, out = _cli("verify", config, "--report", str(edited))
+    err = capsys.readouterr().err
+    assert code == 2, out + err
+    assert f"{edited} is not an audit report" in err and said in err
+    assert "verified" not in out and "internal error" not in err
