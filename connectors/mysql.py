@@ -383,9 +383,17 @@ class MySQLDatabase(SQLDatabase):
 
     def column_name_problem(self, column: str) -> str | None:
         """Also: MariaDB refuses a column name that ends with an ASCII space, tab, line feed,
-        carriage return, vertical tab or form feed (error 1166, "Incorrect column name")."""
+        carriage return, vertical tab or form feed (error 1166, "Incorrect column name"), and
+        one holding a character beyond U+FFFF, such as an emoji (names are stored in
+        ``utf8mb3``: error 1300, "Invalid utf8mb4 character string")."""
         if column[-1:] in _TRAILING_REFUSED:
             return f"{self.dialect} refuses a column name that ends with {column[-1]!r}"
+        beyond = next((c for c in column if ord(c) > 0xFFFF), None)
+        if beyond is not None:
+            return (
+                f"{self.dialect} refuses a column name with a character outside the Basic "
+                f"Multilingual Plane ({beyond!r}, U+{ord(beyond):04X})"
+            )
         return super().column_name_problem(column)
 
     def adapt_url(self, url: sa.URL) -> sa.URL:

@@ -225,6 +225,10 @@ def test_mariadb_column_key_agrees_with_the_server(maria, a, b):
         pytest.param("lite", "maria", ["b" * 65], "at most 64 characters", marks=pytest.mark.mysql),
         pytest.param("pg", "maria", ["ward "], "ends with ' '", marks=pytest.mark.mysql),
         pytest.param("pg", "maria", ["ward\t"], "ends with '\\t'", marks=pytest.mark.mysql),
+        pytest.param(
+            "pg", "maria", ["w😀"], "outside the Basic Multilingual", marks=pytest.mark.mysql
+        ),
+        pytest.param("lite", "maria", ["𝐱" * 3], "U+1D431", marks=pytest.mark.mysql),
     ],
 )
 def test_a_column_name_the_target_would_cut_or_refuse(
@@ -233,7 +237,8 @@ def test_a_column_name_the_target_would_cut_or_refuse(
     """A pass-through column whose name the target cannot keep as it is: PostgreSQL silently
     cuts a name to 63 bytes (a 70-character SQLite column was published under another name, and
     two long names sharing 63 bytes were a raw database error), MariaDB refuses names longer
-    than 64 characters or ending with a space. A configuration error before any work, naming
+    than 64 characters, ending with a space, or holding a character beyond U+FFFF (an emoji:
+    a raw "Invalid utf8mb4 character string" once the work was done). A configuration error before any work, naming
     the column and the rule; ``role: identifier`` gets past it."""
     source_db, target_db = (
         request.getfixturevalue(source_kind),
