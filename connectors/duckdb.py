@@ -29,6 +29,7 @@ Parquet and CSV files are read and written through the same machinery by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -147,7 +148,7 @@ class DuckDBSession(Session):
         """One ``INSERT ... SELECT`` from the arrays, scanned by DuckDB in place."""
         import pandas as pd
 
-        frame = pd.DataFrame({f"c{i}": np.asarray(a) for i, a in enumerate(arrays.values())})
+        frame = pd.DataFrame({c: np.asarray(a) for c, a in arrays.items()})
         self.insert_frame(table, list(arrays), frame)
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
@@ -162,14 +163,15 @@ class DuckDBSession(Session):
         for i, values in enumerate(zip(*rows, strict=True)):
             if any(isinstance(v, Decimal) for v in values):
                 values = tuple(None if v is None else str(v) for v in values)
-            data[f"c{i}"] = pd.Series(values, dtype=object)
+            data[columns[i]] = pd.Series(values, dtype=object)
         self.insert_frame(table, columns, pd.DataFrame(data))
 
     def insert_frame(self, table: sa.Table, columns: Sequence[str], frame: Any) -> None:
-        """``INSERT INTO table (columns) SELECT c0, c1, ... FROM`` the registered ``frame``."""
+        """``INSERT INTO table (columns) SELECT columns FROM`` the registered ``frame``, whose
+        columns bear the same names (so that DuckDB's error about a value names its column)."""
         view = f"tclose_frame_{random_suffix()}"
         raw = driver_connection(self.connection)
-        selected = [sa.cast(sa.column(f"c{i}"), table.c[c].type) for i, c in enumerate(columns)]
+        selected = [sa.cast(sa.column(c), table.c[c].type) for c in columns]
         statement = table.insert().from_select(
             list(columns), sa.select(*selected).select_from(sa.table(view))
         )
@@ -177,8 +179,13 @@ class DuckDBSession(Session):
             raw.register(view, frame)
             try:
                 self.connection.execute(statement)
-            finally:
-                raw.unregister(view)
+            except BaseException:
+                # The failed insert aborted the transaction: unregistering fails too, and its
+                # error ("Current transaction is aborted") must not replace the insert's.
+                with contextlib.suppress(Exception):
+                    raw.unregister(view)
+                raise
+            raw.unregister(view)
 
 
 class DuckDBDatabase(SQLDatabase):

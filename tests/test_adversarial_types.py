@@ -380,3 +380,19 @@ def test_postgresql_arrays_into_another_database_kind_are_a_clear_error(
     assert "'extra'" in err and "ARRAY" in err and f"no portable equivalent in {db.dialect}" in err
     assert "internal error" not in err
     assert db.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.duckdb
+def test_a_value_duckdb_refuses_is_named_not_masked(pg, duckdb_db, capsys):
+    """PostgreSQL's ``json`` holds a lone surrogate escape (``"\\ud800"``) that DuckDB's JSON
+    refuses. The error must be DuckDB's and name the column: it was "Current transaction is
+    aborted", raised by the clean-up after the failed insert, which hid the cause."""
+    source, target = pg.name("src"), duckdb_db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ['"\\ud800"', "1"])
+    code, err = _run_into(pg, source, duckdb_db, target, capsys)
+    assert code == 3
+    assert "Malformed JSON" in err and "extra" in err, err
+    assert "transaction is aborted" not in err and "internal error" not in err
+    assert duckdb_db.tables() == set()
