@@ -194,6 +194,7 @@ class DuckDBDatabase(SQLDatabase):
     session_class = DuckDBSession
     #: DuckDB's MVCC: a transaction reads the snapshot taken when it began.
     snapshot_reads = True
+    interval_type = True
 
     @property
     def joins_in_snapshot(self) -> bool:

@@ -484,6 +484,7 @@ class PostgreSQLDatabase(SQLDatabase):
     identifier_limit = 63  # NAMEDATALEN - 1, in bytes
     identifier_bytes = True
     column_names_compared = "exactly (every name is quoted)"
+    interval_type = True
 
     def column_key(self, name: str) -> str:
         """``name`` itself: tclose quotes every identifier, and PostgreSQL compares quoted
@@ -723,16 +724,18 @@ def _fields_frame(
 
 
 def _as_text(cursor: Any) -> None:
-    """Make ``cursor`` (psycopg, text format) return ``json``, ``jsonb`` and arrays as the text
-    the server sends (``jsonb``: its normalized text), not parsed into Python objects.
+    """Make ``cursor`` (psycopg, text format) return ``json``, ``jsonb``, ``interval`` and
+    arrays as the text the server sends (``jsonb``: its normalized text), not parsed into
+    Python objects.
 
     An array's text keeps what a Python list cannot hold: its bounds (``[0:1]={1,2}``) and the
     shape of its dimensions; ``COPY ... FROM STDIN`` in text format reads that text back into
     the same value. Arrays of a type psycopg does not know (an enum, a composite type) come as
-    text anyway."""
+    text anyway. An interval's text keeps its months, days and time apart, which a ``timedelta``
+    does not (``1 year 2 mons`` would be ``425 days``, ``24:00:00`` would be ``1 day``)."""
     from psycopg.types.string import TextLoader
 
-    for name in ("json", "jsonb"):
+    for name in ("json", "jsonb", "interval"):
         cursor.adapters.register_loader(name, TextLoader)
     for info in cursor.adapters.types:
         if info.array_oid:

@@ -166,6 +166,9 @@ class SQLDatabase:
     #: How the database compares the column names of one table, as :meth:`column_key` does
     #: (completes "<dialect> compares column names ...").
     column_names_compared: ClassVar[str] = "without regard to case (A-Z as a-z)"
+    #: Whether the database has an interval type (months, days and time apart, as PostgreSQL's
+    #: and DuckDB's): an interval of another database is refused where it has none.
+    interval_type: ClassVar[bool] = False
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -481,12 +484,16 @@ class SQLDatabase:
 
         A PostgreSQL array has none: its values have bounds (``[0:1]={1,2}``) and dimensions of
         equal lengths that no other kind's lists hold (the PostgreSQL connector reads them as
-        their text)."""
+        their text). Nor has an interval in a database without an interval type
+        (:attr:`interval_type`): SQLAlchemy would store it as a date-time after the epoch
+        (MariaDB published ``1 day`` as ``2024-00-00 00:00:00``)."""
         try:
             generic = column_type.as_generic()
         except NotImplementedError:
             generic = None
         if source_dialect == "postgresql" and isinstance(generic, sa.ARRAY):
+            generic = None
+        if isinstance(generic, sa.Interval) and not self.interval_type:
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss

@@ -396,3 +396,78 @@ def test_a_value_duckdb_refuses_is_named_not_masked(pg, duckdb_db, capsys):
     assert "Malformed JSON" in err and "extra" in err, err
     assert "transaction is aborted" not in err and "internal error" not in err
     assert duckdb_db.tables() == set()
+
+
+#: PostgreSQL intervals whose months, days and time are apart: psycopg's ``timedelta`` counts a
+#: month as 30 days and a year as 365, and folds days into hours (``24:00:00`` is not ``1 day``).
+INTERVAL_TEXTS = [
+    "1 year 2 mons",
+    "-1 days +02:03:00",
+    "24:00:00",
+    "1 day",
+    "1 mon -1 days",
+    "-00:00:00.000001",
+]
+
+
+@pytest.mark.postgres
+def test_postgresql_intervals_into_another_postgresql_database_keep_their_fields(
+    pg, pg_other, capsys
+):
+    """Streamed into another PostgreSQL database, an interval keeps its months, days and time:
+    ``1 year 2 mons`` was published as ``425 days`` (a value silently changed)."""
+    source, target = pg.name("src"), pg_other.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, INTERVAL_TEXTS, "interval")
+    assert _run_into(pg, source, pg_other, target, capsys) == (0, "")
+    assert _texts(pg_other, target) == _texts(pg, source)
+    assert set(_texts(pg_other, target)) == {*INTERVAL_TEXTS, None}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database", ["lite", pytest.param("maria", marks=pytest.mark.mysql)])
+def test_postgresql_intervals_into_a_database_without_intervals_are_a_clear_error(
+    request, pg, capsys, database
+):
+    """SQLite and MariaDB have no interval type: SQLAlchemy's stand-in is a date-time after the
+    epoch, and MariaDB published ``1 day`` as ``2024-00-00 00:00:00``, SQLite as ``86400``
+    (``1 year 2 mons`` as 425 days of seconds). The run stops before any work, naming the
+    column and its type."""
+    db = request.getfixturevalue(database)
+    source, target = pg.name("src"), db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ["1 day", "00:00:01"], "interval")
+    db.execute("SELECT 1")  # creates a SQLite file
+    code, err = _run_into(pg, source, db, target, capsys)
+    assert code == 3
+    assert "'extra'" in err and "INTERVAL" in err and "no portable equivalent" in err, err
+    assert db.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.duckdb
+def test_postgresql_intervals_into_duckdb_keep_their_fields(pg, duckdb_db, capsys):
+    """DuckDB's ``INTERVAL`` keeps months, days and time apart, as PostgreSQL's: ``1 year 2
+    mons`` stays 14 months (it was 425 days), ``24:00:00`` stays apart from ``1 day``."""
+    source, target = pg.name("src"), duckdb_db.name("anon")
+    pg.create_patients(source, n=40)
+    texts = ["1 year 2 mons", "24:00:00", "1 day", "1 mon -1 days", "-00:00:00.000001", "00:01"]
+    _set_values(pg, source, texts, "interval")
+    assert _run_into(pg, source, duckdb_db, target, capsys) == (0, "")
+    months = "SELECT DISTINCT datepart('month', extra), datepart('day', extra) FROM "
+    assert set(duckdb_db.execute(months + duckdb_db.quote(target))) == {
+        (2, 0),  # and a year: datepart('month') is the months past the years
+        (0, 0),
+        (0, 1),
+        (1, -1),
+        (None, None),
+    }
+    assert set(_texts(duckdb_db, target)) == {
+        "1 year 2 months",
+        "24:00:00",
+        "1 day",
+        "1 month -1 day",
+        "-00:00:00.000001",
+        "00:01:00",
+        None,
+    }
