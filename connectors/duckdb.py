@@ -30,6 +30,7 @@ Parquet and CSV files are read and written through the same machinery by
 from __future__ import annotations
 
 import contextlib
+import decimal
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -128,6 +129,45 @@ _GENERIC: dict[str, Any] = {
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
+#: ``(precision, scale)`` of a decimal of another database that has no precision: DuckDB's widest
+#: decimal, with as many digits after the point as before it (a ``bigint`` fits).
+WIDEST_DECIMAL = (38, 18)
+
+
+def _exact_decimals(
+    values: Sequence[Any], column: str, column_type: sa.Numeric
+) -> tuple[str | None, ...]:
+    """``values`` (decimals, integers, floats) as the decimal texts DuckDB reads into
+    ``column_type`` without rounding (a float by its shortest round-trip text).
+
+    Raises:
+        DataError: naming ``column`` and counting the values ``column_type`` cannot hold
+            exactly (DuckDB would round them to its scale, silently).
+    """
+    precision, scale = column_type.precision or 18, column_type.scale or 0
+    exact = decimal.Context(prec=1000)
+    texts: list[str | None] = []
+    inexact = 0
+    for value in values:
+        if value is None:
+            texts.append(None)
+            continue
+        number = value if isinstance(value, Decimal) else Decimal(repr(value))
+        if number.is_finite():
+            rounded = number.quantize(Decimal(1).scaleb(-scale), context=exact)
+            if rounded != number or rounded.adjusted() >= precision - scale:
+                inexact += 1
+        texts.append(str(number))
+    if inexact:
+        raise DataError(
+            f"Column {column!r} holds values that DuckDB's DECIMAL({precision},{scale}) "
+            f"cannot hold exactly (more than {scale} decimal places or {precision - scale} "
+            f"integer digits) in {inexact} row(s) of a batch of {len(values)}: they would be "
+            f"rounded. Cast the column in a view of the source, or drop it (role: identifier)."
+        )
+    return tuple(texts)
+
+
 def duckdb_type(name: str) -> sa.types.TypeEngine:
     """The SQLAlchemy type of DuckDB type ``name`` (as ``duckdb_columns().data_type`` gives it)."""
     decimal = _DECIMAL.fullmatch(name)
@@ -161,7 +201,10 @@ class DuckDBSession(Session):
             return
         data: dict[str, Any] = {}
         for i, values in enumerate(zip(*rows, strict=True)):
-            if any(isinstance(v, Decimal) for v in values):
+            column_type = table.c[columns[i]].type
+            if isinstance(column_type, sa.Numeric) and not isinstance(column_type, sa.Float):
+                values = _exact_decimals(values, columns[i], column_type)
+            elif any(isinstance(v, Decimal) for v in values):
                 values = tuple(None if v is None else str(v) for v in values)
             data[columns[i]] = pd.Series(values, dtype=object)
         self.insert_frame(table, columns, pd.DataFrame(data))
@@ -292,10 +335,19 @@ class DuckDBDatabase(SQLDatabase):
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
-        a float type of more than 24 bits (or unknown precision) becomes ``DOUBLE``."""
+        a float type of more than 24 bits (or unknown precision) becomes ``DOUBLE``. A decimal
+        without precision (PostgreSQL's ``numeric``, SQLite's ``NUMERIC``) becomes
+        ``DECIMAL(38,18)`` (DuckDB's plain ``NUMERIC`` is ``DECIMAL(18,3)``, which rounded
+        ``1.2345`` to ``1.235``); a value it cannot hold exactly is refused when written."""
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             bits = generic.precision
             return sa.Double() if bits is None or bits > 24 else generic
+        if (
+            isinstance(generic, sa.Numeric)
+            and not isinstance(generic, sa.Float)
+            and generic.precision is None
+        ):
+            return sa.Numeric(*WIDEST_DECIMAL)
         return generic
 
 

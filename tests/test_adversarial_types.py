@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 
 import pytest
 
@@ -471,3 +472,45 @@ def test_postgresql_intervals_into_duckdb_keep_their_fields(pg, duckdb_db, capsy
         "00:01:00",
         None,
     }
+
+
+#: Decimal texts a ``numeric`` without precision holds: more than 3 decimals, 20 integer digits.
+DECIMAL_TEXTS = ["1.2345678901", "0.0001", "-12345678901234567890.123456789012345678", "7"]
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize(
+    ("database", "sql_type"),
+    [pytest.param("pg", "numeric", marks=pytest.mark.postgres), ("lite", "NUMERIC")],
+)
+def test_decimals_without_precision_into_duckdb_are_exact(
+    request, duckdb_db, capsys, database, sql_type
+):
+    """A ``numeric`` (PostgreSQL) or ``NUMERIC`` (SQLite) column without precision became
+    DuckDB's ``NUMERIC``, which is ``DECIMAL(18,3)``: ``1.2345678901`` was published as
+    ``1.235`` and ``0.0001`` as ``0.000``. Every value must arrive exactly."""
+    db = request.getfixturevalue(database)
+    source, target = db.name("src"), duckdb_db.name("anon")
+    db.create_patients(source, n=40)
+    texts = DECIMAL_TEXTS if database == "pg" else DECIMAL_TEXTS[:2] + DECIMAL_TEXTS[3:]
+    _set_values(db, source, texts, sql_type)
+    assert _run_into(db, source, duckdb_db, target, capsys) == (0, "")
+    published = duckdb_db.execute(f"SELECT DISTINCT extra FROM {duckdb_db.quote(target)}")
+    assert {None if v is None else Decimal(v) for (v,) in published} == {
+        *map(Decimal, texts),
+        None,
+    }
+
+
+@pytest.mark.postgres
+@pytest.mark.duckdb
+def test_a_decimal_duckdb_would_round_is_refused(pg, duckdb_db, capsys):
+    """A ``numeric`` value with more decimals (or integer digits) than DuckDB's widest decimal
+    holds is refused, naming the column and counting the rows, never rounded."""
+    source, target = pg.name("src"), duckdb_db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ["1.5", "0.0000000000000000000001"], "numeric")
+    code, err = _run_into(pg, source, duckdb_db, target, capsys)
+    assert code == 3
+    assert "Column 'extra'" in err and "DECIMAL(38,18)" in err and "in 16 row(s)" in err, err
+    assert duckdb_db.tables() == set()
