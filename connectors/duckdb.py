@@ -194,7 +194,9 @@ class DuckDBSession(Session):
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """Rows as a DataFrame of Python objects (no pandas conversion: an integer column with
         NULLs stays integers), which DuckDB scans and casts to the column types; ``Decimal``
-        values go as text, so that no precision depends on the values DuckDB samples."""
+        values go as text, so that no precision depends on the values DuckDB samples (into a
+        decimal column only if exact: :func:`_exact_decimals`), and so do the floats of a
+        column holding a NaN (which DuckDB would read as NULL)."""
         import pandas as pd
 
         if not rows:
@@ -206,6 +208,9 @@ class DuckDBSession(Session):
                 values = _exact_decimals(values, columns[i], column_type)
             elif any(isinstance(v, Decimal) for v in values):
                 values = tuple(None if v is None else str(v) for v in values)
+            elif any(isinstance(v, float) and v != v for v in values):
+                # DuckDB scans a float NaN among Python objects as NULL; its text is a NaN.
+                values = tuple(None if v is None else repr(v) for v in values)
             data[columns[i]] = pd.Series(values, dtype=object)
         self.insert_frame(table, columns, pd.DataFrame(data))
 

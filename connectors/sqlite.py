@@ -56,7 +56,15 @@ class SQLiteSession(DriverSession):
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """``executemany``; values ``sqlite3`` cannot bind (``Decimal``, dates and times, UUIDs,
-        from another database) are stored as their text, as SQLAlchemy's SQLite types do."""
+        from another database) are stored as their text, as SQLAlchemy's SQLite types do.
+
+        Raises:
+            DataError: a value SQLite would change, naming the column and counting the rows: a
+                float NaN (stored as NULL), or a decimal of more than 15 significant digits
+                (a column of NUMERIC affinity keeps 15) that is not a 64-bit integer.
+        """
+        for i, values in enumerate(zip(*rows)):
+            _refuse_changed(values, columns[i], table.c[columns[i]].type)
         if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
         super().insert_rows(table, columns, rows)
@@ -70,6 +78,37 @@ class SQLiteSession(DriverSession):
 
 
 _BINDABLE = (int, float, str, bytes, type(None))
+
+
+def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.TypeEngine) -> None:
+    """:class:`DataError` if SQLite would store some of ``values`` (a batch of column
+    ``column``, of ``column_type``) as another value (see :meth:`SQLiteSession.insert_rows`)."""
+    if not isinstance(column_type, (sa.Numeric, sa.Float)):
+        return
+    nan = sum(1 for v in values if isinstance(v, float) and v != v)
+    if nan:
+        raise DataError(
+            f"Column {column!r} holds NaN in {nan} row(s) of a batch of {len(values)}: SQLite "
+            f"stores a NaN as NULL. Publish into another kind of database, or drop the column "
+            f"(role: identifier)."
+        )
+    if not isinstance(column_type, sa.Numeric):
+        return
+    rounded = sum(
+        1
+        for v in values
+        if isinstance(v, Decimal)
+        and v.is_finite()
+        and len(v.normalize().as_tuple().digits) > 15
+        and not (v == v.to_integral_value() and -(2**63) <= v < 2**63)
+    )
+    if rounded:
+        raise DataError(
+            f"Column {column!r} holds numbers of more than 15 significant digits in {rounded} "
+            f"row(s) of a batch of {len(values)}: SQLite keeps 15 significant digits of a "
+            f"number in a column of NUMERIC affinity, so they would be rounded. Cast the "
+            f"column to text in a view of the source, or drop it (role: identifier)."
+        )
 
 
 def _bindable(value: Any) -> Any:

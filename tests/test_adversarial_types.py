@@ -514,3 +514,40 @@ def test_a_decimal_duckdb_would_round_is_refused(pg, duckdb_db, capsys):
     assert code == 3
     assert "Column 'extra'" in err and "DECIMAL(38,18)" in err and "in 16 row(s)" in err, err
     assert duckdb_db.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("sql_type", "values", "said"),
+    [
+        ("double precision", ["NaN", "1.5"], "NaN"),
+        ("numeric", ["1.5", "12345678901234567890.5"], "15 significant digits"),
+        ("numeric(30,20)", ["1.5", "1.23456789012345678901"], "15 significant digits"),
+    ],
+)
+def test_values_sqlite_would_change_are_refused(pg, lite, capsys, sql_type, values, said):
+    """SQLite turns a NaN into NULL and keeps 15 significant digits of a number in a NUMERIC
+    column (``12345678901234567890.5`` became ``1.2345678901234567e19``), silently: the write
+    stops, naming the column and counting the rows."""
+    source, target = pg.name("src"), lite.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, values, sql_type)
+    lite.execute("SELECT 1")  # creates the file
+    code, err = _run_into(pg, source, lite, target, capsys)
+    assert code == 3
+    assert "Column 'extra'" in err and said in err and "in 16 row(s)" in err, err
+    assert lite.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.duckdb
+def test_a_nan_into_duckdb_stays_nan(pg, duckdb_db, capsys):
+    """DuckDB reads a float NaN of a scanned frame of Python objects as NULL: a pass-through
+    ``double precision`` NaN was published as NULL."""
+    source, target = pg.name("src"), duckdb_db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, ["NaN", "-0", "Infinity", "0.1"], "double precision")
+    assert _run_into(pg, source, duckdb_db, target, capsys) == (0, "")
+    assert _texts(duckdb_db, target) == sorted(
+        ["nan"] * 8 + ["-0.0"] * 8 + ["inf"] * 8 + ["0.1"] * 8 + [None] * 8, key=repr
+    )
