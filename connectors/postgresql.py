@@ -258,12 +258,22 @@ class PostgreSQLSession(DriverSession):
             copy.write(_COPY_TRAILER)
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
-        """``COPY ... FROM STDIN`` in text format; psycopg formats each Python value."""
+        """``COPY ... FROM STDIN`` in text format; psycopg formats each Python value.
+
+        Raises:
+            DataError: text holding a NUL character (SQLite's and MariaDB's text can), which
+                PostgreSQL's cannot, naming the columns and counting the rows.
+        """
         if not rows:
             return
-        with self.copy(table, columns, binary=False) as copy:
-            for row in rows:
-                copy.write_row(row)
+        try:
+            with self.copy(table, columns, binary=False) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except Exception as error:
+            if "NUL (0x00)" in str(error):
+                raise _nul_error(columns, rows) from None
+            raise
 
     def copy(self, table: sa.Table, columns: Sequence[str], binary: bool) -> Any:
         names = ", ".join(self.database.quote(c) for c in columns)
@@ -740,6 +750,20 @@ def _as_text(cursor: Any) -> None:
     for info in cursor.adapters.types:
         if info.array_oid:
             cursor.adapters.register_loader(info.array_oid, TextLoader)
+
+
+def _nul_error(columns: Sequence[str], rows: Sequence[tuple]) -> DataError:
+    """The error for ``rows`` (in ``columns`` order) whose text holds a NUL character."""
+    counts = {
+        column: sum(1 for row in rows if isinstance(row[i], str) and "\x00" in row[i])
+        for i, column in enumerate(columns)
+    }
+    found = ", ".join(f"Column {c!r} in {n} row(s)" for c, n in counts.items() if n)
+    return DataError(
+        f"Text holding a NUL character (0x00), which PostgreSQL's text cannot store: {found} "
+        f"of a batch of {len(rows)}. Remove the character in a view of the source, or drop "
+        f"the column (role: identifier)."
+    )
 
 
 def _non_null(rows: str, value: str) -> str:

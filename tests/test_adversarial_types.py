@@ -551,3 +551,20 @@ def test_a_nan_into_duckdb_stays_nan(pg, duckdb_db, capsys):
     assert _texts(duckdb_db, target) == sorted(
         ["nan"] * 8 + ["-0.0"] * 8 + ["inf"] * 8 + ["0.1"] * 8 + [None] * 8, key=repr
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database", ["lite", pytest.param("maria", marks=pytest.mark.mysql)])
+def test_text_with_a_nul_into_postgresql_names_the_column(request, pg, capsys, database):
+    """PostgreSQL text cannot hold a NUL character, which SQLite and MariaDB text can: the
+    error named neither the column nor the rows ("PostgreSQL text fields cannot contain NUL
+    (0x00) bytes")."""
+    db = request.getfixturevalue(database)
+    source, target = db.name("src"), pg.name("anon")
+    db.create_patients(source, n=40)
+    _set_values(db, source, ["a\x00b", "plain"], "TEXT")
+    code, err = _run_into(db, source, pg, target, capsys)
+    assert code == 3
+    assert "Column 'extra'" in err and "NUL" in err and "in 16 row(s)" in err, err
+    assert "a\x00b" not in err and "internal error" not in err
+    assert pg.tables() == set()
