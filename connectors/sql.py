@@ -260,7 +260,18 @@ class SQLDatabase:
                     f"{_existing_tables(inspector, name.schema)}"
                 )
             with unknown_types_unremarked():
-                table = sa.Table(name.name, sa.MetaData(), schema=name.schema, autoload_with=bound)
+                try:
+                    table = sa.Table(
+                        name.name, sa.MetaData(), schema=name.schema, autoload_with=bound
+                    )
+                except sa.exc.ArgumentError as error:
+                    if "non-blank name" not in str(error):
+                        raise
+                    raise DataError(  # SQLite accepts the name "": SQLAlchemy cannot reflect it
+                        f"Table {name} has a column with an empty name, which tclose cannot "
+                        f'read. Rename the column (ALTER TABLE ... RENAME COLUMN "" TO ...), '
+                        f"or read the table through a view that renames it."
+                    ) from None
             unknown = [c for c in table.columns if isinstance(c.type, sa.types.NullType)]
             declared = self.declared_types(bound, name) if unknown else {}
             for column in unknown:

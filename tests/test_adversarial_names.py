@@ -252,3 +252,19 @@ def test_a_column_name_the_target_would_cut_or_refuse(
     document["attributes"].update({c: {"role": "identifier"} for c in columns})
     assert main(["-q", "run", str(source_db.write_config(document))]) == 0
     assert not set(columns) & set(target_db.column_types(target))
+
+
+def test_a_source_column_with_an_empty_name_is_a_clear_error(lite, capsys):
+    """SQLite accepts a column named ``""``, which SQLAlchemy cannot reflect: the run stopped
+    with an internal error (exit 4). A data error naming the table and the remedy, before any
+    work, whether or not the config names the column."""
+    source, target, document = _across(lite, lite, [""])
+    before = lite.rows(source, order="patient_id")
+    for attributes in (document["attributes"], {**document["attributes"], "": None}):
+        document["attributes"] = {c: spec for c, spec in attributes.items() if spec is not None}
+        assert main(["-q", "run", str(lite.write_config(document))]) == 3
+        err = capsys.readouterr().err
+        assert f"Table {source}" in err and "a column with an empty name" in err, err
+        assert "internal error" not in err
+        assert lite.tables() == {source}
+        assert lite.rows(source, order="patient_id") == before
