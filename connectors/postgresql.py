@@ -149,6 +149,8 @@ class PostgreSQLSession(DriverSession):
         or that lose these. Arrays (never in binary format) come as their text too, which keeps
         their bounds (see :func:`_as_text`). Inside :meth:`parsed_values` both come as psycopg
         parses them (``dict``, ``list``), as they did before."""
+        import psycopg
+
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)
         binary = all(
@@ -161,12 +163,54 @@ class PostgreSQLSession(DriverSession):
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:
-                rows = cursor.fetchmany(chunk_size)
+                try:
+                    rows = cursor.fetchmany(chunk_size)
+                except psycopg.DataError:  # a value Python's dates and times cannot hold?
+                    cursor.close()
+                    try:
+                        unreadable = self._unreadable_times(statement, column_types)
+                    except sa.exc.SQLAlchemyError:
+                        unreadable = []
+                    if not unreadable:
+                        raise
+                    raise DataError(
+                        "; ".join(
+                            f"Column {c!r} holds {n} value(s) that Python's dates and times "
+                            f"cannot hold (infinity, a year outside 1-9999, or 24:00:00)"
+                            for c, n in unreadable
+                        )
+                        + ". Cast the column to text in a view of the source, or drop it "
+                        "(role: identifier)."
+                    ) from None
                 if not rows:
                     break
                 yield rows
         finally:
             cursor.close()
+
+    def _unreadable_times(
+        self, statement: sa.Select, column_types: Sequence[sa.types.TypeEngine]
+    ) -> list[tuple[str, int]]:
+        """The date and time columns of ``statement`` (the last ones are of ``column_types``)
+        holding values psycopg cannot load into Python (``infinity``, years outside 1-9999,
+        ``24:00:00``), each with its count of such values."""
+        rows = statement.subquery()
+        found = []
+        typed = list(rows.columns)[len(rows.columns) - len(column_types) :]
+        for column, column_type in zip(typed, column_types, strict=True):
+            if isinstance(column_type, (sa.Date, sa.DateTime)):
+                year = sa.extract("year", column)
+                bad = sa.or_(~sa.func.isfinite(column), year > 9999, year < 1)
+            elif isinstance(column_type, sa.Time):
+                bad = sa.cast(column, sa.Time) == sa.text("'24:00:00'::time")
+            else:
+                continue
+            count = self.connection.execute(
+                sa.select(sa.func.count()).select_from(rows).where(bad)
+            ).scalar()
+            if count:
+                found.append((column.name, int(count)))
+        return found
 
     def read(
         self,

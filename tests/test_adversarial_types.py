@@ -568,3 +568,29 @@ def test_text_with_a_nul_into_postgresql_names_the_column(request, pg, capsys, d
     assert "Column 'extra'" in err and "NUL" in err and "in 16 row(s)" in err, err
     assert "a\x00b" not in err and "internal error" not in err
     assert pg.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("sql_type", "values"),
+    [
+        ("date", ["infinity", "2020-01-01", "-infinity"]),
+        ("timestamptz", ["2020-01-01 00:00+00", "infinity", "10000-01-01 00:00+00"]),
+        ("time", ["00:00", "24:00:00"]),
+    ],
+)
+def test_dates_python_cannot_hold_name_the_column(pg, pg_other, capsys, sql_type, values):
+    """PostgreSQL's ``infinity`` dates (a common "valid until" sentinel), years past 9999 and
+    ``24:00:00`` have no Python value: streamed into another database, the error named no
+    column ("date too large (after year 10K)"). It names the column and counts the rows."""
+    source, target = pg.name("src"), pg_other.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, values, sql_type)
+    (expected,) = pg.execute(
+        f"SELECT count(*) FROM {pg.quote(source)} WHERE CAST(extra AS text) IN "
+        "('infinity', '-infinity', '24:00:00') OR CAST(extra AS text) LIKE '10000%'"
+    )
+    code, err = _run_into(pg, source, pg_other, target, capsys)
+    assert code == 3
+    assert f"Column 'extra' holds {expected[0]} value(s)" in err, err
+    assert pg_other.tables() == set()
