@@ -182,6 +182,21 @@ class DuckDBSession(Session):
 
     database: DuckDBDatabase
 
+    def read_statement(
+        self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
+    ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
+        """As :meth:`Session.read_statement`, with intervals read as their text: DuckDB's Python
+        client gives a ``timedelta``, which counts a month as 30 days and folds days into hours
+        (``1 year 2 months`` would be ``420 days``, ``24:00:00`` would be ``1 day``)."""
+        statement, types = super().read_statement(name, columns, key, with_key)
+        selected = list(statement.selected_columns)
+        first = len(selected) - len(types)
+        for i, column_type in enumerate(types, start=first):
+            if isinstance(column_type, sa.Interval):
+                label = selected[i]
+                selected[i] = sa.cast(label.element, sa.String).label(label.name)
+        return statement.with_only_columns(*selected), types
+
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
     ) -> None:

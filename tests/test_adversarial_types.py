@@ -594,3 +594,21 @@ def test_dates_python_cannot_hold_name_the_column(pg, pg_other, capsys, sql_type
     assert code == 3
     assert f"Column 'extra' holds {expected[0]} value(s)" in err, err
     assert pg_other.tables() == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.duckdb
+def test_duckdb_intervals_into_postgresql_keep_their_fields(duckdb_db, pg, capsys):
+    """DuckDB's Python client gives an interval as a ``timedelta``: ``1 year 2 months`` became
+    ``420 days`` and ``24:00:00`` became ``1 day`` in PostgreSQL. Read as text, each keeps its
+    months, days and time."""
+    source, target = duckdb_db.name("src"), pg.name("anon")
+    duckdb_db.create_patients(source, n=40)
+    texts = ["1 year 2 months", "24:00:00", "1 day", "1 month -1 day", "-1 day 02:03:00", "00:01"]
+    _set_values(duckdb_db, source, texts, "INTERVAL")
+    assert _run_into(duckdb_db, source, pg, target, capsys) == (0, "")
+    expected = {
+        pg.execute("SELECT CAST(CAST(:v AS interval) AS text)", {"v": v})[0][0] for v in texts
+    }
+    assert set(_texts(pg, target)) == expected | {None}
+    assert len(expected) == len(texts)
