@@ -33,7 +33,7 @@ import contextlib
 import decimal
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -182,13 +182,30 @@ class DuckDBSession(Session):
 
     database: DuckDBDatabase
 
+    #: Whether :meth:`read_statement` leaves intervals to the driver (:meth:`parsed_values`).
+    _parsed_values = False
+
+    @contextlib.contextmanager
+    def parsed_values(self) -> Iterator[None]:
+        """Within the block, intervals are read as the driver gives them (``timedelta``), as
+        the content digest (:data:`tclose.published.DIGEST_ALGORITHM`) has always hashed them:
+        the digests of reports made before intervals were read as text stay the same."""
+        self._parsed_values = True
+        try:
+            yield
+        finally:
+            self._parsed_values = False
+
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
-        """As :meth:`Session.read_statement`, with intervals read as their text: DuckDB's Python
-        client gives a ``timedelta``, which counts a month as 30 days and folds days into hours
-        (``1 year 2 months`` would be ``420 days``, ``24:00:00`` would be ``1 day``)."""
+        """As :meth:`Session.read_statement`, with intervals read as their text (outside
+        :meth:`parsed_values`): DuckDB's Python client gives a ``timedelta``, which counts a
+        month as 30 days and folds days into hours (``1 year 2 months`` would be ``420 days``,
+        ``24:00:00`` would be ``1 day``)."""
         statement, types = super().read_statement(name, columns, key, with_key)
+        if self._parsed_values:
+            return statement, types
         selected = list(statement.selected_columns)
         first = len(selected) - len(types)
         for i, column_type in enumerate(types, start=first):

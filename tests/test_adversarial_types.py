@@ -612,3 +612,21 @@ def test_duckdb_intervals_into_postgresql_keep_their_fields(duckdb_db, pg, capsy
     }
     assert set(_texts(pg, target)) == expected | {None}
     assert len(expected) == len(texts)
+
+
+@pytest.mark.duckdb
+def test_duckdb_interval_text_leaves_the_content_digest_as_it_was(duckdb_db, capsys, monkeypatch):
+    """Intervals read as text for the write must not change the content digest of a DuckDB
+    table (computed from the driver's values, ``timedelta``): a report made before still
+    verifies. Here the run's report is verified by a session reading intervals as before."""
+    from tclose.connectors.duckdb import DuckDBSession
+    from tclose.connectors.sql import Session
+
+    source, target = duckdb_db.name("src"), duckdb_db.name("anon")
+    duckdb_db.create_patients(source, n=40)
+    _set_values(duckdb_db, source, ["1 year 2 months", "24:00:00", "1 day"], "INTERVAL")
+    assert _run_into(duckdb_db, source, duckdb_db, target, capsys) == (0, "")
+    monkeypatch.setattr(DuckDBSession, "read_statement", Session.read_statement)
+    path = str(duckdb_db.tmp_path / "run.yaml")
+    report = str(duckdb_db.tmp_path / "report.json")
+    assert main(["-q", "verify", path, "--report", report]) == 0, capsys.readouterr().out
