@@ -767,7 +767,9 @@ def _fields_frame(
         for (values, _), fmt in zip(fields, formats, strict=True)
     ]
     if not any(null.any() for _, null in fields):
-        return pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names)
+        frame = pd.DataFrame(dict(enumerate(columns)))  # by position: two names may be equal
+        frame.columns = pd.Index(names)
+        return frame
     python = []
     for column, (_, null) in zip(columns, fields, strict=True):
         values = column.tolist()

@@ -135,12 +135,15 @@ def _read_inputs(
         if frames
         else pd.DataFrame(columns=[KEY_LABEL, *columns])
     )
-    keys = frame[KEY_LABEL].to_numpy()
-    if len(keys) and (pd.isna(frame[KEY_LABEL]).any() or len(pd.unique(keys)) != len(keys)):
+    # The row key (KEY_LABEL) is the first column, taken by position: a QI or confidential
+    # column may bear the same name.
+    keys = frame.iloc[:, 0].to_numpy()
+    if len(keys) and (pd.isna(frame.iloc[:, 0]).any() or len(pd.unique(keys)) != len(keys)):
         raise DataError(
             f"The row key of {config.source.table} is not unique and non-null; "
             f"name a unique, non-null column as source.key."
         )
+    frame = frame.iloc[:, 1:]
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
     encoded = encode_table(frame, list(config.attributes.values()))
     return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())

@@ -268,3 +268,18 @@ def test_a_source_column_with_an_empty_name_is_a_clear_error(lite, capsys):
         assert "internal error" not in err
         assert lite.tables() == {source}
         assert lite.rows(source, order="patient_id") == before
+
+
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_a_column_named_like_the_key_label(db, capsys, role):
+    """The read labels the row key ``__key__``; a QI or confidential column of that name made
+    the key column ambiguous (internal error, exit 4). It is one column like any other."""
+    source, target, document = _across(db, db, ["__key__"])
+    db.execute(f"UPDATE {db.quote(source)} SET {db.quote('__key__')} = patient_id % 3 + 100")
+    document["attributes"]["__key__"] = {"role": role, "type": "numeric"}
+    assert main(["-q", "run", str(db.write_config(document))]) == 0, capsys.readouterr().err
+    published = sorted(v for (v,) in db.rows(target, db.quote("__key__")))
+    if role == "confidential":
+        assert published == sorted(v for (v,) in db.rows(source, db.quote("__key__")))
+    else:
+        assert len(published) == 40 and 100 <= min(published) <= max(published) <= 102
