@@ -80,6 +80,11 @@ class SQLiteSession(DriverSession):
 _BINDABLE = (int, float, str, bytes, type(None))
 
 
+def _integer64(value: Decimal) -> bool:
+    """Whether ``value`` is a whole number that SQLite stores exactly (a 64-bit integer)."""
+    return value.is_finite() and value == value.to_integral_value() and -(2**63) <= value < 2**63
+
+
 def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.TypeEngine) -> None:
     """:class:`DataError` if SQLite would store some of ``values`` (a batch of column
     ``column``, of ``column_type``) as another value (see :meth:`SQLiteSession.insert_rows`)."""
@@ -100,7 +105,7 @@ def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.Ty
         if isinstance(v, Decimal)
         and v.is_finite()
         and len(v.normalize().as_tuple().digits) > 15
-        and not (v == v.to_integral_value() and -(2**63) <= v < 2**63)
+        and not _integer64(v)
     )
     if rounded:
         raise DataError(
@@ -114,6 +119,8 @@ def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.Ty
 def _bindable(value: Any) -> Any:
     if isinstance(value, _BINDABLE):
         return value
+    if isinstance(value, Decimal) and _integer64(value):
+        return int(value)  # its text ("12345678901234567.0") would be read as a REAL, rounded
     if isinstance(value, (Decimal, uuid.UUID)):
         return str(value)
     if isinstance(value, dt.datetime):

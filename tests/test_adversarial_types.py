@@ -523,6 +523,7 @@ def test_a_decimal_duckdb_would_round_is_refused(pg, duckdb_db, capsys):
         ("double precision", ["NaN", "1.5"], "NaN"),
         ("numeric", ["1.5", "12345678901234567890.5"], "15 significant digits"),
         ("numeric(30,20)", ["1.5", "1.23456789012345678901"], "15 significant digits"),
+        ("numeric(30,1)", ["1.5", "12345678901234567.5"], "15 significant digits"),
     ],
 )
 def test_values_sqlite_would_change_are_refused(pg, lite, capsys, sql_type, values, said):
@@ -537,6 +538,20 @@ def test_values_sqlite_would_change_are_refused(pg, lite, capsys, sql_type, valu
     assert code == 3
     assert "Column 'extra'" in err and said in err and "in 16 row(s)" in err, err
     assert lite.tables() == set()
+
+
+@pytest.mark.postgres
+def test_whole_decimals_into_sqlite_are_exact(pg, lite, capsys):
+    """A whole ``numeric`` of 17-19 digits written as its text (``12345678901234567.0``) was
+    read by SQLite as a REAL and rounded (``12345678901234568``): it is written as an integer."""
+    source, target = pg.name("src"), lite.name("anon")
+    pg.create_patients(source, n=40)
+    texts = ["12345678901234567.0", "9223372036854775807", "-9223372036854775808", "5.00"]
+    _set_values(pg, source, texts, "numeric")
+    lite.execute("SELECT 1")  # creates the file
+    assert _run_into(pg, source, lite, target, capsys) == (0, "")
+    published = {v for (v,) in lite.rows(target, "extra")}
+    assert published == {12345678901234567, 2**63 - 1, -(2**63), 5, None}
 
 
 @pytest.mark.postgres
