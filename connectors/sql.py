@@ -224,7 +224,9 @@ class SQLDatabase:
     def describe(self, error: BaseException | None, action: str) -> DataError:
         """The :class:`DataError` for a driver error raised while doing ``action``."""
         text = " ".join(str(error).split()) or type(error).__name__
-        return DataError(f"Database error while {action} on {self.redacted_url}: {text}")
+        failure = DataError(f"Database error while {action} on {self.redacted_url}: {text}")
+        failure.driver_error = error
+        return failure
 
     def quote(self, name: str) -> str:
         """``name`` as a quoted identifier, for SQL executed without parameters."""
@@ -797,7 +799,18 @@ class Session:
         first = np.unique(labels, return_index=True)[1]
         mapping.create(self.connection)
         centroids.create(self.connection)
-        self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+        try:
+            self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+        except DataError as failure:
+            integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
+            if not isinstance(failure.driver_error, integrity):
+                raise
+            raise DataError(
+                f"Values of the key {row_key.name!r} of {source.fullname} that differ as read "
+                f"are not distinct under the database's equality (a case-insensitive type or "
+                f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
+                f"values the database tells apart as source.key. Nothing was published."
+            ) from None
         self.insert_arrays(
             centroids,
             {

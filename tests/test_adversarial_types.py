@@ -476,3 +476,25 @@ def test_postgresql_key_distinct_in_python_but_equal_in_the_database(pg, capsys)
         pg.drop_all()
         if installed:
             pg.execute("DROP EXTENSION citext")
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("twin", ["k1", "K1 "])
+def test_mariadb_key_distinct_in_python_but_equal_in_the_database(maria, capsys, twin):
+    """A ``VARCHAR`` key in MariaDB's default (case-insensitive, PAD SPACE) collation holding
+    ``'K1'`` and ``'k1'`` or ``'K1 '``: one value for the database, so the run stops at the
+    write, naming the key, the cause and the value (it stopped with the helper table's
+    "Duplicate entry ... for key 'PRIMARY'", naming neither the key nor the cause)."""
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=40)
+    table = maria.quote(source)
+    maria.execute(f"ALTER TABLE {table} ADD COLUMN k VARCHAR(10)")
+    maria.execute(f"UPDATE {table} SET k = CONCAT('K', patient_id)")
+    maria.execute(f"UPDATE {table} SET k = :twin WHERE patient_id = 2", {"twin": twin})
+    document = maria.config(source, target)
+    document["source"]["key"] = "k"
+    document["attributes"]["patient_id"] = {"role": "identifier"}
+    assert main(["-q", "run", str(maria.write_config(document))]) == 3
+    err = capsys.readouterr().err
+    assert "'k'" in err and "not distinct" in err and repr(twin) in err
+    assert maria.tables() == {source}
