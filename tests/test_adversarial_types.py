@@ -72,14 +72,15 @@ def _run_and_verify(db, source: str, target: str, **extra: object) -> None:
     assert sorted(db.rows(target, text), key=repr) == sorted(db.rows(source, text), key=repr)
 
 
-def _install_hstore(pg) -> bool:
-    """Make the ``hstore`` type available; True if this test installed it (and must drop it).
-    Skips only where the server has no such extension (a PostgreSQL without contrib)."""
-    if pg.execute("SELECT 1 FROM pg_extension WHERE extname = 'hstore'"):
+def _install_extension(pg, name: str) -> bool:
+    """Make the type of extension ``name`` (``hstore``, ``citext``) available; True if this test
+    installed it (and must drop it). Skips only where the server has no such extension (a
+    PostgreSQL without contrib)."""
+    if pg.execute("SELECT 1 FROM pg_extension WHERE extname = :name", {"name": name}):
         return False
-    if not pg.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'hstore'"):
-        pytest.skip("this PostgreSQL server has no hstore extension (contrib is not installed)")
-    pg.execute("CREATE EXTENSION hstore")
+    if not pg.execute("SELECT 1 FROM pg_available_extensions WHERE name = :name", {"name": name}):
+        pytest.skip(f"this PostgreSQL server has no {name} extension (contrib is not installed)")
+    pg.execute(f"CREATE EXTENSION {name}")
     return True
 
 
@@ -88,7 +89,7 @@ def _install_hstore(pg) -> bool:
 def test_postgresql_pass_through_of_any_type(pg, sql_type):
     prefix = pg.prefix
     types = {"enum": f"{prefix}_mood", "composite": f"{prefix}_pair"}
-    installed = sql_type == "hstore" and _install_hstore(pg)
+    installed = sql_type == "hstore" and _install_extension(pg, "hstore")
     source, target = pg.name("src"), pg.name("anon")
     pg.create_patients(source, n=40)
     pg.execute(f"CREATE TYPE {types['enum']} AS ENUM ('sad', 'ok', 'happy')")
@@ -267,7 +268,9 @@ def test_postgresql_pass_through_of_any_type_into_another_postgresql_database(
 ):
     """Every type of :data:`POSTGRES_TYPES`, streamed through the client into another database
     (where the enum and the composite type exist too), keeps its text form."""
-    installed = [db for db in (pg, pg_other) if sql_type == "hstore" and _install_hstore(db)]
+    installed = [
+        db for db in (pg, pg_other) if sql_type == "hstore" and _install_extension(db, "hstore")
+    ]
     types = {"enum": f"{pg.prefix}_mood", "composite": f"{pg.prefix}_pair"}
     source, target = pg.name("src"), pg_other.name("anon")
     for db in (pg, pg_other):
@@ -396,16 +399,6 @@ POSTGRES_KEY_TYPES = {
 }
 
 
-def _install_citext(pg) -> bool:
-    """Make the ``citext`` type available; True if this test installed it (and must drop it)."""
-    if pg.execute("SELECT 1 FROM pg_extension WHERE extname = 'citext'"):
-        return False
-    if not pg.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'citext'"):
-        pytest.skip("this PostgreSQL server has no citext extension (contrib is not installed)")
-    pg.execute("CREATE EXTENSION citext")
-    return True
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("into", ["postgresql", "sqlite"])
 @pytest.mark.parametrize("sql_type", list(POSTGRES_KEY_TYPES))
@@ -416,7 +409,7 @@ def test_postgresql_source_key_of_any_type(pg, lite, sql_type, into):
     so the join found no row (a failed verification: 0 rows written) on PostgreSQL."""
     prefix = pg.prefix
     types = {"enum": f"{prefix}_label", "domain": f"{prefix}_code"}
-    installed = sql_type == "citext" and _install_citext(pg)
+    installed = sql_type == "citext" and _install_extension(pg, "citext")
     source = pg.name("src")
     target_db = pg if into == "postgresql" else lite
     target = target_db.name("anon")
@@ -457,7 +450,7 @@ def test_postgresql_key_distinct_in_python_but_equal_in_the_database(pg, capsys)
     with an error naming the key and the cause (the join's row count was not checked on
     PostgreSQL, where SQLAlchemy reported it as unknown: the run failed its verification
     instead, naming no cause)."""
-    installed = _install_citext(pg)
+    installed = _install_extension(pg, "citext")
     source, target = pg.name("src"), pg.name("anon")
     pg.create_patients(source, n=40)
     try:
