@@ -227,7 +227,9 @@ class SQLDatabase:
     def describe(self, error: BaseException | None, action: str) -> DataError:
         """The :class:`DataError` for a driver error raised while doing ``action``."""
         text = " ".join(str(error).split()) or type(error).__name__
-        return DataError(f"Database error while {action} on {self.redacted_url}: {text}")
+        failure = DataError(f"Database error while {action} on {self.redacted_url}: {text}")
+        failure.driver_error = error
+        return failure
 
     def quote(self, name: str) -> str:
         """``name`` as a quoted identifier, for SQL executed without parameters."""
@@ -704,7 +706,8 @@ class Session:
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
         """The ``SELECT`` of :meth:`read_rows` (the row key first if ``with_key``, then
         ``columns``, ordered by the row key; result columns untyped) and the reflected types of
-        ``columns``; :class:`DataError` names a column that does not exist."""
+        its result columns, the key's included; :class:`DataError` names a column that does not
+        exist."""
         table = self.table_with(name, columns)
         row_key = self.database.row_key(table, key)
         # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
@@ -712,7 +715,8 @@ class Session:
         selected = [_raw(row_key, KEY_LABEL)] if with_key else []
         selected += [_raw(table.c[c], c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
-        return statement, [table.c[c].type for c in columns]
+        types = [row_key.type] if with_key else []
+        return statement, types + [table.c[c].type for c in columns]
 
     def read(
         self,
@@ -736,8 +740,8 @@ class Session:
         column_types: Sequence[sa.types.TypeEngine] = (),
     ) -> Iterator[Sequence[Sequence[Any]]]:
         """Run ``statement`` with a server-side cursor (``yield_per``) and yield its rows in
-        chunks; ``column_types`` are the reflected types of the selected columns (after the
-        key), for a dialect that chooses a transfer format by type."""
+        chunks; ``column_types`` are the reflected types of the selected columns (the key's
+        included), for a dialect that chooses a transfer format by type."""
         result = self.connection.execute(statement, execution_options={"yield_per": chunk_size})
         try:
             yield from result.partitions()
@@ -813,7 +817,18 @@ class Session:
         first = np.unique(labels, return_index=True)[1]
         mapping.create(self.connection)
         centroids.create(self.connection)
-        self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+        try:
+            self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+        except DataError as failure:
+            integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
+            if not isinstance(failure.driver_error, integrity):
+                raise
+            raise DataError(
+                f"Values of the key {row_key.name!r} of {source.fullname} that differ as read "
+                f"are not distinct under the database's equality (a case-insensitive type or "
+                f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
+                f"values the database tells apart as source.key. Nothing was published."
+            ) from None
         self.insert_arrays(
             centroids,
             {
@@ -841,10 +856,13 @@ class Session:
         )
         if found not in (-1, len(keys)):
             raise DataError(
-                f"The source table {source.fullname} changed while tclose was reading it: "
-                f"{len(keys)} rows were partitioned but {found} were found again. "
-                f"Nothing was published."
+                f"{len(keys)} rows of {source.fullname} were partitioned but the write found "
+                f"{found} by their key {row_key.name!r}: the table changed while tclose was "
+                f"reading it, or values of {row_key.name!r} that differ as read are not distinct "
+                f"under the database's equality (a case-insensitive type, say). Nothing was "
+                f"published."
             )
+        self.joined_rows_written(staging)
         self.drop_helpers([centroids, mapping])
         self.rows_written = len(keys)
         self.writes_done()
@@ -852,7 +870,14 @@ class Session:
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
         """Run the ``INSERT ... SELECT ... JOIN`` of :meth:`fill_joined` into ``staging``;
         return the rows it inserted (``-1``: unknown)."""
-        return self.connection.execute(insert).rowcount
+        # Without preserve_rowcount SQLAlchemy reports -1 for an INSERT on some drivers
+        # (psycopg), and the count is the check that every row was found once.
+        options = {"preserve_rowcount": True}
+        return self.connection.execute(insert, execution_options=options).rowcount
+
+    def joined_rows_written(self, staging: sa.Table) -> None:
+        """Called after :meth:`insert_joined` once its row count is checked (PostgreSQL adds
+        the staging table's primary key back here)."""
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         """Drop the session's temporary helper tables (in its transaction)."""

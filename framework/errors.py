@@ -56,9 +56,15 @@ class ConfigError(TcloseError):
 
 
 class DataError(TcloseError):
-    """A problem with the source: connection, missing table or column, or unusable values."""
+    """A problem with the source: connection, missing table or column, or unusable values.
+
+    Attributes:
+        driver_error: the database driver's exception it reports, if any (a connector sets it),
+            so that a caller can tell, e.g., a uniqueness violation from other failures.
+    """
 
     exit_code = 3
+    driver_error: BaseException | None = None
 
 
 class PluginError(ConfigError):

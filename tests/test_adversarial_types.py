@@ -73,14 +73,15 @@ def _run_and_verify(db, source: str, target: str, **extra: object) -> None:
     assert sorted(db.rows(target, text), key=repr) == sorted(db.rows(source, text), key=repr)
 
 
-def _install_hstore(pg) -> bool:
-    """Make the ``hstore`` type available; True if this test installed it (and must drop it).
-    Skips only where the server has no such extension (a PostgreSQL without contrib)."""
-    if pg.execute("SELECT 1 FROM pg_extension WHERE extname = 'hstore'"):
+def _install_extension(pg, name: str) -> bool:
+    """Make the type of extension ``name`` (``hstore``, ``citext``) available; True if this test
+    installed it (and must drop it). Skips only where the server has no such extension (a
+    PostgreSQL without contrib)."""
+    if pg.execute("SELECT 1 FROM pg_extension WHERE extname = :name", {"name": name}):
         return False
-    if not pg.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'hstore'"):
-        pytest.skip("this PostgreSQL server has no hstore extension (contrib is not installed)")
-    pg.execute("CREATE EXTENSION hstore")
+    if not pg.execute("SELECT 1 FROM pg_available_extensions WHERE name = :name", {"name": name}):
+        pytest.skip(f"this PostgreSQL server has no {name} extension (contrib is not installed)")
+    pg.execute(f"CREATE EXTENSION {name}")
     return True
 
 
@@ -89,7 +90,7 @@ def _install_hstore(pg) -> bool:
 def test_postgresql_pass_through_of_any_type(pg, sql_type):
     prefix = pg.prefix
     types = {"enum": f"{prefix}_mood", "composite": f"{prefix}_pair"}
-    installed = sql_type == "hstore" and _install_hstore(pg)
+    installed = sql_type == "hstore" and _install_extension(pg, "hstore")
     source, target = pg.name("src"), pg.name("anon")
     pg.create_patients(source, n=40)
     pg.execute(f"CREATE TYPE {types['enum']} AS ENUM ('sad', 'ok', 'happy')")
@@ -268,7 +269,9 @@ def test_postgresql_pass_through_of_any_type_into_another_postgresql_database(
 ):
     """Every type of :data:`POSTGRES_TYPES`, streamed through the client into another database
     (where the enum and the composite type exist too), keeps its text form."""
-    installed = [db for db in (pg, pg_other) if sql_type == "hstore" and _install_hstore(db)]
+    installed = [
+        db for db in (pg, pg_other) if sql_type == "hstore" and _install_extension(db, "hstore")
+    ]
     types = {"enum": f"{pg.prefix}_mood", "composite": f"{pg.prefix}_pair"}
     source, target = pg.name("src"), pg_other.name("anon")
     for db in (pg, pg_other):
@@ -645,3 +648,111 @@ def test_duckdb_interval_text_leaves_the_content_digest_as_it_was(duckdb_db, cap
     path = str(duckdb_db.tmp_path / "run.yaml")
     report = str(duckdb_db.tmp_path / "report.json")
     assert main(["-q", "verify", path, "--report", report]) == 0, capsys.readouterr().out
+
+
+#: PostgreSQL key type → an expression of the row number ``i``, unique per row. psycopg has no
+#: binary loader of its own for these (``money``, ``bit``, an enum, a domain's own OID, an
+#: extension's type), so a key of such a type must not be read in binary format.
+POSTGRES_KEY_TYPES = {
+    "text": "'k' || i",
+    "money": "(i * 1.25)::money",
+    "bit(16)": "i::bit(16)",
+    "varbit": "i::bit(16)::varbit",
+    "{enum}": "('v' || i)::{enum}",
+    "{domain}": "('k' || i)::{domain}",
+    "citext": "('K' || i)::citext",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("into", ["postgresql", "sqlite"])
+@pytest.mark.parametrize("sql_type", list(POSTGRES_KEY_TYPES))
+def test_postgresql_source_key_of_any_type(pg, lite, sql_type, into):
+    """``source.key`` naming a unique column of a type psycopg does not decode from binary:
+    the run publishes every row and verifies, joined in the source's database and streamed into
+    another one (the second pass finds each row by its key). Such a key was read as raw bytes,
+    so the join found no row (a failed verification: 0 rows written) on PostgreSQL."""
+    prefix = pg.prefix
+    types = {"enum": f"{prefix}_label", "domain": f"{prefix}_code"}
+    installed = sql_type == "citext" and _install_extension(pg, "citext")
+    source = pg.name("src")
+    target_db = pg if into == "postgresql" else lite
+    target = target_db.name("anon")
+    pg.create_patients(source, n=40)
+    labels = ", ".join(f"'v{i}'" for i in range(1, 41))
+    pg.execute(f"CREATE TYPE {types['enum']} AS ENUM ({labels})")
+    pg.execute(f"CREATE DOMAIN {types['domain']} AS text CHECK (VALUE <> '')")
+    try:
+        table = pg.quote(source)
+        value = re.sub(r"\bi\b", "patient_id", POSTGRES_KEY_TYPES[sql_type].format(**types))
+        pg.execute(f"ALTER TABLE {table} ADD COLUMN k {sql_type.format(**types)}")
+        pg.execute(f"UPDATE {table} SET k = {value}")
+        document = pg.config(source, target)
+        document["source"]["key"] = "k"
+        document["attributes"]["patient_id"] = {"role": "identifier"}
+        if into != "postgresql":
+            lite.execute("SELECT 1")  # creates the file
+            document["target"]["url"] = lite.url
+        report = pg.tmp_path / "report.json"
+        document["report"] = {"json": str(report)}
+        path = str(pg.write_config(document))
+        assert main(["-q", "run", path]) == 0
+        assert main(["-q", "verify", path, "--report", str(report)]) == 0
+        published = target_db.rows(target, "code")
+        assert sorted(published) == sorted(pg.rows(source, "code"))
+    finally:
+        pg.drop_all()
+        pg.execute(f"DROP TYPE {types['enum']}")
+        pg.execute(f"DROP DOMAIN {types['domain']}")
+        if installed:
+            pg.execute("DROP EXTENSION citext")
+
+
+@pytest.mark.postgres
+def test_postgresql_key_distinct_in_python_but_equal_in_the_database(pg, capsys):
+    """A ``citext`` key holding ``'K1'`` and ``'k1'``: distinct values as read, one value under
+    the database's equality, so the join finds those rows twice. The run stops at the write
+    with an error naming the key and the cause (the join's row count was not checked on
+    PostgreSQL, where SQLAlchemy reported it as unknown: the run failed its verification
+    instead, naming no cause)."""
+    installed = _install_extension(pg, "citext")
+    source, target = pg.name("src"), pg.name("anon")
+    pg.create_patients(source, n=40)
+    try:
+        table = pg.quote(source)
+        pg.execute(f"ALTER TABLE {table} ADD COLUMN k citext")
+        pg.execute(f"UPDATE {table} SET k = 'K' || patient_id")
+        pg.execute(f"UPDATE {table} SET k = 'k1' WHERE patient_id = 2")
+        document = pg.config(source, target)
+        document["source"]["key"] = "k"
+        document["attributes"]["patient_id"] = {"role": "identifier"}
+        assert main(["-q", "run", str(pg.write_config(document))]) == 3
+        err = capsys.readouterr().err
+        assert "'k'" in err and "42" in err and "40" in err and "not distinct" in err
+        assert pg.tables() == {source}
+    finally:
+        pg.drop_all()
+        if installed:
+            pg.execute("DROP EXTENSION citext")
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("twin", ["k1", "K1 "])
+def test_mariadb_key_distinct_in_python_but_equal_in_the_database(maria, capsys, twin):
+    """A ``VARCHAR`` key in MariaDB's default (case-insensitive, PAD SPACE) collation holding
+    ``'K1'`` and ``'k1'`` or ``'K1 '``: one value for the database, so the run stops at the
+    write, naming the key, the cause and the value (it stopped with the helper table's
+    "Duplicate entry ... for key 'PRIMARY'", naming neither the key nor the cause)."""
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=40)
+    table = maria.quote(source)
+    maria.execute(f"ALTER TABLE {table} ADD COLUMN k VARCHAR(10)")
+    maria.execute(f"UPDATE {table} SET k = CONCAT('K', patient_id)")
+    maria.execute(f"UPDATE {table} SET k = :twin WHERE patient_id = 2", {"twin": twin})
+    document = maria.config(source, target)
+    document["source"]["key"] = "k"
+    document["attributes"]["patient_id"] = {"role": "identifier"}
+    assert main(["-q", "run", str(maria.write_config(document))]) == 3
+    err = capsys.readouterr().err
+    assert "'k'" in err and "not distinct" in err and repr(twin) in err
+    assert maria.tables() == {source}
