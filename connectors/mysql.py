@@ -26,6 +26,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import hashlib
 import importlib.util
 import logging
@@ -34,10 +36,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.ext.compiler import compiles
 
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 from tclose.progress import notice
+from tclose.published import MYSQL_DIGEST_ALGORITHM
 
 from .sql import (
     OLD_MARK,
@@ -130,6 +134,52 @@ def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+class _AsDouble(sa.sql.expression.FunctionElement):
+    """``CAST(x AS DOUBLE)`` (SQLAlchemy's ``cast`` leaves out a cast to ``DOUBLE`` on MySQL)."""
+
+    type = sa.Double()
+    inherit_cache = True
+
+
+@compiles(_AsDouble)
+def _compile_as_double(element: _AsDouble, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE)"
+
+
+def _is_float(column_type: sa.types.TypeEngine) -> bool:
+    """A single-precision ``FLOAT`` column (MySQL's ``DOUBLE`` and ``REAL`` are not)."""
+    return isinstance(column_type, sa.FLOAT)
+
+
+def _is_temporal(column_type: sa.types.TypeEngine) -> bool:
+    """A ``DATE``, ``DATETIME`` or ``TIMESTAMP`` column (which may hold zero dates)."""
+    return isinstance(column_type, (sa.Date, sa.DateTime))
+
+
+def _datetime_or_text(text: str | None) -> dt.datetime | str | None:
+    """The server's text of a ``DATETIME``/``TIMESTAMP`` value as a ``datetime``; a zero or
+    invalid date (``0000-00-00 00:00:00``, ``2024-00-15 00:00:00``, year 0) stays its text,
+    as PyMySQL returns it."""
+    if text is None:
+        return None
+    head, dot, fraction = text.partition(".")
+    try:  # Python 3.10's fromisoformat takes 3 or 6 fractional digits only
+        return dt.datetime.fromisoformat(f"{head}.{fraction.ljust(6, '0')}" if dot else head)
+    except ValueError:
+        return text
+
+
+def _date_or_text(text: str | None) -> dt.date | str | None:
+    """The server's text of a ``DATE`` value as a ``date``; a zero or invalid date stays its
+    text."""
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return text
+
+
 class MySQLSession(DriverSession):
     """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot.
 
@@ -141,6 +191,39 @@ class MySQLSession(DriverSession):
     """
 
     database: MySQLDatabase
+
+    #: The content digest of this session's reads (:func:`tclose.published.scan_published`).
+    digest_algorithm = MYSQL_DIGEST_ALGORITHM
+    #: Whether reads give the driver's own values (:meth:`parsed_values`).
+    _driver_values = False
+
+    @contextlib.contextmanager
+    def parsed_values(self) -> Iterator[None]:
+        """Within the block, reads give each column's values as the driver converts them, as
+        the earlier content digest (:data:`tclose.published.DIGEST_ALGORITHM`) hashed them when
+        MariaDB/MySQL reports used it, so that ``tclose verify --report`` recomputes it from the
+        same values (through the driver that made the report: they differ on ``FLOAT`` values
+        and zero dates)."""
+        self._driver_values = True
+        try:
+            yield
+        finally:
+            self._driver_values = False
+
+    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+        """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
+        value (the text protocol of mysqlclient and PyMySQL would give the server's 6
+        significant digits: 16777217 stored as 16777216 reads 16777200, 1.2345678 and 1.2345679
+        both 1.23457), a ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
+        parses it: a zero or invalid date that MariaDB Connector/Python cannot read and
+        mysqlclient reads as ``None`` stays its text, as PyMySQL returns it)."""
+        if self._driver_values:
+            return column
+        if _is_float(column.type):
+            return _AsDouble(column)
+        if _is_temporal(column.type):
+            return sa.cast(column, sa.CHAR())
+        return column
 
     def begin(self, staging: sa.Table | None) -> None:
         if staging is not None:
@@ -246,7 +329,25 @@ class MySQLSession(DriverSession):
     ) -> Iterator[list[tuple]]:
         """An unbuffered cursor of the driver (``SSCursor`` of PyMySQL or mysqlclient) used
         directly: SQLAlchemy's row objects would add ~70% to the time the driver spends parsing
-        the rows."""
+        the rows. The text of the temporal columns among ``column_types`` (the last columns of
+        the statement; :meth:`read_expression`) is parsed into ``date`` and ``datetime``."""
+        parsers: dict[int, Callable[[Any], Any]] = {}
+        if not self._driver_values:
+            offset = len(statement.selected_columns) - len(column_types)
+            for i, column_type in enumerate(column_types):
+                if isinstance(column_type, sa.DateTime):
+                    parsers[offset + i] = _datetime_or_text
+                elif _is_temporal(column_type):
+                    parsers[offset + i] = _date_or_text
+        for rows in self._stream(statement, chunk_size):
+            if parsers and rows:
+                columns = list(zip(*rows))
+                for i, parser in parsers.items():
+                    columns[i] = tuple(map(parser, columns[i]))
+                rows = list(zip(*columns))
+            yield rows
+
+    def _stream(self, statement: sa.Select, chunk_size: int) -> Iterator[list[tuple]]:
         module = DRIVERS[self.database.url.get_driver_name()][0]
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)

@@ -681,6 +681,12 @@ class Session:
             )
         return table
 
+    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+        """What :meth:`read_statement` selects for ``column``: the column itself, or (a dialect
+        whose drivers convert a type differently) an expression that every driver reads alike;
+        :meth:`stream` turns its values into the column's Python values."""
+        return column
+
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
@@ -692,7 +698,7 @@ class Session:
         # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
         # result processing (which would, e.g., turn MySQL doubles into Decimal).
         selected = [_raw(row_key, KEY_LABEL)] if with_key else []
-        selected += [_raw(table.c[c], c) for c in columns]
+        selected += [_raw(self.read_expression(table.c[c]), c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
         return statement, [table.c[c].type for c in columns]
 

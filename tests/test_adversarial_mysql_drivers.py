@@ -1,0 +1,294 @@
+"""Adversarial: the three MariaDB/MySQL drivers on values they convert differently.
+
+MariaDB Connector/Python reads in the binary protocol, mysqlclient and PyMySQL in the text
+protocol, and each converts values in its own way. Whatever driver a run or an auditor uses, the
+values read (and so the published table and its content digest) must be the same, a table
+changed after publication must fail ``tclose verify --report`` through every driver, and what a
+driver cannot read must be a clear error, never an internal one (exit 4) or a silent change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from tclose.cli import main
+from tclose.connectors import mysql as connector
+from tclose.naming import TableName
+
+DRIVERS = list(connector.DRIVERS)
+
+
+def _need(driver: str) -> None:
+    from .test_mysql_driver import _need as need
+
+    need(driver)
+
+
+def _url(maria, driver: str | None) -> str:
+    """The test server's URL with ``driver`` (``None``: a bare ``mysql://``)."""
+    name = "mysql" if driver is None else f"mysql+{driver}"
+    return sa.make_url(maria.url).set(drivername=name).render_as_string(hide_password=False)
+
+
+def _only(monkeypatch, driver: str) -> None:
+    """As if ``driver`` were the only one installed (a bare URL then chooses it)."""
+    hidden = {connector.DRIVERS[d][0] for d in DRIVERS if d != driver}
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in hidden else real(name, *a)
+    )
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["-q", *args])
+    return code, out.getvalue() + err.getvalue()
+
+
+def _read(maria, driver: str, table: str, columns: list[str], key: str = "id") -> list[tuple]:
+    """Every row of ``columns`` as the connector's session reads them through ``driver``."""
+    database = connector.MySQLDatabase(_url(maria, driver))
+    try:
+        with database.session(read_only=True) as session:
+            chunks = session.read_rows(TableName(None, table), columns, key=key, with_key=False)
+            return [tuple(row) for chunk in chunks for row in chunk]
+    finally:
+        database.engine.dispose()
+
+
+#: Single-precision values the text protocol shows with 6 significant digits: 16777217 is
+#: stored as 16777216 and shown as 16777200; the two 1.234567x are distinct floats, shown alike.
+FLOATS = [16777217.0, 1.2345678, 1.2345679, 0.1, -3.4e38, 3.14159265]
+
+
+@pytest.mark.mysql
+def test_float_columns_read_exactly_and_alike_through_every_driver(maria):
+    for driver in DRIVERS:
+        _need(driver)
+    name = maria.name("floats")
+    maria.create(
+        name,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("f", sa.Float(24)),
+        ],
+        [{"id": i, "f": v} for i, v in enumerate(FLOATS)] + [{"id": len(FLOATS), "f": None}],
+    )
+    assert maria.column_types(name)["f"] == "FLOAT"
+    exact = [float(np.float32(v)) for v in FLOATS] + [None]
+    for driver in DRIVERS:
+        assert [r[0] for r in _read(maria, driver, name, ["f"])] == exact, driver
+
+
+def _publish(
+    maria, monkeypatch, driver: str, source: str, target: str, attributes: dict | None = None
+) -> tuple[str, str]:
+    """``tclose run`` of ``source`` into ``target`` with a bare ``mysql://`` URL while only
+    ``driver`` is installed (``attributes``: of the added columns, by default ``extra``, passed
+    through); the configuration's and the report's paths."""
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, None)
+    document["attributes"].update(attributes or {"extra": {"role": "other"}})
+    report = maria.tmp_path / f"{target}.json"
+    document["report"] = {"json": str(report)}
+    config = str(maria.write_config(document, f"{target}.yaml"))
+    with monkeypatch.context() as patch:
+        _only(patch, driver)
+        code, out = _cli("run", config)
+    assert code == 0, out
+    return config, str(report)
+
+
+def _verify(monkeypatch, driver: str, config: str, report: str) -> tuple[int, str]:
+    with monkeypatch.context() as patch:
+        _only(patch, driver)
+        return _cli("verify", config, "--report", report)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("publisher", DRIVERS)
+def test_a_float_column_verifies_through_every_driver_and_a_change_fails_through_each(
+    maria, monkeypatch, publisher
+):
+    """A report made through one driver verifies through the others (same configuration: a bare
+    URL, another driver installed), and a FLOAT value changed to another that the text protocol
+    shows alike (1.2345678 to 1.2345679) fails the content digest through every driver."""
+    for driver in DRIVERS:
+        _need(driver)
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT")
+    maria.execute(
+        f"UPDATE {maria.quote(source)} SET extra = "
+        "ELT(patient_id % 3 + 1, 1.2345678, 16777217, NULL)"
+    )
+    config, report = _publish(maria, monkeypatch, publisher, source, target)
+    for auditor in DRIVERS:
+        code, out = _verify(monkeypatch, auditor, config, report)
+        assert code == 0 and "PASS  content_digest" in out, (auditor, out)
+
+    maria.execute(
+        f"UPDATE {maria.quote(target)} SET extra = 1.2345679 WHERE extra < 2 "
+        "ORDER BY tclose_row LIMIT 1"
+    )
+    for auditor in DRIVERS:
+        code, out = _verify(monkeypatch, auditor, config, report)
+        assert code == 1 and "FAIL  content_digest" in out, (auditor, out)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
+    maria, monkeypatch, driver
+):
+    """Reports made before the drivers read alike hashed ``repr`` of the driver's own values
+    (:data:`DIGEST_ALGORITHM`), which differ on ``FLOAT``: such a report still verifies through
+    the driver that made it, its values recomputed as that driver converts them."""
+    from tclose.published import DIGEST_ALGORITHM, MYSQL_DIGEST_ALGORITHM, ContentDigest
+
+    _need(driver)
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT")
+    maria.execute(
+        f"UPDATE {maria.quote(source)} SET extra = ELT(patient_id % 2 + 1, 0.1, 16777217)"
+    )
+    config, report_path = _publish(maria, monkeypatch, driver, source, target)
+    report = json.loads(Path(report_path).read_text())
+    digest = report["target"]["content_digest"]
+    assert digest["algorithm"] == MYSQL_DIGEST_ALGORITHM
+
+    database = connector.MySQLDatabase(_url(maria, driver))  # the driver's values, as then
+    with database.engine.connect() as connection:
+        raw = connection.connection.driver_connection
+        cursor = raw.cursor(binary=True) if driver == "mariadbconnector" else raw.cursor()
+        quoted = ", ".join(maria.quote(c) for c in digest["columns"])
+        cursor.execute(f"SELECT {quoted} FROM {maria.quote(target)}")
+        rows = [tuple(r) for r in cursor.fetchall()]
+        cursor.close()
+    database.engine.dispose()
+    as_then = ContentDigest(digest["columns"])
+    as_then.update(rows)
+    earlier = as_then.as_dict()
+    assert earlier["algorithm"] == DIGEST_ALGORITHM
+    assert earlier["sha256"] != digest["sha256"] or driver == "mariadbconnector"
+    report["target"]["content_digest"] = earlier
+    old = maria.tmp_path / "old.json"
+    old.write_text(json.dumps(report))
+    code, out = _verify(monkeypatch, driver, config, str(old))
+    assert code == 0 and "PASS  content_digest" in out, out
+    maria.execute(f"UPDATE {maria.quote(target)} SET extra = 0.5 ORDER BY tclose_row LIMIT 1")
+    code, out = _verify(monkeypatch, driver, config, str(old))
+    assert code == 1 and "FAIL  content_digest" in out, out
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("target_kind", ["pg", "lite"])
+def test_a_float_streamed_into_another_database_keeps_its_value(
+    maria, request, monkeypatch, target_kind
+):
+    """A ``FLOAT`` pass-through and confidential column streamed into another database
+    through each driver arrives as the value MariaDB stores (16777217 is stored as 16777216),
+    not as the text protocol's 6 significant digits (16777200)."""
+    other = request.getfixturevalue(target_kind)
+    other.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
+    source = maria.name("patients")
+    maria.create_patients(source, n=60)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT, MODIFY charge FLOAT")
+    maria.execute(
+        f"UPDATE {maria.quote(source)} SET extra = ELT(patient_id % 3 + 1, 1.2345678, "
+        "16777217, 0.1), charge = 16777217 + patient_id % 5"
+    )
+    stored = {float(np.float32(v)) for v in (1.2345678, 16777217, 0.1)}
+    charges = sorted(float(np.float32(16777217 + i % 5)) for i in range(60))
+    for driver in DRIVERS:
+        _need(driver)
+        target = other.name(f"anon_{driver[:5]}")
+        document = maria.config(source, target)
+        document["source"]["url"] = _url(maria, driver)
+        document["target"] = {"url": other.url, "table": target}
+        document["attributes"]["extra"] = {"role": "other"}
+        code, out = _cli("run", str(maria.write_config(document, f"{driver}.yaml")))
+        assert code == 0, out
+        assert {r[0] for r in other.rows(target, "extra")} == stored, driver
+        assert sorted(r[0] for r in other.rows(target, "charge")) == charges, driver
+
+
+def _with_zero_dates(maria, n: int = 60) -> str:
+    """A :meth:`create_patients` table with ``zd`` (``DATETIME(6)``) and ``zdate`` (``DATE``):
+    zero and invalid dates, as a permissive ``sql_mode`` lets them in, valid dates and NULLs."""
+    source = maria.name("patients")
+    maria.create_patients(source, n=n)
+    table = maria.quote(source)
+    with maria.engine.begin() as connection:
+        connection.exec_driver_sql("SET SESSION sql_mode = ''")
+        connection.exec_driver_sql(
+            f"ALTER TABLE {table} ADD COLUMN zd DATETIME(6) NULL, ADD COLUMN zdate DATE NULL"
+        )
+        connection.exec_driver_sql(
+            f"UPDATE {table} SET zd = ELT(patient_id %% 4 + 1, '0000-00-00 00:00:00', "
+            "'2024-00-15 10:00:00', NULL, '2024-01-01 00:00:00.25'), "
+            "zdate = ELT(patient_id %% 4 + 1, '0000-00-00', NULL, '2024-02-00', '2024-01-01')"
+        )
+    return source
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("publisher", DRIVERS)
+def test_zero_dates_publish_and_verify_through_every_driver(maria, monkeypatch, publisher):
+    """Zero and invalid dates in pass-through columns: MariaDB Connector/Python failed on them
+    (exit 4), mysqlclient read them as NULL (so a zero date set to NULL after publication
+    passed). Through every driver the run publishes, every driver verifies, and that change
+    fails."""
+    for driver in DRIVERS:
+        _need(driver)
+    source, target = _with_zero_dates(maria), maria.name("anon")
+    document_extra = {"zd": {"role": "other"}, "zdate": {"role": "other"}}
+    config, report = _publish(maria, monkeypatch, publisher, source, target, document_extra)
+    for auditor in DRIVERS:
+        code, out = _verify(monkeypatch, auditor, config, report)
+        assert code == 0 and "PASS  content_digest" in out, (auditor, out)
+    with maria.engine.begin() as connection:
+        connection.exec_driver_sql("SET SESSION sql_mode = ''")
+        connection.exec_driver_sql(
+            f"UPDATE {maria.quote(target)} SET zdate = NULL WHERE zdate = '0000-00-00' "
+            "ORDER BY tclose_row LIMIT 1"
+        )
+    for auditor in DRIVERS:
+        code, out = _verify(monkeypatch, auditor, config, report)
+        assert code == 1 and "FAIL  content_digest" in out, (auditor, out)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("target_kind", ["pg", "lite"])
+def test_zero_dates_into_another_database_are_refused_by_column(maria, request, target_kind):
+    """No other database stores a zero date: the run stops (exit 3) naming the columns and
+    how many rows hold one, through every driver (mysqlclient published them as NULL)."""
+    other = request.getfixturevalue(target_kind)
+    other.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
+    source = _with_zero_dates(maria, n=40)
+    for driver in DRIVERS:
+        _need(driver)
+        target = other.name(f"anon_{driver[:5]}")
+        document = maria.config(source, target)
+        document["source"]["url"] = _url(maria, driver)
+        document["target"] = {"url": other.url, "table": target}
+        document["attributes"].update(zd={"role": "other"}, zdate={"role": "other"})
+        code, out = _cli("run", str(maria.write_config(document, f"{driver}.yaml")))
+        assert code == 3, (driver, out)
+        assert "Columns 'zd' (20 rows), 'zdate' (20 rows) hold zero or invalid dates" in out, (
+            driver,
+            out,
+        )
+        assert "Nothing was published" in out and "0000" not in out, (driver, out)
+        assert target not in {t.split(".")[-1] for t in other.tables()}
