@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import importlib.metadata
 import importlib.util
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,14 @@ DRIVERS = {
 }
 
 
+#: SQLAlchemy driver name -> (the distribution pip installs, the tclose extra that installs it).
+DISTRIBUTIONS = {
+    "mysqldb": ("mysqlclient", "mysqlclient"),
+    "pymysql": ("PyMySQL", "mysql"),
+    "mariadbconnector": ("mariadb", "mariadb"),
+}
+
+
 #: The drivers a bare ``mysql://`` or ``mariadb://`` URL tries, fastest read first.
 PREFERENCE = ("mariadbconnector", "mysqldb", "pymysql")
 
@@ -99,15 +108,30 @@ def _without_charset(url: sa.URL) -> sa.URL:
     return url.difference_update_query(["charset"])
 
 
+def _check_pymysql_charset(url: sa.URL) -> None:
+    """:class:`DataError` for a ``charset`` PyMySQL does not know (it would fail with an
+    ``AttributeError`` while connecting)."""
+    charset = url.query.get("charset")
+    if charset is None:
+        return
+    from pymysql.charset import charset_by_name
+
+    if charset_by_name(str(charset).lower()) is None:
+        raise DataError(
+            f"The URL asks for charset={charset}, a character set PyMySQL does not know. Leave "
+            f"charset out (tclose uses utf8mb4) or name one of the server's (SHOW CHARACTER SET)."
+        )
+
+
 def driver_description(url: sa.URL) -> str:
     """One line naming the driver a URL uses and, for PyMySQL, the faster alternative."""
     driver = url.get_driver_name()
-    module, distribution = DRIVERS.get(driver, (driver, driver))
-    try:
-        version = importlib.import_module(module).__version__
-    except (ImportError, AttributeError):
-        version = "?"
-    line = f"{url.get_backend_name()} driver: {distribution} {version}"
+    _module, name = DRIVERS.get(driver, (driver, driver))
+    try:  # the installed version (PyMySQL's __version__ is the MySQLdb version it imitates)
+        version = importlib.metadata.version(DISTRIBUTIONS.get(driver, (driver,))[0])
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    line = f"{url.get_backend_name()} driver: {name} {version}"
     if driver == "pymysql":
         line += " (pure Python; pip install 'tclose[mariadb]' reads several times faster)"
     elif driver == "mysqldb":
@@ -497,8 +521,19 @@ class MySQLDatabase(SQLDatabase):
                 f"The {url.get_backend_name()} driver {url.get_driver_name()!r} is not "
                 f"supported; use {known}."
             )
+        driver = url.get_driver_name()
+        module, name = DRIVERS[driver]
+        if importlib.util.find_spec(module) is None:
+            distribution, extra = DISTRIBUTIONS[driver]
+            raise DataError(
+                f"The URL names the driver +{driver} ({name}), which is not installed: pip "
+                f"install 'tclose[{extra}]' (the {distribution} package), or write "
+                f"{url.get_backend_name()}:// without a driver to use the fastest installed one."
+            )
         notice(driver_description(url))
-        return _without_charset(url) if url.get_driver_name() == "mariadbconnector" else url
+        if driver == "pymysql":
+            _check_pymysql_charset(url)
+        return _without_charset(url) if driver == "mariadbconnector" else url
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"

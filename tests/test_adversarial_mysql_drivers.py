@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from tclose.cli import main
 from tclose.connectors import mysql as connector
+from tclose.errors import DataError
 from tclose.naming import TableName
 
 DRIVERS = list(connector.DRIVERS)
@@ -292,3 +293,48 @@ def test_zero_dates_into_another_database_are_refused_by_column(maria, request, 
         )
         assert "Nothing was published" in out and "0000" not in out, (driver, out)
         assert target not in {t.split(".")[-1] for t in other.tables()}
+
+
+def test_the_notice_names_the_installed_version_of_each_driver():
+    """PyMySQL's ``__version__`` is the MySQLdb version it imitates (2.2.x), mysqlclient has
+    none: the notice names the version pip installed."""
+    for driver, distribution in {
+        "pymysql": "PyMySQL",
+        "mysqldb": "mysqlclient",
+        "mariadbconnector": "mariadb",
+    }.items():
+        _need(driver)
+        line = connector.driver_description(sa.make_url(f"mysql+{driver}://u@h/db"))
+        name = connector.DRIVERS[driver][1]
+        version = importlib.metadata.version(distribution)
+        assert line.startswith(f"mysql driver: {name} {version}"), line
+        assert line.count(" ?") == 0, line
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_named_driver_that_is_not_installed_says_how_to_install_it(monkeypatch, driver):
+    module, distribution = connector.DRIVERS[driver]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a)
+    )
+    extra = {"mariadbconnector": "mariadb", "mysqldb": "mysqlclient", "pymysql": "mysql"}[driver]
+    with pytest.raises(DataError) as caught:
+        connector.MySQLDatabase(f"mysql+{driver}://root@127.0.0.1:3306/test")
+    message = str(caught.value)
+    assert f"+{driver}" in message and distribution in message, message
+    assert f"pip install 'tclose[{extra}]'" in message and "mysql://" in message, message
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_an_unknown_charset_is_a_clear_error_through_every_driver(maria, driver):
+    _need(driver)
+    url = _url(maria, driver) + "?charset=klingon"
+    with pytest.raises(DataError, match="charset=klingon") as caught:
+        database = connector.MySQLDatabase(url)
+        try:
+            database.table(TableName(None, "tclose_owned"))
+        finally:
+            database.engine.dispose()
+    assert "Traceback" not in str(caught.value)
