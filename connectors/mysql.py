@@ -38,6 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.pool import NullPool
 
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
@@ -534,6 +535,16 @@ class MySQLDatabase(SQLDatabase):
         if driver == "pymysql":
             _check_pymysql_charset(url)
         return _without_charset(url) if driver == "mariadbconnector" else url
+
+    def create_engine(self) -> sa.Engine:
+        """The engine; PyMySQL gets a non-ASCII password as UTF-8 bytes, as the C drivers send
+        it (PyMySQL encodes a ``str`` password in Latin-1, which the server refuses)."""
+        password = self.url.password
+        if self.url.get_driver_name() != "pymysql" or password is None or password.isascii():
+            return super().create_engine()
+        return sa.create_engine(
+            self.url, poolclass=NullPool, connect_args={"password": password.encode("utf-8")}
+        )
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"

@@ -338,3 +338,33 @@ def test_an_unknown_charset_is_a_clear_error_through_every_driver(maria, driver)
         finally:
             database.engine.dispose()
     assert "Traceback" not in str(caught.value)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_password_with_url_characters_and_accents_connects_through_every_driver(
+    maria, maria_login, driver, tmp_path
+):
+    """``@ : / % # ? & +``, a space and an accent, percent-encoded in the URL or in
+    ``password_file``: every driver logs in (PyMySQL sent a non-ASCII password as Latin-1,
+    which the server refused as "Access denied", while the C drivers send UTF-8)."""
+    from urllib.parse import quote
+
+    _need(driver)
+    user, password = maria_login
+    password = f"{password}@:/%#?&+ é"
+    maria.execute(f"SET PASSWORD FOR '{user}'@'%' = PASSWORD(:p)", {"p": password})
+    bare = sa.make_url(maria.url).set(drivername=f"mysql+{driver}", username=user)
+    in_url = bare.render_as_string(hide_password=False).replace(
+        f"{user}@", f"{user}:{quote(password, safe='')}@", 1
+    )
+    password_file = tmp_path / "password"
+    password_file.write_text(password, encoding="utf-8")
+    for database in (
+        connector.MySQLDatabase(in_url),
+        connector.MySQLDatabase(bare.render_as_string(), str(password_file)),
+    ):
+        try:
+            assert database.exists(TableName(None, maria.name("nothing"))) is False
+        finally:
+            database.engine.dispose()
