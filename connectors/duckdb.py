@@ -29,6 +29,7 @@ Parquet and CSV files are read and written through the same machinery by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -177,8 +178,23 @@ class DuckDBSession(Session):
             raw.register(view, frame)
             try:
                 self.connection.execute(statement)
-            finally:
-                raw.unregister(view)
+            except BaseException as error:
+                # After a failed statement DuckDB refuses everything until ROLLBACK, this too:
+                # that refusal must not replace the reason the statement failed.
+                with contextlib.suppress(Exception):
+                    raw.unregister(view)
+                if isinstance(error, sa.exc.DBAPIError):
+                    raise self._named(error, table, columns) from None
+                raise
+            raw.unregister(view)
+
+    def _named(self, error: sa.exc.DBAPIError, table: sa.Table, columns: Sequence[str]):
+        """The :class:`DataError` of a failed :meth:`insert_frame`, which also says which
+        column each ``c<i>`` of DuckDB's message (the frame's columns) is."""
+        described = self.database.describe(error.orig, f"writing {table.fullname}")
+        cited = sorted({int(i) for i in re.findall(r"\bc(\d+)\b", str(error.orig))})
+        named = [f"c{i} is column {columns[i]!r}" for i in cited if i < len(columns)]
+        return DataError(f"{described} ({'; '.join(named)})") if named else described
 
 
 class DuckDBDatabase(SQLDatabase):

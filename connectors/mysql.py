@@ -388,7 +388,10 @@ class MySQLSession(DriverSession):
                     break
                 yield rows
         finally:
-            cursor.close()
+            # A stream left unfinished when its session has ended is closed later, on a closed
+            # connection: nothing is left to release, and the error would only be printed.
+            with contextlib.suppress(self.database.engine.dialect.loaded_dbapi.Error):
+                cursor.close()
 
     def end(self) -> None:
         if self.published or self.staging is None:

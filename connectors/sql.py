@@ -115,6 +115,21 @@ def _compile_rename(element: RenameTable, compiler: Any, **_kw: Any) -> str:
     return f"ALTER TABLE {old} RENAME TO {preparer.quote(element.new_name)}"
 
 
+def _signed_for_unsigned(column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
+    """A signed type that holds every value of a MySQL unsigned integer type (its top half is
+    beyond the signed type of the same width): ``TINYINT`` ``SMALLINT``, ``SMALLINT`` and
+    ``MEDIUMINT`` ``INTEGER``, ``INT`` ``BIGINT``, ``BIGINT`` ``NUMERIC(20, 0)``."""
+    from sqlalchemy.dialects import mysql
+
+    if isinstance(column_type, mysql.TINYINT):
+        return sa.SmallInteger()
+    if isinstance(column_type, (mysql.SMALLINT, mysql.MEDIUMINT)):
+        return sa.Integer()
+    if isinstance(column_type, mysql.BIGINT):
+        return sa.Numeric(20, 0)
+    return sa.BigInteger()
+
+
 def bare_table(name: TableName) -> sa.Table:
     """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
@@ -490,6 +505,8 @@ class SQLDatabase:
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
+        if getattr(column_type, "unsigned", False) and isinstance(generic, sa.Integer):
+            generic = _signed_for_unsigned(column_type)
         if isinstance(generic, sa.String) and generic.collation is not None:
             # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
             # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.

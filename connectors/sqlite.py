@@ -59,7 +59,25 @@ class SQLiteSession(DriverSession):
         from another database) are stored as their text, as SQLAlchemy's SQLite types do."""
         if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
-        super().insert_rows(table, columns, rows)
+        try:
+            super().insert_rows(table, columns, rows)
+        except OverflowError:  # sqlite3 binds integers of 64 bits only
+            self.rows_beyond_64_bits(columns, rows)
+            raise
+
+    def rows_beyond_64_bits(self, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """:class:`DataError` naming the first column of ``rows`` with an integer outside
+        SQLite's signed 64-bit range (e.g. a MariaDB ``BIGINT UNSIGNED``), and how many."""
+        low, high = -(2**63), 2**63 - 1
+        for i, column in enumerate(columns):
+            count = sum(isinstance(r[i], int) and not low <= r[i] <= high for r in rows)
+            if count:
+                raise DataError(
+                    f"Column {column!r} holds integers beyond SQLite's signed 64-bit range "
+                    f"({count} of the {len(rows)} rows of the batch being written), which "
+                    f"SQLite cannot store exactly. Publish into another kind of "
+                    f"database, or drop the column (role: identifier)."
+                )
 
     def end(self) -> None:
         raw = driver_connection(self.connection)

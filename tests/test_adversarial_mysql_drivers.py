@@ -368,3 +368,78 @@ def test_a_password_with_url_characters_and_accents_connects_through_every_drive
             assert database.exists(TableName(None, maria.name("nothing"))) is False
         finally:
             database.engine.dispose()
+
+
+def _with_unsigned(maria, n: int = 40) -> tuple[str, dict[str, set[int]]]:
+    """A :meth:`create_patients` table with unsigned integer columns at the top of their range
+    (beyond the signed type of the same width), and the values of each."""
+    source = maria.name("patients")
+    maria.create_patients(source, n=n)
+    tops = {"tu": ("TINYINT", 255), "su": ("SMALLINT", 65535), "mu": ("MEDIUMINT", 16777215)}
+    tops.update(iu=("INT", 4294967295), bu=("BIGINT", 18446744073709551615))
+    table = maria.quote(source)
+    maria.execute(
+        f"ALTER TABLE {table} "
+        + ", ".join(f"ADD COLUMN {c} {t} UNSIGNED" for c, (t, _top) in tops.items())
+    )
+    maria.execute(
+        f"UPDATE {table} SET "
+        + ", ".join(f"{c} = {top} - patient_id % 3" for c, (_t, top) in tops.items())
+    )
+    return source, {c: {top - i for i in range(3)} for c, (_t, top) in tops.items()}
+
+
+def _run_into(maria, source: str, other, driver: str, columns) -> tuple[int, str, str]:
+    target = other.name(f"anon_{driver[:5]}")
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, driver)
+    document["target"] = {"url": other.url, "table": target}
+    document["attributes"].update({c: {"role": "other"} for c in columns})
+    code, out = _cli("run", str(maria.write_config(document, f"{driver}.yaml")))
+    return code, out, target
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("target_kind", ["pg", "duckdb_db"])
+def test_unsigned_integers_into_another_database_keep_their_values(maria, request, target_kind):
+    """An unsigned column becomes a signed type wide enough for its range (``INT UNSIGNED``
+    ``BIGINT``, ``BIGINT UNSIGNED`` ``NUMERIC(20, 0)``): the largest values were refused as out
+    of range (PostgreSQL) or hidden behind "Current transaction is aborted" (DuckDB)."""
+    other = request.getfixturevalue(target_kind)
+    source, values = _with_unsigned(maria)
+    for driver in DRIVERS:
+        _need(driver)
+        code, out, target = _run_into(maria, source, other, driver, values)
+        assert code == 0, (driver, out)
+        for column, expected in values.items():
+            assert {int(r[0]) for r in other.rows(target, column)} == expected, (driver, column)
+
+
+@pytest.mark.mysql
+def test_an_unsigned_bigint_beyond_sqlite_integers_is_refused_by_column(maria, lite):
+    """SQLite integers are signed 64-bit: a ``BIGINT UNSIGNED`` value from 2^63 on cannot be
+    stored exactly (it was an internal error, exit 4); the run stops naming the column."""
+    lite.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
+    source, values = _with_unsigned(maria)
+    for driver in DRIVERS:
+        _need(driver)
+        code, out, target = _run_into(maria, source, lite, driver, values)
+        assert code == 3, (driver, out)
+        assert "Column 'bu'" in out and "64-bit" in out and "Nothing was published" in out, out
+        assert target not in lite.tables()
+
+
+@pytest.mark.mysql
+def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transaction(maria, duckdb_db):
+    """A ``TIME`` of more than 24 hours has no DuckDB ``TIME``: the run stops (exit 3) with
+    DuckDB's own reason, which the clean-up's "Current transaction is aborted" used to hide."""
+    source = maria.name("patients")
+    maria.create_patients(source, n=40)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN tm TIME")
+    maria.execute(
+        f"UPDATE {maria.quote(source)} SET tm = ELT(patient_id % 2 + 1, '100:00:00', '-1:00:00')"
+    )
+    code, out, target = _run_into(maria, source, duckdb_db, "pymysql", ["tm"])
+    assert code == 3 and "Nothing was published" in out, out
+    assert "transaction is aborted" not in out and "TIME" in out.upper(), out
+    assert "is column 'tm'" in out, out
