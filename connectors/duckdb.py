@@ -192,7 +192,9 @@ class DuckDBSession(Session):
         """The :class:`DataError` of a failed :meth:`insert_frame`, which also says which
         column each ``c<i>`` of DuckDB's message (the frame's columns) is."""
         described = self.database.describe(error.orig, f"writing {table.fullname}")
-        cited = sorted({int(i) for i in re.findall(r"\bc(\d+)\b", str(error.orig))})
+        text = str(error.orig)
+        source = re.findall(r"source column c(\d+)\b", text)  # the column the cast failed on
+        cited = sorted({int(i) for i in source or re.findall(r"\bc(\d+)\b", text)})
         named = [f"c{i} is column {columns[i]!r}" for i in cited if i < len(columns)]
         return DataError(f"{described} ({'; '.join(named)})") if named else described
 

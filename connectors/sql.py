@@ -130,6 +130,20 @@ def _signed_for_unsigned(column_type: sa.types.TypeEngine) -> sa.types.TypeEngin
     return sa.BigInteger()
 
 
+def _mysql_set_text(
+    column_type: sa.types.TypeEngine, generic: sa.types.TypeEngine | None
+) -> sa.types.TypeEngine | None:
+    """For MySQL's ``SET``, text long enough for every combination of its members (a value
+    joins them with commas, ``a,b,c``: SQLAlchemy's generic type fits the longest member only);
+    ``generic`` for any other type."""
+    from sqlalchemy.dialects import mysql
+
+    if not isinstance(column_type, mysql.SET):
+        return generic
+    members = list(column_type.values)
+    return sa.String(sum(map(len, members)) + max(len(members) - 1, 0) or None)
+
+
 def bare_table(name: TableName) -> sa.Table:
     """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
@@ -507,6 +521,8 @@ class SQLDatabase:
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
         if getattr(column_type, "unsigned", False) and isinstance(generic, sa.Integer):
             generic = _signed_for_unsigned(column_type)
+        if source_dialect in ("mysql", "mariadb"):
+            generic = _mysql_set_text(column_type, generic)
         if isinstance(generic, sa.String) and generic.collation is not None:
             # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
             # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.

@@ -416,17 +416,40 @@ def test_unsigned_integers_into_another_database_keep_their_values(maria, reques
 
 
 @pytest.mark.mysql
-def test_an_unsigned_bigint_beyond_sqlite_integers_is_refused_by_column(maria, lite):
-    """SQLite integers are signed 64-bit: a ``BIGINT UNSIGNED`` value from 2^63 on cannot be
-    stored exactly (it was an internal error, exit 4); the run stops naming the column."""
+def test_an_unsigned_bigint_into_sqlite_keeps_every_value_as_text(maria, lite):
+    """SQLite integers are signed 64-bit and its NUMERIC affinity keeps 15 digits: a
+    ``BIGINT UNSIGNED`` (``NUMERIC(20, 0)``) becomes ``TEXT``, each value exact (a value from
+    2^63 on was an internal error, exit 4)."""
     lite.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
     source, values = _with_unsigned(maria)
     for driver in DRIVERS:
         _need(driver)
         code, out, target = _run_into(maria, source, lite, driver, values)
-        assert code == 3, (driver, out)
-        assert "Column 'bu'" in out and "64-bit" in out and "Nothing was published" in out, out
-        assert target not in lite.tables()
+        assert code == 0, (driver, out)
+        for column, expected in values.items():
+            assert {int(r[0]) for r in lite.rows(target, column)} == expected, (driver, column)
+        assert {r[0] for r in lite.rows(target, "typeof(bu)")} == {"text"}
+
+
+def test_an_integer_beyond_64_bits_into_a_sqlite_number_column_is_refused_by_column(lite):
+    """Where the column is not text, SQLite cannot hold such an integer: a clear error naming
+    the column and how many rows, not an internal error."""
+    from tclose.connectors.sqlite import SQLiteDatabase
+
+    name = lite.name("wide")
+    lite.execute(f"CREATE TABLE {lite.quote(name)} (n INTEGER)")
+    database = SQLiteDatabase(lite.url)
+    try:
+        with database.session() as session:
+            table = session.table(TableName(None, name))
+            with pytest.raises(
+                DataError,
+                match=r"Column 'n' holds integers beyond SQLite's "
+                r"signed 64-bit range \(2 of the 3 rows",
+            ):
+                session.insert_rows(table, ["n"], [(2**63,), (1,), (-(2**63) - 1,)])
+    finally:
+        database.engine.dispose()
 
 
 @pytest.mark.mysql
@@ -443,3 +466,42 @@ def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transactio
     assert code == 3 and "Nothing was published" in out, out
     assert "transaction is aborted" not in out and "TIME" in out.upper(), out
     assert "is column 'tm'" in out, out
+
+
+@pytest.mark.mysql
+def test_a_set_column_into_postgresql_keeps_every_combination(maria, pg):
+    """A ``SET`` value may hold several members (``x,y,zz``): its text type must be long
+    enough for all of them, not for the longest member (``VARCHAR(2)`` refused ``x,y,zz``)."""
+    source = maria.name("patients")
+    maria.create_patients(source, n=40)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN st SET('x', 'y', 'zz')")
+    maria.execute(
+        f"UPDATE {maria.quote(source)} SET st = ELT(patient_id % 3 + 1, 'x,y,zz', '', 'zz')"
+    )
+    code, out, target = _run_into(maria, source, pg, "pymysql", ["st"])
+    assert code == 0, out
+    assert {r[0] for r in pg.rows(target, "st")} == {"x,y,zz", "", "zz"}
+
+
+@pytest.mark.mysql
+def test_a_wide_decimal_into_sqlite_keeps_every_digit(maria, lite):
+    """SQLite's ``NUMERIC`` affinity turns a decimal's text into a 64-bit float or integer: a
+    ``DECIMAL(30, 10)`` lost its last digits (two distinct values became one). A decimal of
+    more than 15 digits is stored as its text; a narrower one stays a number."""
+    from decimal import Decimal
+
+    lite.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
+    source = maria.name("patients")
+    maria.create_patients(source, n=40)
+    table = maria.quote(source)
+    maria.execute(f"ALTER TABLE {table} ADD COLUMN wide DECIMAL(30, 10), ADD narrow DECIMAL(12, 2)")
+    wide = ["1234567890123456789.0123456710", "1234567890123456789.0123456711", "-0.0000000001"]
+    maria.execute(
+        f"UPDATE {table} SET wide = ELT(patient_id % 3 + 1, {', '.join(wide)}), "
+        "narrow = ELT(patient_id % 2 + 1, 1234.5, -0.01)"
+    )
+    code, out, target = _run_into(maria, source, lite, "pymysql", ["wide", "narrow"])
+    assert code == 0, out
+    assert {Decimal(str(r[0])) for r in lite.rows(target, "wide")} == {Decimal(w) for w in wide}
+    assert {r[0] for r in lite.rows(target, "typeof(narrow)")} == {"real"}
+    assert {r[0] for r in lite.rows(target, "narrow")} == {1234.5, -0.01}
