@@ -59,10 +59,13 @@ class SQLiteSession(DriverSession):
         from another database) are stored as their text, as SQLAlchemy's SQLite types do."""
         if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
+        self.execute("SAVEPOINT tclose_rows")  # executemany stops at a row, after the others
         try:
             super().insert_rows(table, columns, rows)
         except OverflowError:  # sqlite3 binds integers of 64 bits only
+            self.execute("ROLLBACK TO tclose_rows")
             super().insert_rows(table, columns, self.beyond_64_bits(table, columns, rows))
+        self.execute("RELEASE tclose_rows")
 
     def beyond_64_bits(
         self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]

@@ -422,32 +422,43 @@ def test_an_unsigned_bigint_into_sqlite_keeps_every_value_as_text(maria, lite):
     2^63 on was an internal error, exit 4)."""
     lite.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
     source, values = _with_unsigned(maria)
+    # Small values too, so that a batch fails after some rows were inserted.
+    maria.execute(f"UPDATE {maria.quote(source)} SET bu = patient_id WHERE patient_id % 2 = 0")
+    values["bu"] = values["bu"] | set(range(2, 41, 2))
     for driver in DRIVERS:
         _need(driver)
         code, out, target = _run_into(maria, source, lite, driver, values)
         assert code == 0, (driver, out)
         for column, expected in values.items():
-            assert {int(r[0]) for r in lite.rows(target, column)} == expected, (driver, column)
+            got = {int(r[0]) for r in lite.rows(target, column)}
+            assert got == expected, (driver, column, got ^ expected)
         assert {r[0] for r in lite.rows(target, "typeof(bu)")} == {"text"}
 
 
 def test_an_integer_beyond_64_bits_into_a_sqlite_number_column_is_refused_by_column(lite):
     """Where the column is not text, SQLite cannot hold such an integer: a clear error naming
-    the column and how many rows, not an internal error."""
+    the column and how many rows, not an internal error. In a text column it is its text, and
+    the rows of the batch inserted before it are not inserted twice."""
     from tclose.connectors.sqlite import SQLiteDatabase
 
     name = lite.name("wide")
-    lite.execute(f"CREATE TABLE {lite.quote(name)} (n INTEGER)")
+    lite.execute(f"CREATE TABLE {lite.quote(name)} (k INTEGER PRIMARY KEY, n INTEGER, t TEXT)")
     database = SQLiteDatabase(lite.url)
     try:
         with database.session() as session:
             table = session.table(TableName(None, name))
+            session.insert_rows(table, ["k", "t"], [(1, 1), (2, 2**64), (3, -(2**63) - 1)])
+            assert session.execute(f"SELECT k, t FROM {lite.quote(name)} ORDER BY k") == [
+                (1, "1"),
+                (2, str(2**64)),
+                (3, str(-(2**63) - 1)),
+            ]
             with pytest.raises(
                 DataError,
                 match=r"Column 'n' holds integers beyond SQLite's "
                 r"signed 64-bit range \(2 of the 3 rows",
             ):
-                session.insert_rows(table, ["n"], [(2**63,), (1,), (-(2**63) - 1,)])
+                session.insert_rows(table, ["k", "n"], [(4, 2**63), (5, 1), (6, -(2**63) - 1)])
     finally:
         database.engine.dispose()
 
