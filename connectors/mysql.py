@@ -239,13 +239,17 @@ class MySQLSession(DriverSession):
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
         value (the text protocol of mysqlclient and PyMySQL would give the server's 6
         significant digits: 16777217 stored as 16777216 reads 16777200, 1.2345678 and 1.2345679
-        both 1.23457), a ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
+        both 1.23457), a ``BIT`` as its unsigned integer (every driver gives bytes, which a
+        numeric attribute would read as the digits they spell: ``b'0'``, 48, as 0), a
+        ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
         parses it: a zero or invalid date that MariaDB Connector/Python cannot read and
         mysqlclient reads as ``None`` stays its text, as PyMySQL returns it)."""
         if self._driver_values:
             return column
         if _is_float(column.type):
             return _AsDouble(column)
+        if isinstance(column.type, mysql.BIT):
+            return sa.cast(column, mysql.INTEGER(unsigned=True))
         if _is_temporal(column.type):
             return sa.cast(column, sa.CHAR())
         return column

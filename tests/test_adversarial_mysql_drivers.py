@@ -516,3 +516,23 @@ def test_a_wide_decimal_into_sqlite_keeps_every_digit(maria, lite):
     assert {Decimal(str(r[0])) for r in lite.rows(target, "wide")} == {Decimal(w) for w in wide}
     assert {r[0] for r in lite.rows(target, "typeof(narrow)")} == {"real"}
     assert {r[0] for r in lite.rows(target, "narrow")} == {1234.5, -0.01}
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_bit_column_is_read_as_its_number(maria, driver):
+    """Every driver returns a ``BIT(8)`` value as bytes (``b'0'`` for 48), which a numeric
+    quasi-identifier read as the digit it spells (0) or refused as non-numeric: it is read as
+    its integer, so the published means lie among the stored values."""
+    _need(driver)
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN flags BIT(8)")
+    maria.execute(f"UPDATE {maria.quote(source)} SET flags = 48 + patient_id % 10")
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, driver)
+    document["attributes"]["flags"] = {"role": "quasi_identifier", "type": "numeric"}
+    code, out = _cli("run", str(maria.write_config(document)))
+    assert code == 0, out
+    published = {r[0] for r in maria.rows(target, "flags")}
+    assert all(48 <= v <= 57 for v in published), published
