@@ -536,3 +536,30 @@ def test_a_bit_column_is_read_as_its_number(maria, driver):
     assert code == 0, out
     published = {r[0] for r in maria.rows(target, "flags")}
     assert all(48 <= v <= 57 for v in published), published
+
+
+@pytest.mark.mysql
+def test_an_auditor_may_name_another_driver_in_the_url(maria, monkeypatch):
+    """The configuration digest ties the report to its k and t, not to a driver: the same
+    configuration with ``+mysqldb`` where the run named ``+pymysql`` (or no driver) verifies;
+    another host or table still does not."""
+    for driver in DRIVERS:
+        _need(driver)
+    source, target = maria.name("patients"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, "pymysql")
+    report = maria.tmp_path / "report.json"
+    document["report"] = {"json": str(report)}
+    code, out = _cli("run", str(maria.write_config(document)))
+    assert code == 0, out
+    for driver in [*DRIVERS, None]:
+        document["source"]["url"] = _url(maria, driver)
+        config = str(maria.write_config(document, "auditor.yaml"))
+        code, out = _cli("verify", config, "--report", str(report))
+        assert code == 0 and "PASS  config_sha256" in out, (driver, out)
+    document["privacy"]["k"] = 2
+    code, out = _cli(
+        "verify", str(maria.write_config(document, "other.yaml")), "--report", str(report)
+    )
+    assert code == 1 and "FAIL  config_sha256" in out, out
