@@ -95,33 +95,30 @@ def choose_driver(url: sa.URL) -> sa.URL:
     return url.set(drivername=f"{url.drivername}+{driver}")
 
 
-def _without_charset(url: sa.URL) -> sa.URL:
-    """MariaDB Connector/Python always talks ``utf8mb4`` and takes no ``charset`` argument:
-    a ``charset=utf8mb4`` (or ``utf8``) in the URL is dropped, any other refused by name."""
+#: The ``charset`` values that mean UTF-8 (``utf8`` is ``utf8mb3`` on MariaDB: 3-byte only).
+_UTF8 = ("utf8mb4", "utf8", "utf8mb3")
+
+
+def checked_charset(url: sa.URL) -> sa.URL:
+    """The URL with its ``charset`` as tclose connects: ``utf8mb4``, which holds every
+    character MariaDB stores (MariaDB Connector/Python always speaks it and takes no
+    ``charset``, so there it is dropped; ``utf8``/``utf8mb3``, which lack 4-byte characters,
+    become ``utf8mb4``). Another charset is refused by name: through it the server replaces
+    every character it lacks by ``?``, so distinct values would read alike (a linking column
+    would look repeated, a changed value escape the content digest) and be published changed."""
     charset = url.query.get("charset")
     if charset is None:
         return url
-    if str(charset).lower() not in ("utf8mb4", "utf8", "utf8mb3"):
+    if str(charset).lower() not in _UTF8:
         raise DataError(
-            f"The URL asks for charset={charset}; the mariadbconnector driver speaks only "
-            f"utf8mb4. Use +mysqldb or +pymysql for another character set."
+            f"The URL asks for charset={charset}; tclose reads text as utf8mb4, which holds every "
+            f"character MariaDB stores. Through {charset} the server would replace each "
+            f"character it lacks by '?' (distinct values would read alike and be published "
+            f"changed). Leave charset out, or write charset=utf8mb4."
         )
-    return url.difference_update_query(["charset"])
-
-
-def _check_pymysql_charset(url: sa.URL) -> None:
-    """:class:`DataError` for a ``charset`` PyMySQL does not know (it would fail with an
-    ``AttributeError`` while connecting)."""
-    charset = url.query.get("charset")
-    if charset is None:
-        return
-    from pymysql.charset import charset_by_name
-
-    if charset_by_name(str(charset).lower()) is None:
-        raise DataError(
-            f"The URL asks for charset={charset}, a character set PyMySQL does not know. Leave "
-            f"charset out (tclose uses utf8mb4) or name one of the server's (SHOW CHARACTER SET)."
-        )
+    if url.get_driver_name() == "mariadbconnector":
+        return url.difference_update_query(["charset"])
+    return url.update_query_dict({"charset": "utf8mb4"})
 
 
 def driver_description(url: sa.URL) -> str:
@@ -539,9 +536,7 @@ class MySQLDatabase(SQLDatabase):
                 f"{url.get_backend_name()}:// without a driver to use the fastest installed one."
             )
         notice(driver_description(url))
-        if driver == "pymysql":
-            _check_pymysql_charset(url)
-        return _without_charset(url) if driver == "mariadbconnector" else url
+        return checked_charset(url)
 
     def create_engine(self) -> sa.Engine:
         """The engine; PyMySQL gets a non-ASCII password as UTF-8 bytes, as the C drivers send

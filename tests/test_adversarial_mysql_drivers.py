@@ -563,3 +563,34 @@ def test_an_auditor_may_name_another_driver_in_the_url(maria, monkeypatch):
         "verify", str(maria.write_config(document, "other.yaml")), "--report", str(report)
     )
     assert code == 1 and "FAIL  config_sha256" in out, out
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_charset_that_loses_characters_is_refused_and_utf8_reads_them_all(maria, driver):
+    """Through ``charset=latin1`` (or ``ascii``) the server replaces each character the charset
+    lacks by ``?``: two distinct values read alike (a linking column looks repeated, a change
+    goes unseen by the digest, a value is published changed). Such a charset is refused by
+    name; ``utf8`` reads every character, 4-byte ones included."""
+    _need(driver)
+    name = maria.name("texts")
+    values = ["héllo 😀", "héllo 😎", "𝔘"]
+    maria.create(
+        name,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("t", sa.String(20)),
+        ],
+        [{"id": i, "t": v} for i, v in enumerate(values)],
+    )
+    for charset in ("latin1", "ascii"):
+        with pytest.raises(DataError, match=f"charset={charset}.*utf8mb4"):
+            connector.MySQLDatabase(_url(maria, driver) + f"?charset={charset}")
+    url = _url(maria, driver) + "?charset=utf8"
+    database = connector.MySQLDatabase(url)
+    try:
+        with database.session(read_only=True) as session:
+            chunks = session.read_rows(TableName(None, name), ["t"], key="id", with_key=False)
+            assert [r[0] for chunk in chunks for r in chunk] == values
+    finally:
+        database.engine.dispose()
