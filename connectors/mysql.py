@@ -184,10 +184,13 @@ def _datetime_or_text(text: str | None) -> dt.datetime | str | None:
     as PyMySQL returns it."""
     if text is None:
         return None
-    head, dot, fraction = text.partition(".")
-    try:  # Python 3.10's fromisoformat takes 3 or 6 fractional digits only
-        return dt.datetime.fromisoformat(f"{head}.{fraction.ljust(6, '0')}" if dot else head)
+    try:
+        return dt.datetime.fromisoformat(text)
     except ValueError:
+        head, dot, fraction = text.partition(".")
+        if dot:  # Python 3.10's fromisoformat takes 3 or 6 fractional digits only
+            with contextlib.suppress(ValueError):
+                return dt.datetime.fromisoformat(f"{head}.{fraction.ljust(6, '0')}")
         return text
 
 
