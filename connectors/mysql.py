@@ -205,6 +205,13 @@ def _date_or_text(text: str | None) -> dt.date | str | None:
         return text
 
 
+def _date_text(value: Any) -> Any:
+    """A ``datetime`` or ``date`` as the text MariaDB parses back exactly; others as they are."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat() if isinstance(value, dt.date) else value
+
+
 class MySQLSession(DriverSession):
     """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot.
 
@@ -429,6 +436,24 @@ class MySQLSession(DriverSession):
 
             execute(f"DROP TABLE IF EXISTS {self.database.qualified(staging)}")
             self.unregister(staging, execute)
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """As :meth:`DriverSession.insert_rows`; for MariaDB Connector/Python, whose
+        ``executemany`` takes one Python type per column, a date column that mixes ``date`` or
+        ``datetime`` values with zero dates (their text, :meth:`read_expression`) is sent as
+        text, which the server parses back exactly."""
+        if self.database.url.get_driver_name() == "mariadbconnector" and rows:
+            mixed = [
+                i
+                for i, column in enumerate(columns)
+                if _is_temporal(table.c[column].type) and any(isinstance(r[i], str) for r in rows)
+            ]
+            if mixed:
+                rows = [
+                    tuple(_date_text(v) if i in mixed else v for i, v in enumerate(row))
+                    for row in rows
+                ]
+        super().insert_rows(table, columns, rows)
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         # DROP TABLE would commit the transaction (and with it the unverified staging rows).

@@ -594,3 +594,28 @@ def test_a_charset_that_loses_characters_is_refused_and_utf8_reads_them_all(mari
             assert [r[0] for chunk in chunks for r in chunk] == values
     finally:
         database.engine.dispose()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_streamed_path_keeps_floats_and_zero_dates(maria, monkeypatch, driver):
+    """On a server without snapshot isolation (MySQL, older MariaDB) the runner streams the
+    source back into the same database: a ``FLOAT`` and a zero date must arrive as stored
+    (the text protocol wrote 16777217 back as 16777200, mysqlclient wrote zero dates as NULL,
+    MariaDB Connector/Python failed on them)."""
+    _need(driver)
+    monkeypatch.setattr(connector.MySQLDatabase, "joins_in_snapshot", property(lambda self: False))
+    source, target = _with_zero_dates(maria), maria.name("anon")
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT")
+    maria.execute(f"UPDATE {maria.quote(source)} SET extra = 16777217 + patient_id % 3")
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, driver)
+    document["attributes"].update(
+        extra={"role": "other"}, zd={"role": "other"}, zdate={"role": "other"}
+    )
+    code, out = _cli("run", str(maria.write_config(document)))
+    assert code == 0, out
+    columns = "CAST(extra AS DOUBLE), CAST(zd AS CHAR), CAST(zdate AS CHAR)"
+    assert sorted(maria.rows(target, columns), key=repr) == sorted(
+        maria.rows(source, columns), key=repr
+    )
