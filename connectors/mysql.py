@@ -526,7 +526,10 @@ _TRAILING_REFUSED = frozenset(" \t\n\r\v\f")
 
 
 class MySQLDatabase(SQLDatabase):
-    """A MySQL or MariaDB database through mysqlclient or PyMySQL (:func:`choose_driver`)."""
+    """A MySQL or MariaDB database through MariaDB Connector/Python, mysqlclient or PyMySQL
+    (:func:`choose_driver`). Its :attr:`dialect` is ``"mysql"`` for ``mysql://`` and
+    ``mariadb://`` URLs alike: one kind of database, whose tables move between them as they
+    are."""
 
     session_class = MySQLSession
     identifier_limit = 64
@@ -545,6 +548,11 @@ class MySQLDatabase(SQLDatabase):
         if column[-1:] in _TRAILING_REFUSED:
             return f"{self.dialect} refuses a column name that ends with {column[-1]!r}"
         return super().column_name_problem(column)
+
+    def __init__(self, url: str, password_file: str | None = None) -> None:
+        super().__init__(url, password_file)
+        # mysql:// and mariadb:// name one kind of database: tables move between them as they are.
+        self.dialect = "mysql"
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         url = choose_driver(url)

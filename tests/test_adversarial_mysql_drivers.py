@@ -619,3 +619,28 @@ def test_the_streamed_path_keeps_floats_and_zero_dates(maria, monkeypatch, drive
     assert sorted(maria.rows(target, columns), key=repr) == sorted(
         maria.rows(source, columns), key=repr
     )
+
+
+@pytest.mark.mysql
+def test_mysql_and_mariadb_urls_are_one_kind_of_database(maria):
+    """``mysql://`` and ``mariadb://`` name one kind of database (one connector): a target
+    spelled ``mariadb://`` for a ``mysql://`` source keeps ``ENUM``, ``YEAR`` and zero dates
+    instead of stopping with "no portable equivalent in mariadb. Publish into a database of the
+    source's kind"."""
+    source, target = _with_zero_dates(maria, n=40), maria.name("anon")
+    table = maria.quote(source)
+    maria.execute(f"ALTER TABLE {table} ADD COLUMN en ENUM('a', 'b'), ADD COLUMN yr YEAR")
+    maria.execute(f"UPDATE {table} SET en = ELT(patient_id % 2 + 1, 'a', 'b'), yr = 2001")
+    document = maria.config(source, target)
+    document["target"] = {
+        "url": sa.make_url(maria.url).set(drivername="mariadb").render_as_string(False),
+        "table": target,
+    }
+    document["attributes"].update({c: {"role": "other"} for c in ("zd", "zdate", "en", "yr")})
+    code, out = _cli("run", str(maria.write_config(document)))
+    assert code == 0, out
+    columns = "CAST(zd AS CHAR), CAST(zdate AS CHAR), en, yr"
+    assert sorted(maria.rows(target, columns), key=repr) == sorted(
+        maria.rows(source, columns), key=repr
+    )
+    assert maria.column_types(target)["en"] == maria.column_types(source)["en"]
