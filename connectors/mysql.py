@@ -231,16 +231,18 @@ class MySQLSession(DriverSession):
 
     @contextlib.contextmanager
     def parsed_values(self) -> Iterator[None]:
-        """Within the block, reads give each column's values as the driver converts them, as
-        the earlier content digest (:data:`tclose.published.DIGEST_ALGORITHM`) hashed them when
-        MariaDB/MySQL reports used it, so that ``tclose verify --report`` recomputes it from the
-        same values (through the driver that made the report: they differ on ``FLOAT`` values
-        and zero dates)."""
+        """Within the block, reads give each column's values as the driver converts them, and
+        ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
+        (:data:`tclose.published.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
+        it, so that ``tclose verify --report`` recomputes it from the same values (through the
+        driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
         self._driver_values = True
+        self.execute("SET time_zone = @@global.time_zone")  # as a session began then
         try:
             yield
         finally:
             self._driver_values = False
+            self.execute("SET time_zone = '+00:00'")
 
     def read_expression(self, column: sa.Column) -> sa.ColumnElement:
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
@@ -262,6 +264,9 @@ class MySQLSession(DriverSession):
         return column
 
     def begin(self, staging: sa.Table | None) -> None:
+        # TIMESTAMP values are instants shown in the session's time zone (the server's by
+        # default): in UTC they are read and written alike whatever the servers' settings.
+        self.execute("SET time_zone = '+00:00'")
         if staging is not None:
             target = staging.info.get("target") or TableName(staging.schema, staging.name)
             self.lock(target)

@@ -11,7 +11,7 @@ Content digest, three definitions (the report's ``target.content_digest.algorith
   ..." | sha256sum`` (the report records the statement).
 - :data:`MYSQL_DIGEST_ALGORITHM`, on MariaDB/MySQL: :data:`DIGEST_ALGORITHM` of the values
   every driver reads alike (``FLOAT`` as its exact double, ``BIT`` as an integer,
-  ``DATE``/``DATETIME``/``TIMESTAMP`` from their text; ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
+  ``DATE``/``DATETIME``/``TIMESTAMP`` from their text, ``TIMESTAMP`` in UTC; ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
   :data:`DIGEST_ALGORITHM` on the driver's own values, recomputed the same way
   (``MySQLSession.parsed_values``).
 - :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
@@ -48,7 +48,7 @@ DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of 
 #: :data:`DIGEST_ALGORITHM` on MariaDB/MySQL values read alike through every driver.
 MYSQL_DIGEST_ALGORITHM = (
     DIGEST_ALGORITHM + " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
-    "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text)"
+    "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text, TIMESTAMP in UTC)"
 )
 COPY_DIGEST_ALGORITHM = (
     "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "

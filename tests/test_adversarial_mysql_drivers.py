@@ -644,3 +644,59 @@ def test_mysql_and_mariadb_urls_are_one_kind_of_database(maria):
         maria.rows(source, columns), key=repr
     )
     assert maria.column_types(target)["en"] == maria.column_types(source)["en"]
+
+
+def _with_timestamps(maria, n: int = 40) -> str:
+    source = maria.name("patients")
+    maria.create_patients(source, n=n)
+    table = maria.quote(source)
+    maria.execute(f"ALTER TABLE {table} ADD COLUMN ts TIMESTAMP(6) NULL")
+    with maria.engine.begin() as connection:
+        connection.exec_driver_sql("SET time_zone = '+00:00'")
+        connection.exec_driver_sql(
+            f"UPDATE {table} SET ts = TIMESTAMPADD(HOUR, patient_id %% 3, "
+            "'2024-10-27 00:30:00.000001')"
+        )
+    return source
+
+
+def _in_zone(url: str, zone: str) -> str:
+    """``url`` whose connections start in time zone ``zone`` (as on a server set to it)."""
+    return (
+        sa.make_url(url)
+        .update_query_dict({"init_command": f"SET time_zone = '{zone}'"})
+        .render_as_string(False)
+    )
+
+
+@pytest.mark.mysql
+def test_timestamps_do_not_depend_on_the_session_time_zone(maria):
+    """A ``TIMESTAMP`` is an instant that MariaDB shows in the session's time zone (the
+    server's by default). Read in UTC, the content digest does not change with the server's
+    time zone, and a ``TIMESTAMP`` streamed to a server in another time zone keeps its
+    instant."""
+    source, target = _with_timestamps(maria), maria.name("anon")
+    document = maria.config(source, target)
+    document["source"]["url"] = _url(maria, "pymysql")
+    document["attributes"]["ts"] = {"role": "other"}
+    report = maria.tmp_path / "report.json"
+    document["report"] = {"json": str(report)}
+    code, out = _cli("run", str(maria.write_config(document)))
+    assert code == 0, out
+    document["source"]["url"] = _in_zone(_url(maria, "pymysql"), "+02:00")
+    code, out = _cli(
+        "verify", str(maria.write_config(document, "zone.yaml")), "--report", str(report)
+    )
+    assert "PASS  content_digest" in out, out
+
+    streamed = maria.name("zoned")
+    document = maria.config(source, streamed)
+    document["source"]["url"] = _url(maria, "pymysql")
+    document["target"] = {"url": _in_zone(_url(maria, "mysqldb"), "-05:00"), "table": streamed}
+    document["attributes"]["ts"] = {"role": "other"}
+    code, out = _cli("run", str(maria.write_config(document, "streamed.yaml")))
+    assert code == 0, out
+    instants = "UNIX_TIMESTAMP(ts)"
+    assert sorted(maria.rows(streamed, instants), key=repr) == sorted(
+        maria.rows(source, instants), key=repr
+    )
