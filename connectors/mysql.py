@@ -26,7 +26,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import hashlib
+import importlib.metadata
 import importlib.util
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -34,10 +37,13 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.pool import NullPool
 
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 from tclose.progress import notice
+from tclose.published import MYSQL_DIGEST_ALGORITHM
 
 from .sql import (
     OLD_MARK,
@@ -64,6 +70,14 @@ DRIVERS = {
 }
 
 
+#: SQLAlchemy driver name -> (the distribution pip installs, the tclose extra that installs it).
+DISTRIBUTIONS = {
+    "mysqldb": ("mysqlclient", "mysqlclient"),
+    "pymysql": ("PyMySQL", "mysql"),
+    "mariadbconnector": ("mariadb", "mariadb"),
+}
+
+
 #: The drivers a bare ``mysql://`` or ``mariadb://`` URL tries, fastest read first.
 PREFERENCE = ("mariadbconnector", "mysqldb", "pymysql")
 
@@ -81,29 +95,41 @@ def choose_driver(url: sa.URL) -> sa.URL:
     return url.set(drivername=f"{url.drivername}+{driver}")
 
 
-def _without_charset(url: sa.URL) -> sa.URL:
-    """MariaDB Connector/Python always talks ``utf8mb4`` and takes no ``charset`` argument:
-    a ``charset=utf8mb4`` (or ``utf8``) in the URL is dropped, any other refused by name."""
+#: The ``charset`` values that mean UTF-8 (``utf8`` is ``utf8mb3`` on MariaDB: 3-byte only).
+_UTF8 = ("utf8mb4", "utf8", "utf8mb3")
+
+
+def checked_charset(url: sa.URL) -> sa.URL:
+    """The URL with its ``charset`` as tclose connects: ``utf8mb4``, which holds every
+    character MariaDB stores (MariaDB Connector/Python always speaks it and takes no
+    ``charset``, so there it is dropped; ``utf8``/``utf8mb3``, which lack 4-byte characters,
+    become ``utf8mb4``). Another charset is refused by name: through it the server replaces
+    every character it lacks by ``?``, so distinct values would read alike (a linking column
+    would look repeated, a changed value escape the content digest) and be published changed."""
     charset = url.query.get("charset")
     if charset is None:
         return url
-    if str(charset).lower() not in ("utf8mb4", "utf8", "utf8mb3"):
+    if str(charset).lower() not in _UTF8:
         raise DataError(
-            f"The URL asks for charset={charset}; the mariadbconnector driver speaks only "
-            f"utf8mb4. Use +mysqldb or +pymysql for another character set."
+            f"The URL asks for charset={charset}; tclose reads text as utf8mb4, which holds every "
+            f"character MariaDB stores. Through {charset} the server would replace each "
+            f"character it lacks by '?' (distinct values would read alike and be published "
+            f"changed). Leave charset out, or write charset=utf8mb4."
         )
-    return url.difference_update_query(["charset"])
+    if url.get_driver_name() == "mariadbconnector":
+        return url.difference_update_query(["charset"])
+    return url.update_query_dict({"charset": "utf8mb4"})
 
 
 def driver_description(url: sa.URL) -> str:
     """One line naming the driver a URL uses and, for PyMySQL, the faster alternative."""
     driver = url.get_driver_name()
-    module, distribution = DRIVERS.get(driver, (driver, driver))
-    try:
-        version = importlib.import_module(module).__version__
-    except (ImportError, AttributeError):
-        version = "?"
-    line = f"{url.get_backend_name()} driver: {distribution} {version}"
+    _module, name = DRIVERS.get(driver, (driver, driver))
+    try:  # the installed version (PyMySQL's __version__ is the MySQLdb version it imitates)
+        version = importlib.metadata.version(DISTRIBUTIONS.get(driver, (driver,))[0])
+    except importlib.metadata.PackageNotFoundError:
+        version = "(version unknown)"
+    line = f"{url.get_backend_name()} driver: {name} {version}"
     if driver == "pymysql":
         line += " (pure Python; pip install 'tclose[mariadb]' reads several times faster)"
     elif driver == "mysqldb":
@@ -130,6 +156,62 @@ def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+class _AsDouble(sa.sql.expression.FunctionElement):
+    """``CAST(x AS DOUBLE)`` (SQLAlchemy's ``cast`` leaves out a cast to ``DOUBLE`` on MySQL)."""
+
+    type = sa.Double()
+    inherit_cache = True
+
+
+@compiles(_AsDouble)
+def _compile_as_double(element: _AsDouble, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE)"
+
+
+def _is_float(column_type: sa.types.TypeEngine) -> bool:
+    """A single-precision ``FLOAT`` column (MySQL's ``DOUBLE`` and ``REAL`` are not)."""
+    return isinstance(column_type, sa.FLOAT)
+
+
+def _is_temporal(column_type: sa.types.TypeEngine) -> bool:
+    """A ``DATE``, ``DATETIME`` or ``TIMESTAMP`` column (which may hold zero dates)."""
+    return isinstance(column_type, (sa.Date, sa.DateTime))
+
+
+def _datetime_or_text(text: str | None) -> dt.datetime | str | None:
+    """The server's text of a ``DATETIME``/``TIMESTAMP`` value as a ``datetime``; a zero or
+    invalid date (``0000-00-00 00:00:00``, ``2024-00-15 00:00:00``, year 0) stays its text,
+    as PyMySQL returns it."""
+    if text is None:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        head, dot, fraction = text.partition(".")
+        if dot:  # Python 3.10's fromisoformat takes 3 or 6 fractional digits only
+            with contextlib.suppress(ValueError):
+                return dt.datetime.fromisoformat(f"{head}.{fraction.ljust(6, '0')}")
+        return text
+
+
+def _date_or_text(text: str | None) -> dt.date | str | None:
+    """The server's text of a ``DATE`` value as a ``date``; a zero or invalid date stays its
+    text."""
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return text
+
+
+def _date_text(value: Any) -> Any:
+    """A ``datetime`` or ``date`` as the text MariaDB parses back exactly; others as they are."""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat() if isinstance(value, dt.date) else value
+
+
 class MySQLSession(DriverSession):
     """A MySQL/MariaDB session: DDL first, then one transaction with a consistent snapshot.
 
@@ -142,7 +224,49 @@ class MySQLSession(DriverSession):
 
     database: MySQLDatabase
 
+    #: The content digest of this session's reads (:func:`tclose.published.scan_published`).
+    digest_algorithm = MYSQL_DIGEST_ALGORITHM
+    #: Whether reads give the driver's own values (:meth:`parsed_values`).
+    _driver_values = False
+
+    @contextlib.contextmanager
+    def parsed_values(self) -> Iterator[None]:
+        """Within the block, reads give each column's values as the driver converts them, and
+        ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
+        (:data:`tclose.published.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
+        it, so that ``tclose verify --report`` recomputes it from the same values (through the
+        driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
+        self._driver_values = True
+        self.execute("SET time_zone = @@global.time_zone")  # as a session began then
+        try:
+            yield
+        finally:
+            self._driver_values = False
+            self.execute("SET time_zone = '+00:00'")
+
+    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+        """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
+        value (the text protocol of mysqlclient and PyMySQL would give the server's 6
+        significant digits: 16777217 stored as 16777216 reads 16777200, 1.2345678 and 1.2345679
+        both 1.23457), a ``BIT`` as its unsigned integer (every driver gives bytes, which a
+        numeric attribute would read as the digits they spell: ``b'0'``, 48, as 0), a
+        ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
+        parses it: a zero or invalid date that MariaDB Connector/Python cannot read and
+        mysqlclient reads as ``None`` stays its text, as PyMySQL returns it)."""
+        if self._driver_values:
+            return column
+        if _is_float(column.type):
+            return _AsDouble(column)
+        if isinstance(column.type, mysql.BIT):
+            return sa.cast(column, mysql.INTEGER(unsigned=True))
+        if _is_temporal(column.type):
+            return sa.cast(column, sa.CHAR())
+        return column
+
     def begin(self, staging: sa.Table | None) -> None:
+        # TIMESTAMP values are instants shown in the session's time zone (the server's by
+        # default): in UTC they are read and written alike whatever the servers' settings.
+        self.execute("SET time_zone = '+00:00'")
         if staging is not None:
             target = staging.info.get("target") or TableName(staging.schema, staging.name)
             self.lock(target)
@@ -246,7 +370,25 @@ class MySQLSession(DriverSession):
     ) -> Iterator[list[tuple]]:
         """An unbuffered cursor of the driver (``SSCursor`` of PyMySQL or mysqlclient) used
         directly: SQLAlchemy's row objects would add ~70% to the time the driver spends parsing
-        the rows."""
+        the rows. The text of the temporal columns among ``column_types`` (the last columns of
+        the statement; :meth:`read_expression`) is parsed into ``date`` and ``datetime``."""
+        parsers: dict[int, Callable[[Any], Any]] = {}
+        if not self._driver_values:
+            offset = len(statement.selected_columns) - len(column_types)
+            for i, column_type in enumerate(column_types):
+                if isinstance(column_type, sa.DateTime):
+                    parsers[offset + i] = _datetime_or_text
+                elif _is_temporal(column_type):
+                    parsers[offset + i] = _date_or_text
+        for rows in self._stream(statement, chunk_size):
+            if parsers and rows:
+                columns = list(zip(*rows))
+                for i, parser in parsers.items():
+                    columns[i] = tuple(map(parser, columns[i]))
+                rows = list(zip(*columns))
+            yield rows
+
+    def _stream(self, statement: sa.Select, chunk_size: int) -> Iterator[list[tuple]]:
         module = DRIVERS[self.database.url.get_driver_name()][0]
         sql = str(statement.compile(dialect=self.database.engine.dialect))
         raw = driver_connection(self.connection)
@@ -262,7 +404,10 @@ class MySQLSession(DriverSession):
                     break
                 yield rows
         finally:
-            cursor.close()
+            # A stream left unfinished when its session has ended is closed later, on a closed
+            # connection: nothing is left to release, and the error would only be printed.
+            with contextlib.suppress(self.database.engine.dialect.loaded_dbapi.Error):
+                cursor.close()
 
     def end(self) -> None:
         if self.published or self.staging is None:
@@ -296,6 +441,24 @@ class MySQLSession(DriverSession):
 
             execute(f"DROP TABLE IF EXISTS {self.database.qualified(staging)}")
             self.unregister(staging, execute)
+
+    def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
+        """As :meth:`DriverSession.insert_rows`; for MariaDB Connector/Python, whose
+        ``executemany`` takes one Python type per column, a date column that mixes ``date`` or
+        ``datetime`` values with zero dates (their text, :meth:`read_expression`) is sent as
+        text, which the server parses back exactly."""
+        if self.database.url.get_driver_name() == "mariadbconnector" and rows:
+            mixed = [
+                i
+                for i, column in enumerate(columns)
+                if _is_temporal(table.c[column].type) and any(isinstance(r[i], str) for r in rows)
+            ]
+            if mixed:
+                rows = [
+                    tuple(_date_text(v) if i in mixed else v for i, v in enumerate(row))
+                    for row in rows
+                ]
+        super().insert_rows(table, columns, rows)
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         # DROP TABLE would commit the transaction (and with it the unverified staging rows).
@@ -368,7 +531,10 @@ _TRAILING_REFUSED = frozenset(" \t\n\r\v\f")
 
 
 class MySQLDatabase(SQLDatabase):
-    """A MySQL or MariaDB database through mysqlclient or PyMySQL (:func:`choose_driver`)."""
+    """A MySQL or MariaDB database through MariaDB Connector/Python, mysqlclient or PyMySQL
+    (:func:`choose_driver`). Its :attr:`dialect` is ``"mysql"`` for ``mysql://`` and
+    ``mariadb://`` URLs alike: one kind of database, whose tables move between them as they
+    are."""
 
     session_class = MySQLSession
     identifier_limit = 64
@@ -396,6 +562,11 @@ class MySQLDatabase(SQLDatabase):
             )
         return super().column_name_problem(column)
 
+    def __init__(self, url: str, password_file: str | None = None) -> None:
+        super().__init__(url, password_file)
+        # mysql:// and mariadb:// name one kind of database: tables move between them as they are.
+        self.dialect = "mysql"
+
     def adapt_url(self, url: sa.URL) -> sa.URL:
         url = choose_driver(url)
         if url.get_driver_name() not in DRIVERS:
@@ -404,8 +575,27 @@ class MySQLDatabase(SQLDatabase):
                 f"The {url.get_backend_name()} driver {url.get_driver_name()!r} is not "
                 f"supported; use {known}."
             )
+        driver = url.get_driver_name()
+        module, name = DRIVERS[driver]
+        if importlib.util.find_spec(module) is None:
+            distribution, extra = DISTRIBUTIONS[driver]
+            raise DataError(
+                f"The URL names the driver +{driver} ({name}), which is not installed: pip "
+                f"install 'tclose[{extra}]' (the {distribution} package), or write "
+                f"{url.get_backend_name()}:// without a driver to use the fastest installed one."
+            )
         notice(driver_description(url))
-        return _without_charset(url) if url.get_driver_name() == "mariadbconnector" else url
+        return checked_charset(url)
+
+    def create_engine(self) -> sa.Engine:
+        """The engine; PyMySQL gets a non-ASCII password as UTF-8 bytes, as the C drivers send
+        it (PyMySQL encodes a ``str`` password in Latin-1, which the server refuses)."""
+        password = self.url.password
+        if self.url.get_driver_name() != "pymysql" or password is None or password.isascii():
+            return super().create_engine()
+        return sa.create_engine(
+            self.url, poolclass=NullPool, connect_args={"password": password.encode("utf-8")}
+        )
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"

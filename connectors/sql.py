@@ -115,6 +115,35 @@ def _compile_rename(element: RenameTable, compiler: Any, **_kw: Any) -> str:
     return f"ALTER TABLE {old} RENAME TO {preparer.quote(element.new_name)}"
 
 
+def _signed_for_unsigned(column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
+    """A signed type that holds every value of a MySQL unsigned integer type (its top half is
+    beyond the signed type of the same width): ``TINYINT`` ``SMALLINT``, ``SMALLINT`` and
+    ``MEDIUMINT`` ``INTEGER``, ``INT`` ``BIGINT``, ``BIGINT`` ``NUMERIC(20, 0)``."""
+    from sqlalchemy.dialects import mysql
+
+    if isinstance(column_type, mysql.TINYINT):
+        return sa.SmallInteger()
+    if isinstance(column_type, (mysql.SMALLINT, mysql.MEDIUMINT)):
+        return sa.Integer()
+    if isinstance(column_type, mysql.BIGINT):
+        return sa.Numeric(20, 0)
+    return sa.BigInteger()
+
+
+def _mysql_set_text(
+    column_type: sa.types.TypeEngine, generic: sa.types.TypeEngine | None
+) -> sa.types.TypeEngine | None:
+    """For MySQL's ``SET``, text long enough for every combination of its members (a value
+    joins them with commas, ``a,b,c``: SQLAlchemy's generic type fits the longest member only);
+    ``generic`` for any other type."""
+    from sqlalchemy.dialects import mysql
+
+    if not isinstance(column_type, mysql.SET):
+        return generic
+    members = list(column_type.values)
+    return sa.String(sum(map(len, members)) + max(len(members) - 1, 0) or None)
+
+
 def bare_table(name: TableName) -> sa.Table:
     """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
@@ -510,6 +539,10 @@ class SQLDatabase:
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
+        if getattr(column_type, "unsigned", False) and isinstance(generic, sa.Integer):
+            generic = _signed_for_unsigned(column_type)
+        if source_dialect in ("mysql", "mariadb"):
+            generic = _mysql_set_text(column_type, generic)
         if isinstance(generic, sa.String) and generic.collation is not None:
             # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
             # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.
@@ -701,6 +734,12 @@ class Session:
             )
         return table
 
+    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+        """What :meth:`read_statement` selects for ``column``: the column itself, or (a dialect
+        whose drivers convert a type differently) an expression that every driver reads alike;
+        :meth:`stream` turns its values into the column's Python values."""
+        return column
+
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
@@ -713,7 +752,7 @@ class Session:
         # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
         # result processing (which would, e.g., turn MySQL doubles into Decimal).
         selected = [_raw(row_key, KEY_LABEL)] if with_key else []
-        selected += [_raw(table.c[c], c) for c in columns]
+        selected += [_raw(self.read_expression(table.c[c]), c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
         types = [row_key.type] if with_key else []
         return statement, types + [table.c[c].type for c in columns]

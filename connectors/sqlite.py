@@ -67,7 +67,34 @@ class SQLiteSession(DriverSession):
             _refuse_changed(values, columns[i], table.c[columns[i]].type)
         if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
             rows = [tuple(_bindable(v) for v in row) for row in rows]
-        super().insert_rows(table, columns, rows)
+        self.execute("SAVEPOINT tclose_rows")  # executemany stops at a row, after the others
+        try:
+            super().insert_rows(table, columns, rows)
+        except OverflowError:  # sqlite3 binds integers of 64 bits only
+            self.execute("ROLLBACK TO tclose_rows")
+            super().insert_rows(table, columns, self.beyond_64_bits(table, columns, rows))
+        self.execute("RELEASE tclose_rows")
+
+    def beyond_64_bits(
+        self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]
+    ) -> list[tuple]:
+        """``rows`` with each integer outside SQLite's signed 64-bit range (e.g. a MariaDB
+        ``BIGINT UNSIGNED``) as its text, where its column is text; :class:`DataError` naming
+        the first other column that holds one, and how many."""
+        low, high = _INT64
+        wide = set()
+        for i, column in enumerate(columns):
+            count = sum(isinstance(r[i], int) and not low <= r[i] <= high for r in rows)
+            if count and isinstance(table.c[column].type, sa.String):
+                wide.add(i)
+            elif count:
+                raise DataError(
+                    f"Column {column!r} holds integers beyond SQLite's signed 64-bit range "
+                    f"({count} of the {len(rows)} rows of the batch being written), which "
+                    f"SQLite cannot store exactly. Publish into another kind of "
+                    f"database, or drop the column (role: identifier)."
+                )
+        return [tuple(str(v) if i in wide else v for i, v in enumerate(r)) for r in rows]
 
     def end(self) -> None:
         raw = driver_connection(self.connection)
@@ -78,6 +105,9 @@ class SQLiteSession(DriverSession):
 
 
 _BINDABLE = (int, float, str, bytes, type(None))
+#: Significant decimal digits that SQLite's NUMERIC affinity keeps (as a 64-bit float).
+_EXACT_DIGITS = 15
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _integer64(value: Decimal) -> bool:
@@ -228,9 +258,16 @@ class SQLiteDatabase(SQLDatabase):
         """JSON of another database becomes ``TEXT``, its values their JSON text as written:
         SQLite has no JSON type (its JSON functions read text), and a column declared ``JSON``
         has NUMERIC affinity, which would store a JSON text such as ``-0``, ``1e400`` or a
-        number of more than 15 digits as an SQLite number."""
+        number of more than 15 digits as an SQLite number. For the same reason a decimal type
+        of more than 15 digits (or of any precision: PostgreSQL's ``numeric``; MariaDB's
+        ``BIGINT UNSIGNED``, 20 digits) becomes ``TEXT``, each value its exact text; a narrower
+        one stays ``NUMERIC`` (its values as SQLite numbers, which hold 15 digits)."""
         if isinstance(generic, sa.JSON):
             return sa.Text()
+        if isinstance(generic, sa.Numeric) and not isinstance(generic, sa.Float):
+            digits = generic.precision or _EXACT_DIGITS + 1  # no precision: any number of digits
+            if digits > _EXACT_DIGITS:
+                return sa.Text()  # NUMERIC affinity would keep 15 digits of a wider decimal
         return super().adapt_portable_type(generic)
 
     def row_type(self) -> sa.types.TypeEngine:

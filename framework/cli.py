@@ -215,7 +215,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     )
     checks = list(verification.checks)
     if report is not None:
-        digest = config.digest()
+        digest = config.digest_as_recorded(report.get("config_sha256"))
         checks.append(
             {
                 "name": "config_sha256",

@@ -132,6 +132,42 @@ class Config:
         """SHA-256 of the configuration as written (canonical JSON, URLs redacted)."""
         return config_digest(self.document)
 
+    def digest_as_recorded(self, recorded: str | None) -> str:
+        """:meth:`digest`, or, if ``recorded`` is the digest of this configuration with other
+        drivers named in its URLs (:func:`driver_variants`), ``recorded``: the same release,
+        checked through another driver."""
+        digests = [config_digest(v) for v in driver_variants(self.document)]
+        return recorded if recorded in digests else digests[0]
+
+
+#: The drivers a URL may name for a dialect whose connector takes several (``mysql+pymysql``,
+#: ``mysql``): a report's configuration digest does not depend on which one a URL names.
+DRIVER_SPELLINGS = {
+    dialect: ("", "+mariadbconnector", "+mysqldb", "+pymysql") for dialect in ("mysql", "mariadb")
+}
+_DRIVER_URL = re.compile(r"^(?P<dialect>[A-Za-z0-9_]+)(?P<driver>\+[A-Za-z0-9_]+)?(?=://)")
+
+
+def driver_variants(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``document`` and every copy of it whose ``source.url`` and ``target.url`` name another
+    of the drivers of their dialect (:data:`DRIVER_SPELLINGS`), ``document`` first."""
+    variants: list[Mapping[str, Any]] = [document]
+    for section in ("source", "target"):
+        url = (document.get(section) or {}).get("url")
+        found = _DRIVER_URL.match(url) if isinstance(url, str) else None
+        if url is None or found is None or found["dialect"].lower() not in DRIVER_SPELLINGS:
+            continue
+        rest = url[found.end() :]
+        spellings = [
+            f"{found['dialect']}{d}{rest}" for d in DRIVER_SPELLINGS[found["dialect"].lower()]
+        ]
+        variants = [
+            {**variant, section: {**variant[section], "url": spelled}}
+            for variant in variants
+            for spelled in [variant[section]["url"], *(u for u in spellings if u != url)]
+        ]
+    return variants
+
 
 def config_digest(document: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""

@@ -1,6 +1,6 @@
 """What the verifier checks about the published content beyond k and t: its digest and links.
 
-Content digest, two definitions (the report's ``target.content_digest.algorithm`` says which;
+Content digest, three definitions (the report's ``target.content_digest.algorithm`` says which;
 ``tclose verify --report`` recomputes the one the report names):
 
 - :data:`COPY_DIGEST_ALGORITHM`, on PostgreSQL (sessions with ``content_digest``): the SHA-256 of
@@ -9,6 +9,11 @@ Content digest, two definitions (the report's ``target.content_digest.algorithm`
   hashed at C speed as they arrive (and, when the session can, the QI and confidential columns
   are cut from the same bytes: one pass), and an auditor recomputes it with ``psql -c "COPY
   ..." | sha256sum`` (the report records the statement).
+- :data:`MYSQL_DIGEST_ALGORITHM`, on MariaDB/MySQL: :data:`DIGEST_ALGORITHM` of the values
+  every driver reads alike (``FLOAT`` as its exact double, ``BIT`` as an integer,
+  ``DATE``/``DATETIME``/``TIMESTAMP`` from their text, ``TIMESTAMP`` in UTC; ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
+  :data:`DIGEST_ALGORITHM` on the driver's own values, recomputed the same way
+  (``MySQLSession.parsed_values``).
 - :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
 order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
 bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
@@ -40,6 +45,11 @@ import numpy as np
 import pandas as pd
 
 DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
+#: :data:`DIGEST_ALGORITHM` on MariaDB/MySQL values read alike through every driver.
+MYSQL_DIGEST_ALGORITHM = (
+    DIGEST_ALGORITHM + " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
+    "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text, TIMESTAMP in UTC)"
+)
 COPY_DIGEST_ALGORITHM = (
     "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "
     "tclose_row) TO STDOUT (FORMAT binary), client encoding UTF8"
@@ -84,8 +94,9 @@ def _canonical(value: Any) -> Any:
 class ContentDigest:
     """Order-independent digest of rows given in the order of ``columns``."""
 
-    def __init__(self, columns: Sequence[str]) -> None:
+    def __init__(self, columns: Sequence[str], algorithm: str = DIGEST_ALGORITHM) -> None:
         self.columns = list(columns)
+        self.algorithm = algorithm
         self.rows = 0
         self.total = 0
 
@@ -108,7 +119,7 @@ class ContentDigest:
         """``{"algorithm", "columns", "rows", "sha256"}`` as recorded in the report."""
         summary = repr((self.columns, self.rows, f"{self.total:064x}")).encode()
         return {
-            "algorithm": DIGEST_ALGORITHM,
+            "algorithm": self.algorithm,
             "columns": self.columns,
             "rows": self.rows,
             "sha256": hashlib.sha256(summary).hexdigest(),
@@ -275,15 +286,20 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
     """The in-database checks when the session has them and ``algorithm`` allows, else
     :func:`_scan`."""
     in_database = callable(getattr(session, "content_digest", None))
+    # The streamed digest of the session's own reads (MYSQL_DIGEST_ALGORITHM on MariaDB/MySQL).
+    own = getattr(session, "digest_algorithm", DIGEST_ALGORITHM)
     if algorithm is None:
-        algorithm = COPY_DIGEST_ALGORITHM if in_database else DIGEST_ALGORITHM
+        algorithm = COPY_DIGEST_ALGORITHM if in_database else own
     if algorithm == COPY_DIGEST_ALGORITHM and in_database:
         return _scan_in_database(
             session, table, config, wanted, progress, line, total, published_as
         )
-    with getattr(session, "parsed_values", contextlib.nullcontext)():
-        scan = _scan(session, table, config, wanted, progress, line, total)
-    if algorithm != DIGEST_ALGORITHM:  # a report's digest this database cannot compute
+    streamed = algorithm if algorithm in (own, DIGEST_ALGORITHM) else own
+    # The earlier digest, on a database whose reads have changed since: its values as then.
+    earlier = streamed == DIGEST_ALGORITHM and callable(getattr(session, "parsed_values", None))
+    with session.parsed_values() if earlier else contextlib.nullcontext():
+        scan = _scan(session, table, config, wanted, progress, line, total, streamed)
+    if algorithm != streamed:  # a report's digest this database cannot compute
         scan.digest = {
             "algorithm": algorithm,
             "sha256": None,
@@ -323,9 +339,11 @@ def _scan_in_database(
     return PublishedScan(frame, digest, linking, allowed)
 
 
-def _scan(session, table, config, wanted, progress, line, total) -> PublishedScan:
+def _scan(
+    session, table, config, wanted, progress, line, total, algorithm=DIGEST_ALGORITHM
+) -> PublishedScan:
     columns = sorted(session.table(table).c.keys())
-    digest = ContentDigest(columns)
+    digest = ContentDigest(columns, algorithm)
     checked, allowed = checked_columns(config.attributes, columns)
     tracker = UniqueTracker(checked)
     position = {c: i for i, c in enumerate(columns)}

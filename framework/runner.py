@@ -7,6 +7,7 @@ never written to, and the target is either the verified new table or exactly wha
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import logging
 import secrets
@@ -396,6 +397,7 @@ class Phases:
                 new_rows,
                 self.database_values,
                 self.set_aside,
+                _dates_to_check(plan),
             )
             target.fill_streamed(plan.staging_table, chunks)
             source.close()  # the snapshot is no longer needed; release it before publishing
@@ -473,6 +475,24 @@ def _measure_release(
     return measures, release_summary(encoded, aggregated, labels, config.k)
 
 
+def _dates_to_check(plan: RunPlan) -> list[str]:
+    """The pass-through date and date-time columns whose values must be dates: those written
+    into another kind of database (a MariaDB zero date, read as its text, has no equivalent
+    there)."""
+    source_dialect = getattr(plan.source_db, "dialect", None)
+    if source_dialect == getattr(plan.target_db, "dialect", None):
+        return []
+    found = []
+    for column in plan.source_table.columns:
+        try:
+            python_type = column.type.python_type
+        except NotImplementedError:  # a type SQLAlchemy does not know
+            continue
+        if python_type in (dt.date, dt.datetime) and column.name in plan.output_columns:
+            found.append(column.name)
+    return found
+
+
 def _transformed_chunks(
     source,
     config: Config,
@@ -482,22 +502,33 @@ def _transformed_chunks(
     new_rows,
     database_values,
     set_aside: set,
+    dates: Sequence[str] = (),
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
-    in ``set_aside`` are skipped.
+    in ``set_aside`` are skipped. A value of a column of ``dates`` that is not a date (a
+    MariaDB zero date, as text) stops the stream: the rest is read only to count such values,
+    and :class:`DataError` names the columns and counts.
     """
     passthrough = [c for c in output_columns if c not in database_values]
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
+    not_dates = dict.fromkeys(c for c in dates if c in slot)
+    invalid = dict.fromkeys(not_dates, 0)
     for rows in source.read_rows(
         source_name, passthrough, key=config.source.key, chunk_size=config.source.chunk_size
     ):
         if set_aside:
             rows = [r for r in rows if r[0] not in set_aside]
+        for column in not_dates:
+            index = slot[column]
+            invalid[column] += sum(isinstance(r[index], str) for r in rows)
+        if any(invalid.values()):
+            position += len(rows)
+            continue
         size = len(rows)
         expected = keys[position : position + size]
         if size != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
@@ -518,6 +549,17 @@ def _transformed_chunks(
         raise DataError(
             f"The source table {source_name} changed while it was being read "
             f"({position} rows on the second pass, {len(keys)} on the first)."
+        )
+    if any(invalid.values()):
+        found = [f"{column!r} ({count} rows)" for column, count in invalid.items() if count]
+        holds = (
+            f"Column {found[0]} holds" if len(found) == 1 else f"Columns {', '.join(found)} hold"
+        )
+        raise DataError(
+            f"{holds} zero or invalid dates (a zero year, month or day, which MariaDB/MySQL "
+            f"accept under a permissive sql_mode), which no other kind of database stores. Set "
+            f"them to NULL or to valid dates in {source_name}, or drop the columns (role: "
+            f"identifier)."
         )
 
 
