@@ -477,8 +477,11 @@ def _measure_release(
 
 def _dates_to_check(plan: RunPlan) -> list[str]:
     """The pass-through date and date-time columns whose values must be dates: those written
-    into another kind of database (a MariaDB zero date, read as its text, has no equivalent
-    there)."""
+    into another kind of database from a source that reads a zero or invalid date as its text
+    (``invalid_dates_as_text``: MariaDB/MySQL), which has no equivalent there. (SQLite's dates
+    are text, valid ones included: the target parses them.)"""
+    if not getattr(plan.source_db, "invalid_dates_as_text", False):
+        return []
     source_dialect = getattr(plan.source_db, "dialect", None)
     if source_dialect == getattr(plan.target_db, "dialect", None):
         return []

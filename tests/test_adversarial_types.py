@@ -756,3 +756,31 @@ def test_mariadb_key_distinct_in_python_but_equal_in_the_database(maria, capsys,
     err = capsys.readouterr().err
     assert "'k'" in err and "not distinct" in err and repr(twin) in err
     assert maria.tables() == {source}
+
+
+@pytest.mark.parametrize("into", ["pg", "maria", "duckdb_db"])
+def test_sqlite_dates_stored_as_text_into_another_database(lite, request, into):
+    """SQLite stores ``DATE`` and ``DATETIME`` values as text, valid ones included: streamed
+    into another kind of database they are published as dates (the check for MariaDB's zero
+    dates, which also come as text, refused every one of them)."""
+    target_db = request.getfixturevalue(into)
+    source, target = lite.name("src"), target_db.name("anon")
+    lite.create_patients(source, n=40)
+    table = lite.quote(source)
+    lite.execute(f"ALTER TABLE {table} ADD COLUMN day DATE")
+    lite.execute(f"ALTER TABLE {table} ADD COLUMN at DATETIME")
+    lite.execute(
+        f"UPDATE {table} SET day = printf('2020-01-%02d', patient_id % 28 + 1), "
+        f"at = printf('2020-01-01 10:00:%02d.250000', patient_id % 7) WHERE patient_id % 5 <> 0"
+    )
+    document = lite.config(source, target)
+    document["target"]["url"] = target_db.url
+    document["attributes"]["day"] = {"role": "other"}
+    document["attributes"]["at"] = {"role": "other"}
+    assert main(["-q", "run", str(lite.write_config(document))]) == 0
+    published = target_db.frame(target)
+    days = sorted(str(d) for d in published["day"] if d is not None and d == d)
+    expected = sorted(str(d) for (d,) in lite.rows(source, "day") if d is not None)
+    assert days == expected and len(days) == 32
+    times = {str(t) for t in published["at"] if t is not None and t == t}
+    assert times == {f"2020-01-01 10:00:0{s}.250000" for s in range(7)}
