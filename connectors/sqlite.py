@@ -66,7 +66,8 @@ class SQLiteSession(DriverSession):
         for i, values in enumerate(zip(*rows)):
             _refuse_changed(values, columns[i], table.c[columns[i]].type)
         if any(not isinstance(v, _BINDABLE) for row in rows for v in row):
-            rows = [tuple(_bindable(v) for v in row) for row in rows]
+            text = [isinstance(table.c[c].type, sa.String) for c in columns]
+            rows = [tuple(_bindable(v, t) for v, t in zip(row, text, strict=True)) for row in rows]
         self.execute("SAVEPOINT tclose_rows")  # executemany stops at a row, after the others
         try:
             super().insert_rows(table, columns, rows)
@@ -146,10 +147,11 @@ def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.Ty
         )
 
 
-def _bindable(value: Any) -> Any:
+def _bindable(value: Any, text: bool = False) -> Any:
+    """``value`` as ``sqlite3`` binds it into a column of text (``text``) or other affinity."""
     if isinstance(value, _BINDABLE):
         return value
-    if isinstance(value, Decimal) and _integer64(value):
+    if isinstance(value, Decimal) and not text and _integer64(value):
         return int(value)  # its text ("12345678901234567.0") would be read as a REAL, rounded
     if isinstance(value, (Decimal, uuid.UUID)):
         return str(value)

@@ -520,41 +520,43 @@ def test_a_decimal_duckdb_would_round_is_refused(pg, duckdb_db, capsys):
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize(
-    ("sql_type", "values", "said"),
-    [
-        ("double precision", ["NaN", "1.5"], "NaN"),
-        ("numeric", ["1.5", "12345678901234567890.5"], "15 significant digits"),
-        ("numeric(30,20)", ["1.5", "1.23456789012345678901"], "15 significant digits"),
-        ("numeric(30,1)", ["1.5", "12345678901234567.5"], "15 significant digits"),
-    ],
-)
-def test_values_sqlite_would_change_are_refused(pg, lite, capsys, sql_type, values, said):
-    """SQLite turns a NaN into NULL and keeps 15 significant digits of a number in a NUMERIC
-    column (``12345678901234567890.5`` became ``1.2345678901234567e19``), silently: the write
-    stops, naming the column and counting the rows."""
+def test_a_nan_sqlite_would_store_as_null_is_refused(pg, lite, capsys):
+    """SQLite turns a NaN into NULL, silently: the write stops, naming the column and counting
+    the rows."""
     source, target = pg.name("src"), lite.name("anon")
     pg.create_patients(source, n=40)
-    _set_values(pg, source, values, sql_type)
+    _set_values(pg, source, ["NaN", "1.5"], "double precision")
     lite.execute("SELECT 1")  # creates the file
     code, err = _run_into(pg, source, lite, target, capsys)
     assert code == 3
-    assert "Column 'extra'" in err and said in err and "in 16 row(s)" in err, err
+    assert "Column 'extra'" in err and "NaN" in err and "in 16 row(s)" in err, err
     assert lite.tables() == set()
 
 
 @pytest.mark.postgres
-def test_whole_decimals_into_sqlite_are_exact(pg, lite, capsys):
-    """A whole ``numeric`` of 17-19 digits written as its text (``12345678901234567.0``) was
-    read by SQLite as a REAL and rounded (``12345678901234568``): it is written as an integer."""
+@pytest.mark.parametrize(
+    ("sql_type", "texts"),
+    [
+        ("numeric", ["1.5", "12345678901234567890.5"]),
+        ("numeric", ["12345678901234567.0", "9223372036854775807", "-9223372036854775808", "5.00"]),
+        ("numeric(30,20)", ["1.50000000000000000000", "1.23456789012345678901"]),
+        ("numeric(30,1)", ["1.5", "12345678901234567.5"]),
+    ],
+)
+def test_wide_decimals_into_sqlite_keep_their_exact_text(pg, lite, capsys, sql_type, texts):
+    """SQLite keeps 15 significant digits of a number in a NUMERIC column
+    (``12345678901234567890.5`` became ``1.2345678901234567e19``; a whole
+    ``12345678901234567.0`` became ``12345678901234568``), silently. A decimal of more than 15
+    digits or of no precision is published as a ``TEXT`` column of each value's exact text
+    (as PostgreSQL writes it)."""
     source, target = pg.name("src"), lite.name("anon")
     pg.create_patients(source, n=40)
-    texts = ["12345678901234567.0", "9223372036854775807", "-9223372036854775808", "5.00"]
-    _set_values(pg, source, texts, "numeric")
+    _set_values(pg, source, texts, sql_type)
     lite.execute("SELECT 1")  # creates the file
     assert _run_into(pg, source, lite, target, capsys) == (0, "")
+    assert lite.column_types(target)["extra"] == "TEXT"
     published = {v for (v,) in lite.rows(target, "extra")}
-    assert published == {12345678901234567, 2**63 - 1, -(2**63), 5, None}
+    assert published == {*texts, None}
 
 
 @pytest.mark.postgres
