@@ -116,6 +116,25 @@ def _verify(monkeypatch, driver: str, config: str, report: str) -> tuple[int, st
         return _cli("verify", config, "--report", report)
 
 
+def _patients_with(maria, column: str, sql_type: str, value: str, n: int = 40) -> str:
+    """An ``n``-row :meth:`create_patients` table with ``column`` of ``sql_type`` added and set
+    to the SQL expression ``value`` (of ``patient_id``) in every row; its name."""
+    source = maria.name("patients")
+    maria.create_patients(source, n=n)
+    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN {column} {sql_type}")
+    maria.execute(f"UPDATE {maria.quote(source)} SET {column} = {value}")
+    return source
+
+
+def _verify_through_every_driver(monkeypatch, config, report, passes: bool) -> None:
+    """``tclose verify --report`` through each driver in turn: exit 0 with the content digest
+    passing (``passes``), else exit 1 with it failing."""
+    expected, said = (0, "PASS  content_digest") if passes else (1, "FAIL  content_digest")
+    for auditor in DRIVERS:
+        code, out = _verify(monkeypatch, auditor, config, report)
+        assert code == expected and said in out, (auditor, out)
+
+
 @pytest.mark.mysql
 @pytest.mark.parametrize("publisher", DRIVERS)
 def test_a_float_column_verifies_through_every_driver_and_a_change_fails_through_each(
@@ -126,25 +145,16 @@ def test_a_float_column_verifies_through_every_driver_and_a_change_fails_through
     shows alike (1.2345678 to 1.2345679) fails the content digest through every driver."""
     for driver in DRIVERS:
         _need(driver)
-    source, target = maria.name("patients"), maria.name("anon")
-    maria.create_patients(source, n=60)
-    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT")
-    maria.execute(
-        f"UPDATE {maria.quote(source)} SET extra = "
-        "ELT(patient_id % 3 + 1, 1.2345678, 16777217, NULL)"
-    )
+    value = "ELT(patient_id % 3 + 1, 1.2345678, 16777217, NULL)"
+    source, target = _patients_with(maria, "extra", "FLOAT", value, n=60), maria.name("anon")
     config, report = _publish(maria, monkeypatch, publisher, source, target)
-    for auditor in DRIVERS:
-        code, out = _verify(monkeypatch, auditor, config, report)
-        assert code == 0 and "PASS  content_digest" in out, (auditor, out)
+    _verify_through_every_driver(monkeypatch, config, report, passes=True)
 
     maria.execute(
         f"UPDATE {maria.quote(target)} SET extra = 1.2345679 WHERE extra < 2 "
         "ORDER BY tclose_row LIMIT 1"
     )
-    for auditor in DRIVERS:
-        code, out = _verify(monkeypatch, auditor, config, report)
-        assert code == 1 and "FAIL  content_digest" in out, (auditor, out)
+    _verify_through_every_driver(monkeypatch, config, report, passes=False)
 
 
 @pytest.mark.mysql
@@ -158,12 +168,8 @@ def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
     from tclose.published import DIGEST_ALGORITHM, MYSQL_DIGEST_ALGORITHM, ContentDigest
 
     _need(driver)
-    source, target = maria.name("patients"), maria.name("anon")
-    maria.create_patients(source, n=60)
-    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN extra FLOAT")
-    maria.execute(
-        f"UPDATE {maria.quote(source)} SET extra = ELT(patient_id % 2 + 1, 0.1, 16777217)"
-    )
+    value = "ELT(patient_id % 2 + 1, 0.1, 16777217)"
+    source, target = _patients_with(maria, "extra", "FLOAT", value, n=60), maria.name("anon")
     config, report_path = _publish(maria, monkeypatch, driver, source, target)
     report = json.loads(Path(report_path).read_text())
     digest = report["target"]["content_digest"]
@@ -256,18 +262,14 @@ def test_zero_dates_publish_and_verify_through_every_driver(maria, monkeypatch, 
     source, target = _with_zero_dates(maria), maria.name("anon")
     document_extra = {"zd": {"role": "other"}, "zdate": {"role": "other"}}
     config, report = _publish(maria, monkeypatch, publisher, source, target, document_extra)
-    for auditor in DRIVERS:
-        code, out = _verify(monkeypatch, auditor, config, report)
-        assert code == 0 and "PASS  content_digest" in out, (auditor, out)
+    _verify_through_every_driver(monkeypatch, config, report, passes=True)
     with maria.engine.begin() as connection:
         connection.exec_driver_sql("SET SESSION sql_mode = ''")
         connection.exec_driver_sql(
             f"UPDATE {maria.quote(target)} SET zdate = NULL WHERE zdate = '0000-00-00' "
             "ORDER BY tclose_row LIMIT 1"
         )
-    for auditor in DRIVERS:
-        code, out = _verify(monkeypatch, auditor, config, report)
-        assert code == 1 and "FAIL  content_digest" in out, (auditor, out)
+    _verify_through_every_driver(monkeypatch, config, report, passes=False)
 
 
 @pytest.mark.mysql
@@ -467,12 +469,7 @@ def test_an_integer_beyond_64_bits_into_a_sqlite_number_column_is_refused_by_col
 def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transaction(maria, duckdb_db):
     """A ``TIME`` of more than 24 hours has no DuckDB ``TIME``: the run stops (exit 3) with
     DuckDB's own reason, which the clean-up's "Current transaction is aborted" used to hide."""
-    source = maria.name("patients")
-    maria.create_patients(source, n=40)
-    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN tm TIME")
-    maria.execute(
-        f"UPDATE {maria.quote(source)} SET tm = ELT(patient_id % 2 + 1, '100:00:00', '-1:00:00')"
-    )
+    source = _patients_with(maria, "tm", "TIME", "ELT(patient_id % 2 + 1, '100:00:00', '-1:00:00')")
     code, out, target = _run_into(maria, source, duckdb_db, "pymysql", ["tm"])
     assert code == 3 and "Nothing was published" in out, out
     assert "transaction is aborted" not in out and "TIME" in out.upper(), out
@@ -483,11 +480,8 @@ def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transactio
 def test_a_set_column_into_postgresql_keeps_every_combination(maria, pg):
     """A ``SET`` value may hold several members (``x,y,zz``): its text type must be long
     enough for all of them, not for the longest member (``VARCHAR(2)`` refused ``x,y,zz``)."""
-    source = maria.name("patients")
-    maria.create_patients(source, n=40)
-    maria.execute(f"ALTER TABLE {maria.quote(source)} ADD COLUMN st SET('x', 'y', 'zz')")
-    maria.execute(
-        f"UPDATE {maria.quote(source)} SET st = ELT(patient_id % 3 + 1, 'x,y,zz', '', 'zz')"
+    source = _patients_with(
+        maria, "st", "SET('x', 'y', 'zz')", "ELT(patient_id % 3 + 1, 'x,y,zz', '', 'zz')"
     )
     code, out, target = _run_into(maria, source, pg, "pymysql", ["st"])
     assert code == 0, out
