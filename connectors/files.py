@@ -183,13 +183,25 @@ class FileDatabase(DuckDBDatabase):
                 self.unreadable = " ".join(str(error).split())
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
-        """:class:`ConfigError` unless ``name`` is the file's table; a CSV file is no target."""
+        """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
+        there: a CSV file is no target, nor a folder, nor a file in a folder that does not
+        exist."""
         if self.format == "csv":
             raise ConfigError(
                 f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
                 f"(parquet:///{self.path.with_suffix('.parquet').name}) or a database table."
             )
         self._check_name(name, path)
+        if self.path.is_dir():
+            raise ConfigError(
+                f"==> At {path}\nThe target {self.path} is a folder, not a file: name the "
+                f"Parquet file to write (e.g. {self.path / (self.table_name + '.parquet')})."
+            )
+        if not self.path.parent.is_dir():
+            raise ConfigError(
+                f"==> At {path}\nThe folder {self.path.parent} of the target file does not "
+                f"exist: create it first (tclose creates no folders)."
+            )
 
     def _check_name(self, name: TableName, path: str) -> None:
         if name.schema or name.name != self.table_name:

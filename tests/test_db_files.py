@@ -284,3 +284,30 @@ def test_duckdb_native_types_round_trip(duck, duckdb_file, tmp_path):
             == database.execute(f"SELECT {kept} FROM db.patients ORDER BY ALL").fetchall()
         )
         database.close()
+
+
+@pytest.mark.parametrize("if_exists", ["fail", "replace"])
+def test_a_target_path_that_is_a_folder_or_in_no_folder_is_refused_before_the_run(
+    duck, tmp_path, if_exists
+):
+    """A target path naming a folder, or a file in a folder that does not exist, is a
+    configuration error that names the path (not an internal error after the whole run)."""
+    source = tmp_path / "patients.parquet"
+    _write_source(duck, source)
+    folder = tmp_path / "anon.parquet"
+    folder.mkdir()
+    for target, message in (
+        (folder, "is a folder, not a file"),
+        (tmp_path / "missing" / "anon.parquet", "folder .* does not exist"),
+    ):
+        document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+        document["target"]["if_exists"] = if_exists
+        with pytest.raises(ConfigError, match=message):
+            run(load_config(_write_config(tmp_path, document)))
+    assert folder.is_dir() and not any(folder.iterdir())
+    assert not (tmp_path / "missing").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "anon.parquet",
+        "patients.parquet",
+        "run.yaml",
+    ]
