@@ -164,6 +164,7 @@ def _settings(
     must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
     as :func:`anonymize` takes them."""
     k, t = _plain(k), _plain(t)
+    _check_labels(df.columns)
     document = {
         "attributes": _attributes_of(df, *roles),
         "privacy": {"k": k, "t": t},
@@ -187,6 +188,23 @@ def _settings(
             f"it."
         )
     return settings
+
+
+def _check_labels(columns: pd.Index) -> None:
+    """:class:`ConfigError` unless every column label is a string and no two are equal (a
+    column is named by its label in the roles, the report and the release)."""
+    not_strings = [c for c in columns if not isinstance(c, str)]
+    if not_strings:
+        shown = ", ".join(f"{c!r} ({type(c).__name__})" for c in not_strings[:5])
+        raise ConfigError(
+            f"The DataFrame's column labels must be strings; {len(not_strings)} are not: "
+            f"{shown}. Rename them, e.g. df.columns = df.columns.astype(str)."
+        )
+    counts = columns.value_counts()
+    doubled = counts[counts > 1]
+    if len(doubled):
+        shown = ", ".join(f"{n} columns named {c!r}" for c, n in doubled.items())
+        raise ConfigError(f"The DataFrame has {shown}; a column has exactly one name.")
 
 
 def _plain(value: Any) -> Any:

@@ -95,3 +95,15 @@ def test_errors_name_the_problem(table):
         anon(with_nan, quasi_identifiers=["age"], confidential=["charge"], t=0.2)
     with pytest.raises(DataError, match="fewer than k"):
         anon(table.head(3), quasi_identifiers=["age"], confidential=["charge"], k=4, t=0.2)
+
+
+def test_duplicate_or_non_string_column_labels_are_refused_by_name(table):
+    """A frame with two columns of one name, or with labels that are not strings, gets a
+    ConfigError that names the columns (not an AttributeError or 'not in the DataFrame')."""
+    frame = table[["age", "charge"]].copy()
+    doubled = pd.concat([frame, frame[["age"]]], axis=1)
+    with pytest.raises(ConfigError, match="2 columns named 'age'"):
+        tclose.anonymize(doubled, ["age"], ["charge"], t=0.3)
+    numbered = frame.set_axis([0, 1], axis=1)
+    with pytest.raises(ConfigError, match=r"column labels must be strings.*0 \(int\)"):
+        tclose.anonymize(numbered, [0], [1], t=0.3)
