@@ -83,6 +83,19 @@ def refuse_foreign_file(path: str | None, key: str) -> None:
         )
 
 
+def refuse_report_on_target(path: str | None, key: str, target_file: Path | None) -> None:
+    """:class:`ConfigError` (exit 2) if the report ``path`` names ``target_file`` (a file
+    target, e.g. a Parquet file), however spelled: the report, written after publishing, would
+    replace the release."""
+    if not path or target_file is None:
+        return
+    if Path(path).resolve() == target_file.resolve():
+        raise ConfigError(
+            f"==> At report ==> At key: {key}\nThe report path {path} is the target file "
+            f"{target_file}; the report would replace the release. Choose another report path."
+        )
+
+
 def _is_report(file: Path, head: bytes, key: str) -> bool:
     if key == "html":
         text = head.decode("utf-8", "replace").lower()

@@ -26,13 +26,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
 from .connector import capability
 from .errors import ConfigError, DataError
-from .guards import refuse_foreign_file, refuse_same_table
+from .guards import refuse_foreign_file, refuse_report_on_target, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
 from .options import validate_options
@@ -213,6 +214,10 @@ def build_plan(
     refuse_same_table(source_db, source, target_db, target, audit)
     refuse_foreign_file(report_path or config.report_json, "json")
     refuse_foreign_file(config.report_html, "html")
+    target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)
+    target_file = target_file if isinstance(target_file, Path) else None
+    refuse_report_on_target(report_path or config.report_json, "json", target_file)
+    refuse_report_on_target(config.report_html, "html", target_file)
     source_table = source_db.table(source)
     config, key = _resolve_columns(config, source_db, source_table, source)
     if target_db.exists(target) and config.target.if_exists == "fail" and not dry_run:

@@ -311,3 +311,23 @@ def test_a_target_path_that_is_a_folder_or_in_no_folder_is_refused_before_the_ru
         "patients.parquet",
         "run.yaml",
     ]
+
+
+def test_a_report_path_that_is_the_target_file_is_refused(duck, tmp_path, monkeypatch, capsys):
+    """A report written over the Parquet file just published would replace the release with
+    JSON (or HTML) after a run that says 'verified': the same file, however spelled, is
+    refused before the run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
+    _write_source(duck, source)
+    config = _write_config(
+        tmp_path, _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    )
+    assert main(["run", str(config), "-q", "--report", "./sub/../anon.parquet"]) == 2
+    assert "is the target file" in capsys.readouterr().err
+    document = _document(f"parquet:///{source}", "patients", "parquet:///anon.parquet", "anon")
+    document["report"] = {"html": str(target)}
+    assert main(["run", str(_write_config(tmp_path, document)), "-q"]) == 2
+    assert "is the target file" in capsys.readouterr().err
+    assert not target.exists()
