@@ -26,6 +26,7 @@ The publishing run's id is kept in the Parquet file's key-value metadata (``tclo
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -181,6 +182,12 @@ class FileDatabase(DuckDBDatabase):
                 dbapi_connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
             except self.engine.dialect.loaded_dbapi.Error as error:
                 self.unreadable = " ".join(str(error).split())
+                return
+            if self.format == "csv":
+                columns = dbapi_connection.execute(f"DESCRIBE {name}").fetchall()
+                self.unreadable = _unsplit(self.path, [c[0] for c in columns])
+                if self.unreadable:
+                    dbapi_connection.execute(f"DROP VIEW {name}")
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
@@ -248,6 +255,27 @@ class FileDatabase(DuckDBDatabase):
         ):
             row = bound.execute(query, {"path": str(self.path)}).first()
         return f"tclose run {row[0]}" if row and row[0] else None
+
+
+def _unsplit(path: Path, columns: list[str]) -> str | None:
+    """Why DuckDB read each line of the CSV file ``path`` as one column ``columns[0]`` (its
+    sniffer does so when the lines do not all have the header's number of fields), or ``None``
+    when the file has several columns or its one column's name holds no delimiter."""
+    if len(columns) != 1:
+        return None
+    header = columns[0]
+    delimiter = max(",;\t|", key=header.count)
+    if delimiter not in header:
+        return None
+    fields = len(next(csv.reader([header], delimiter=delimiter)))
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        for line, row in enumerate(csv.reader(handle, delimiter=delimiter), start=1):
+            if row and len(row) != fields:
+                return (
+                    f"line {line} has {len(row)} fields, the header {fields} (delimiter "
+                    f"{delimiter!r}); every line needs the header's number of fields."
+                )
+    return f"its lines cannot be split into columns at {delimiter!r}."
 
 
 class FileConnector:

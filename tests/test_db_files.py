@@ -331,3 +331,19 @@ def test_a_report_path_that_is_the_target_file_is_refused(duck, tmp_path, monkey
     assert main(["run", str(_write_config(tmp_path, document)), "-q"]) == 2
     assert "is the target file" in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_a_ragged_csv_is_refused_naming_the_file_and_the_line(duck, tmp_path):
+    """A CSV line with more fields than the header makes DuckDB read each line as one column;
+    the error names the file and the first ragged line, not a missing column."""
+    lines = ["id,age,zip,los,charge"]
+    lines += [f"{i},{20 + i % 50},{i % 900},{i % 17},{i / 7}" for i in range(1, 40)]
+    lines[12] += ",extra"
+    source = tmp_path / "patients.csv"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = _document(f"csv:///{source}", "patients", f"parquet:///{tmp_path / 'a.parquet'}", "a")
+    document["attributes"] = {
+        k: v for k, v in document["attributes"].items() if k in lines[0].split(",")
+    }
+    with pytest.raises(DataError, match=r"patients\.csv.*line 13 has 6 fields, the header 5"):
+        run(load_config(_write_config(tmp_path, document)))
