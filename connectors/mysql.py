@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import decimal
 import hashlib
 import importlib.metadata
 import importlib.util
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -171,6 +173,22 @@ def _compile_as_double(element: _AsDouble, compiler: Any, **kw: Any) -> str:
 def _is_float(column_type: sa.types.TypeEngine) -> bool:
     """A single-precision ``FLOAT`` column (MySQL's ``DOUBLE`` and ``REAL`` are not)."""
     return isinstance(column_type, sa.FLOAT)
+
+
+def _non_finite(columns: Sequence[str], rows: Sequence[tuple]) -> tuple[str, int] | None:
+    """The first of ``columns`` whose values in ``rows`` include a NaN or an infinity (a
+    ``float`` or a ``Decimal``, which MySQL and MariaDB cannot store), and how many rows hold
+    one; ``None`` if none does."""
+    for i, column in enumerate(columns):
+        count = sum(
+            1
+            for row in rows
+            if (isinstance(row[i], float) and not math.isfinite(row[i]))
+            or (isinstance(row[i], decimal.Decimal) and not row[i].is_finite())
+        )
+        if count:
+            return column, count
+    return None
 
 
 def _is_temporal(column_type: sa.types.TypeEngine) -> bool:
@@ -458,7 +476,18 @@ class MySQLSession(DriverSession):
                     tuple(_date_text(v) if i in mixed else v for i, v in enumerate(row))
                     for row in rows
                 ]
-        super().insert_rows(table, columns, rows)
+        try:
+            super().insert_rows(table, columns, rows)
+        except DataError:
+            found = _non_finite(columns, rows)
+            if not found:
+                raise
+            column, count = found
+            raise DataError(
+                f"Column {column!r} holds NaN or infinity in {count} row(s) of a batch of "
+                f"{len(rows)}, which MariaDB and MySQL cannot store. Publish into a database "
+                f"that can (PostgreSQL, DuckDB), or drop the column (role: identifier)."
+            ) from None
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         # DROP TABLE would commit the transaction (and with it the unverified staging rows).

@@ -866,7 +866,7 @@ class Session:
                 f"Values of the key {row_key.name!r} of {source.fullname} that differ as read "
                 f"are not distinct under the database's equality (a case-insensitive type or "
                 f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
-                f"values the database tells apart as source.key. Nothing was published."
+                f"values the database tells apart as source.key."
             ) from None
         self.insert_arrays(
             centroids,
@@ -898,8 +898,7 @@ class Session:
                 f"{len(keys)} rows of {source.fullname} were partitioned but the write found "
                 f"{found} by their key {row_key.name!r}: the table changed while tclose was "
                 f"reading it, or values of {row_key.name!r} that differ as read are not distinct "
-                f"under the database's equality (a case-insensitive type, say). Nothing was "
-                f"published."
+                f"under the database's equality (a case-insensitive type, say)."
             )
         self.joined_rows_written(staging)
         self.drop_helpers([centroids, mapping])

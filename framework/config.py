@@ -141,7 +141,8 @@ class Config:
 
 
 #: The drivers a URL may name for a dialect whose connector takes several (``mysql+pymysql``,
-#: ``mysql``): a report's configuration digest does not depend on which one a URL names.
+#: ``mysql``), and the dialect names of one kind of database (``mysql``, ``mariadb``): a
+#: report's configuration digest does not depend on which of them a URL names.
 DRIVER_SPELLINGS = {
     dialect: ("", "+mariadbconnector", "+mysqldb", "+pymysql") for dialect in ("mysql", "mariadb")
 }
@@ -159,7 +160,9 @@ def driver_variants(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             continue
         rest = url[found.end() :]
         spellings = [
-            f"{found['dialect']}{d}{rest}" for d in DRIVER_SPELLINGS[found["dialect"].lower()]
+            f"{dialect}{driver}{rest}"
+            for dialect in DRIVER_SPELLINGS
+            for driver in DRIVER_SPELLINGS[dialect]
         ]
         variants = [
             {**variant, section: {**variant[section], "url": spelled}}

@@ -535,8 +535,8 @@ def test_a_bit_column_is_read_as_its_number(maria, driver):
 @pytest.mark.mysql
 def test_an_auditor_may_name_another_driver_in_the_url(maria, monkeypatch):
     """The configuration digest ties the report to its k and t, not to a driver: the same
-    configuration with ``+mysqldb`` where the run named ``+pymysql`` (or no driver) verifies;
-    another host or table still does not."""
+    configuration with ``+mysqldb`` where the run named ``+pymysql`` (or no driver), or with
+    ``mariadb://`` for ``mysql://``, verifies; another k still does not."""
     for driver in DRIVERS:
         _need(driver)
     source, target = maria.name("patients"), maria.name("anon")
@@ -548,10 +548,12 @@ def test_an_auditor_may_name_another_driver_in_the_url(maria, monkeypatch):
     code, out = _cli("run", str(maria.write_config(document)))
     assert code == 0, out
     for driver in [*DRIVERS, None]:
-        document["source"]["url"] = _url(maria, driver)
-        config = str(maria.write_config(document, "auditor.yaml"))
-        code, out = _cli("verify", config, "--report", str(report))
-        assert code == 0 and "PASS  config_sha256" in out, (driver, out)
+        for dialect in ("mysql", "mariadb"):
+            url = _url(maria, driver)
+            document["source"]["url"] = dialect + url.removeprefix("mysql")
+            config = str(maria.write_config(document, "auditor.yaml"))
+            code, out = _cli("verify", config, "--report", str(report))
+            assert code == 0 and "PASS  config_sha256" in out, (driver, dialect, out)
     document["privacy"]["k"] = 2
     code, out = _cli(
         "verify", str(maria.write_config(document, "other.yaml")), "--report", str(report)

@@ -786,3 +786,22 @@ def test_sqlite_dates_stored_as_text_into_another_database(lite, request, into):
     assert days == expected and len(days) == 32
     times = {str(t) for t in published["at"] if t is not None and t == t}
     assert times == {f"2020-01-01 10:00:0{s}.250000" for s in range(7)}
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    ("sql_type", "special"),
+    [("double precision", "NaN"), ("real", "-Infinity"), ("numeric", "NaN")],
+)
+def test_a_number_mariadb_cannot_store_names_the_column(pg, maria, capsys, sql_type, special):
+    """MariaDB stores no NaN and no infinity: streamed into it, such a pass-through value stops
+    the write (exit 3) naming the column and counting the rows (the drivers said "nan can not
+    be used with MySQL" or "Out of range value for column 'extra' at row 3")."""
+    source, target = pg.name("src"), maria.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, [special, "1.5", "2.5"], sql_type)
+    code, err = _run_into(pg, source, maria, target, capsys)
+    assert code == 3
+    assert "Column 'extra'" in err and "NaN or infinity" in err and "row(s)" in err, err
+    assert maria.tables() == set()
