@@ -100,13 +100,44 @@ class FileSession(DuckDBSession):
         if self.transaction is not None:
             self.transaction.rollback()  # the staging table has served its purpose
 
+    def _parquet_columns(self, table: str) -> list[str]:
+        """The ``SELECT`` list that writes ``table`` to Parquet without changing a value.
+
+        Parquet has no 128-bit integer (DuckDB writes ``HUGEINT`` and ``UHUGEINT`` as
+        ``DOUBLE``, which merges distinct values): they are written as ``DECIMAL(38,0)``, and a
+        value of 39 digits stops the write with DuckDB's error naming the column. Parquet's
+        interval counts milliseconds: an ``INTERVAL`` column holding a finer part stops the
+        write (:class:`DataError` naming the column and counting the rows)."""
+        described = self.connection.exec_driver_sql(f"DESCRIBE SELECT * FROM {table}").fetchall()
+        selected = []
+        for name, kind, *_ in described:
+            column = self.database.quote(name)
+            if kind in ("HUGEINT", "UHUGEINT"):
+                selected.append(f"CAST({column} AS DECIMAL(38,0)) AS {column}")
+                continue
+            if kind == "INTERVAL":
+                finer = self.connection.exec_driver_sql(
+                    f"SELECT count(*) FROM {table} WHERE "
+                    f"datepart('microseconds', {column}) % 1000 <> 0"
+                ).scalar()
+                if finer:
+                    raise DataError(
+                        f"Column {name!r} holds intervals with a part finer than a millisecond "
+                        f"in {finer} row(s), which a Parquet interval (milliseconds) cannot "
+                        f"hold. Publish into a database table, or drop the column (role: "
+                        f"identifier)."
+                    )
+            selected.append(column)
+        return selected
+
     def _copy(self, staging: TableName, temporary: Path, run_id: str) -> None:
         """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
         the file holds every row written and verified."""
         table = self.database.qualified(staging)
         metadata = f", KV_METADATA {{tclose_run: {sql_string(run_id)}}}" if run_id else ""
+        selected = ", ".join(self._parquet_columns(table))
         self.connection.exec_driver_sql(
-            f"COPY (SELECT * FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
+            f"COPY (SELECT {selected} FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
             f"(FORMAT parquet{metadata})"
         )
         expected = self.rows_written

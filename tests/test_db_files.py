@@ -252,7 +252,7 @@ def test_duckdb_native_types_round_trip(duck, duckdb_file, tmp_path):
     connection.execute(
         f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
                 i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
-                170141183460469231731687303715884105727::HUGEINT - i AS amount,
+                12345678901234567890123456789012345678::HUGEINT - i AS amount,
                 [i, i + 1] AS "at", {{'a': i, 'b': 'x' || i}} AS at_tz,
                 (i / 7)::DECIMAL(38, 10) AS huge, (i % 100)::TINYINT AS ratio
             FROM range(1, {N + 1}) t(i)"""
@@ -275,10 +275,10 @@ def test_duckdb_native_types_round_trip(duck, duckdb_file, tmp_path):
         out = {
             r[0]: r[1] for r in database.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
         }
-        if relation == f"'{parquet}'":  # Parquet has no 128-bit integer: DuckDB writes DOUBLE
-            expected["amount"] = "DOUBLE"
+        if relation == f"'{parquet}'":  # Parquet has no 128-bit integer: exact as a decimal
+            expected["amount"] = "DECIMAL(38,0)"
         assert {c: out[c] for c in expected} == expected
-        kept = '"at", at_tz, huge, ratio'
+        kept = 'amount::VARCHAR, "at", at_tz, huge, ratio'
         assert (
             database.execute(f"SELECT {kept} FROM {relation} ORDER BY ALL").fetchall()
             == database.execute(f"SELECT {kept} FROM db.patients ORDER BY ALL").fetchall()
@@ -341,9 +341,70 @@ def test_a_ragged_csv_is_refused_naming_the_file_and_the_line(duck, tmp_path):
     lines[12] += ",extra"
     source = tmp_path / "patients.csv"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    document = _document(f"csv:///{source}", "patients", f"parquet:///{tmp_path / 'a.parquet'}", "a")
+    document = _document(
+        f"csv:///{source}", "patients", f"parquet:///{tmp_path / 'a.parquet'}", "a"
+    )
     document["attributes"] = {
         k: v for k, v in document["attributes"].items() if k in lines[0].split(",")
     }
     with pytest.raises(DataError, match=r"patients\.csv.*line 13 has 6 fields, the header 5"):
         run(load_config(_write_config(tmp_path, document)))
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        ("170141183460469231731687303715884105727::HUGEINT - i", "amount"),
+        ("interval '1 second' * i + interval '1 microsecond'", "finer than a millisecond"),
+    ],
+)
+def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, column, message):
+    """Parquet has no 128-bit integer and counts intervals in milliseconds: DuckDB wrote a
+    ``HUGEINT`` as a ``DOUBLE`` (distinct values merged) and dropped an interval's
+    microseconds, and the run said verified (the staging table was). A ``HUGEINT`` is now
+    written as ``DECIMAL(38,0)``; a value of 39 digits, or an interval finer than a
+    millisecond, stops the publish (exit 3) naming the column, and no file is written."""
+    path = tmp_path / "db.duckdb"
+    url = duckdb_file(path)
+    connection = duck.connect(str(path))
+    connection.execute(
+        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
+                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
+                {column} AS amount FROM range(1, {N + 1}) t(i)"""
+    )
+    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
+    connection.close()
+    parquet = tmp_path / "anon.parquet"
+    document = _document(url, "patients", f"parquet:///{parquet}", "anon")
+    for absent in ("at", "at_tz", "huge", "ratio"):
+        del document["attributes"][absent]
+    with pytest.raises(DataError, match=message):
+        run(load_config(_write_config(tmp_path, document)))
+    assert not parquet.exists()
+
+
+def test_intervals_of_whole_milliseconds_into_parquet_are_exact(duck, duckdb_file, tmp_path):
+    """An interval of months, days and whole milliseconds is what Parquet holds: it is
+    published as it was."""
+    path = tmp_path / "db.duckdb"
+    url = duckdb_file(path)
+    connection = duck.connect(str(path))
+    connection.execute(
+        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
+                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
+                interval '1 month 2 days' + interval '1 millisecond' * (i % 5) AS amount
+            FROM range(1, {N + 1}) t(i)"""
+    )
+    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
+    connection.close()
+    parquet = tmp_path / "anon.parquet"
+    document = _document(url, "patients", f"parquet:///{parquet}", "anon")
+    for absent in ("at", "at_tz", "huge", "ratio"):
+        del document["attributes"][absent]
+    assert run(load_config(_write_config(tmp_path, document))).published
+    database = duck.connect()
+    written = database.execute(f"SELECT amount::VARCHAR FROM '{parquet}' ORDER BY 1").fetchall()
+    database.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
+    source = database.execute("SELECT amount::VARCHAR FROM db.patients ORDER BY 1").fetchall()
+    assert written == source
+    database.close()
