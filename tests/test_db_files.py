@@ -351,6 +351,27 @@ def test_a_ragged_csv_is_refused_naming_the_file_and_the_line(duck, tmp_path):
         run(load_config(_write_config(tmp_path, document)))
 
 
+def _amount_into_parquet(duck, duckdb_file, tmp_path, amount: str) -> tuple[Path, Path, dict]:
+    """A DuckDB file of patients whose pass-through ``amount`` is the SQL expression ``amount``
+    (of ``i``), the Parquet target path, and the run's configuration: ``(file, target,
+    document)``."""
+    path = tmp_path / "db.duckdb"
+    url = duckdb_file(path)
+    connection = duck.connect(str(path))
+    connection.execute(
+        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
+                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
+                {amount} AS amount FROM range(1, {N + 1}) t(i)"""
+    )
+    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
+    connection.close()
+    parquet = tmp_path / "anon.parquet"
+    document = _document(url, "patients", f"parquet:///{parquet}", "anon")
+    for absent in ("at", "at_tz", "huge", "ratio"):
+        del document["attributes"][absent]
+    return path, parquet, document
+
+
 @pytest.mark.parametrize(
     ("column", "message"),
     [
@@ -364,20 +385,7 @@ def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, co
     microseconds, and the run said verified (the staging table was). A ``HUGEINT`` is now
     written as ``DECIMAL(38,0)``; a value of 39 digits, or an interval finer than a
     millisecond, stops the publish (exit 3) naming the column, and no file is written."""
-    path = tmp_path / "db.duckdb"
-    url = duckdb_file(path)
-    connection = duck.connect(str(path))
-    connection.execute(
-        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
-                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
-                {column} AS amount FROM range(1, {N + 1}) t(i)"""
-    )
-    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
-    connection.close()
-    parquet = tmp_path / "anon.parquet"
-    document = _document(url, "patients", f"parquet:///{parquet}", "anon")
-    for absent in ("at", "at_tz", "huge", "ratio"):
-        del document["attributes"][absent]
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, column)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))
     assert not parquet.exists()
@@ -386,21 +394,8 @@ def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, co
 def test_intervals_of_whole_milliseconds_into_parquet_are_exact(duck, duckdb_file, tmp_path):
     """An interval of months, days and whole milliseconds is what Parquet holds: it is
     published as it was."""
-    path = tmp_path / "db.duckdb"
-    url = duckdb_file(path)
-    connection = duck.connect(str(path))
-    connection.execute(
-        f"""CREATE TABLE patients AS SELECT i AS id, 'n' || i AS name, 20 + i % 50 AS age,
-                i % 900 AS zip, i % 17 AS los, (i % 500)::DOUBLE / 7 AS charge,
-                interval '1 month 2 days' + interval '1 millisecond' * (i % 5) AS amount
-            FROM range(1, {N + 1}) t(i)"""
-    )
-    connection.execute("ALTER TABLE patients ADD PRIMARY KEY (id)")
-    connection.close()
-    parquet = tmp_path / "anon.parquet"
-    document = _document(url, "patients", f"parquet:///{parquet}", "anon")
-    for absent in ("at", "at_tz", "huge", "ratio"):
-        del document["attributes"][absent]
+    amount = "interval '1 month 2 days' + interval '1 millisecond' * (i % 5)"
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
     assert run(load_config(_write_config(tmp_path, document))).published
     database = duck.connect()
     written = database.execute(f"SELECT amount::VARCHAR FROM '{parquet}' ORDER BY 1").fetchall()
