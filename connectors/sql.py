@@ -735,7 +735,8 @@ class Session:
         return table
 
     def read_expression(self, column: sa.Column) -> sa.ColumnElement:
-        """What :meth:`read_statement` selects for ``column``: the column itself, or (a dialect
+        """What :meth:`read_statement` selects for ``column`` (the row key too, so that both
+        passes and every driver see a key alike): the column itself, or (a dialect
         whose drivers convert a type differently) an expression that every driver reads alike;
         :meth:`stream` turns its values into the column's Python values."""
         return column
@@ -751,7 +752,7 @@ class Session:
         row_key = self.database.row_key(table, key)
         # Untyped result columns: values come as the driver returns them, without SQLAlchemy's
         # result processing (which would, e.g., turn MySQL doubles into Decimal).
-        selected = [_raw(row_key, KEY_LABEL)] if with_key else []
+        selected = [_raw(self.read_expression(row_key), KEY_LABEL)] if with_key else []
         selected += [_raw(self.read_expression(table.c[c]), c) for c in columns]
         statement = sa.select(*selected).order_by(row_key)
         types = [row_key.type] if with_key else []

@@ -696,3 +696,36 @@ def test_timestamps_do_not_depend_on_the_session_time_zone(maria):
     assert sorted(maria.rows(streamed, instants), key=repr) == sorted(
         maria.rows(source, instants), key=repr
     )
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    ("sql_type", "value"),
+    [
+        ("DATE", "DATE_ADD('2020-01-01', INTERVAL patient_id DAY)"),
+        ("DATETIME(6)", "TIMESTAMPADD(MICROSECOND, patient_id, '2020-01-01 10:00:00')"),
+        ("FLOAT", "patient_id + 0.5"),
+        ("BIT(16)", "patient_id"),
+    ],
+)
+@pytest.mark.parametrize("target_kind", ["maria", "lite"])
+def test_a_source_key_of_a_type_read_alike_through_every_driver(
+    maria, lite, request, sql_type, value, target_kind
+):
+    """``source.key`` of a type that every driver reads through an expression (a date as its
+    text, ``FLOAT`` as ``DOUBLE``, ``BIT`` as an integer): the run publishes every row, joined
+    in the source's database and streamed into another one (a date key was an internal error,
+    exit 4: the key was read by the driver but parsed as the text of the others)."""
+    other = request.getfixturevalue(target_kind)
+    other.execute("SELECT 1")  # a SQLite file must exist: tclose never creates one
+    source = _patients_with(maria, "k", sql_type, value)
+    for driver in DRIVERS:
+        _need(driver)
+        target = other.name(f"anon_{driver[:5]}")
+        document = maria.config(source, target)
+        document["source"].update(url=_url(maria, driver), key="k")
+        document["target"] = {"url": other.url, "table": target}
+        document["attributes"]["patient_id"] = {"role": "identifier"}
+        code, out = _cli("run", str(maria.write_config(document, f"{driver}.yaml")))
+        assert code == 0, (driver, out)
+        assert sorted(other.rows(target, "code")) == sorted(maria.rows(source, "code")), driver
