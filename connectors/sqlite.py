@@ -119,7 +119,7 @@ def _integer64(value: Decimal) -> bool:
 def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.TypeEngine) -> None:
     """:class:`DataError` if SQLite would store some of ``values`` (a batch of column
     ``column``, of ``column_type``) as another value (see :meth:`SQLiteSession.insert_rows`)."""
-    if not isinstance(column_type, sa.Numeric):  # sa.Float is a Numeric too
+    if not isinstance(column_type, (sa.Numeric, sa.Float)):
         return
     nan = sum(1 for v in values if isinstance(v, float) and v != v)
     if nan:
@@ -128,12 +128,14 @@ def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.Ty
             f"stores a NaN as NULL. Publish into another kind of database, or drop the column "
             f"(role: identifier)."
         )
+    if not isinstance(column_type, sa.Numeric):
+        return
     rounded = sum(
         1
         for v in values
         if isinstance(v, Decimal)
         and v.is_finite()
-        and len(v.normalize().as_tuple().digits) > _EXACT_DIGITS
+        and len(v.normalize().as_tuple().digits) > 15
         and not _integer64(v)
     )
     if rounded:
