@@ -262,7 +262,7 @@ class MySQLSession(DriverSession):
             self._driver_values = False
             self.execute("SET time_zone = '+00:00'")
 
-    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+    def read_expression(self, column: sa.ColumnElement) -> sa.ColumnElement:
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
         value (the text protocol of mysqlclient and PyMySQL would give the server's 6
         significant digits: 16777217 stored as 16777216 reads 16777200, 1.2345678 and 1.2345679

@@ -734,7 +734,7 @@ class Session:
             )
         return table
 
-    def read_expression(self, column: sa.Column) -> sa.ColumnElement:
+    def read_expression(self, column: sa.ColumnElement) -> sa.ColumnElement:
         """What :meth:`read_statement` selects for ``column`` (the row key too, so that both
         passes and every driver see a key alike): the column itself, or (a dialect
         whose drivers convert a type differently) an expression that every driver reads alike;
