@@ -128,14 +128,14 @@ def _refuse_changed(values: Sequence[Any], column: str, column_type: sa.types.Ty
             f"stores a NaN as NULL. Publish into another kind of database, or drop the column "
             f"(role: identifier)."
         )
-    if not isinstance(column_type, sa.Numeric):
+    if isinstance(column_type, sa.Float):  # (a Numeric in SQLAlchemy 2.0, not in 2.1)
         return
     rounded = sum(
         1
         for v in values
         if isinstance(v, Decimal)
         and v.is_finite()
-        and len(v.normalize().as_tuple().digits) > 15
+        and len(v.normalize().as_tuple().digits) > _EXACT_DIGITS
         and not _integer64(v)
     )
     if rounded:
