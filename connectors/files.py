@@ -15,12 +15,17 @@ A target's staging table lives in the writing session's in-memory database (Duck
 its temporary directory when memory runs short), where it is verified like any staging table.
 Publishing then writes it with ``COPY ... TO`` into a hidden temporary file next to the target
 (``.<name>.tclose-<run>.tmp``, rows in the shuffled order of ``tclose_row``), checks that the
-file holds every row, flushes it to disk and renames it over the target — atomically: a reader
+file holds every row, with the types and values verified (:meth:`FileSession._check_file`),
+flushes it to disk and renames it over the target — atomically: a reader
 sees the old file or the new one, never a half-written one, and a killed run leaves at most the
 hidden temporary file (never the target). With ``if_exists: fail``, the new file is linked
 under the target's name only if no such file exists (so two runs cannot both create it). Files
 have no run lock: of two runs replacing one file, the last to publish wins, each file whole.
 The publishing run's id is kept in the Parquet file's key-value metadata (``tclose_run``).
+
+The staging table of a Parquet target has the types a Parquet file holds exactly
+(:func:`parquet_type`), so that what is verified, and the content digest the report records, are
+those of the file an auditor will read.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,7 +46,7 @@ from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
 from .duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
-from .sql import TableName, _connection
+from .sql import NativeType, TableName, _connection, type_text
 
 #: The formats a file URL may name, and the DuckDB function that reads each.
 READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_size = -1)"}
@@ -49,6 +55,56 @@ READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_si
 def sql_string(text: str) -> str:
     """``text`` as a SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
+
+
+#: A DuckDB fixed-size array of a plain element type (``INTEGER[3]``, ``DOUBLE[2][4]``).
+_FIXED_ARRAY = re.compile(r"([A-Z][A-Z0-9_ ]*(?:\(\d+,\s*\d+\))?)((?:\[\d+\])+)")
+#: DuckDB types that a Parquet file gives back as another type with the same values, as DuckDB
+#: reads them and as Python sees them (so the content digest is the same): the type read back.
+_READ_BACK_AS = {"BIT": "VARCHAR", "BIGNUM": "VARCHAR", "VARINT": "VARCHAR"}
+_READ_BACK_AS.update({"TIMESTAMP_S": "TIMESTAMP", "TIMESTAMP_MS": "TIMESTAMP"})
+
+
+def parquet_type(
+    column_type: sa.types.TypeEngine, column: str, dialect: sa.engine.Dialect
+) -> sa.types.TypeEngine:
+    """``column_type`` (a staging column's DuckDB type) as a Parquet file holds it exactly.
+
+    - ``HUGEINT`` and ``UHUGEINT`` become ``DECIMAL(38,0)``: Parquet has no 128-bit integer
+      (DuckDB would write a ``DOUBLE``, merging distinct values); a value of 39 digits is refused
+      when written, naming the column.
+    - A fixed-size array (``INTEGER[3]``) becomes a list (``INTEGER[]``), which Parquet gives
+      back: the same values, and the same content digest.
+
+    Raises:
+        DataError: for ``TIME WITH TIME ZONE`` (Parquet keeps such a time in UTC only: the
+            offsets would be lost) and ``UNION`` (Parquet gives it back as a ``STRUCT`` with a
+            tag), naming the column, before any work.
+    """
+    text = column_type.compile(dialect=dialect).upper()
+    if text in ("HUGEINT", "UHUGEINT"):
+        return sa.Numeric(38, 0)
+    fixed = _FIXED_ARRAY.fullmatch(text)
+    if fixed:
+        return NativeType(fixed.group(1) + "[]" * fixed.group(2).count("["))
+    if text in ("TIME WITH TIME ZONE", "TIMETZ") or text.startswith("UNION("):
+        why = (
+            "which a Parquet file holds in UTC only: the time zone offsets would be lost"
+            if not text.startswith("UNION(")
+            else "which a Parquet file holds as a STRUCT with a tag, not as a union"
+        )
+        raise DataError(
+            f"Column {column!r} has type {type_text(column_type)}, {why}. Publish into a "
+            f"database table, cast the column in a view of the source, or drop it (role: "
+            f"identifier). Nothing was done."
+        )
+    return column_type
+
+
+def _read_back_as(kind: str) -> str:
+    """The DuckDB type a Parquet file gives back for a column of type ``kind``, when it holds
+    the same values (:data:`_READ_BACK_AS`; an ``ENUM`` is read back as ``VARCHAR``)."""
+    return "VARCHAR" if kind.startswith("ENUM(") else _READ_BACK_AS.get(kind, kind)
 
 
 class FileSession(DuckDBSession):
@@ -100,21 +156,17 @@ class FileSession(DuckDBSession):
         if self.transaction is not None:
             self.transaction.rollback()  # the staging table has served its purpose
 
-    def _parquet_columns(self, table: str) -> list[str]:
-        """The ``SELECT`` list that writes ``table`` to Parquet without changing a value.
+    def _described(self, relation: str) -> dict[str, str]:
+        """Column name → DuckDB type of ``relation`` (a table, or ``read_parquet(...)``)."""
+        rows = self.connection.exec_driver_sql(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+        return {name: kind for name, kind, *_ in rows}
 
-        Parquet has no 128-bit integer (DuckDB writes ``HUGEINT`` and ``UHUGEINT`` as
-        ``DOUBLE``, which merges distinct values): they are written as ``DECIMAL(38,0)``, and a
-        value of 39 digits stops the write with DuckDB's error naming the column. Parquet's
-        interval counts milliseconds: an ``INTERVAL`` column holding a finer part stops the
-        write (:class:`DataError` naming the column and counting the rows)."""
-        described = self.connection.exec_driver_sql(f"DESCRIBE SELECT * FROM {table}").fetchall()
-        selected = []
-        for name, kind, *_ in described:
+    def _check_intervals(self, table: str) -> None:
+        """:class:`DataError` naming an ``INTERVAL`` column of ``table`` that holds a part
+        finer than a millisecond, and counting the rows: Parquet's interval counts
+        milliseconds (DuckDB would drop the rest)."""
+        for name, kind in self._described(table).items():
             column = self.database.quote(name)
-            if kind in ("HUGEINT", "UHUGEINT"):
-                selected.append(f"CAST({column} AS DECIMAL(38,0)) AS {column}")
-                continue
             if kind == "INTERVAL":
                 finer = self.connection.exec_driver_sql(
                     f"SELECT count(*) FROM {table} WHERE "
@@ -127,30 +179,72 @@ class FileSession(DuckDBSession):
                         f"hold. Publish into a database table, or drop the column (role: "
                         f"identifier)."
                     )
-            selected.append(column)
-        return selected
+
+    def _check_file(self, table: str, written: str) -> None:
+        """:class:`DataError` (nothing is published) unless the Parquet file just written
+        (``written``, a ``read_parquet(...)`` relation) holds exactly the values of the staging
+        table ``table``, the rows that were verified, with types that give them back alike.
+
+        Each column must read back with its staging type (or one of :func:`_read_back_as`), so
+        an auditor's content digest of the file is the report's; and the rows, compared value
+        by value (``EXCEPT ALL``, with the row count already checked equal), must be the same
+        multiset. :func:`parquet_type` chose staging types Parquet holds exactly: this catches
+        what it does not know (a ``HUGEINT`` inside a ``STRUCT``, a list of times with time
+        zones)."""
+        staged, found = self._described(table), self._described(written)
+        changed = [
+            f"{name!r} ({kind} written as {found.get(name, 'nothing')})"
+            for name, kind in staged.items()
+            if _read_back_as(kind) != found.get(name)
+        ]
+        if changed or len(found) != len(staged):
+            raise DataError(
+                f"Parquet would change the type of column(s) {', '.join(changed) or '(extra)'}. "
+                f"Publish into a database table, cast the column in a view of the source, or "
+                f"drop it (role: identifier). Nothing was published."
+            )
+
+        def differing(columns: list[str]) -> int:
+            quoted = [self.database.quote(c) for c in columns]
+            kept = [
+                f"CAST({q} AS {found[c]})" if staged[c] != found[c] else q
+                for q, c in zip(quoted, columns, strict=True)
+            ]
+            return self.connection.exec_driver_sql(
+                f"SELECT count(*) FROM (SELECT {', '.join(kept)} FROM {table} "
+                f"EXCEPT ALL SELECT {', '.join(quoted)} FROM {written})"
+            ).scalar()
+
+        rows = differing(list(staged))
+        if rows:
+            columns = [repr(c) for c in staged if differing([c])]
+            raise DataError(
+                f"Parquet would change the values of column(s) {', '.join(columns) or '(several)'}"
+                f" in {rows} row(s). Publish into a database table, cast the column in a view of "
+                f"the source, or drop it (role: identifier). Nothing was published."
+            )
 
     def _copy(self, staging: TableName, temporary: Path, run_id: str) -> None:
         """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
-        the file holds every row written and verified."""
+        the file holds every row written and verified, unchanged (:meth:`_check_file`)."""
         table = self.database.qualified(staging)
         metadata = f", KV_METADATA {{tclose_run: {sql_string(run_id)}}}" if run_id else ""
-        selected = ", ".join(self._parquet_columns(table))
+        self._check_intervals(table)
         self.connection.exec_driver_sql(
-            f"COPY (SELECT {selected} FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
+            f"COPY (SELECT * FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
             f"(FORMAT parquet{metadata})"
         )
         expected = self.rows_written
         if expected is None:
             expected = self.connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
-        written = self.connection.exec_driver_sql(
-            f"SELECT count(*) FROM read_parquet({sql_string(str(temporary))})"
-        ).scalar()
-        if written != expected:
+        written = f"read_parquet({sql_string(str(temporary))})"
+        count = self.connection.exec_driver_sql(f"SELECT count(*) FROM {written}").scalar()
+        if count != expected:
             raise DataError(
-                f"The file {temporary} holds {written} rows instead of {expected}. "
+                f"The file {temporary} holds {count} rows instead of {expected}. "
                 f"Nothing was published."
             )
+        self._check_file(table, written)
 
 
 def _flush(path: Path) -> None:
@@ -219,6 +313,25 @@ class FileDatabase(DuckDBDatabase):
                 self.unreadable = _unsplit(self.path, [c[0] for c in columns])
                 if self.unreadable:
                     dbapi_connection.execute(f"DROP VIEW {name}")
+
+    def staging_table(
+        self,
+        name: TableName,
+        source: sa.Table,
+        output_columns: Sequence[str],
+        aggregated: Collection[str],
+        rounded: Collection[str] = (),
+        source_dialect: str | None = None,
+    ) -> sa.Table:
+        """As :meth:`DuckDBDatabase.staging_table`, each column with a type a Parquet file
+        holds exactly (:func:`parquet_type`): the staging table holds, the verification reads
+        and the report's content digest hashes the values the file will give back."""
+        table = super().staging_table(
+            name, source, output_columns, aggregated, rounded, source_dialect
+        )
+        for column in list(table.columns)[1:]:
+            column.type = parquet_type(column.type, column.name, self.engine.dialect)
+        return table
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written

@@ -383,8 +383,9 @@ def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, co
     """Parquet has no 128-bit integer and counts intervals in milliseconds: DuckDB wrote a
     ``HUGEINT`` as a ``DOUBLE`` (distinct values merged) and dropped an interval's
     microseconds, and the run said verified (the staging table was). A ``HUGEINT`` is now
-    written as ``DECIMAL(38,0)``; a value of 39 digits, or an interval finer than a
-    millisecond, stops the publish (exit 3) naming the column, and no file is written."""
+    staged and written as ``DECIMAL(38,0)``; a value of 39 digits (when it is written to the
+    staging table), or an interval finer than a millisecond (when the file is written), stops
+    the run (exit 3) naming the column, and no file is written."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, column)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))
@@ -403,3 +404,89 @@ def test_intervals_of_whole_milliseconds_into_parquet_are_exact(duck, duckdb_fil
     source = database.execute("SELECT amount::VARCHAR FROM db.patients ORDER BY 1").fetchall()
     assert written == source
     database.close()
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [
+        "12345678901234567890123456789012345678::HUGEINT - i",
+        "99999999999999999999999999999999999999::UHUGEINT - i::UHUGEINT",
+        "[i, i + 1, i + 2]::INTEGER[3]",
+        "[[i, 1], [2, i]]::BIGINT[2][2]",
+        "CASE WHEN i % 2 = 0 THEN 'odd' ELSE 'even' END::ENUM('even', 'odd')",
+        "'101'::BIT",
+        "(i * 12345678901234567890123)::BIGNUM",
+        "(TIMESTAMP '2021-05-04 03:02:01' + i * INTERVAL 1 SECOND)::TIMESTAMP_S",
+        "(TIMESTAMP '2021-05-04 03:02:01.123' + i * INTERVAL 1 SECOND)::TIMESTAMP_MS",
+        "interval '1 month 2 days' + interval '1 millisecond' * (i % 5)",
+    ],
+)
+def test_an_auditor_verifies_a_parquet_target_whose_types_parquet_changes(
+    duck, duckdb_file, tmp_path, amount
+):
+    """Parquet gives these types back as others (a 128-bit integer as ``DECIMAL(38,0)``, a
+    fixed-size array as a list, ``ENUM``/``BIT``/``BIGNUM`` as ``VARCHAR``, ``TIMESTAMP_S``/
+    ``_MS`` as ``TIMESTAMP``) with the same values: ``tclose verify --report`` on the file must
+    find the report's content digest. The staging table held 128-bit integers and fixed-size
+    arrays, which Python sees as ``int`` and ``tuple`` and the file gives back as ``Decimal``
+    and ``list``: the run said verified, the auditor's check said NOT verified."""
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
+    config, report = _write_config(tmp_path, document), str(tmp_path / "r.json")
+    assert main(["run", str(config), "-q", "--report", report]) == 0
+    assert main(["verify", str(config), "--report", report]) == 0
+    database = duck.connect()
+    written = database.execute(f"SELECT amount::VARCHAR FROM '{parquet}' ORDER BY 1").fetchall()
+    database.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
+    source = database.execute("SELECT amount::VARCHAR FROM db.patients ORDER BY 1").fetchall()
+    assert written == source
+    database.close()
+
+
+@pytest.mark.parametrize(
+    ("amount", "message"),
+    [
+        ("TIMETZ '12:00:00+05:30'", "TIME WITH TIME ZONE, which a Parquet file holds in UTC"),
+        ("union_value(n := i)::UNION(n INTEGER, s VARCHAR)", "holds as a STRUCT with a tag"),
+    ],
+)
+def test_a_type_parquet_cannot_hold_is_refused_before_any_work(
+    duck, duckdb_file, tmp_path, monkeypatch, amount, message
+):
+    """A time with a time zone (Parquet keeps it in UTC: ``12:00:00+05:30`` came back as
+    ``06:30:00+00``) and a union (it came back as a ``STRUCT`` with a tag) are refused when the
+    run is planned, naming the column: nothing is read, nothing is written."""
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
+    import tclose.runner
+
+    def no_read(*_args, **_kwargs):
+        raise AssertionError("the source was read")
+
+    monkeypatch.setattr(tclose.runner, "_read_inputs", no_read)
+    with pytest.raises(DataError, match=f"'amount' has type .*{message}"):
+        run(load_config(_write_config(tmp_path, document)))
+    assert not parquet.exists()
+
+
+@pytest.mark.parametrize(
+    ("amount", "message"),
+    [
+        (
+            "{'a': 12345678901234567890123456789012345678::HUGEINT - i}",
+            r"type of column\(s\) 'amount' \(STRUCT\(a HUGEINT\) written as STRUCT\(a DOUBLE\)\)",
+        ),
+        ("[TIMETZ '12:00:00+05:30']", r"values of column\(s\) 'amount' in 300 row\(s\)"),
+    ],
+)
+def test_a_parquet_file_that_differs_from_the_verified_rows_is_not_published(
+    duck, duckdb_file, tmp_path, amount, message
+):
+    """The file written is read back and compared with the verified staging table: column
+    types, and every row's values. A 128-bit integer inside a ``STRUCT`` (written as a
+    ``DOUBLE``, merging distinct values) and a list of times with time zones (offsets lost)
+    were published with exit 0 and "verified"; now the publish stops, naming the column, and
+    neither the target nor the temporary file is left."""
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
+    with pytest.raises(DataError, match=message):
+        run(load_config(_write_config(tmp_path, document)))
+    assert not parquet.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".anon")]
