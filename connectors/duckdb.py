@@ -142,12 +142,13 @@ def _exact_decimals(
 
     Raises:
         DataError: naming ``column`` and counting the values ``column_type`` cannot hold
-            exactly (DuckDB would round them to its scale, silently).
+            exactly (DuckDB would round them to its scale, silently), or at all (NaN and
+            infinities: a DuckDB decimal has none).
     """
     precision, scale = column_type.precision or 18, column_type.scale or 0
     exact = decimal.Context(prec=1000)
     texts: list[str | None] = []
-    inexact = 0
+    inexact = special = 0
     for value in values:
         if value is None:
             texts.append(None)
@@ -157,7 +158,15 @@ def _exact_decimals(
             rounded = number.quantize(Decimal(1).scaleb(-scale), context=exact)
             if rounded != number or rounded.adjusted() >= precision - scale:
                 inexact += 1
+        else:
+            special += 1
         texts.append(str(number))
+    if special:
+        raise DataError(
+            f"Column {column!r} holds NaN or infinite values in {special} row(s) of a batch of "
+            f"{len(values)}, which DuckDB's DECIMAL({precision},{scale}) cannot hold. Cast the "
+            f"column to a float in a view of the source, or drop it (role: identifier)."
+        )
     if inexact:
         raise DataError(
             f"Column {column!r} holds values that DuckDB's DECIMAL({precision},{scale}) "

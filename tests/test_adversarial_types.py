@@ -520,6 +520,22 @@ def test_a_decimal_duckdb_would_round_is_refused(pg, duckdb_db, capsys):
 
 
 @pytest.mark.postgres
+@pytest.mark.duckdb
+@pytest.mark.parametrize("special", ["NaN", "Infinity", "-Infinity"])
+def test_a_numeric_nan_into_duckdb_is_refused_naming_the_column(pg, duckdb_db, capsys, special):
+    """A DuckDB decimal holds no NaN or infinity (PostgreSQL's ``numeric`` does): the write
+    stops naming the column and counting the rows, not with DuckDB's "Could not convert
+    string" for a cast the user never wrote."""
+    source, target = pg.name("src"), duckdb_db.name("anon")
+    pg.create_patients(source, n=40)
+    _set_values(pg, source, [special, "1.5"], "numeric")
+    code, err = _run_into(pg, source, duckdb_db, target, capsys)
+    assert code == 3
+    assert "Column 'extra' holds NaN or infinite values in 16 row(s)" in err, err
+    assert duckdb_db.tables() == set()
+
+
+@pytest.mark.postgres
 def test_a_nan_sqlite_would_store_as_null_is_refused(pg, lite, capsys):
     """SQLite turns a NaN into NULL, silently: the write stops, naming the column and counting
     the rows."""
