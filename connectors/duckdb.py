@@ -384,16 +384,19 @@ class DuckDBDatabase(SQLDatabase):
         a float type of more than 24 bits (or unknown precision) becomes ``DOUBLE``. A decimal
         without precision (PostgreSQL's ``numeric``, SQLite's ``NUMERIC``) becomes
         ``DECIMAL(38,18)`` (DuckDB's plain ``NUMERIC`` is ``DECIMAL(18,3)``, which rounded
-        ``1.2345`` to ``1.235``); a value it cannot hold exactly is refused when written."""
+        ``1.2345`` to ``1.235``); one of more than 38 digits (MariaDB's ``DECIMAL(65,30)``,
+        PostgreSQL's ``numeric(50,10)``), which DuckDB refused with "DECIMAL type width must be
+        between 1 and 38", becomes ``DECIMAL(38,s)``, keeping its scale ``s`` (at most 38). A
+        value the new type cannot hold exactly is refused when written."""
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             bits = generic.precision
             return sa.Double() if bits is None or bits > 24 else generic
-        if (
-            isinstance(generic, sa.Numeric)
-            and not isinstance(generic, sa.Float)
-            and generic.precision is None
-        ):
-            return sa.Numeric(*WIDEST_DECIMAL)
+        if isinstance(generic, sa.Numeric) and not isinstance(generic, sa.Float):
+            if generic.precision is None:
+                return sa.Numeric(*WIDEST_DECIMAL)
+            widest = WIDEST_DECIMAL[0]
+            if generic.precision > widest:
+                return sa.Numeric(widest, min(generic.scale or 0, widest))
         return generic
 
 

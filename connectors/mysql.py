@@ -567,8 +567,10 @@ class MySQLDatabase(SQLDatabase):
 
     session_class = MySQLSession
     identifier_limit = 64
-    #: A zero or invalid date is read as its text (:func:`tclose.runner._dates_to_check`).
+    #: A zero or invalid date is read as its text (:func:`tclose.runner._values_to_check`).
     invalid_dates_as_text = True
+    #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.runner._values_to_check`).
+    times_as_durations = True
     snapshot_reads = True
     column_names_compared = "without regard to case (any letter, not only A-Z)"
 

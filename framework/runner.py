@@ -397,7 +397,7 @@ class Phases:
                 new_rows,
                 self.database_values,
                 self.set_aside,
-                _dates_to_check(plan),
+                _values_to_check(plan),
             )
             target.fill_streamed(plan.staging_table, chunks)
             source.close()  # the snapshot is no longer needed; release it before publishing
@@ -475,25 +475,49 @@ def _measure_release(
     return measures, release_summary(encoded, aggregated, labels, config.k)
 
 
-def _dates_to_check(plan: RunPlan) -> list[str]:
-    """The pass-through date and date-time columns whose values must be dates: those written
-    into another kind of database from a source that reads a zero or invalid date as its text
-    (``invalid_dates_as_text``: MariaDB/MySQL), which has no equivalent there. (SQLite's dates
-    are text, valid ones included: the target parses them.)"""
-    if not getattr(plan.source_db, "invalid_dates_as_text", False):
-        return []
+def _values_to_check(plan: RunPlan) -> dict[str, str]:
+    """The pass-through columns whose values need a check when written into another kind of
+    database, by kind:
+
+    - ``"date"``: date and date-time columns of a source that reads a zero or invalid date as
+      its text (``invalid_dates_as_text``: MariaDB/MySQL), which has no equivalent there.
+      (SQLite's dates are text, valid ones included: the target parses them.)
+    - ``"time"``: time columns of a source whose driver reads them as durations
+      (``times_as_durations``: a MariaDB/MySQL ``TIME`` spans ±838:59:59). A duration within a
+      day is written as that time of day; SQLite stored its seconds, DuckDB could not cast it.
+    """
     source_dialect = getattr(plan.source_db, "dialect", None)
     if source_dialect == getattr(plan.target_db, "dialect", None):
-        return []
-    found = []
+        return {}
+    kinds = {}
+    if getattr(plan.source_db, "invalid_dates_as_text", False):
+        kinds.update({dt.date: "date", dt.datetime: "date"})
+    if getattr(plan.source_db, "times_as_durations", False):
+        kinds[dt.time] = "time"
+    found = {}
     for column in plan.source_table.columns:
         try:
             python_type = column.type.python_type
         except NotImplementedError:  # a type SQLAlchemy does not know
             continue
-        if python_type in (dt.date, dt.datetime) and column.name in plan.output_columns:
-            found.append(column.name)
+        if python_type in kinds and column.name in plan.output_columns:
+            found[column.name] = kinds[python_type]
     return found
+
+
+def _times_of_day(values: list[Any]) -> tuple[list[Any], int]:
+    """``values`` with each duration (``timedelta``) of at least 0 and less than a day as
+    that time of day (``dt.time``), and the number of durations outside that range."""
+    day = dt.timedelta(days=1)
+    converted, outside = [], 0
+    for value in values:
+        if isinstance(value, dt.timedelta):
+            if dt.timedelta(0) <= value < day:
+                value = (dt.datetime.min + value).time()
+            else:
+                outside += 1
+        converted.append(value)
+    return converted, outside
 
 
 def _transformed_chunks(
@@ -505,30 +529,37 @@ def _transformed_chunks(
     new_rows,
     database_values,
     set_aside: set,
-    dates: Sequence[str] = (),
+    checked: Mapping[str, str] | None = None,
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
-    in ``set_aside`` are skipped. A value of a column of ``dates`` that is not a date (a
-    MariaDB zero date, as text) stops the stream: the rest is read only to count such values,
-    and :class:`DataError` names the columns and counts.
+    in ``set_aside`` are skipped. The columns of ``checked`` (:func:`_values_to_check`) are
+    checked by kind: a ``"date"`` value that is not a date (a MariaDB zero date, as text), or
+    a ``"time"`` duration outside a day (others become times of day), stops the stream: the
+    rest is read only to count such values, and :class:`DataError` names the columns and
+    counts.
     """
     passthrough = [c for c in output_columns if c not in database_values]
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
-    not_dates = dict.fromkeys(c for c in dates if c in slot)
-    invalid = dict.fromkeys(not_dates, 0)
+    checked = {c: kind for c, kind in (checked or {}).items() if c in slot}
+    invalid = dict.fromkeys(checked, 0)
     for rows in source.read_rows(
         source_name, passthrough, key=config.source.key, chunk_size=config.source.chunk_size
     ):
         if set_aside:
             rows = [r for r in rows if r[0] not in set_aside]
-        for column in not_dates:
-            index = slot[column]
-            invalid[column] += sum(isinstance(r[index], str) for r in rows)
+        times = {}
+        for column, kind in checked.items():
+            values = [r[slot[column]] for r in rows]
+            if kind == "date":
+                invalid[column] += sum(isinstance(v, str) for v in values)
+            else:
+                times[column], outside = _times_of_day(values)
+                invalid[column] += outside
         if any(invalid.values()):
             position += len(rows)
             continue
@@ -543,6 +574,8 @@ def _transformed_chunks(
         for column in output_columns:
             if column in database_values:
                 columns.append(database_values[column][position : position + size].tolist())
+            elif column in times:
+                columns.append(times[column])
             else:
                 index = slot[column]
                 columns.append([r[index] for r in rows])
@@ -553,17 +586,32 @@ def _transformed_chunks(
             f"The source table {source_name} changed while it was being read "
             f"({position} rows on the second pass, {len(keys)} on the first)."
         )
-    if any(invalid.values()):
-        found = [f"{column!r} ({count} rows)" for column, count in invalid.items() if count]
-        holds = (
-            f"Column {found[0]} holds" if len(found) == 1 else f"Columns {', '.join(found)} hold"
-        )
-        raise DataError(
-            f"{holds} zero or invalid dates (a zero year, month or day, which MariaDB/MySQL "
-            f"accept under a permissive sql_mode), which no other kind of database stores. Set "
-            f"them to NULL or to valid dates in {source_name}, or drop the columns (role: "
-            f"identifier)."
-        )
+    for kind, what, remedy in (
+        (
+            "date",
+            "zero or invalid dates (a zero year, month or day, which MariaDB/MySQL accept under "
+            "a permissive sql_mode), which no other kind of database stores",
+            "Set them to NULL or to valid dates in {source}",
+        ),
+        (
+            "time",
+            "TIME values outside 00:00:00 to 23:59:59.999999 (a MariaDB/MySQL TIME is a "
+            "duration of up to ±838:59:59), which a time of day in another kind of database "
+            "cannot hold",
+            "Set them to NULL or to times of day in {source}, cast them to text in a view",
+        ),
+    ):
+        found = [f"{c!r} ({n} rows)" for c, n in invalid.items() if n and checked[c] == kind]
+        if found:
+            holds = (
+                f"Column {found[0]} holds"
+                if len(found) == 1
+                else f"Columns {', '.join(found)} hold"
+            )
+            raise DataError(
+                f"{holds} {what}. {remedy.format(source=source_name)}, or drop the columns "
+                f"(role: identifier)."
+            )
 
 
 def verify_published(

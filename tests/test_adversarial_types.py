@@ -10,6 +10,7 @@ with a clear error naming the column and the type, never an internal error (exit
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from decimal import Decimal
@@ -821,3 +822,71 @@ def test_a_number_mariadb_cannot_store_names_the_column(pg, maria, capsys, sql_t
     assert code == 3
     assert "Column 'extra'" in err and "NaN or infinity" in err and "row(s)" in err, err
     assert maria.tables() == set()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("target", ["pg", "lite", "duckdb_db"])
+def test_mariadb_times_into_another_database_stay_times_of_day(request, maria, capsys, target):
+    """A MariaDB ``TIME`` is read as a duration (``timedelta``). Into SQLite its seconds were
+    stored (``10:00:00.5`` became the number ``36000.5``, and verified); into DuckDB (and
+    Parquet) every run stopped with "Unimplemented type for cast (INTERVAL -> TIME)". A time
+    within a day is now written as that time of day."""
+    target_db = request.getfixturevalue(target)
+    if target == "lite":
+        target_db.execute("SELECT 1")  # creates the file
+    source, anon = maria.name("src"), target_db.name("anon")
+    maria.create_patients(source, n=40)
+    _set_values(maria, source, ["10:00:00.5", "00:00:00", "23:59:59.999999"], "TIME(6)")
+    assert _run_into(maria, source, target_db, anon, capsys) == (0, "")
+    published = target_db.rows(anon, "extra")
+    times = sorted(
+        {None if v is None else dt.time.fromisoformat(str(v)) for (v,) in published}, key=repr
+    )
+    assert times == sorted(
+        {None, dt.time(10, 0, 0, 500000), dt.time(0), dt.time(23, 59, 59, 999999)}, key=repr
+    )
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("target", ["pg", "lite", "duckdb_db"])
+@pytest.mark.parametrize("duration", ["24:00:00", "-00:00:00.000001", "838:59:59"])
+def test_a_mariadb_duration_into_another_database_is_refused(
+    request, maria, capsys, target, duration
+):
+    """A MariaDB ``TIME`` outside a day (a duration: up to ±838:59:59) has no time of day in
+    another kind of database: PostgreSQL said "time zone displacement out of range: -35 days
+    1:00:00.999999", SQLite stored seconds. The write stops naming the column and counting
+    the rows; nothing is published."""
+    target_db = request.getfixturevalue(target)
+    if target == "lite":
+        target_db.execute("SELECT 1")
+    source, anon = maria.name("src"), target_db.name("anon")
+    maria.create_patients(source, n=40)
+    _set_values(maria, source, [duration, "10:00:00"], "TIME(6)")
+    code, err = _run_into(maria, source, target_db, anon, capsys)
+    assert code == 3
+    assert "Column 'extra' (16 rows) holds TIME values outside 00:00:00" in err, err
+    assert anon not in target_db.tables()
+
+
+@pytest.mark.mysql
+@pytest.mark.duckdb
+def test_a_mariadb_decimal_wider_than_duckdb_s_is_published_exactly(maria, duckdb_db, capsys):
+    """A ``DECIMAL(65,30)`` (wider than DuckDB's 38 digits) stopped the run with DuckDB's
+    "DECIMAL type width must be between 1 and 38"; it becomes ``DECIMAL(38,30)``: the values
+    that fit arrive exactly, and one with more than 8 integer digits stops the write, naming
+    the column."""
+    source, target = maria.name("src"), duckdb_db.name("anon")
+    maria.create_patients(source, n=40)
+    texts = ["0.123456789012345678901234567891", "-12345678.5", "7"]
+    _set_values(maria, source, texts, "DECIMAL(65,30)")
+    assert _run_into(maria, source, duckdb_db, target, capsys) == (0, "")
+    published = duckdb_db.execute(f"SELECT DISTINCT extra FROM {duckdb_db.quote(target)}")
+    assert {None if v is None else Decimal(v) for (v,) in published} == {
+        *map(Decimal, texts),
+        None,
+    }
+    maria.execute(f"UPDATE {source} SET extra = 123456789.5 WHERE patient_id = 3")
+    code, err = _run_into(maria, source, duckdb_db, duckdb_db.name("anon2"), capsys)
+    assert code == 3
+    assert "Column 'extra'" in err and "DECIMAL(38,30)" in err and "in 1 row(s)" in err, err
