@@ -205,6 +205,42 @@ class DuckDBSession(Session):
         finally:
             self._parsed_values = False
 
+    def refuse_unstreamable(self, name: TableName, columns: Sequence[str]) -> None:
+        """:class:`DataError` naming each date or timestamp column of ``columns`` holding
+        ``infinity`` or ``-infinity``, with its count: DuckDB's Python client reads them as
+        the last and first dates Python holds (``9999-12-31``, ``0001-01-01``), so streamed
+        into another database they would be published as those dates (and verified). The
+        runner calls this before it streams pass-through columns into a target."""
+        table = self.table(name)
+        dialect = self.database.engine.dialect
+        dated = [
+            c
+            for c in columns
+            if table.c[c].type.compile(dialect=dialect).upper().startswith(("DATE", "TIMESTAMP"))
+        ]
+        if not dated:
+            return
+        counts = ", ".join(
+            f"count(*) FILTER (WHERE isinf({self.database.quote(c)}))" for c in dated
+        )
+        with self.database.errors(f"reading {name}"):
+            row = self.connection.exec_driver_sql(
+                f"SELECT {counts} FROM {self.database.qualified(name)}"
+            ).one()
+        found = [f"{c!r} ({n} rows)" for c, n in zip(dated, row, strict=True) if n]
+        if found:
+            holds = (
+                f"Column {found[0]} holds"
+                if len(found) == 1
+                else f"Columns {', '.join(found)} hold"
+            )
+            raise DataError(
+                f"{holds} infinite dates or timestamps ('infinity', '-infinity'), which DuckDB "
+                f"reads into Python as 9999-12-31 and 0001-01-01: they would be published as "
+                f"those dates. Cast the columns to text in a view of the source, or drop them "
+                f"(role: identifier)."
+            )
+
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:

@@ -490,3 +490,31 @@ def test_a_parquet_file_that_differs_from_the_verified_rows_is_not_published(
         run(load_config(_write_config(tmp_path, document)))
     assert not parquet.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".anon")]
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [
+        "CASE WHEN i % 3 = 0 THEN 'infinity'::DATE ELSE DATE '2020-01-01' + i::INTEGER END",
+        "CASE WHEN i % 3 = 0 THEN '-infinity'::TIMESTAMP ELSE TIMESTAMP '2020-01-01' END",
+        "CASE WHEN i % 3 = 0 THEN 'infinity'::TIMESTAMPTZ ELSE TIMESTAMPTZ '2020-01-01 00:00:00+00' END",
+    ],
+)
+def test_infinite_dates_are_refused_when_streamed_and_kept_when_joined(
+    duck, duckdb_file, tmp_path, amount
+):
+    """DuckDB's Python client reads ``infinity`` as 9999-12-31 (``-infinity`` as 0001-01-01):
+    streamed into a Parquet file (or any other database) such dates were published as those
+    dates, and verified. The run now stops before the write, naming the column and counting
+    the rows. Into a table of the same DuckDB file (SQL copies the values) they stay."""
+    path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
+    with pytest.raises(DataError, match=r"Column 'amount' \(100 rows\) holds infinite dates"):
+        run(load_config(_write_config(tmp_path, document)))
+    assert not parquet.exists()
+    document["target"] = {"url": document["source"]["url"], "table": "anon", "if_exists": "fail"}
+    assert run(load_config(_write_config(tmp_path, document))).published
+    database = duck.connect(str(path), read_only=True)
+    infinite = "SELECT count(*) FROM {} WHERE isinf(amount)"
+    assert database.execute(infinite.format("anon")).fetchall() == [(100,)]
+    assert database.execute(infinite.format("patients")).fetchall() == [(100,)]
+    database.close()
