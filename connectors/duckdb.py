@@ -129,6 +129,9 @@ _GENERIC: dict[str, Any] = {
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
+#: DuckDB types whose values Python's ``datetime``/``time`` hold only to the microsecond.
+_NANOSECONDS = ("TIMESTAMP_NS", "TIME_NS")
+
 #: ``(precision, scale)`` of a decimal of another database that has no precision: DuckDB's widest
 #: decimal, with as many digits after the point as before it (a ``bigint`` fits).
 WIDEST_DECIMAL = (38, 18)
@@ -247,14 +250,17 @@ class DuckDBSession(Session):
         """As :meth:`Session.read_statement`, with intervals read as their text (outside
         :meth:`parsed_values`): DuckDB's Python client gives a ``timedelta``, which counts a
         month as 30 days and folds days into hours (``1 year 2 months`` would be ``420 days``,
-        ``24:00:00`` would be ``1 day``)."""
+        ``24:00:00`` would be ``1 day``). So are ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's
+        ``datetime`` and ``time`` drop the nanoseconds: streamed into another DuckDB file or a
+        Parquet file, ``.123456789`` was published as ``.123456``)."""
         statement, types = super().read_statement(name, columns, key, with_key)
         if self._parsed_values:
             return statement, types
         selected = list(statement.selected_columns)
         first = len(selected) - len(types)
         for i, column_type in enumerate(types, start=first):
-            if isinstance(column_type, sa.Interval):
+            nanoseconds = isinstance(column_type, NativeType) and column_type.name in _NANOSECONDS
+            if isinstance(column_type, sa.Interval) or nanoseconds:
                 label = selected[i]
                 selected[i] = sa.cast(label.element, sa.String).label(label.name)
         return statement.with_only_columns(*selected), types

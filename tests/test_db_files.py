@@ -419,6 +419,8 @@ def test_intervals_of_whole_milliseconds_into_parquet_are_exact(duck, duckdb_fil
         "(TIMESTAMP '2021-05-04 03:02:01' + i * INTERVAL 1 SECOND)::TIMESTAMP_S",
         "(TIMESTAMP '2021-05-04 03:02:01.123' + i * INTERVAL 1 SECOND)::TIMESTAMP_MS",
         "interval '1 month 2 days' + interval '1 millisecond' * (i % 5)",
+        "TIMESTAMP_NS '2021-05-04 03:02:01.123456789' + i * INTERVAL 1 SECOND",
+        "TIME_NS '10:00:00.123456789'",
     ],
 )
 def test_an_auditor_verifies_a_parquet_target_whose_types_parquet_changes(
@@ -427,7 +429,8 @@ def test_an_auditor_verifies_a_parquet_target_whose_types_parquet_changes(
     """Parquet gives these types back as others (a 128-bit integer as ``DECIMAL(38,0)``, a
     fixed-size array as a list, ``ENUM``/``BIT``/``BIGNUM`` as ``VARCHAR``, ``TIMESTAMP_S``/
     ``_MS`` as ``TIMESTAMP``) with the same values: ``tclose verify --report`` on the file must
-    find the report's content digest. The staging table held 128-bit integers and fixed-size
+    find the report's content digest, and the file hold the source's values (nanoseconds
+    included: they were read into Python, which holds microseconds, and lost). The staging table held 128-bit integers and fixed-size
     arrays, which Python sees as ``int`` and ``tuple`` and the file gives back as ``Decimal``
     and ``list``: the run said verified, the auditor's check said NOT verified."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
