@@ -399,7 +399,10 @@ class Phases:
                 self.set_aside,
                 _values_to_check(plan),
             )
-            target.fill_streamed(plan.staging_table, chunks)
+            try:
+                target.fill_streamed(plan.staging_table, chunks)
+            finally:
+                chunks.close()  # its cursor on the source, before the source's session ends
             source.close()  # the snapshot is no longer needed; release it before publishing
 
     def verify(self, target: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 from decimal import Decimal
 
@@ -890,3 +891,21 @@ def test_a_mariadb_decimal_wider_than_duckdb_s_is_published_exactly(maria, duckd
     code, err = _run_into(maria, source, duckdb_db, duckdb_db.name("anon2"), capsys)
     assert code == 3
     assert "Column 'extra'" in err and "DECIMAL(38,30)" in err and "in 1 row(s)" in err, err
+
+
+@pytest.mark.postgres
+def test_a_value_the_target_refuses_ends_without_a_stray_traceback(lite, pg, capsys, caplog):
+    """SQLite keeps the text ``abc`` in an ``INTEGER`` column; PostgreSQL refuses it, and the
+    run stops (exit 3) with PostgreSQL's reason. The stream's cursor on the SQLite source was
+    left open until after the source's session had ended, so the error was followed by
+    "Error closing cursor" and a traceback ("Cannot operate on a closed database")."""
+    source, target = lite.name("src"), pg.name("anon")
+    lite.create_patients(source, n=40)
+    _set_values(lite, source, ["abc", "1"], "INTEGER")
+    code, err = _run_into(lite, source, pg, target, capsys)
+    assert code == 3
+    assert 'invalid input syntax for type integer: "abc"' in err, err
+    assert "Traceback" not in err and "Error closing cursor" not in err, err
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [m for m in logged if "closing cursor" in m], logged
+    assert target not in pg.tables()
