@@ -208,12 +208,15 @@ class DuckDBSession(Session):
         finally:
             self._parsed_values = False
 
-    def refuse_unstreamable(self, name: TableName, columns: Sequence[str]) -> None:
+    def refuse_unstreamable(
+        self, name: TableName, columns: Sequence[str], target_dialect: str
+    ) -> None:
         """:class:`DataError` naming each date or timestamp column of ``columns`` holding
         ``infinity`` or ``-infinity``, with its count: DuckDB's Python client reads them as
         the last and first dates Python holds (``9999-12-31``, ``0001-01-01``), so streamed
-        into another database they would be published as those dates (and verified). The
-        runner calls this before it streams pass-through columns into a target."""
+        into any database (``target_dialect``, DuckDB's own included) they would be published
+        as those dates (and verified). The runner calls this before it streams pass-through
+        columns into a target."""
         table = self.table(name)
         dialect = self.database.engine.dialect
         dated = [

@@ -541,6 +541,8 @@ class SQLDatabase:
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
         if getattr(column_type, "unsigned", False) and isinstance(generic, sa.Integer):
             generic = _signed_for_unsigned(column_type)
+        if source_dialect == "sqlite" and isinstance(generic, sa.Integer):
+            generic = sa.BigInteger()  # SQLite stores any integer in 64 bits, whatever declared
         if source_dialect in ("mysql", "mariadb"):
             generic = _mysql_set_text(column_type, generic)
         if isinstance(generic, sa.String) and generic.collation is not None:

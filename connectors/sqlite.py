@@ -97,6 +97,38 @@ class SQLiteSession(DriverSession):
                 )
         return [tuple(str(v) if i in wide else v for i, v in enumerate(r)) for r in rows]
 
+    def refuse_unstreamable(
+        self, name: TableName, columns: Sequence[str], target_dialect: str
+    ) -> None:
+        """:class:`DataError` naming each column of ``columns`` holding values that another
+        kind of database (``target_dialect``) would change: SQLite keeps any value in any
+        column, whatever its declared type (:func:`_stored_otherwise`). A blob in a ``TEXT``
+        column was published as its hex text, a ``BOOLEAN`` 2 as true, a date-time with a time
+        zone offset without the offset. Into another SQLite database values go as they are."""
+        if target_dialect == self.database.dialect:
+            return
+        table = self.table(name)
+        checks = {c: _stored_otherwise(table.c[c]) for c in columns}
+        checks = {c: check for c, check in checks.items() if check is not None}
+        if not checks:
+            return
+        counts = [sa.func.count().filter(condition) for condition, _ in checks.values()]
+        with self.database.errors(f"reading {name}"):
+            row = self.connection.execute(sa.select(*counts).select_from(table)).one()
+        dialect = self.database.engine.dialect
+        found = [
+            f"Column {c!r} (declared {table.c[c].type.compile(dialect=dialect)}) holds "
+            f"{checks[c][1]} in {n} row(s)"
+            for c, n in zip(checks, row, strict=True)
+            if n
+        ]
+        if found:
+            raise DataError(
+                "; ".join(found) + f". SQLite keeps any value in any column; {target_dialect} "
+                f"would convert, drop or refuse these. Clean or cast them in a view of the "
+                f"source, or drop the columns (role: identifier)."
+            )
+
     def end(self) -> None:
         raw = driver_connection(self.connection)
         if raw.in_transaction and not self.published:
@@ -109,6 +141,44 @@ _BINDABLE = (int, float, str, bytes, type(None))
 #: Significant decimal digits that SQLite's NUMERIC affinity keeps (as a 64-bit float).
 _EXACT_DIGITS = 15
 _INT64 = (-(2**63), 2**63 - 1)
+
+
+def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] | None:
+    """The condition on a row under which ``column``'s value is not what its declared type
+    says (``typeof``: SQLite keeps any value in any column), or, for a date-time, carries a
+    time zone offset that a target's timestamp would drop; with what such values are.
+    ``None`` for types not checked (decimals, whose storage classes vary by value, and types
+    SQLAlchemy does not know)."""
+    kind = sa.func.typeof(column)
+    column_type = column.type
+    if isinstance(column_type, sa.Boolean):
+        other = sa.and_(column.is_not(None), sa.or_(kind != "integer", column.not_in([0, 1])))
+        return other, "values other than 0 and 1 (a target would publish 2 as true)"
+    if isinstance(column_type, sa.Integer):
+        return kind.not_in(["integer", "null"]), "values that are not integers"
+    if isinstance(column_type, sa.Float):
+        return kind.not_in(["real", "integer", "null"]), "values that are not numbers"
+    if isinstance(column_type, sa.LargeBinary):
+        return kind.not_in(["blob", "null"]), "values that are not blobs"
+    if isinstance(column_type, sa.DateTime):
+        offset = sa.or_(*(column.op("GLOB")(pattern) for pattern in _OFFSET_PATTERNS))
+        return (
+            sa.or_(kind.not_in(["text", "null"]), sa.and_(kind == "text", offset)),
+            "values that are not text, or date-times with a time zone offset (a timestamp "
+            "would drop it: '2020-01-02 03:04:05+02:00' became 2020-01-02 03:04:05)",
+        )
+    if isinstance(column_type, (sa.Date, sa.Time)):
+        return kind.not_in(["text", "null"]), "values that are not text"
+    if isinstance(column_type, sa.String):
+        return (
+            kind.not_in(["text", "null"]),
+            "values that are not text (a blob would be published as its hex text)",
+        )
+    return None
+
+
+#: ``GLOB`` patterns of a date-time text ending with a time zone offset.
+_OFFSET_PATTERNS = ("*[+-][0-9][0-9]:[0-9][0-9]", "*[+-][0-9][0-9][0-9][0-9]", "*[Zz]")
 
 
 def _integer64(value: Decimal) -> bool:

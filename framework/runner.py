@@ -388,6 +388,10 @@ class Phases:
                     self.database_values,
                 )
                 return
+            refuse_unstreamable = getattr(source, "refuse_unstreamable", None)
+            if callable(refuse_unstreamable):  # optional: values the stream cannot carry
+                passthrough = [c for c in plan.output_columns if c not in self.database_values]
+                refuse_unstreamable(plan.source, passthrough, plan.target_db.dialect)
             chunks = _transformed_chunks(
                 source,
                 config,
@@ -536,8 +540,6 @@ def _transformed_chunks(
 ) -> Iterator[list[tuple]]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
-    A source session may first refuse values its driver cannot give exactly
-    (``refuse_unstreamable(name, columns)``, optional: DuckDB's infinite dates).
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
@@ -548,9 +550,6 @@ def _transformed_chunks(
     counts.
     """
     passthrough = [c for c in output_columns if c not in database_values]
-    refuse_unstreamable = getattr(source, "refuse_unstreamable", None)
-    if callable(refuse_unstreamable):
-        refuse_unstreamable(source_name, passthrough)
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
     checked = {c: kind for c, kind in (checked or {}).items() if c in slot}

@@ -895,17 +895,81 @@ def test_a_mariadb_decimal_wider_than_duckdb_s_is_published_exactly(maria, duckd
 
 @pytest.mark.postgres
 def test_a_value_the_target_refuses_ends_without_a_stray_traceback(lite, pg, capsys, caplog):
-    """SQLite keeps the text ``abc`` in an ``INTEGER`` column; PostgreSQL refuses it, and the
-    run stops (exit 3) with PostgreSQL's reason. The stream's cursor on the SQLite source was
-    left open until after the source's session had ended, so the error was followed by
-    "Error closing cursor" and a traceback ("Cannot operate on a closed database")."""
+    """SQLite keeps ``abcdef`` in a ``VARCHAR(3)`` column; PostgreSQL refuses it, and the run
+    stops (exit 3) with PostgreSQL's reason. The stream's cursor on the SQLite source was left
+    open until after the source's session had ended, so the error was followed by "Error
+    closing cursor" and a traceback ("Cannot operate on a closed database")."""
     source, target = lite.name("src"), pg.name("anon")
     lite.create_patients(source, n=40)
-    _set_values(lite, source, ["abc", "1"], "INTEGER")
+    _set_values(lite, source, ["abcdef", "a"], "VARCHAR(3)")
     code, err = _run_into(lite, source, pg, target, capsys)
     assert code == 3
-    assert 'invalid input syntax for type integer: "abc"' in err, err
+    assert "value too long for type character varying(3)" in err, err
     assert "Traceback" not in err and "Error closing cursor" not in err, err
     logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [m for m in logged if "closing cursor" in m], logged
     assert target not in pg.tables()
+
+
+#: SQLite values stored as another type than declared, bound for another kind of database:
+#: ``(declared type, values, what the error says)``.
+SQLITE_STORED_OTHERWISE = [
+    ("TEXT", [b"\x00\xff", "t"], "(declared TEXT) holds values that are not text"),
+    ("BOOLEAN", [2, 1], "(declared BOOLEAN) holds values other than 0 and 1"),
+    ("INTEGER", ["abc", 1], "(declared INTEGER) holds values that are not integers"),
+    ("REAL", ["x", 1.5], "(declared REAL) holds values that are not numbers"),
+    ("BLOB", ["text", b"b"], "(declared BLOB) holds values that are not blobs"),
+    (
+        "DATETIME",
+        ["2020-01-02 03:04:05+02:00", "2020-01-02 03:04:05"],
+        "(declared DATETIME) holds values that are not text, or date-times with a time zone",
+    ),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.mysql
+@pytest.mark.duckdb
+@pytest.mark.parametrize("target", ["pg", "maria", "duckdb_db"])
+@pytest.mark.parametrize(("sql_type", "values", "message"), SQLITE_STORED_OTHERWISE)
+def test_sqlite_values_of_another_type_than_declared_are_refused_into_another_database(
+    request, lite, capsys, target, sql_type, values, message
+):
+    """SQLite keeps any value in any column. Streamed into another kind of database such values
+    were converted or dropped without a word: a blob in a ``TEXT`` column was published as its
+    hex text (PostgreSQL, DuckDB), a ``BOOLEAN`` 2 as true (DuckDB), a date-time's offset was
+    dropped (PostgreSQL, DuckDB); others failed with the target's message. The run now stops
+    before the write, naming the column, what its values are, and the rows; into another SQLite
+    database they go as they are."""
+    target_db = request.getfixturevalue(target)
+    source, anon = lite.name("src"), target_db.name("anon")
+    lite.create_patients(source, n=40)
+    table = lite.quote(source)
+    lite.execute(f"ALTER TABLE {table} ADD COLUMN extra {sql_type}")
+    for i, value in enumerate(values):
+        lite.execute(
+            f"UPDATE {table} SET extra = :v WHERE patient_id % {len(values)} = {i}", {"v": value}
+        )
+    code, err = _run_into(lite, source, target_db, anon, capsys)
+    assert code == 3
+    assert f"Column 'extra' {message}" in err and "in 20 row(s)" in err, err
+    assert anon not in target_db.tables()
+    other = lite.name("copy")
+    assert _run_into(lite, source, lite, other, capsys) == (0, "")
+    assert lite.rows(other, "typeof(extra)", order="1") == lite.rows(
+        source, "typeof(extra)", order="1"
+    )
+
+
+@pytest.mark.postgres
+def test_sqlite_integers_of_64_bits_into_postgresql_are_bigint(lite, pg, capsys):
+    """SQLite stores any integer in 64 bits, whatever the declared type: an ``INTEGER`` (or
+    ``SMALLINT``) column became PostgreSQL's 32-bit ``integer`` and 9223372036854775807 stopped
+    the write ("out of range for type integer"). It is now a ``bigint``."""
+    source, target = lite.name("src"), pg.name("anon")
+    lite.create_patients(source, n=40)
+    _set_values(lite, source, [str(2**63 - 1), str(-(2**63)), "5"], "SMALLINT")
+    assert _run_into(lite, source, pg, target, capsys) == (0, "")
+    assert pg.column_types(target)["extra"] == "BIGINT"
+    published = {v for (v,) in pg.rows(target, "extra")}
+    assert published == {2**63 - 1, -(2**63), 5, None}
