@@ -186,11 +186,13 @@ class FileSession(DuckDBSession):
         table ``table``, the rows that were verified, with types that give them back alike.
 
         Each column must read back with its staging type (or one of :func:`_read_back_as`), so
-        an auditor's content digest of the file is the report's; and the rows, compared value
-        by value (``EXCEPT ALL``, with the row count already checked equal), must be the same
-        multiset. :func:`parquet_type` chose staging types Parquet holds exactly: this catches
-        what it does not know (a ``HUGEINT`` inside a ``STRUCT``, a list of times with time
-        zones)."""
+        an auditor's content digest of the file is the report's. Then the values: the sum of
+        DuckDB's 64-bit ``hash`` of every value, per column and per row (all columns), must be
+        the same on both sides (two scans, ~0.3 s for 1M rows of 18 columns; the row count is
+        already checked equal); when a sum differs, the rows that differ are counted
+        (``EXCEPT ALL``, ~2 s) for the message. :func:`parquet_type` chose staging types
+        Parquet holds exactly: this catches what it does not know (a ``HUGEINT`` inside a
+        ``STRUCT``, a list of times with time zones)."""
         staged, found = self._described(table), self._described(written)
         changed = [
             f"{name!r} ({kind} written as {found.get(name, 'nothing')})"
@@ -203,26 +205,31 @@ class FileSession(DuckDBSession):
                 f"Publish into a database table, cast the column in a view of the source, or "
                 f"drop it (role: identifier). Nothing was published."
             )
+        columns = list(staged)
+        written_values = [self.database.quote(c) for c in columns]
+        staged_values = [
+            f"CAST({q} AS {found[c]})" if staged[c] != found[c] else q
+            for q, c in zip(written_values, columns, strict=True)
+        ]
 
-        def differing(columns: list[str]) -> int:
-            quoted = [self.database.quote(c) for c in columns]
-            kept = [
-                f"CAST({q} AS {found[c]})" if staged[c] != found[c] else q
-                for q, c in zip(quoted, columns, strict=True)
-            ]
-            return self.connection.exec_driver_sql(
-                f"SELECT count(*) FROM (SELECT {', '.join(kept)} FROM {table} "
-                f"EXCEPT ALL SELECT {', '.join(quoted)} FROM {written})"
-            ).scalar()
+        def hash_sums(values: list[str], relation: str) -> tuple:
+            sums = [f"sum(hash({v})::HUGEINT)" for v in [*values, ", ".join(values)]]
+            query = f"SELECT {', '.join(sums)} FROM {relation}"
+            return tuple(self.connection.exec_driver_sql(query).one())
 
-        rows = differing(list(staged))
-        if rows:
-            columns = [repr(c) for c in staged if differing([c])]
-            raise DataError(
-                f"Parquet would change the values of column(s) {', '.join(columns) or '(several)'}"
-                f" in {rows} row(s). Publish into a database table, cast the column in a view of "
-                f"the source, or drop it (role: identifier). Nothing was published."
-            )
+        before, after = hash_sums(staged_values, table), hash_sums(written_values, written)
+        if before == after:
+            return
+        differ = [repr(c) for c, b, a in zip(columns, before, after, strict=False) if b != a]
+        rows = self.connection.exec_driver_sql(
+            f"SELECT count(*) FROM (SELECT {', '.join(staged_values)} FROM {table} "
+            f"EXCEPT ALL SELECT {', '.join(written_values)} FROM {written})"
+        ).scalar()
+        raise DataError(
+            f"Parquet would change the values of column(s) {', '.join(differ) or '(rows mixed)'}"
+            f" in {rows} row(s). Publish into a database table, cast the column in a view of "
+            f"the source, or drop it (role: identifier). Nothing was published."
+        )
 
     def _copy(self, staging: TableName, temporary: Path, run_id: str) -> None:
         """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
