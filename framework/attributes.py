@@ -137,6 +137,18 @@ def exact_numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
 def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     if spec.type in ("date", "datetime"):
         return _instants(values, spec, role).astype(np.float64)
+    kind = getattr(values.dtype, "kind", "O")
+    if kind in "mM":  # pandas would take the nanoseconds for numbers, and publish them
+        what = "dates or times" if kind == "M" else "durations"
+        advice = (
+            "declare its type date or datetime"
+            if kind == "M"
+            else "convert it to a number (e.g. of seconds) first"
+        )
+        raise DataError(
+            f"The {role} column {spec.name!r} is declared numeric but holds {what} (dtype "
+            f"{values.dtype}): {advice}."
+        )
     converted = pd.to_numeric(values, errors="coerce")
     bad = converted.isna().to_numpy()
     if bad.any():

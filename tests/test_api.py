@@ -107,3 +107,30 @@ def test_duplicate_or_non_string_column_labels_are_refused_by_name(table):
     numbered = frame.set_axis([0, 1], axis=1)
     with pytest.raises(ConfigError, match=r"column labels must be strings.*0 \(int\)"):
         tclose.anonymize(numbered, [0], [1], t=0.3)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (lambda n: pd.Timestamp("2020-01-01") + pd.to_timedelta(np.arange(n), unit="D"), "dates"),
+        (lambda n: pd.to_timedelta(np.arange(n), unit="h"), "durations"),
+    ],
+)
+@pytest.mark.parametrize("role", ["quasi_identifiers", "confidential"])
+def test_dates_or_durations_declared_numeric_are_refused(table, values, message, role):
+    """A list of columns means numeric attributes. A ``datetime64`` (or ``timedelta64``) column
+    named there was published as float nanoseconds (``1.58e+15`` for a date in 2020), verified:
+    it is now a DataError naming the column and the type to declare."""
+    frame = table[["age", "zip", "charge"]].copy()
+    frame["when"] = values(len(frame))
+    names = {"quasi_identifiers": ["age", "zip"], "confidential": ["charge"]}
+    names[role] = [*names[role], "when"]
+    with pytest.raises(DataError, match=f"'when' is declared numeric but holds {message}"):
+        tclose.anonymize(frame, names["quasi_identifiers"], names["confidential"], k=5, t=0.5)
+    if message == "dates":
+        declared = {c: "numeric" for c in names[role]} | {"when": "datetime"}
+        names[role] = declared
+        result = tclose.anonymize(
+            frame, names["quasi_identifiers"], names["confidential"], k=5, t=0.5
+        )
+        assert result.data["when"].dtype.kind == "M"
