@@ -108,8 +108,8 @@ class SQLiteSession(DriverSession):
         if target_dialect == self.database.dialect:
             return
         table = self.table(name)
-        checks = {c: _stored_otherwise(table.c[c]) for c in columns}
-        checks = {c: check for c, check in checks.items() if check is not None}
+        found_checks = {c: _stored_otherwise(table.c[c]) for c in columns}
+        checks = {c: check for c, check in found_checks.items() if check is not None}
         if not checks:
             return
         counts = [sa.func.count().filter(condition) for condition, _ in checks.values()]

@@ -12,7 +12,7 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -392,7 +392,7 @@ class Phases:
             if callable(refuse_unstreamable):  # optional: values the stream cannot carry
                 passthrough = [c for c in plan.output_columns if c not in self.database_values]
                 refuse_unstreamable(plan.source, passthrough, plan.target_db.dialect)
-            chunks = _transformed_chunks(
+            chunks: Generator[list[tuple], None, None] = _transformed_chunks(
                 source,
                 config,
                 plan.source,
@@ -496,7 +496,7 @@ def _values_to_check(plan: RunPlan) -> dict[str, str]:
     source_dialect = getattr(plan.source_db, "dialect", None)
     if source_dialect == getattr(plan.target_db, "dialect", None):
         return {}
-    kinds = {}
+    kinds: dict[type, str] = {}
     if getattr(plan.source_db, "invalid_dates_as_text", False):
         kinds.update({dt.date: "date", dt.datetime: "date"})
     if getattr(plan.source_db, "times_as_durations", False):
@@ -537,7 +537,7 @@ def _transformed_chunks(
     database_values,
     set_aside: set,
     checked: Mapping[str, str] | None = None,
-) -> Iterator[list[tuple]]:
+) -> Generator[list[tuple], None, None]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
     ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
 
