@@ -303,6 +303,25 @@ class TransactionalPublish(Protocol):
     publishes_in_transaction: bool
 
 
+class StreamCheck(Protocol):
+    """Optional, on a :class:`Session`: refuse values its reads cannot carry exactly.
+
+    Before it streams the pass-through columns of a source session into a target (the two are
+    not one database), the runner calls ``refuse_unstreamable``; it raises
+    :class:`~tclose.errors.DataError` naming each column that holds values its reads would give
+    changed (DuckDB's infinite dates read as ``9999-12-31``) or that a target of
+    ``target_dialect`` would change (SQLite's values of another type than declared). Fallback:
+    values are streamed as read."""
+
+    def refuse_unstreamable(
+        self, name: TableName, columns: Sequence[str], target_dialect: str
+    ) -> None:
+        """:class:`~tclose.errors.DataError` naming each of ``columns`` of ``name`` that holds
+        values the stream into a database of ``target_dialect`` would change, with its count of
+        rows."""
+        ...
+
+
 def capability(database: Any, name: str, default: Any = False) -> Any:
     """The optional member ``name`` of ``database`` (a capability above), or ``default``."""
     return getattr(database, name, default)
@@ -330,6 +349,7 @@ OPTIONAL = {
     "RunLock": RunLock,
     "TableIdentity": TableIdentity,
     "TransactionalPublish": TransactionalPublish,
+    "StreamCheck": StreamCheck,
 }
 
 
