@@ -293,7 +293,11 @@ class SQLDatabase:
             with unknown_types_unremarked():
                 try:
                     table = sa.Table(
-                        name.name, sa.MetaData(), schema=name.schema, autoload_with=bound
+                        name.name,
+                        sa.MetaData(),
+                        schema=name.schema,
+                        autoload_with=bound,
+                        listeners=[("column_reflect", self._column_reflected)],
                     )
                 except sa.exc.ArgumentError as error:
                     if "non-blank name" not in str(error):
@@ -309,6 +313,14 @@ class SQLDatabase:
                 if column.name in declared:
                     column.type = NativeType(declared[column.name])
             return table
+
+    def reflected_column(self, column: dict[str, Any]) -> None:
+        """Correct, in place, a column as SQLAlchemy reflects it (the ``column`` mapping of its
+        ``column_reflect`` event: ``name``, ``type``, ...) before :meth:`table` builds it. The
+        base changes nothing; a dialect whose reflection misreads a name fixes it here."""
+
+    def _column_reflected(self, _inspector: Any, _table: sa.Table, column: Any) -> None:
+        self.reflected_column(column)
 
     def declared_types(self, connection: Connection, name: TableName) -> dict[str, str]:
         """Column name → its type as the database's catalog declares it (SQL, valid in a new
