@@ -31,7 +31,7 @@ import yaml
 from . import __version__
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
-from .errors import ConfigError, RunInterrupted, TcloseError
+from .errors import ConfigError, PluginFailure, RunInterrupted, TcloseError
 from .interrupts import terminate_as_interrupt
 from .progress import ConsoleHandler, Progress
 from .registry import KINDS, load_registry
@@ -592,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         message = redact_url(str(error))
         if isinstance(error, ConfigError):
             message = _with_location(message, config_path, _config_if_loadable(config_path))
+        if args.verbose and isinstance(error, PluginFailure) and error.__cause__ is not None:
+            print("".join(traceback.format_exception(error.__cause__)), file=sys.stderr, end="")
         print(f"error: {message}", file=sys.stderr)
         if args.command == "run" and not isinstance(error, ConfigError) and not error.published:
             print(

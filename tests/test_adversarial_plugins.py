@@ -1,0 +1,215 @@
+"""Adversarial: an algorithm plugin that misbehaves.
+
+Researchers add algorithms as plugins. Whatever a plugin returns or does, the run never publishes
+a release that is not k-anonymous and t-close, fails with an error that names the plugin, leaves
+the target as it was, and writes no report of a release that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tclose
+import tclose.cli
+import tclose.runner
+from tclose.cli import main
+from tclose.interfaces import Partition
+from tclose.registry import load_registry
+
+
+def _registry(partition):
+    """Built-ins plus algorithm ``rogue``, whose ``partition`` is ``partition(x, distances, k)``."""
+
+    class Rogue:
+        name = "rogue"
+        options_schema: dict = {}
+        requires_t = True
+
+        def partition(self, x, distances, k, t, options):
+            return partition(x, distances, k)
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_algorithms(self, register):
+            register(Rogue())
+
+    return load_registry(extra_plugins=[Plugin()], entry_points=False)
+
+
+def _groups(x, _distances, k):
+    """Honest labels: rows in the order of the first QI, k (the last cluster up to 2k - 1) per
+    cluster."""
+    order = np.argsort(x[:, 0], kind="stable")
+    labels = np.empty(len(x), dtype=np.int64)
+    labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
+    return labels
+
+
+def _honest(x, distances, k):
+    return Partition(_groups(x, distances, k))
+
+
+def _run(sqlite_run, monkeypatch, partition, t=1.0, extra=()):
+    """Exit code of ``tclose run`` with algorithm ``rogue`` (k = 3) into an existing target."""
+    registry = _registry(partition)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    document["privacy"]["t"] = t
+    document["target"]["if_exists"] = "replace"
+    document["report"] = {
+        "json": str(sqlite_run.tmp_path / "r.json"),
+        "html": str(sqlite_run.tmp_path / "r.html"),
+    }
+    return main(["-q", "run", str(sqlite_run.write(document)), *extra])
+
+
+@pytest.fixture
+def published(sqlite_run, monkeypatch, capsys):
+    """A target published by an honest run; returns its rows (the report files removed)."""
+    assert _run(sqlite_run, monkeypatch, _honest) == 0, capsys.readouterr().err
+    for name in ("r.json", "r.html"):
+        (sqlite_run.tmp_path / name).unlink()
+    return sqlite_run.rows("discharges_anon")
+
+
+def _refused(sqlite_run, capsys, before, code, code_expected, verified=False):
+    """The error text, after checking that the run failed as expected and changed nothing (and
+    wrote no report, or, when the verifier refused the rows, a report that says so)."""
+    err = capsys.readouterr().err
+    assert code == code_expected, err
+    assert "algorithm 'rogue'" in err.lower(), err
+    assert "internal error" not in err and "a bug in tclose" not in err
+    assert sqlite_run.tables() == {"discharges", "discharges_anon"}
+    assert sqlite_run.rows("discharges_anon") == before
+    if verified:
+        report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+        assert not report["verification"]["passed"] and not report["run"]["published"]
+    else:
+        assert not (sqlite_run.tmp_path / "r.json").exists()
+        assert not (sqlite_run.tmp_path / "r.html").exists()
+    return err
+
+
+BAD_LABELS = {
+    "short": lambda x, d, k: Partition(_groups(x, d, k)[:-1]),
+    "long": lambda x, d, k: Partition(np.append(_groups(x, d, k), 0)),
+    "two_dimensional": lambda x, d, k: Partition(_groups(x, d, k).reshape(-1, 1)),
+    "none": lambda x, d, k: Partition(None),
+    "all_nan": lambda x, d, k: Partition(np.full(len(x), np.nan)),
+    "some_nan": lambda x, d, k: Partition(
+        np.where(np.arange(len(x)) < k, np.nan, _groups(x, d, k))
+    ),
+    "inf": lambda x, d, k: Partition(np.where(np.arange(len(x)) < 1, np.inf, _groups(x, d, k))),
+    "integral_floats": lambda x, d, k: Partition(_groups(x, d, k).astype(float)),
+    "fractional": lambda x, d, k: Partition(_groups(x, d, k) + np.linspace(0, 0.5, len(x))),
+    "strings": lambda x, d, k: Partition(_groups(x, d, k).astype(str)),
+    "objects": lambda x, d, k: Partition(np.array([object()] * len(x))),
+    "booleans": lambda x, d, k: Partition(np.arange(len(x)) % 2 == 0),
+    "ragged": lambda x, d, k: Partition([[0]] * (len(x) - 1) + [[0, 1]]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LABELS))
+def test_labels_that_are_not_one_integer_per_row_are_refused(
+    sqlite_run, monkeypatch, capsys, published, case
+):
+    """Labels must be integers, one per row. NaN labels were one cluster (all NaN: the whole
+    table, published with exit 0), float, string and boolean labels were clusters, object labels
+    an internal error blaming tclose."""
+    code = _run(sqlite_run, monkeypatch, BAD_LABELS[case])
+    err = _refused(sqlite_run, capsys, published, code, 1)
+    assert "labels" in err
+
+
+def test_clusters_smaller_than_k_fail_verification_naming_the_plugin(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """The verifier rebuilds the classes from the written rows and finds classes of 2 rows;
+    before, its error named no plugin."""
+    code = _run(sqlite_run, monkeypatch, lambda x, d, k: Partition(np.arange(len(x)) // (k - 1)))
+    err = _refused(sqlite_run, capsys, published, code, 1, verified=True)
+    assert "k_anonymity" in err
+
+
+def test_clusters_above_t_fail_verification_naming_the_plugin(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """The verifier rebuilds the classes from the written rows and finds EMD above t; the error
+    names the algorithm whose output it refused."""
+    code = _run(sqlite_run, monkeypatch, _honest, t=0.05)
+    err = _refused(sqlite_run, capsys, published, code, 1, verified=True)
+    assert "t_closeness" in err
+
+
+def test_a_result_that_is_not_a_partition_is_refused(sqlite_run, monkeypatch, capsys, published):
+    """Before: an internal error (exit 4, AttributeError) that blamed tclose."""
+    code = _run(sqlite_run, monkeypatch, _groups)
+    err = _refused(sqlite_run, capsys, published, code, 1)
+    assert "Partition" in err
+
+
+def test_a_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys, published):
+    """Before: "internal error: ZeroDivisionError: division by zero (a bug in tclose ...)"."""
+    code = _run(sqlite_run, monkeypatch, lambda x, d, k: 1 / 0)
+    err = _refused(sqlite_run, capsys, published, code, 4)
+    assert "ZeroDivisionError: division by zero" in err and "-v" in err
+    code = _run(sqlite_run, monkeypatch, lambda x, d, k: 1 / 0, extra=["-v"])
+    assert code == 4
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_plugin_that_changes_its_input_in_place_is_refused(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """``x`` is the framework's own array: the disclosure risk of the report is measured on it.
+    Before, a plugin that zeroed it got its release published (exit 0) with a record-linkage
+    risk 16 times too small in the audit report."""
+
+    def zeroing(x, distances, k):
+        labels = _groups(x, distances, k)
+        x[:, 0] = 0.0
+        return Partition(labels)
+
+    code = _run(sqlite_run, monkeypatch, zeroing)
+    err = _refused(sqlite_run, capsys, published, code, 1)
+    assert "in place" in err
+
+
+def test_info_that_is_not_json_is_refused_before_publishing(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """Before: the release was published, then writing the report failed (exit 4, "a bug in
+    tclose"): a published table without its audit report."""
+
+    def with_object(x, distances, k):
+        return Partition(_groups(x, distances, k), info={"centroids": object()})
+
+    code = _run(sqlite_run, monkeypatch, with_object)
+    err = _refused(sqlite_run, capsys, published, code, 1)
+    assert "info" in err and "JSON" in err
+
+
+GOOD_LABELS = {
+    "negative": lambda x, d, k: Partition(-_groups(x, d, k) - 5),
+    "sparse_uint64": lambda x, d, k: Partition(
+        _groups(x, d, k).astype(np.uint64) * np.uint64(2**40) + np.uint64(2**63)
+    ),
+    "list": lambda x, d, k: Partition(list(_groups(x, d, k))),
+    "int8": lambda x, d, k: Partition((_groups(x, d, k) % 100).astype(np.int8)),
+    "numpy_info": lambda x, d, k: Partition(_groups(x, d, k), info={"n": np.int64(3)}),
+}
+
+
+@pytest.mark.parametrize("case", list(GOOD_LABELS))
+def test_any_integers_are_labels(sqlite_run, monkeypatch, capsys, case):
+    """Labels need not be dense, positive or int64 (the runner renumbers them): published,
+    with the clusters the labels say."""
+    assert _run(sqlite_run, monkeypatch, GOOD_LABELS[case]) == 0, capsys.readouterr().err
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["clusters"]["min"] >= 3 and report["privacy"]["k_achieved"] >= 3
+    expected = len(np.unique(np.asarray(GOOD_LABELS[case](np.zeros((400, 1)), [], 3).labels)))
+    assert report["clusters"]["count"] == expected
