@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
 import sqlalchemy as sa
 
+import tclose.compare
+import tclose.runner
 from tclose.cli import main
 
 NASTY = [
@@ -163,3 +167,120 @@ def test_a_column_with_a_line_break_into_mariadb_is_refused_before_any_work(pg, 
     assert maria.tables() == set()
     document["attributes"]["x\ny"] = {"role": "identifier"}
     assert main(["-q", "run", str(pg.write_config(document))]) == 0
+
+
+# --- the HTML report -------------------------------------------------------------------------
+
+MARKUP = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(2)>",
+    '"><svg onload=alert(3)>',
+    "' onmouseover='alert(4)",
+    "</svg><script>alert(5)</script>",
+    "]]><script>alert(6)</script>",
+    "</title></textarea><iframe src=javascript:alert(7)>",
+    "&lt;script&gt;alert(8)&lt;/script&gt;",
+]
+
+#: Every element the report's own markup uses.
+_OWN_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "small", "div",
+    "p", "span", "table", "tr", "th", "td", "ul", "li", "pre", "svg", "rect", "line", "text",
+    "circle",
+}  # fmt: skip
+
+
+class _Markup(HTMLParser):
+    """The elements, attributes and text of a page, as a browser's tokenizer sees them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def unknown_decl(self, data):  # <![CDATA[ ... ]]>
+        self.tags.append(("<![" + data, {}))
+
+
+def _assert_inert(page: str, shown: list[str]) -> None:
+    """No element or attribute of ``page`` comes from the data, and every string of ``shown``
+    appears as text."""
+    parser = _Markup()
+    parser.feed(page)
+    parser.close()
+    for tag, attributes in parser.tags:
+        assert tag in _OWN_TAGS, tag
+        for name, value in attributes.items():
+            assert not name.startswith("on") and name not in ("src", "href"), (tag, name)
+            assert "javascript:" not in (value or "").lower(), (tag, name, value)
+    text = "".join(parser.text)
+    for string in shown:
+        assert string in text, string
+
+
+def test_the_html_report_shows_markup_in_names_and_values_as_text(lite, monkeypatch, capsys):
+    """Markup in the source table's name, column names, category labels of a nominal
+    quasi-identifier and of a nominal confidential attribute, and the algorithm's name: the
+    auditor's browser shows it as text."""
+    from tests.test_adversarial_plugins import _honest, _registry
+
+    source, target = lite.name(MARKUP[0]), lite.name(MARKUP[1])
+    numeric, nominal, secret = MARKUP[2], MARKUP[3], MARKUP[4]
+    rows = [
+        {
+            "id": i,
+            numeric: i % 13,
+            nominal: MARKUP[5 + i % 3],
+            secret: MARKUP[i % 3],
+        }
+        for i in range(60)
+    ]
+    lite.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column(numeric, sa.Integer),
+            sa.Column(nominal, sa.Text),
+            sa.Column(secret, sa.Text),
+        ],
+        rows,
+    )
+    registry = _registry(lambda x, d, k: _honest(x, d, k))
+    algorithm = registry.algorithms.pop("rogue")
+    algorithm.obj.name = "<script>alert('plugin')</script>"
+    registry.algorithms[algorithm.obj.name] = algorithm
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    html = lite.tmp_path / "r.html"
+    document = {
+        "source": {"url": lite.url, "table": source, "key": "id"},
+        "target": {"table": target},
+        "attributes": {
+            numeric: {"role": "quasi_identifier", "type": "numeric"},
+            nominal: {"role": "quasi_identifier", "type": "nominal"},
+            secret: {"role": "confidential", "type": "nominal"},
+        },
+        "privacy": {"k": 3, "t": 1.0},
+        "algorithm": {"name": algorithm.obj.name, "options": {}},
+        "output": {"seed": 7},
+        "report": {"json": str(lite.tmp_path / "r.json"), "html": str(html)},
+    }
+    assert main(["-q", "run", str(lite.write_config(document))]) == 0, capsys.readouterr().err
+    page = html.read_text(encoding="utf-8")
+    _assert_inert(page, [source, target, numeric, nominal, secret, *MARKUP[5:8]])
+    assert "alert('plugin')" in page.replace("&#x27;", "'")
+    # tclose compare: the algorithm's name is a point's label, the table's in the title
+    monkeypatch.setattr(tclose.compare, "load_registry", lambda: registry)
+    config, out = str(lite.write_config(document)), str(lite.tmp_path / "map.html")
+    arguments = ["-q", "compare", config, "--algorithms", algorithm.obj.name, "--html", out]
+    assert main(arguments) == 0, capsys.readouterr().err
+    page = (lite.tmp_path / "map.html").read_text(encoding="utf-8")
+    _assert_inert(page, [source, algorithm.obj.name])
