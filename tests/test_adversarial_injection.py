@@ -284,3 +284,44 @@ def test_the_html_report_shows_markup_in_names_and_values_as_text(lite, monkeypa
     assert main(arguments) == 0, capsys.readouterr().err
     page = (lite.tmp_path / "map.html").read_text(encoding="utf-8")
     _assert_inert(page, [source, algorithm.obj.name])
+
+
+# --- the terminal ----------------------------------------------------------------------------
+
+#: Set the window title, clear the screen, turn the text red; C1 CSI; a right-to-left override.
+TERMINAL = "\x1b]0;owned\x07\x1b[2J\x1b[31m\x9b1m\u202e"
+
+
+def test_control_characters_in_names_are_not_sent_to_the_terminal(lite, capsys):
+    """A table or column name from the data with ANSI escape sequences was printed raw by
+    ``tclose run`` (progress lines, the published summary), ``tclose verify`` and in error
+    messages (the table's name, the YAML path of a column): the name could clear the auditor's
+    screen, recolour or hide the lines after it, or set the window title. Every control
+    character but tab and line feed, and the bidirectional overrides, are printed as Python
+    escapes (``\\x1b``)."""
+    source, target = lite.name("s" + TERMINAL), lite.name("t" + TERMINAL)
+    lite.create_patients(source, n=40)
+    with lite.engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"ALTER TABLE {lite.quote(source)} ADD COLUMN {lite.quote('w' + TERMINAL)} INT"
+        )
+    document = lite.config(source, target)
+    document["attributes"]["w" + TERMINAL] = {"role": "other"}
+    path = str(lite.write_config(document))
+    outputs = []
+    for arguments, code in ((["run", path], 0), (["verify", path], 0), (["run", path], 3)):
+        assert main(arguments) == code
+        outputs.append(capsys.readouterr())
+    document["attributes"]["q" + TERMINAL] = {"role": "other"}
+    assert main(["run", str(lite.write_config(document))]) == 3  # no such column
+    outputs.append(capsys.readouterr())
+    shown = repr(TERMINAL)[1:-1]
+    assert shown == "\\x1b]0;owned\\x07\\x1b[2J\\x1b[31m\\x9b1m\\u202e"
+    for output in outputs:
+        for text in (output.out, output.err):
+            assert not set(text) & {"\x1b", "\x07", "\x9b", "\u202e"}, text
+    assert f"published: table {lite.name('t')}{shown}: 40 rows" in outputs[0].out
+    assert f"reading {lite.name('s')}{shown}" in outputs[0].err
+    assert f"table {lite.name('t')}{shown}: 40 rows" in outputs[1].out
+    assert f"The target table {lite.name('t')}{shown} already exists" in outputs[2].err
+    assert f"(attributes.q{shown})" in outputs[3].err
