@@ -325,3 +325,44 @@ def test_control_characters_in_names_are_not_sent_to_the_terminal(lite, capsys):
     assert f"table {lite.name('t')}{shown}: 40 rows" in outputs[1].out
     assert f"The target table {lite.name('t')}{shown} already exists" in outputs[2].err
     assert f"(attributes.q{shown})" in outputs[3].err
+
+
+@pytest.mark.parametrize("nasty", ['s"q', "s%s", "s:x", "s'; --", "s\nt"])
+def test_nasty_schema_names(db, nasty, capsys):
+    """Source and target in a schema whose name holds a quote, ``%``, bind syntax or a line
+    break (PostgreSQL and DuckDB schemas)."""
+    if db.dialect not in ("postgresql", "duckdb"):
+        pytest.skip("a schema here is an attached database (SQLite) or a database (MariaDB)")
+    schema = f"{db.prefix}{nasty}"
+    with db.engine.begin() as connection:
+        connection.execute(sa.schema.CreateSchema(schema))
+    db.schemas.append(schema)
+    try:
+        source, target = db.name("src"), db.name("anon")
+        db.create(
+            source,
+            [
+                sa.Column("patient_id", sa.Integer, primary_key=True, autoincrement=False),
+                sa.Column("age", sa.Integer),
+                sa.Column("charge", sa.Double),
+            ],
+            [{"patient_id": i, "age": i % 17, "charge": float(i % 5)} for i in range(40)],
+            schema=schema,
+        )
+        document = db.config(f"{schema}.{source}", f"{schema}.{target}")
+        document["attributes"] = {
+            "age": {"role": "quasi_identifier", "type": "numeric"},
+            "charge": {"role": "confidential", "type": "numeric"},
+        }
+        document["target"]["if_exists"] = "replace"
+        path = str(db.write_config(document))
+        for _ in range(2):
+            assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+        assert main(["-q", "verify", path]) == 0, capsys.readouterr().err
+        tables = sa.inspect(db.engine).get_table_names(schema=schema)
+        assert sorted(tables) == sorted([source, target])
+        assert len(db.rows(target, schema=schema)) == 40
+    finally:
+        with db.engine.begin() as connection:
+            connection.execute(sa.schema.DropSchema(schema, cascade=True))
+        db.schemas.remove(schema)
