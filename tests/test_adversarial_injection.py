@@ -366,3 +366,44 @@ def test_nasty_schema_names(db, nasty, capsys):
         with db.engine.begin() as connection:
             connection.execute(sa.schema.DropSchema(schema, cascade=True))
         db.schemas.remove(schema)
+
+
+@pytest.mark.duckdb
+def test_nasty_names_in_a_csv_header_and_file_names(duck, tmp_path, capsys):
+    """A CSV file from elsewhere: its header names the columns, its file name the table. Quotes
+    in the file names, quotes, ``%``, bind syntax and statement breaks in the header: published
+    exactly into a Parquet file."""
+    import yaml
+
+    folder = tmp_path / 'it\'s "here"'
+    folder.mkdir()
+    source, target = folder / "src'x.csv", folder / 'anon"y.parquet'
+    qi, conf, other = 'q"; DROP TABLE x; --', "c'%s", "o:name`"
+    lines = ["id," + ",".join('"' + n.replace('"', '""') + '"' for n in (qi, conf, other))]
+    lines += [f"{i},{i % 11},{i % 5}.5,{i % 2}" for i in range(40)]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    document = {
+        "source": {"url": f"csv:///{source}", "table": "src'x", "key": "id"},
+        "target": {"url": f"parquet:///{target}", "table": 'anon"y'},
+        "attributes": {
+            qi: {"role": "quasi_identifier", "type": "numeric"},
+            conf: {"role": "confidential", "type": "numeric"},
+            other: {"role": "other"},
+        },
+        "privacy": {"k": 3, "t": 0.5},
+        "algorithm": {"name": "t-first", "options": {}},
+        "output": {"seed": 7},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    assert main(["-q", "run", str(path)]) == 0, capsys.readouterr().err
+    assert main(["-q", "verify", str(path)]) == 0, capsys.readouterr().err
+    connection = duck.connect()
+    relation = "read_parquet(" + "'" + str(target).replace("'", "''") + "')"
+    names = [r[0] for r in connection.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+    assert set(names) == {"tclose_row", qi, conf, other}
+    quoted = '"' + conf.replace('"', '""') + '"'
+    rows = connection.execute(f"SELECT {quoted} FROM {relation}").fetchall()
+    published = sorted(v for (v,) in rows)
+    assert published == sorted(i % 5 + 0.5 for i in range(40))
+    assert sorted(p.name for p in folder.iterdir()) == sorted([source.name, target.name])
