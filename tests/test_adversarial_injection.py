@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 import tclose.compare
 import tclose.runner
@@ -407,3 +408,74 @@ def test_nasty_names_in_a_csv_header_and_file_names(duck, tmp_path, capsys):
     published = sorted(v for (v,) in rows)
     assert published == sorted(i % 5 + 0.5 for i in range(40))
     assert sorted(p.name for p in folder.iterdir()) == sorted([source.name, target.name])
+
+
+# --- tclose init: the YAML skeleton ------------------------------------------------------------
+
+_SKELETON_KEYS = ["source", "target", "attributes", "privacy", "algorithm", "report"]
+_YAML_BREAKERS = [
+    "a\nb",
+    "a\rb",
+    "a\u2028b",
+    "a\x85b",
+    "x\n  output: {keep_key: true}\n#",
+    "é\x1b[2J",
+    "x: y",
+    "#c",
+    "&a",
+    "? q",
+    "- d",
+    "{e",
+    "null",
+    "<<",
+    "'\"",
+]
+
+
+def _skeleton(url: str, table: str, tmp_path, capsys) -> dict:
+    """The document ``tclose init`` writes for ``table``, parsed as ``tclose run`` parses it."""
+    from tclose.config import _UniqueKeyLoader
+
+    output = tmp_path / "init.yaml"
+    assert main(["-q", "init", url, table, "-o", str(output)]) == 0, capsys.readouterr().err
+    return yaml.load(output.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
+
+
+def test_init_keeps_column_names_from_the_data_in_their_keys(lite, tmp_path, capsys):
+    """Column names with line breaks (a YAML line break is also CR, NEL, LS or PS) became
+    complex keys (``? 'a ...'``) that broke the skeleton's lines: each column is one key of
+    ``attributes``, spelled exactly, and adds nothing else."""
+    table = lite.name("src")
+    columns = [f"c{i} {name}" for i, name in enumerate(_YAML_BREAKERS)]
+    lite.create(
+        table,
+        [sa.Column("id", sa.Integer, primary_key=True, autoincrement=False)]
+        + [sa.Column(c, sa.Integer) for c in columns],
+        [],
+    )
+    document = _skeleton(lite.url, table, tmp_path, capsys)
+    assert list(document) == _SKELETON_KEYS
+    assert list(document["attributes"]) == ["id", *columns]
+    assert document["source"]["key"] == "id"
+    assert all(spec["role"] in ("identifier", "other") for spec in document["attributes"].values())
+
+
+@pytest.mark.duckdb
+def test_init_keeps_type_names_from_the_data_in_their_comments(duckdb_file, tmp_path, capsys):
+    """A column's type is its comment in the skeleton, and a type can hold data: the field
+    names of a DuckDB (or Parquet) STRUCT. A field name ``x<LF>output: {keep_key: true}<LF>#``
+    wrote the line ``output: {keep_key: true}`` into the skeleton, which then published the
+    row key once the user had given the columns their roles."""
+    import duckdb
+
+    url = duckdb_file(tmp_path / "s.duckdb")
+    connection = duckdb.connect(str(tmp_path / "s.duckdb"))
+    fields = ", ".join('"' + name.replace('"', '""') + '" INTEGER' for name in _YAML_BREAKERS)
+    connection.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, s STRUCT({fields}))")
+    connection.close()
+    document = _skeleton(url, "t", tmp_path, capsys)
+    assert list(document) == _SKELETON_KEYS
+    assert list(document["attributes"]) == ["id", "s"]
+    text = (tmp_path / "init.yaml").read_text(encoding="utf-8")
+    (line,) = [line for line in text.splitlines() if line.startswith("  s:")]
+    assert "STRUCT(" in line and "keep_key" in line  # the whole type, on its line
