@@ -213,3 +213,48 @@ def test_any_integers_are_labels(sqlite_run, monkeypatch, capsys, case):
     assert report["clusters"]["min"] >= 3 and report["privacy"]["k_achieved"] >= 3
     expected = len(np.unique(np.asarray(GOOD_LABELS[case](np.zeros((400, 1)), [], 3).labels)))
     assert report["clusters"]["count"] == expected
+
+
+@pytest.mark.parametrize("case", ["all_nan", "strings", "short"])
+def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
+    """In a blocked run the framework renumbers each block's labels before the runner sees
+    them: NaN, string or too few labels from the wrapped plugin were renumbered into clusters
+    (a too-short array: a block with rows of no cluster)."""
+    from tclose.block_service import blocked
+    from tclose.errors import VerificationError
+
+    class Rogue:
+        name = "rogue"
+        options_schema: dict = {}
+        requires_t = False
+
+        def partition(self, x, distances, k, t, options):
+            return BAD_LABELS[case](x, distances, k)
+
+    x = np.arange(40, dtype=float).reshape(-1, 1)
+    with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*Rogue\) returned"):
+        blocked(Rogue()).partition_block(x, [], 3, None, {})
+
+
+def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """Honest labels and centroids, but one written row changed between the write and the
+    verification: the verifier trusts neither the algorithm's clusters nor the values the
+    runner meant to write; it rebuilds the classes from the rows it reads back."""
+    verify = tclose.runner.Phases.verify
+
+    def tampered(self, target):  # in the run's own transaction: the staging table is its own
+        target.connection.exec_driver_sql(
+            f'UPDATE "{self.plan.staging.name}" SET zip = zip + 0.5 WHERE tclose_row = 1'
+        )
+        return verify(self, target)
+
+    monkeypatch.setattr(tclose.runner.Phases, "verify", tampered)
+    code = _run(sqlite_run, monkeypatch, _honest)
+    err = _refused(sqlite_run, capsys, published, code, 1, verified=True)
+    assert "k_anonymity" in err
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["clusters"]["min"] >= 3  # the algorithm's clusters were fine
+    (check,) = [c for c in report["verification"]["checks"] if c["name"] == "k_anonymity"]
+    assert check["actual"] == 1
