@@ -45,7 +45,8 @@ def cluster_rows(
         DataError: fewer rows than ``k``.
         VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
             has been written.
-        PluginFailure: the algorithm raised an exception that is not a :class:`TcloseError`.
+        PluginFailure: the algorithm raised an exception that is not a :class:`TcloseError`
+            (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
     """
     n = x.shape[0]
     if n < k:
@@ -66,7 +67,7 @@ def cluster_rows(
             partition = algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
         except (TcloseError, MemoryError):  # a clear error, or no bug at all
             raise
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # sys.exit(0) would end tclose with 0
             raise PluginFailure(
                 f"{_named(algorithm)} failed: {type(error).__name__}: {error} (a bug in the "
                 f"plugin; run with -v for the traceback)."

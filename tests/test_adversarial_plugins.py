@@ -258,3 +258,18 @@ def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
     assert report["clusters"]["min"] >= 3  # the algorithm's clusters were fine
     (check,) = [c for c in report["verification"]["checks"] if c["name"] == "k_anonymity"]
     assert check["actual"] == 1
+
+
+@pytest.mark.parametrize("status", [0, 1, None])
+def test_a_plugin_that_calls_sys_exit_does_not_end_the_run(
+    sqlite_run, monkeypatch, capsys, published, status
+):
+    """``sys.exit(0)`` in a plugin (a researcher's script left in) ended ``tclose run`` with
+    exit status 0, "published and verified", with nothing published and no report."""
+
+    def exiting(x, distances, k):
+        raise SystemExit(status)
+
+    code = _run(sqlite_run, monkeypatch, exiting)
+    err = _refused(sqlite_run, capsys, published, code, 4)
+    assert "SystemExit" in err
