@@ -4,7 +4,8 @@ runner and the in-memory API."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,8 +46,8 @@ def cluster_rows(
         DataError: fewer rows than ``k``.
         VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
             has been written.
-        PluginFailure: the algorithm raised an exception that is not a :class:`TcloseError`
-            (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
+        PluginFailure: the algorithm or a distance raised an exception that is not a
+            :class:`TcloseError` (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
     """
     n = x.shape[0]
     if n < k:
@@ -60,18 +61,12 @@ def cluster_rows(
     with compile_notice():
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
-            model = distance.fit(values, {**options, **distance_options.get(column, {})})
+            with _plugin_call(distance, "Distance"):
+                model = distance.fit(values, {**options, **distance_options.get(column, {})})
             model.column = column
             fitted.append(model)
-        try:
+        with _plugin_call(algorithm, "Algorithm"):
             partition = algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
-        except (TcloseError, MemoryError):  # a clear error, or no bug at all
-            raise
-        except (Exception, SystemExit) as error:  # sys.exit(0) would end tclose with 0
-            raise PluginFailure(
-                f"{_named(algorithm)} failed: {type(error).__name__}: {error} (a bug in the "
-                f"plugin; run with -v for the traceback)."
-            ) from error
     if _fingerprint(x) != before:
         raise VerificationError(
             f"{_named(algorithm)} changed its input x in place (the quasi-identifiers the "
@@ -118,10 +113,26 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     return dense_labels(labels)
 
 
-def _named(algorithm: Any) -> str:
-    """``Algorithm 'name' (module.Class)``: how messages name an algorithm plugin."""
-    kind = type(algorithm)
-    return f"Algorithm {getattr(algorithm, 'name', '?')!r} ({kind.__module__}.{kind.__qualname__})"
+def _named(plugin: Any, kind: str = "Algorithm") -> str:
+    """``Algorithm 'name' (module.Class)``: how messages name a plugin."""
+    cls = type(plugin)
+    return f"{kind} {getattr(plugin, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+
+
+@contextmanager
+def _plugin_call(plugin: Any, kind: str) -> Iterator[None]:
+    """Within the block, an exception of ``plugin`` that is not a :class:`TcloseError` (a clear
+    error of its own) or a ``MemoryError`` (no bug) is a :class:`PluginFailure` naming it;
+    ``SystemExit`` included (``sys.exit(0)`` would end tclose with 0)."""
+    try:
+        yield
+    except (TcloseError, MemoryError):
+        raise
+    except (Exception, SystemExit) as error:
+        raise PluginFailure(
+            f"{_named(plugin, kind)} failed: {type(error).__name__}: {error} (a bug in the "
+            f"plugin; run with -v for the traceback)."
+        ) from error
 
 
 def _fingerprint(array: np.ndarray) -> str:

@@ -273,3 +273,31 @@ def test_a_plugin_that_calls_sys_exit_does_not_end_the_run(
     code = _run(sqlite_run, monkeypatch, exiting)
     err = _refused(sqlite_run, capsys, published, code, 4)
     assert "SystemExit" in err
+
+
+def test_a_distance_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys, published):
+    """Before: "internal error: ... (a bug in tclose ...)"."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Boom(OrderedEMDDistance):
+        name = "boom"
+
+        def fit(self, values, options):
+            raise KeyError("no such thing")
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Boom())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config()
+    document["attributes"]["charge"]["distance"] = "boom"
+    document["target"]["if_exists"] = "replace"
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'boom' (" in err and "KeyError" in err and "a bug in tclose" not in err
+    assert sqlite_run.rows("discharges_anon") == published
