@@ -479,3 +479,37 @@ def test_init_keeps_type_names_from_the_data_in_their_comments(duckdb_file, tmp_
     text = (tmp_path / "init.yaml").read_text(encoding="utf-8")
     (line,) = [line for line in text.splitlines() if line.startswith("  s:")]
     assert "STRUCT(" in line and "keep_key" in line  # the whole type, on its line
+
+
+# --- run attribution -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        "tclose_run_" + "f" * 32,
+        "x CONSTRAINT tclose_run_" + "e" * 32 + " CHECK (1)",
+    ],
+)
+def test_a_column_named_like_the_sqlite_run_mark_does_not_spoof_the_run(lite, capsys, column):
+    """SQLite keeps no table comment: a run marks its table with a constraint named
+    ``tclose_run_<id>``, found in the table's definition. A pass-through column named like it
+    came first in the definition: ``tclose verify`` said a run that never happened published
+    the table, and appended a made-up audit record of that run to the audit table."""
+    source, target = lite.name("src"), lite.name("anon")
+    lite.create_patients(source, n=40)
+    with lite.engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"ALTER TABLE {lite.quote(source)} ADD COLUMN {lite.quote(column)} INT DEFAULT 1"
+        )
+    document = lite.config(source, target)
+    document["attributes"][column] = {"role": "other"}
+    document["report"] = {"table": "audit"}
+    path = str(lite.write_config(document))
+    assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+    ((run_id,),) = lite.execute("SELECT run_id FROM audit")
+    assert main(["verify", path]) == 0
+    out = capsys.readouterr().out
+    assert f"published by tclose run {run_id} " in out
+    assert "audit rebuilt" not in out
+    assert lite.execute("SELECT run_id FROM audit") == [(run_id,)]
