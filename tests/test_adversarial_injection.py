@@ -513,3 +513,25 @@ def test_a_column_named_like_the_sqlite_run_mark_does_not_spoof_the_run(lite, ca
     assert f"published by tclose run {run_id} " in out
     assert "audit rebuilt" not in out
     assert lite.execute("SELECT run_id FROM audit") == [(run_id,)]
+
+
+def test_the_html_report_of_a_failed_verification_shows_markup_as_text(lite, capsys):
+    """A pass-through column unique per row fails the linkage check, whose details and the
+    advice name the column: its markup is text in the report of the failed run."""
+    source, target = lite.name("src"), lite.name("anon")
+    lite.create_patients(source, n=40)
+    column = MARKUP[1]
+    with lite.engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"ALTER TABLE {lite.quote(source)} ADD COLUMN {lite.quote(column)} INT"
+        )
+        connection.exec_driver_sql(f"UPDATE {lite.quote(source)} SET {lite.quote(column)} = rowid")
+    document = lite.config(source, target)
+    document["attributes"][column] = {"role": "other"}
+    html = lite.tmp_path / "r.html"
+    document["report"] = {"json": str(lite.tmp_path / "r.json"), "html": str(html)}
+    assert main(["-q", "run", str(lite.write_config(document))]) == 1
+    assert column in capsys.readouterr().err
+    page = html.read_text(encoding="utf-8")
+    assert "Verification FAILED" in page
+    _assert_inert(page, [column])
