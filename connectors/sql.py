@@ -1067,8 +1067,10 @@ class DriverSession(Session):
     def execute(self, statement: str) -> list[Any]:
         """Run one SQL statement written by the dialect module (identifiers quoted with
         :meth:`SQLDatabase.quote`, no parameters); return its rows, if any."""
-        if self.placeholder == "%s":
-            statement = statement.replace("%", "%%")  # the driver reads % as a placeholder
+        if self.connection.dialect.paramstyle in ("format", "pyformat"):
+            # The driver reads % as a placeholder; MariaDB Connector/Python (qmark) does not, and
+            # took a %% for two characters of a name (another table's, if one had that name).
+            statement = statement.replace("%", "%%")
         result = self.connection.exec_driver_sql(statement)
         return list(result.fetchall()) if result.returns_rows else []
 
