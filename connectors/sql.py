@@ -1135,9 +1135,13 @@ class NativeType(sa.types.UserDefinedType):
 @contextlib.contextmanager
 def unknown_types_unremarked() -> Iterator[None]:
     """Silence SQLAlchemy's warning about a reflected type it does not know: tclose names such
-    a type itself (:meth:`SQLDatabase.declared_types`), or stops with a message naming it."""
+    a type itself (:meth:`SQLDatabase.declared_types`), or stops with a message naming it. And
+    its warnings about lines of MySQL's ``SHOW CREATE TABLE`` it cannot parse (a column name
+    with a line break), which printed the pieces of the name raw: ``MySQLDatabase.table``
+    names such a column, escaped."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
+        for message in ("Did not recognize type", "Unknown schema content", "Unknown column def"):
+            warnings.filterwarnings("ignore", message, sa.exc.SAWarning)
         yield
 
 
