@@ -3,6 +3,7 @@ runner and the in-memory API."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -65,8 +66,9 @@ def cluster_rows(
                 model = distance.fit(values, {**options, **distance_options.get(column, {})})
             model.column = column
             fitted.append(model)
+        own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
         with _plugin_call(algorithm, "Algorithm"):
-            partition = algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
+            partition = algorithm.partition(x, fitted, k, t, own)
     if _fingerprint(x) != before:
         raise VerificationError(
             f"{_named(algorithm)} changed its input x in place (the quasi-identifiers the "

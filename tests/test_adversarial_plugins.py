@@ -301,3 +301,32 @@ def test_a_distance_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys,
     assert code == 4, err
     assert "Distance 'boom' (" in err and "KeyError" in err and "a bug in tclose" not in err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+def test_a_plugin_that_changes_its_options_does_not_change_the_report(
+    sqlite_run, monkeypatch, capsys
+):
+    """The report records the options the run validated, whatever the plugin does with the
+    mapping it gets (before, a plugin that wrote into it rewrote the audit report's
+    ``algorithm.options``)."""
+
+    def rewriting(x, distances, k):
+        return Partition(_groups(x, distances, k))
+
+    registry = _registry(rewriting)
+    rogue = registry.algorithms["rogue"].obj
+    honest = rogue.partition
+
+    def partition(x, distances, k, t, options):
+        options["k"] = 1000  # e.g. left over from a parameter sweep
+        return honest(x, distances, k, t, options)
+
+    rogue.partition = partition
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    document["privacy"]["t"] = 1.0
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["algorithm"]["options"] == {}
