@@ -330,3 +330,35 @@ def test_a_plugin_that_changes_its_options_does_not_change_the_report(
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
     assert report["algorithm"]["options"] == {}
+
+
+def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """``values.sort()`` in a distance's ``fit`` (a careless way to get the order): the run's
+    confidential column is read-only, and the error names the distance (it was an internal
+    error of tclose)."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Sorting(OrderedEMDDistance):
+        name = "sorting"
+
+        def fit(self, values, options):
+            values.sort()
+            return super().fit(values, options)
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Sorting())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config()
+    document["attributes"]["charge"]["distance"] = "sorting"
+    document["target"]["if_exists"] = "replace"
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 4
+    err = capsys.readouterr().err
+    assert "Distance 'sorting' (" in err and "read-only" in err
+    assert sqlite_run.rows("discharges_anon") == published
