@@ -558,3 +558,26 @@ def test_the_html_report_of_a_failed_verification_shows_markup_as_text(lite, cap
     page = html.read_text(encoding="utf-8")
     assert "Verification FAILED" in page
     _assert_inert(page, [column])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("nasty", ["a\\'b", "a\\", "x\\'); SELECT 1; --"])
+def test_postgresql_names_with_backslashes_without_standard_conforming_strings(pg, nasty, capsys):
+    """tclose writes table names into string literals (``to_regclass('...')``). A server (or
+    role, or URL) with ``standard_conforming_strings = off`` reads a backslash in a literal as
+    an escape: a name with a backslash and a quote must still be one literal."""
+    victim = pg.name("victim")
+    pg.create(victim, [sa.Column("v", sa.Integer)], [{"v": 1}])
+    source, target = pg.name("src"), pg.name("t" + nasty)
+    pg.create_patients(source, n=40)
+    document = pg.config(source, target)
+    url = sa.make_url(pg.url).update_query_dict({"options": "-c standard_conforming_strings=off"})
+    document["source"]["url"] = url.render_as_string(False)
+    document["target"]["if_exists"] = "replace"
+    path = str(pg.write_config(document))
+    for _ in range(2):
+        assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+    assert main(["-q", "verify", path]) == 0, capsys.readouterr().err
+    assert pg.tables() == {source, target, victim}
+    assert len(_values(pg, target, "code")) == 40
+    assert pg.rows(victim) == [(1,)]
