@@ -581,3 +581,26 @@ def test_postgresql_names_with_backslashes_without_standard_conforming_strings(p
     assert pg.tables() == {source, target, victim}
     assert len(_values(pg, target, "code")) == 40
     assert pg.rows(victim) == [(1,)]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("nasty", ["a\\b", "a\\'b"])
+def test_mariadb_names_with_backslashes_with_no_backslash_escapes(maria, nasty, capsys):
+    """MariaDB reads a backslash in a string literal as an escape unless ``sql_mode`` has
+    ``NO_BACKSLASH_ESCAPES``; tclose writes the names of its staging tables into its registry
+    (``tclose_owned``) as literals."""
+    source, target = maria.name("src"), maria.name("t" + nasty)
+    maria.create_patients(source, n=40)
+    document = maria.config(source, target)
+    mode = "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')"
+    url = sa.make_url(maria.url).update_query_dict({"init_command": mode})
+    document["source"]["url"] = url.render_as_string(False)
+    document["target"]["if_exists"] = "replace"
+    path = str(maria.write_config(document))
+    for _ in range(3):
+        assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+    assert maria.tables() == {source, target}
+    left = maria.execute(
+        "SELECT name FROM tclose_owned WHERE name LIKE :p", {"p": maria.prefix + "%"}
+    )
+    assert left == []
