@@ -52,6 +52,7 @@ from .sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    _connection,
     driver_connection,
     random_suffix,
 )
@@ -584,9 +585,15 @@ class MySQLDatabase(SQLDatabase):
         """Also: MariaDB refuses a column name that ends with an ASCII space, tab, line feed,
         carriage return, vertical tab or form feed (error 1166, "Incorrect column name"), and
         one holding a character beyond U+FFFF, such as an emoji (names are stored in
-        ``utf8mb3``: error 1300, "Invalid utf8mb4 character string")."""
+        ``utf8mb3``: error 1300, "Invalid utf8mb4 character string"). And a name with a line
+        break anywhere, which the server takes but SQLAlchemy cannot read back (:meth:`table`)."""
         if column[-1:] in _TRAILING_REFUSED:
             return f"{self.dialect} refuses a column name that ends with {column[-1]!r}"
+        if "\n" in column:
+            return (
+                f"SQLAlchemy cannot read back a {self.dialect} column name with a line break "
+                f"(it parses SHOW CREATE TABLE line by line)"
+            )
         beyond = next((c for c in column if ord(c) > 0xFFFF), None)
         if beyond is not None:
             return (
@@ -668,6 +675,44 @@ class MySQLDatabase(SQLDatabase):
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
         return ("mysql", host, int(port), datadir, *stored)
+
+    def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
+        """The reflected table, with exactly the columns the server's catalog lists:
+        :class:`DataError` naming the columns SQLAlchemy's reflection misread (it parses
+        ``SHOW CREATE TABLE`` line by line, so a column whose name holds a line break vanished
+        from the table, unpublished and unreported)."""
+        table = super().table(name, connection)
+        with (
+            self.errors(f"reading the definition of table {name}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            rows = bound.exec_driver_sql(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = COALESCE(%(schema)s, DATABASE()) AND table_name = %(table)s "
+                "ORDER BY ordinal_position",
+                {"schema": name.schema, "table": name.name},
+            )
+            catalog = [column for (column,) in rows]
+        reflected = [c.name for c in table.columns]
+        if reflected != catalog:
+            misread = [repr(c) for c in catalog if c not in reflected] or [
+                repr(c) for c in reflected if c not in catalog
+            ]
+            raise DataError(
+                f"Table {name} has column(s) {', '.join(misread) or '(reordered)'} that "
+                f"SQLAlchemy cannot read back from {self.dialect} (a line break in a column "
+                f"name). Rename the column(s), or read the table through a view that renames "
+                f"them."
+            )
+        return table
+
+    def reflected_column(self, column: dict[str, Any]) -> None:
+        """SQLAlchemy reads column names from ``SHOW CREATE TABLE`` without undoing its quoting:
+        a column named ``a`b`` came back as ``a``b``, which the run then quoted again and asked
+        the server for a column that does not exist (or another one, named ``a``b``). The name
+        is the server's again (``tests/test_adversarial_injection.py`` checks it against
+        ``information_schema``)."""
+        column["name"] = column["name"].replace("``", "`")
 
     def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
         """``information_schema.columns.column_type`` of each column (``point``, ``inet6``)."""

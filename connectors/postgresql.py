@@ -839,7 +839,10 @@ def _repeats(rows: str, value: str) -> str:
 
 
 def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    """``text`` as a string literal whatever ``standard_conforming_strings`` says: an escape
+    string (``E'...'``, backslashes doubled). A plain ``'...'`` literal of a name with a
+    backslash broke out of itself on a server, role or URL that turns the setting off."""
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class PostgreSQLConnector:

@@ -293,7 +293,11 @@ class SQLDatabase:
             with unknown_types_unremarked():
                 try:
                     table = sa.Table(
-                        name.name, sa.MetaData(), schema=name.schema, autoload_with=bound
+                        name.name,
+                        sa.MetaData(),
+                        schema=name.schema,
+                        autoload_with=bound,
+                        listeners=[("column_reflect", self._column_reflected)],
                     )
                 except sa.exc.ArgumentError as error:
                     if "non-blank name" not in str(error):
@@ -309,6 +313,14 @@ class SQLDatabase:
                 if column.name in declared:
                     column.type = NativeType(declared[column.name])
             return table
+
+    def reflected_column(self, column: dict[str, Any]) -> None:
+        """Correct, in place, a column as SQLAlchemy reflects it (the ``column`` mapping of its
+        ``column_reflect`` event: ``name``, ``type``, ...) before :meth:`table` builds it. The
+        base changes nothing; a dialect whose reflection misreads a name fixes it here."""
+
+    def _column_reflected(self, _inspector: Any, _table: sa.Table, column: Any) -> None:
+        self.reflected_column(column)
 
     def declared_types(self, connection: Connection, name: TableName) -> dict[str, str]:
         """Column name → its type as the database's catalog declares it (SQL, valid in a new
@@ -1057,8 +1069,10 @@ class DriverSession(Session):
     def execute(self, statement: str) -> list[Any]:
         """Run one SQL statement written by the dialect module (identifiers quoted with
         :meth:`SQLDatabase.quote`, no parameters); return its rows, if any."""
-        if self.placeholder == "%s":
-            statement = statement.replace("%", "%%")  # the driver reads % as a placeholder
+        if self.connection.dialect.paramstyle in ("format", "pyformat"):
+            # The driver reads % as a placeholder; MariaDB Connector/Python (qmark) does not, and
+            # took a %% for two characters of a name (another table's, if one had that name).
+            statement = statement.replace("%", "%%")
         result = self.connection.exec_driver_sql(statement)
         return list(result.fetchall()) if result.returns_rows else []
 
@@ -1123,9 +1137,13 @@ class NativeType(sa.types.UserDefinedType):
 @contextlib.contextmanager
 def unknown_types_unremarked() -> Iterator[None]:
     """Silence SQLAlchemy's warning about a reflected type it does not know: tclose names such
-    a type itself (:meth:`SQLDatabase.declared_types`), or stops with a message naming it."""
+    a type itself (:meth:`SQLDatabase.declared_types`), or stops with a message naming it. And
+    its warnings about lines of MySQL's ``SHOW CREATE TABLE`` it cannot parse (a column name
+    with a line break), which printed the pieces of the name raw: ``MySQLDatabase.table``
+    names such a column, escaped."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Did not recognize type", sa.exc.SAWarning)
+        for message in ("Did not recognize type", "Unknown schema content", "Unknown column def"):
+            warnings.filterwarnings("ignore", message, sa.exc.SAWarning)
         yield
 
 

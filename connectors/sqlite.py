@@ -315,8 +315,10 @@ class SQLiteDatabase(SQLDatabase):
         return {row[1]: row[2] for row in connection.exec_driver_sql(pragma)}
 
     def table_comment(self, name: TableName) -> str | None:
-        """``tclose run <id>`` when the table's definition holds the constraint ``tclose_run_<id>``
-        a run adds to its staging table (SQLite keeps no comments)."""
+        """``tclose run <id>`` when the table's definition ends with the constraint
+        ``tclose_run_<id>`` a run adds to its staging table (SQLite keeps no comments). Only at
+        the end: a column, which comes before the constraints, may be named like it (it would
+        attribute the table, and an audit record, to a run that never happened)."""
         schema = self.quote(name.schema) + "." if name.schema else ""
         with self.errors(f"reading the definition of {name}"), self.engine.connect() as connection:
             row = connection.exec_driver_sql(
@@ -324,7 +326,8 @@ class SQLiteDatabase(SQLDatabase):
                 f"COLLATE NOCASE",
                 (name.name,),
             ).first()
-        found = re.search(r"tclose_run_([0-9a-f]{32})", row[0] or "") if row else None
+        mark = r"CONSTRAINT tclose_run_([0-9a-f]{32}) CHECK \(1\)\s*\)\s*\Z"
+        found = re.search(mark, row[0] or "") if row else None
         return f"tclose run {found.group(1)}" if found else None
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import dense_labels
 from .block_split import (
     BLOCK_OPTIONS,
     BlockSpec,
@@ -43,6 +42,7 @@ from .block_split import (
     global_strata,
     stratified_blocks,
 )
+from .clustering import checked_labels
 from .executors import run_tasks
 from .interfaces import Algorithm, FittedDistance, Option, Partition
 
@@ -262,7 +262,7 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         return own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
     options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
     result = algorithm.partition(block.x, views, shared.k, shared.t, options)
-    return Partition(dense_labels(np.asarray(result.labels)), result.info)
+    return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
 
 
 class Blocked:
@@ -308,15 +308,16 @@ class Blocked:
         strata: Strata | None = None,
     ) -> Partition:
         """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``; its
-        labels (any integers, as ``partition`` may return) renumbered dense ``0..L_b-1``, as the
-        driver needs to number the clusters of block ``b`` after those of blocks ``0..b-1``."""
+        labels (any integers, as ``partition`` may return: checked as the runner checks them,
+        :func:`tclose.clustering.checked_labels`) renumbered dense ``0..L_b-1``, as the driver
+        needs to number the clusters of block ``b`` after those of blocks ``0..b-1``."""
         own = {name: value for name, value in options.items() if name not in BLOCK_OPTIONS}
         inner = getattr(self.algorithm, "partition_block", None)
         if inner is not None:
             result = inner(x, distances, k, t, own, strata=strata)
         else:
             result = self.algorithm.partition(x, distances, k, t, own)
-        return Partition(dense_labels(np.asarray(result.labels)), result.info)
+        return Partition(checked_labels(self.algorithm, result, len(x)), result.info)
 
 
 def blocked(algorithm: Algorithm) -> Blocked:

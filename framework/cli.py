@@ -24,16 +24,16 @@ import time
 import traceback
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
 from . import __version__
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
-from .errors import ConfigError, RunInterrupted, TcloseError
+from .errors import ConfigError, PluginFailure, RunInterrupted, TcloseError
 from .interrupts import terminate_as_interrupt
-from .progress import ConsoleHandler, Progress
+from .progress import ConsoleHandler, Progress, terminal_text
 from .registry import KINDS, load_registry
 
 log = logging.getLogger("tclose")
@@ -182,16 +182,16 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
     if progress is not None:
         progress.close()
     if not args.quiet:
-        print(_summary(result.report, time.perf_counter() - started))
+        _echo(_summary(result.report, time.perf_counter() - started))
         for warning in result.report.get("warnings", []):
-            print(f"warning:   {warning}")
-        print(_outcome(result.report, config, result.published))
+            _echo(f"warning:   {warning}")
+        _echo(_outcome(result.report, config, result.published))
         for label, path in (
             ("report", args.report or config.report_json),
             ("HTML report", config.report_html),
         ):
             if path:
-                print(f"{label}: {path}")
+                _echo(f"{label}: {path}")
     return 0
 
 
@@ -228,7 +228,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     passed = all(c["passed"] for c in checks)
     if progress is not None:
         progress.close()
-    print(
+    _echo(
         f"table {config.target.table}: {sum(verification.class_sizes)} rows, "
         f"{len(verification.class_sizes)} classes"
     )
@@ -236,28 +236,28 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         mark = "PASS" if check["passed"] else "FAIL"
         actual = check["actual"]
         actual = f"{actual:.6g}" if isinstance(actual, float) else actual
-        print(f"{mark}  {check['name']}: expected {_expected(check)}, got {actual}")
+        _echo(f"{mark}  {check['name']}: expected {_expected(check)}, got {actual}")
     measured_only = [
         c
         for c in verification.t_achieved
         if not any(ch["name"] == f"t_closeness:{c}" for ch in checks)
     ]
     for column in measured_only:
-        print(
+        _echo(
             f"info  t of {column} (measured, not enforced by {config.algorithm}): "
             f"{verification.t_achieved[column]:.4f}"
         )
     from .measures import measure_lines
 
     for text in measure_lines(verification.measures):
-        print(text)
+        _echo(text)
     for note in undetectable_changes(report is not None, args.source):
-        print(f"note  {note}")
+        _echo(f"note  {note}")
     run_id = published_run_id(config, registry)
     if run_id is not None:
-        print(f"run   published by tclose run {run_id} (the table's comment)")
+        _echo(f"run   published by tclose run {run_id} (the table's comment)")
         _rebuild_audit_record(config, run_id, verification, checks, report)
-    print("verdict: " + ("verified" if passed else "NOT verified"))
+    _echo("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1
 
 
@@ -276,14 +276,14 @@ def _rebuild_audit_record(
         rebuilt = rebuild_record(config, run_id, verification, checks, report)
     except (TcloseError, sa.exc.SQLAlchemyError) as error:
         first = redact_url(str(error)).splitlines()[0] if str(error) else ""
-        print(
+        _echo(
             f"warning: could not rebuild the audit record of run {run_id} in "
             f"{config.report_table}: {type(error).__name__}: {first}",
             file=sys.stderr,
         )
         return
     if rebuilt:
-        print(
+        _echo(
             f"audit rebuilt the audit record of run {run_id} in {config.report_table} "
             "(its row was missing: the run ended between its publish and its report)"
         )
@@ -374,7 +374,7 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     text = skeleton(args.url, args.table, columns)
     variables = sorted(set(re.findall(r"\$\{(TCLOSE_DB_[A-Z0-9_]+)\}", text)))
     if variables:
-        print(
+        _echo(
             f"note: the URL's credentials were replaced by "
             f"{', '.join('${' + v + '}' for v in variables)}; set those environment "
             f"variables (the password: ${{{PASSWORD_VARIABLE}}}), or use source.password_file.",
@@ -393,7 +393,7 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     if not args.quiet:
-        print(
+        _echo(
             f"wrote {path} with {len(columns)} columns of {args.table}; set their roles, then "
             f"run: tclose run --dry-run {path}"
         )
@@ -411,20 +411,20 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
     refuse_foreign_file(output, "html")
     write_html(report, output)
     if not args.quiet:
-        print(f"wrote {output}")
+        _echo(f"wrote {output}")
     return 0
 
 
 def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
     registry = load_registry()
     for kind in KINDS:
-        print(f"{kind}s:")
+        _echo(f"{kind}s:")
         for name, provided in sorted(registry.table(kind).items()):
-            print(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
+            _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
     if registry.broken:
-        print("broken (not loaded):")
+        _echo("broken (not loaded):")
         for broken in registry.broken:
-            print(
+            _echo(
                 f"  {broken.entry_point:<16} {broken.distribution} {broken.version}  {broken.error}"
             )
     return 0
@@ -443,14 +443,14 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     document["source"]["url"] = f"sqlite:///{database.as_posix()}"
     document["report"]["json"] = (folder / "report.json").as_posix()
     document["report"]["html"] = (folder / "report.html").as_posix()
-    print(f"created {database} with {args.rows} synthetic patient discharges")
+    _echo(f"created {database} with {args.rows} synthetic patient discharges")
     config = parse_config(document)
     result = run(config, progress=progress)
     if progress is not None:
         progress.close()
-    print(_summary(result.report, time.perf_counter() - started))
-    print(f"published: table {config.target.table} in {database}")
-    print(f"report: {config.report_json} and {config.report_html}")
+    _echo(_summary(result.report, time.perf_counter() - started))
+    _echo(f"published: table {config.target.table} in {database}")
+    _echo(f"report: {config.report_json} and {config.report_html}")
     return 0
 
 
@@ -531,7 +531,7 @@ def _say_interrupted(args: argparse.Namespace, published: bool) -> None:
     else:
         message = "interrupted."
     with contextlib.suppress(OSError):
-        print(message, file=sys.stderr)
+        _echo(message, file=sys.stderr)
 
 
 def _internal_error(error: Exception, verbose: bool) -> int:
@@ -540,13 +540,19 @@ def _internal_error(error: Exception, verbose: bool) -> int:
     with contextlib.suppress(OSError):
         if verbose:
             trace = "".join(traceback.format_exception(error))
-            print(redact_url(trace), file=sys.stderr, end="")
-        print(
+            _echo(redact_url(trace), file=sys.stderr, end="")
+        _echo(
             f"internal error: {type(error).__name__}: {text} (a bug in tclose; "
             f"{'' if verbose else 'run with -v for the traceback, and '}please report it)",
             file=sys.stderr,
         )
     return 4
+
+
+def _echo(*values: object, file: IO[str] | None = None, end: str = "\n") -> None:
+    """``print`` for every line the command shows: control characters that names from the data
+    may hold are written as escapes (:func:`tclose.progress.terminal_text`)."""
+    print(terminal_text(" ".join(str(v) for v in values)), file=file, end=end)
 
 
 def _stdout_closed() -> int:
@@ -592,9 +598,11 @@ def main(argv: list[str] | None = None) -> int:
         message = redact_url(str(error))
         if isinstance(error, ConfigError):
             message = _with_location(message, config_path, _config_if_loadable(config_path))
-        print(f"error: {message}", file=sys.stderr)
+        if args.verbose and isinstance(error, PluginFailure) and error.__cause__ is not None:
+            _echo("".join(traceback.format_exception(error.__cause__)), file=sys.stderr, end="")
+        _echo(f"error: {message}", file=sys.stderr)
         if args.command == "run" and not isinstance(error, ConfigError) and not error.published:
-            print(
+            _echo(
                 "Nothing was published: the source is untouched and the target is as it was.",
                 file=sys.stderr,
             )

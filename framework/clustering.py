@@ -3,15 +3,19 @@ runner and the in-memory API."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import hashlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .arrays import dense_labels
-from .errors import DataError, VerificationError
+from .errors import DataError, PluginFailure, TcloseError, VerificationError
 from .interfaces import FittedDistance, Partition
 from .kernel_notice import compile_notice
+from .report import to_json
 
 if TYPE_CHECKING:
     from .runner import Resolved
@@ -41,7 +45,10 @@ def cluster_rows(
 
     Raises:
         DataError: fewer rows than ``k``.
-        VerificationError: the algorithm returned labels of the wrong shape.
+        VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
+            has been written.
+        PluginFailure: the algorithm or a distance raised an exception that is not a
+            :class:`TcloseError` (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
     """
     n = x.shape[0]
     if n < k:
@@ -50,16 +57,86 @@ def cluster_rows(
             f"is possible. Lower k or add rows."
         )
     fitted = []
+    algorithm = resolved.algorithm
+    before = _fingerprint(x)
     with compile_notice():
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
-            model = distance.fit(values, {**options, **distance_options.get(column, {})})
+            with _plugin_call(distance, "Distance"):
+                model = distance.fit(values, {**options, **distance_options.get(column, {})})
             model.column = column
             fitted.append(model)
-        partition = resolved.algorithm.partition(x, fitted, k, t, resolved.algorithm_options)
-    labels = np.asarray(partition.labels)
-    if labels.shape != (n,):
+        own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
+        with _plugin_call(algorithm, "Algorithm"):
+            partition = algorithm.partition(x, fitted, k, t, own)
+    if _fingerprint(x) != before:
         raise VerificationError(
-            f"Algorithm {resolved.algorithm.name} returned {labels.shape} labels for {n} rows."
+            f"{_named(algorithm)} changed its input x in place (the quasi-identifiers the "
+            f"report's disclosure risk is measured on), which an algorithm must not do: "
+            f"work on a copy."
         )
-    return dense_labels(labels), partition, fitted
+    return checked_labels(algorithm, partition, n), partition, fitted
+
+
+def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
+    """The dense labels of an algorithm's answer for ``n`` rows, after checking the contract of
+    :meth:`Algorithm.partition <tclose.interfaces.Algorithm.partition>`: a :class:`Partition`
+    whose ``labels`` hold one integer per row (any integers: NaN, floats, strings and booleans
+    are not labels) and an ``info`` that JSON can hold (it goes into the report), so that a
+    broken answer stops the run, naming the plugin, before anything is written. The sizes of the
+    clusters and their EMD are for the verifier, which rebuilds the classes from the written rows
+    (its failure names the algorithm too).
+
+    Raises:
+        VerificationError: the answer breaks the contract; the message names the algorithm.
+    """
+    name = _named(algorithm)
+    if not isinstance(partition, Partition):
+        raise VerificationError(
+            f"{name} returned a {type(partition).__name__}, not a tclose.interfaces.Partition."
+        )
+    try:
+        labels = np.asarray(partition.labels)
+    except ValueError as error:  # ragged nested sequences
+        raise VerificationError(f"{name} returned labels NumPy cannot read: {error}.") from None
+    if labels.shape != (n,):
+        raise VerificationError(f"{name} returned {labels.shape} labels for {n} rows.")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise VerificationError(
+            f"{name} returned labels of type {labels.dtype}: a cluster label is an integer "
+            f"(int64), one per row."
+        )
+    try:
+        to_json({"info": partition.info})
+    except (TypeError, ValueError) as error:
+        raise VerificationError(
+            f"{name} returned an info that JSON cannot hold ({error}); the report records it."
+        ) from None
+    return dense_labels(labels)
+
+
+def _named(plugin: Any, kind: str = "Algorithm") -> str:
+    """``Algorithm 'name' (module.Class)``: how messages name a plugin."""
+    cls = type(plugin)
+    return f"{kind} {getattr(plugin, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+
+
+@contextmanager
+def _plugin_call(plugin: Any, kind: str) -> Iterator[None]:
+    """Within the block, an exception of ``plugin`` that is not a :class:`TcloseError` (a clear
+    error of its own) or a ``MemoryError`` (no bug) is a :class:`PluginFailure` naming it;
+    ``SystemExit`` included (``sys.exit(0)`` would end tclose with 0)."""
+    try:
+        yield
+    except (TcloseError, MemoryError):
+        raise
+    except (Exception, SystemExit) as error:
+        raise PluginFailure(
+            f"{_named(plugin, kind)} failed: {type(error).__name__}: {error} (a bug in the "
+            f"plugin; run with -v for the traceback)."
+        ) from error
+
+
+def _fingerprint(array: np.ndarray) -> str:
+    """A digest of ``array``'s values, to tell whether a plugin changed it."""
+    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()

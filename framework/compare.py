@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
 from .errors import ConfigError
+from .progress import terminal_text
 from .registry import Registry, dialect_of, load_registry
 
 if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
@@ -237,9 +238,9 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
     if args.json:
         print(json.dumps(result, indent=2))
     elif not args.quiet:
-        print(format_table(result["runs"]))
+        print(terminal_text(format_table(result["runs"])))
         if args.html:
-            print(f"risk–utility map: {args.html}")
+            print(terminal_text(f"risk–utility map: {args.html}"))
     return 0 if all(r["verified"] for r in result["runs"]) else 1
 
 

@@ -6,6 +6,7 @@ exception               exit  meaning
 ``VerificationError``   1     the written table failed verification; nothing was published
 ``ConfigError``         2     bad configuration or usage
 ``DataError``           3     source, connection or data problem
+``PluginFailure``       4     a plugin raised an unexpected exception (a bug in the plugin)
 ``RunInterrupted``      130   SIGINT or SIGTERM (a ``KeyboardInterrupt``)
 ======================  ====  ==================================================
 """
@@ -69,6 +70,14 @@ class DataError(TcloseError):
 
 class PluginError(ConfigError):
     """A plugin could not be registered or found (e.g. two plugins claim the same name)."""
+
+
+class PluginFailure(TcloseError):
+    """A plugin raised an exception that is not a :class:`TcloseError`: a bug in the plugin, not
+    in tclose (exit code 4, like an internal error). The message names the plugin and the
+    exception; the exception is the ``__cause__`` (the CLI prints its traceback with ``-v``)."""
+
+    exit_code = 4
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -124,20 +124,37 @@ def url_for_file(url: str) -> str:
 
 
 def _key(name: str) -> str:
-    """``name`` as a YAML mapping key (quoted when YAML needs it)."""
-    return yaml.safe_dump({str(name): 0}, allow_unicode=True, width=10_000).rsplit(": 0", 1)[0]
+    """``name`` as a YAML mapping key on one line (quoted when YAML needs it)."""
+    key = yaml.safe_dump({str(name): 0}, allow_unicode=True, width=10_000).rsplit(": 0", 1)[0]
+    return _quoted(name) if key.startswith("? ") or not key.isprintable() else key
 
 
 def _scalar(value: str) -> str:
-    return yaml.safe_dump(value, allow_unicode=True, width=10_000).split("\n...")[0].strip()
+    """``value`` as a YAML scalar on one line (quoted when YAML needs it)."""
+    text = yaml.safe_dump(value, allow_unicode=True, width=10_000).split("\n...")[0].strip()
+    return _quoted(value) if not text.isprintable() else text
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a double-quoted YAML scalar: line breaks (YAML's are LF, CR, NEL, LS and
+    PS) and other unprintable characters as escapes (``\\n``, ``\\L``, ``\\e``)."""
+    return yaml.safe_dump(value, default_style='"', allow_unicode=True, width=10**9).strip()
+
+
+def _comment(text: str) -> str:
+    """``text`` for a YAML comment: unprintable characters, line breaks first, as Python
+    escapes, so that nothing in it (a type name can hold data: the field names of a STRUCT) ends
+    the comment and becomes YAML."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _hint(column: ColumnInfo, key: str | None) -> str:
+    sql_type = _comment(column.sql_type)
     if column.name == key:
-        return f"{column.sql_type}; the row key: never published (output.keep_key)"
+        return f"{sql_type}; the row key: never published (output.keep_key)"
     if _IDENTIFIER_HINTS.search(column.name):
-        return f"{column.sql_type}; looks like a direct identifier"
-    return column.sql_type
+        return f"{sql_type}; looks like a direct identifier"
+    return sql_type
 
 
 def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
@@ -148,7 +165,7 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
     width = max([len(_key(c.name)) for c in columns] + [4])
     today = dt.date.today().isoformat()
     lines = [
-        f"# tclose configuration for table {table}, written by `tclose init` on {today}.",
+        f"# tclose configuration for table {_comment(table)}, written by `tclose init` on {today}.",
         "#",
         "# To do before `tclose run THIS_FILE`:",
         "#  1. Give every column under `attributes` a role (all start as `other`):",

@@ -14,6 +14,7 @@ phases, counts and table names only.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import sys
 import threading
@@ -24,6 +25,20 @@ from contextvars import ContextVar
 from typing import IO
 
 from .config import redact_url
+
+#: What :func:`terminal_text` writes as an escape: the C0 controls but tab and line feed, DEL,
+#: the C1 controls (``\x9b`` is CSI on some terminals) and the bidirectional overrides.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every character of :data:`_CONTROLS` written as its Python escape
+    (``\\x1b``, ``\\r``, ``\\u202e``): what the ``tclose`` command prints. Names of tables
+    and columns come from the data and reach messages and progress lines; an ANSI escape sequence
+    in one must not clear the screen, recolour or hide the lines after it, or set the window
+    title. Line feeds stay (messages have several lines), and so a name can still start a line."""
+    return _CONTROLS.sub(lambda match: repr(match.group())[1:-1], text)
+
 
 #: The display of the running ``tclose`` command, if any (see :func:`notice`).
 _current: Progress | None = None
@@ -79,6 +94,7 @@ class Progress:
     def __call__(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """Start the phase ``line``, or, if it is the current phase, update its ``done`` count
         out of ``total`` (drawn as a bar on a terminal)."""
+        line = terminal_text(line)
         with self._lock:
             if line == self.phase:
                 self.done, self.total = done, total
@@ -94,6 +110,7 @@ class Progress:
 
     def write(self, text: str) -> None:
         """Write ``text`` (a full line) above the live line."""
+        text = terminal_text(text)
         with self._lock:
             if self.live and self.phase is not None:
                 self.stream.write(_CLEAR)

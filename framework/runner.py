@@ -431,7 +431,8 @@ class Phases:
         if not verification.passed:
             failed = ", ".join(c["name"] for c in verification.failures())
             raise VerificationError(
-                f"Verification of the written table failed ({failed}); nothing was published "
+                f"Verification of the written table failed ({failed}) for the output of "
+                f"algorithm {plan.resolved.algorithm.name!r}; nothing was published "
                 f"and {plan.target} is unchanged." + linkage_advice(verification.checks),
                 verification.checks,
             )
