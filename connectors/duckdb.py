@@ -44,7 +44,7 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.errors import DataError
+from tclose.errors import DataError, columns_hold
 from tclose.hookspecs import hookimpl
 
 from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
@@ -235,11 +235,7 @@ class DuckDBSession(Session):
             ).one()
         found = [f"{c!r} ({n} rows)" for c, n in zip(dated, row, strict=True) if n]
         if found:
-            holds = (
-                f"Column {found[0]} holds"
-                if len(found) == 1
-                else f"Columns {', '.join(found)} hold"
-            )
+            holds = columns_hold(found)
             raise DataError(
                 f"{holds} infinite dates or timestamps ('infinity', '-infinity'), which DuckDB "
                 f"reads into Python as 9999-12-31 and 0001-01-01: they would be published as "

@@ -15,7 +15,6 @@ from .arrays import dense_labels
 from .errors import DataError, PluginFailure, TcloseError, VerificationError
 from .interfaces import FittedDistance, Partition
 from .kernel_notice import compile_notice
-from .report import to_json
 
 if TYPE_CHECKING:
     from .runner import Resolved
@@ -90,6 +89,8 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     Raises:
         VerificationError: the answer breaks the contract; the message names the algorithm.
     """
+    from .report import to_json  # imports pandas: not at start-up (tclose plugins)
+
     name = _named(algorithm)
     if not isinstance(partition, Partition):
         raise VerificationError(

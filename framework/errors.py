@@ -91,3 +91,12 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, message: str = "", published: bool = False) -> None:
         super().__init__(message)
         self.published = published
+
+
+def columns_hold(found: list[str]) -> str:
+    """The subject of a message about the columns ``found`` (each already written, e.g.
+    ``"'a' (3 rows)"``): ``Column 'a' (3 rows) holds`` or ``Columns 'a' (3 rows), 'b' (1 rows)
+    hold``."""
+    if len(found) == 1:
+        return f"Column {found[0]} holds"
+    return f"Columns {', '.join(found)} hold"

@@ -26,7 +26,7 @@ from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
 from .connector import Database, Session, joining
-from .errors import DataError, RunInterrupted, TcloseError, VerificationError
+from .errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from .guards import refuse_overflow
 from .interrupts import Deferral
 from .measures import measure_configured, measure_published
@@ -611,11 +611,7 @@ def _transformed_chunks(
     ):
         found = [f"{c!r} ({n} rows)" for c, n in invalid.items() if n and checked[c] == kind]
         if found:
-            holds = (
-                f"Column {found[0]} holds"
-                if len(found) == 1
-                else f"Columns {', '.join(found)} hold"
-            )
+            holds = columns_hold(found)
             raise DataError(
                 f"{holds} {what}. {remedy.format(source=source_name)}, or drop the columns "
                 f"(role: identifier)."
