@@ -156,7 +156,12 @@ def owner_lock_name(run_id: str) -> str:
 
 
 def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+    """``text`` as a string literal that means ``text`` whatever ``sql_mode`` says: its UTF-8
+    bytes in hex with the ``utf8mb4`` introducer. A quoted literal with its backslashes
+    doubled meant two backslashes under ``NO_BACKSLASH_ESCAPES``: the registry then held
+    another name than the staging table's, which the clean-up after a killed run could not
+    find."""
+    return "_utf8mb4 X'" + text.encode("utf-8").hex() + "'"
 
 
 class _AsDouble(sa.sql.expression.FunctionElement):

@@ -604,3 +604,34 @@ def test_mariadb_names_with_backslashes_with_no_backslash_escapes(maria, nasty, 
         "SELECT name FROM tclose_owned WHERE name LIKE :p", {"p": maria.prefix + "%"}
     )
     assert left == []
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("mode", ["", ",NO_BACKSLASH_ESCAPES"])
+def test_mariadb_registry_names_mean_the_same_in_every_sql_mode(maria, mode):
+    """The registry of owned tables (``tclose_owned``) gets names as literals. Quoted with
+    their backslashes doubled, they meant two backslashes under ``NO_BACKSLASH_ESCAPES``: the
+    registry held another name than the staging table's, and the clean-up after a killed run
+    (``drop_leftovers``) could not find its table. A leftover registered under either mode is
+    found and dropped."""
+    from tclose.connectors.mysql import MySQLDatabase, _literal
+    from tclose.naming import TableName
+
+    set_mode = f"SET SESSION sql_mode = CONCAT(@@sql_mode, '{mode}')"
+    url = sa.make_url(maria.url).update_query_dict({"init_command": set_mode})
+    database = MySQLDatabase(url.render_as_string(False))
+    try:
+        nasty = "a\\'b\\\\c\\"
+        with database.engine.connect() as connection:
+            assert connection.exec_driver_sql(f"SELECT {_literal(nasty)}").scalar() == nasty
+        left = TableName(None, maria.name("t" + nasty))
+        with database.session() as session:
+            session.run_lock = f"tclose_test_{maria.prefix}"  # free once the session ends
+            session.register(left)
+            session.execute(f"CREATE TABLE {database.qualified(left)} (x INT)")
+        assert left.name in maria.tables()
+        with database.session() as session:
+            assert session.drop_leftovers(None) == [left]
+        assert left.name not in maria.tables()
+    finally:
+        database.engine.dispose()
