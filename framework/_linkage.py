@@ -8,7 +8,8 @@ compiled function these call is defined here.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 #: Row states written by :func:`link_rows`.
 DECIDED, OVERFLOW = 0, 1

@@ -13,6 +13,7 @@ once per phase that compiled something.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -30,9 +31,23 @@ _announced: weakref.WeakSet = weakref.WeakSet()
 
 class _CompileWatch:
     """A Numba event listener timing the outermost ``numba:compile`` events (nested compilations
-    of called kernels are part of their caller's)."""
+    of called kernels are part of their caller's).
+
+    It listens from :meth:`attach`, which imports ``numba.core.event``: at once when Numba is
+    already imported, otherwise when :mod:`tclose.jit` first imports it (a run that calls no
+    compiled kernel never imports Numba for this watch)."""
 
     def __init__(self) -> None:
+        self.listener: Any = None
+        self.depth = 0
+        self.started = 0.0
+        self.seconds = 0.0
+        self.kernels = 0
+
+    def attach(self) -> None:
+        """Start listening to Numba's compile events (once)."""
+        if self.listener is not None:
+            return
         from numba.core import event
 
         class Listener(event.Listener):
@@ -43,10 +58,15 @@ class _CompileWatch:
                 self.end()
 
         self.listener = Listener()
-        self.depth = 0
-        self.started = 0.0
-        self.seconds = 0.0
-        self.kernels = 0
+        event.register("numba:compile", self.listener)
+
+    def detach(self) -> None:
+        """Stop listening (if it ever did)."""
+        if self.listener is not None:
+            from numba.core import event
+
+            event.unregister("numba:compile", self.listener)
+            self.listener = None
 
     def start(self) -> None:
         with _lock:
@@ -71,19 +91,37 @@ class _CompileWatch:
                 self.kernels += 1
 
 
+#: The watches of the :func:`compile_notice` blocks open in this process.
+_open: list[_CompileWatch] = []
+
+
+def numba_loaded() -> None:
+    """Called by :mod:`tclose.jit` once Numba is imported: the open watches start listening."""
+    with _lock:
+        for watch in _open:
+            watch.attach()
+
+
 @contextmanager
 def compile_notice() -> Iterator[_CompileWatch]:
     """Within the block, announce the first Numba compilation and, at the end, how many kernels
     were compiled and in how many seconds (nothing at all when every kernel came from the cache).
-    """
-    from numba.core import event
 
+    The block does not import Numba: it listens once Numba is imported, already or by a kernel of
+    :mod:`tclose.jit` called in the block. (Code that imports Numba itself, outside
+    :mod:`tclose.jit`, inside the block, is not watched.)
+    """
     watch = _CompileWatch()
-    event.register("numba:compile", watch.listener)
+    with _lock:
+        _open.append(watch)
+        if "numba" in sys.modules:
+            watch.attach()
     try:
         yield watch
     finally:
-        event.unregister("numba:compile", watch.listener)
+        with _lock:
+            _open.remove(watch)
+            watch.detach()
         if watch.kernels:
             notice(
                 f"compiled {watch.kernels} Numba kernel(s) in {watch.seconds:.1f} s "

@@ -21,6 +21,7 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import tclose.plugins.kernels as kernels
+from tclose.jit import bind_module, dispatcher_of
 
 MODULES = sorted(
     f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)
@@ -39,6 +40,7 @@ def load_previous():
 
 
 def cached_dispatchers(module):
+    bind_module(vars(module))  # the module's lazy kernels become its Numba dispatchers
     for name, value in vars(module).items():
         if (
             isinstance(value, CPUDispatcher)
@@ -60,6 +62,7 @@ def called_dispatchers(module, function):
         elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
             owner = vars(module).get(node.func.value.id)
             target = getattr(owner, node.func.attr, None) if owner is not None else None
+        target = dispatcher_of(target)  # a foreign kernel imported before its module was bound
         if isinstance(target, CPUDispatcher):
             yield target
 

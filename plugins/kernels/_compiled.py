@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
+
+from tclose.jit import njit
 
 if TYPE_CHECKING:
     from tclose.plugins.kernels.onehot import Layout

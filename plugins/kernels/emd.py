@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from tclose.interfaces import FittedDistance
+from tclose.jit import njit
 
 __all__ = ["OrderedEMD", "OrderedParts", "emd_ordered", "max_emd_of_rows", "ordered_parts"]
 

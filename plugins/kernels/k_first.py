@@ -72,9 +72,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numba import njit
 
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
+from tclose.jit import njit
 from tclose.plugins.kernels.emd import OrderedParts, ordered_parts
 from tclose.plugins.kernels.nominal import TreeParts, tree_parts
 

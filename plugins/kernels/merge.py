@@ -48,9 +48,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from numba import njit
 
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
+from tclose.jit import njit
 from tclose.plugins.kernels.emd import max_emd_of_rows
 
 __all__ = ["PARTNERS", "BudgetExceeded", "merge_until_t_close"]

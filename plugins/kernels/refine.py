@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from tclose.arrays import dense_labels
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
+from tclose.jit import njit
 from tclose.plugins.kernels.emd import ordered_parts
 
 __all__ = ["Attributes", "attributes_of", "refine", "sse_of"]

@@ -1,0 +1,177 @@
+"""``tclose.jit.njit``: Numba is imported only when a compiled kernel is first called, and the
+kernels then behave as Numba's own (issue 14: a small run calls no compiled kernel and should not
+pay Numba's import)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from numba.core.registry import CPUDispatcher
+
+from tclose.jit import LazyKernel, bind_module, dispatcher_of
+
+# A kernel module as the built-in ones are written: lazy kernels calling each other by name.
+MODULE = '''
+import numpy as np
+from tclose.jit import njit
+
+
+@njit(cache={cache})
+def square(v):
+    return v * v
+
+
+@njit(cache={cache})
+def sum_of_squares(values):
+    total = 0.0
+    for v in values:
+        total += square(v)
+    return total
+
+
+def plain(values):
+    return float(np.sum(values))
+'''
+
+
+@pytest.fixture
+def kernel_module(tmp_path, monkeypatch):
+    """A fresh importable module of lazy kernels (uncached), removed from sys.modules after."""
+    name = f"lazy_kernels_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(MODULE.format(cache=False), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(name)
+    yield module
+    sys.modules.pop(name, None)
+
+
+def test_the_module_holds_lazy_kernels_until_one_is_called(kernel_module):
+    assert isinstance(kernel_module.square, LazyKernel)
+    assert isinstance(kernel_module.sum_of_squares, LazyKernel)
+    kept = kernel_module.sum_of_squares  # as `from module import sum_of_squares` would keep it
+    assert kept(np.arange(4.0)) == 14.0  # 0 + 1 + 4 + 9, the compiled callee found by name
+    # Every kernel of the module is now Numba's dispatcher, under its own name.
+    assert isinstance(kernel_module.square, CPUDispatcher)
+    assert isinstance(kernel_module.sum_of_squares, CPUDispatcher)
+    assert kernel_module.plain is not None and not isinstance(kernel_module.plain, LazyKernel)
+    # The kept reference forwards calls and attributes to the same dispatcher.
+    assert dispatcher_of(kept) is kernel_module.sum_of_squares
+    assert kept.py_func is kernel_module.sum_of_squares.py_func
+    assert len(kept.signatures) == 1
+    assert kept(np.arange(3.0)) == 5.0
+
+
+def test_a_lazy_kernel_keeps_the_function_s_identity(kernel_module):
+    kernel = kernel_module.square
+    assert kernel.__name__ == "square"
+    assert kernel.__module__ == kernel_module.__name__
+    assert kernel.py_func(3.0) == 9.0  # the Python function, not compiled
+    assert "not made yet" in repr(kernel)
+    with pytest.raises(AttributeError):
+        kernel.__no_such_dunder__  # noqa: B018
+
+
+def test_a_lazy_kernel_pickles_as_the_module_s_object(kernel_module):
+    kernel = kernel_module.square
+    assert pickle.loads(pickle.dumps(kernel)) is kernel
+    bind_module(vars(kernel_module))
+    # After binding, the name means the dispatcher: unpickling gives what the module holds.
+    assert pickle.loads(pickle.dumps(kernel)) is kernel_module.square
+
+
+def test_threads_calling_first_at_once_share_one_dispatcher(kernel_module):
+    kernel = kernel_module.sum_of_squares
+    start = threading.Barrier(8)
+    results: list[float] = []
+    dispatchers: list[object] = []
+
+    def call() -> None:
+        start.wait()
+        results.append(kernel(np.arange(5.0)))
+        dispatchers.append(dispatcher_of(kernel))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [30.0] * 8
+    assert all(d is kernel_module.sum_of_squares for d in dispatchers)
+
+
+def _run(script: str, tmp_path, **env: str) -> dict:
+    (tmp_path / "kernels_in_child.py").write_text(MODULE.format(cache=True), encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**_environment(), "PYTHONPATH": str(tmp_path), **env},
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _environment() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_importing_kernels_and_opening_a_compile_notice_do_not_import_numba(tmp_path):
+    """Numba arrives with the first call, and the notice opened before it still sees the
+    compilation (the cache is empty), which it announces."""
+    result = _run(
+        """
+        import json, sys, numpy as np
+        import kernels_in_child as k
+        import tclose.plugins.kernels.emd, tclose.plugins.kernels.merge
+        import tclose.plugins.kernels.t_first, tclose.plugins.kernels.k_first
+        import tclose.plugins.kernels.refine, tclose._linkage
+        from tclose.kernel_notice import compile_notice
+        before = "numba" in sys.modules
+        with compile_notice() as watch:
+            inside = "numba" in sys.modules
+            value = k.sum_of_squares(np.arange(3.0))
+        print(json.dumps({"before": before, "inside": inside, "value": value,
+                          "kernels": watch.kernels, "seconds": watch.seconds}))
+        """,
+        tmp_path,
+        NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert result["before"] is False and result["inside"] is False
+    assert result["value"] == 5.0
+    assert result["kernels"] >= 1 and result["seconds"] > 0
+
+
+def test_a_small_run_imports_no_numba(tmp_path):
+    """A 100-row `tclose run` from the quickstart configuration calls no compiled kernel."""
+    result = _run(
+        """
+        import json, sys, yaml
+        from importlib import resources
+        from tclose.demo import create_demo_database
+        from tclose.cli import main
+        create_demo_database("demo.db", 100, 0)
+        text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
+        document = yaml.safe_load(text)
+        document["source"]["url"] = "sqlite:///demo.db"
+        document["report"] = {"json": "report.json"}
+        with open("run.yaml", "w") as config:
+            yaml.safe_dump(document, config)
+        code = main(["run", "run.yaml", "-q"])
+        print(json.dumps({"code": code, "numba": sorted(m for m in sys.modules
+                                                        if m.split(".")[0] == "numba")}))
+        """,
+        tmp_path,
+        TCLOSE_DISABLE_PLUGIN_AUTOLOAD="1",
+    )
+    assert result == {"code": 0, "numba": []}
