@@ -48,10 +48,12 @@ LINK_TOLERANCE = 1e-9
 INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
 _BATCH = 1 << 16
-#: Below this many rows record linkage settles every row with SciPy's KD-tree queries instead of
-#: the compiled search (:mod:`tclose._linkage`): the same shares, and a small run loads no compiled
-#: kernel for it.
+#: Below this many rows record linkage compares every row with every distinct published vector in
+#: NumPy instead of the compiled search (:mod:`tclose._linkage`): the same shares, and a small run
+#: loads neither a compiled kernel nor SciPy for it.
 KERNEL_MIN_ROWS = 2_000
+#: Bytes of the ``(rows, vectors, d)`` differences one chunk of that comparison holds.
+_PAIRWISE_BYTES = 1 << 20
 #: Vectors of the compiled search's KD-tree leaves.
 _LEAF_SIZE = 16
 #: Vectors within a row's own distance (+ tolerance) the compiled search keeps; a row with more
@@ -99,15 +101,16 @@ def linkage_contributions(
             ``np.unique`` when omitted).
         tolerance: distances within ``tolerance`` of the minimum tie.
 
-    Runs in ``O(n log n)`` on the distinct published vectors (rotated to their principal axes,
-    which leaves distances unchanged and lets a KD-tree split along the directions that separate
-    them best). A row ``i`` at distance ``r`` from its own vector only needs the vectors within
+    From :data:`KERNEL_MIN_ROWS` rows, runs in ``O(n log n)`` on the distinct published vectors
+    (rotated to their principal axes, which leaves distances unchanged and lets a KD-tree split
+    along the directions that separate them best). A row ``i`` at distance ``r`` from its own vector only needs the vectors within
     ``r + tolerance``: a compiled search (:func:`tclose._linkage.link_rows`, on every core) looks
     for them in a KD-tree, stops at the first vector closer than ``r - tolerance`` (a miss, share
-    0) and otherwise counts ``N(i)`` among those found, their distances computed exactly. Below
-    :data:`KERNEL_MIN_ROWS` rows SciPy's KD-tree answers the two nearest neighbours of every row
-    instead, and those whose two nearest are within ``2·tolerance`` (possible ties) get a ball
-    query whose distances are recomputed.
+    0) and otherwise counts ``N(i)`` among those found, their distances computed exactly; a row
+    with more than :data:`_TIE_BUFFER` such vectors gets SciPy's KD-tree ball query instead. Below
+    :data:`KERNEL_MIN_ROWS` rows every row is compared with every distinct vector in NumPy
+    (:func:`_pairwise_contributions`, ``O(n·m·d)`` for ``m`` distinct vectors, in chunks of a
+    few MB): no compiled kernel and no SciPy to load, the same shares bit for bit.
     """
     source_x = np.ascontiguousarray(source_x, dtype=np.float64)
     published_x = np.ascontiguousarray(published_x, dtype=np.float64)
@@ -123,46 +126,56 @@ def linkage_contributions(
     distinct = np.ascontiguousarray(published_x[first])
     if source_x.shape[1] == 0:  # no QI: every published row is at distance 0
         return np.full(n, 1.0 / n)
+    if n < KERNEL_MIN_ROWS:
+        return _pairwise_contributions(source_x, distinct, counts, classes, tolerance)
     basis = principal_axes(distinct)
     out = np.zeros(n)
-    if n >= KERNEL_MIN_ROWS:
-        rows = _search_rows(source_x, distinct, basis, counts, classes, tolerance, out)
-        if len(rows):  # many exact ties: the tree's ball query settles them
-            own = np.sqrt(((source_x[rows] - distinct[classes[rows]]) ** 2).sum(axis=1))
-            _settle_ties(
-                _tree(distinct, basis),
-                basis,
-                source_x,
-                distinct,
-                counts,
-                classes,
-                rows,
-                own,
-                tolerance,
-                out,
-            )
-        return out
-    tree = _tree(distinct, basis)
-    rows = np.arange(n)
-    neighbours = min(2, len(distinct))
-    distance, index = tree.query(source_x @ basis, k=neighbours, workers=-1)
-    distance = distance.reshape(n, neighbours)
-    nearest = index.reshape(n, neighbours)[:, 0]
-    out[:] = np.where(classes == nearest, 1.0 / counts[nearest], 0.0)
-    if neighbours == 2:
-        tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * tolerance)
+    rows = _search_rows(source_x, distinct, basis, counts, classes, tolerance, out)
+    if len(rows):  # many exact ties: the tree's ball query settles them
+        own = np.sqrt(((source_x[rows] - distinct[classes[rows]]) ** 2).sum(axis=1))
         _settle_ties(
-            tree,
+            _tree(distinct, basis),
             basis,
             source_x,
             distinct,
             counts,
             classes,
-            rows[tied],
-            distance[tied, 0],
+            rows,
+            own,
             tolerance,
             out,
         )
+    return out
+
+
+def _pairwise_contributions(
+    source_x: np.ndarray,
+    distinct: np.ndarray,
+    counts: np.ndarray,
+    classes: np.ndarray,
+    tolerance: float,
+) -> np.ndarray:
+    """Every row's share against every distinct published vector, by the definition.
+
+    ``source_x`` is ``(n, d)`` with ``d >= 1``, ``distinct`` the ``(m, d)`` distinct published
+    vectors, ``counts`` their rows, ``classes`` each row's own vector. Rows go by chunks whose
+    ``(rows, m, d)`` differences hold about :data:`_PAIRWISE_BYTES`; distances are computed on
+    the unrotated vectors as :func:`_tied_contributions` computes them (square, sum over the
+    columns, square root), so ``N(i)`` and the shares are the same bit for bit.
+    """
+    n, d = source_x.shape
+    m = len(distinct)
+    step = max(1, _PAIRWISE_BYTES // (8 * m * d))
+    out = np.empty(n)
+    for start in range(0, n, step):
+        rows = slice(start, start + step)
+        squares = source_x[rows, None, :] - distinct[None, :, :]
+        np.square(squares, out=squares)
+        dist = np.sqrt(squares.sum(axis=2))
+        member = dist <= (dist.min(axis=1) + tolerance)[:, None]
+        size = np.where(member, counts, 0).sum(axis=1)
+        hit = member[np.arange(len(member)), classes[rows]]
+        out[rows] = np.where(hit, 1.0 / size, 0.0)
     return out
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tclose.measures as measures_module
@@ -329,8 +329,8 @@ def test_evaluate_rejects_unaligned_frames() -> None:
 @pytest.mark.parametrize("integer", [False, True])
 def test_record_linkage_every_path_equals_reference(monkeypatch, leaf, buffer, integer, min_rows):
     """The compiled search with tiny and default leaves, and with a tie buffer that overflows
-    (those rows go to the tree's ball query); below KERNEL_MIN_ROWS rows (150 here) SciPy's tree
-    settles every row."""
+    (those rows go to the tree's ball query); below KERNEL_MIN_ROWS rows (150 here) the NumPy
+    pairwise comparison settles every row."""
     monkeypatch.setattr(measures_module, "_LEAF_SIZE", leaf)
     monkeypatch.setattr(measures_module, "_TIE_BUFFER", buffer)
     monkeypatch.setattr(measures_module, "KERNEL_MIN_ROWS", min_rows)
@@ -352,7 +352,7 @@ def contributions_reference(source: np.ndarray, published: np.ndarray) -> np.nda
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_compiled_search_gives_the_trees_shares_row_for_row(monkeypatch, seed) -> None:
+def test_compiled_search_gives_the_small_paths_shares_row_for_row(monkeypatch, seed) -> None:
     """Above and below KERNEL_MIN_ROWS the shares are the same, row for row, bit for bit, and
     the definition's: clusters, duplicated published vectors, records published unchanged,
     swapped or equidistant from two vectors, in 1 to 5 dimensions."""
@@ -369,6 +369,114 @@ def test_compiled_search_gives_the_trees_shares_row_for_row(monkeypatch, seed) -
     sample = rng.choice(n, 300, replace=False)
     reference = contributions_reference(x, published)
     assert np.array_equal(above[sample], reference[sample])
+
+
+def kdtree_contributions(source: np.ndarray, published: np.ndarray) -> np.ndarray:
+    """The small-table path before it became a NumPy comparison: SciPy's KD-tree answers every
+    row's two nearest distinct vectors, and rows whose two nearest are within 2·tolerance get
+    the tree's ball query (``_settle_ties``), distances recomputed on the unrotated vectors."""
+    from scipy.spatial import cKDTree
+
+    n = len(source)
+    if source.shape[1] == 0:
+        return np.full(n, 1.0 / n)
+    classes = np.unique(published, axis=0, return_inverse=True)[1].reshape(-1)
+    counts = np.bincount(classes)
+    first = np.full(len(counts), n, dtype=np.int64)
+    np.minimum.at(first, classes, np.arange(n))
+    distinct = np.ascontiguousarray(published[first])
+    basis = measures_module.principal_axes(distinct)
+    tree = cKDTree(distinct @ basis)
+    neighbours = min(2, len(distinct))
+    distance, index = tree.query(source @ basis, k=neighbours)
+    distance = distance.reshape(n, neighbours)
+    nearest = index.reshape(n, neighbours)[:, 0]
+    out = np.where(classes == nearest, 1.0 / counts[nearest], 0.0)
+    if neighbours == 2:
+        tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] + 2 * LINK_TOLERANCE)
+        measures_module._settle_ties(
+            tree,
+            basis,
+            source,
+            distinct,
+            counts,
+            classes,
+            tied,
+            distance[tied, 0],
+            LINK_TOLERANCE,
+            out,
+        )
+    return out
+
+
+#: Shifts of one published coordinate: exact ties (0), and distances that differ by about the
+#: tolerance, just inside and just outside it, and by twice it.
+_NUDGES = [0.0] + [
+    sign * factor * LINK_TOLERANCE
+    for sign in (1.0, -1.0)
+    for factor in (1.0, 1.0 - 1e-3, 1.0 + 1e-3, 0.5, 2.0)
+]
+
+
+@st.composite
+def linkage_tables(draw):
+    """``(source, published)``: source rows on a small grid (duplicated rows, exact ties),
+    published rows drawn from them with repeats and halved (a row halfway between two grid
+    points ties with both), some published coordinates shifted by about the tolerance; 0, 1,
+    several or 9 columns (NumPy sums 8 or more terms pairwise); 1, 2, up to 30 or 1999 rows
+    (the largest table below KERNEL_MIN_ROWS: its arrays come from a drawn seed)."""
+    n = draw(st.one_of(st.sampled_from([1, 2, 1999]), st.integers(1, 30)))
+    d = draw(st.sampled_from([0, 1, 2, 3, 9]))
+    if n > 30:
+        return seeded_linkage_table(draw(st.integers(0, 2**32 - 1)), n, d)
+    grid = st.integers(-2, 2).map(float)
+    x = np.array(draw(st.lists(st.lists(grid, min_size=d, max_size=d), min_size=n, max_size=n)))
+    picks = np.array(draw(st.lists(st.integers(0, n - 1), min_size=n, max_size=n)))
+    nudges = np.array(draw(st.lists(st.sampled_from(_NUDGES), min_size=n, max_size=n)))
+    columns = np.array(draw(st.lists(st.integers(0, max(d - 1, 0)), min_size=n, max_size=n)))
+    return _nudged(x.reshape(n, d), picks, nudges, columns)
+
+
+def seeded_linkage_table(seed: int, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """A table as :func:`linkage_tables` draws them, from a seed (half the rows nudged)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, size=(n, d)).astype(float)
+    nudges = np.where(rng.random(n) < 0.5, 0.0, rng.choice(_NUDGES, size=n))
+    return _nudged(x, rng.integers(0, n, size=n), nudges, rng.integers(0, max(d, 1), size=n))
+
+
+def _nudged(x, picks, nudges, columns) -> tuple[np.ndarray, np.ndarray]:
+    published = x[picks] / 2.0
+    if x.shape[1]:
+        published[np.arange(len(x)), columns] += nudges
+    return x, published
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(linkage_tables(), st.sampled_from([None, 1, 100]))
+@example(seeded_linkage_table(0, 1999, 3), None)
+@example(seeded_linkage_table(1, 1999, 1), 1)
+@example(seeded_linkage_table(2, 1999, 9), 100)
+@example(seeded_linkage_table(3, 1999, 0), None)
+@example(seeded_linkage_table(4, 2, 1), None)
+@example(seeded_linkage_table(5, 1, 2), None)
+def test_small_tables_pairwise_shares_equal_the_definition_and_the_kd_tree(table, chunk) -> None:
+    """Below KERNEL_MIN_ROWS every row's share is the definition's (row by row over every
+    published row) and the former SciPy KD-tree path's, bit for bit, whatever the chunk of rows
+    (1 byte: one row a chunk); and no KD-tree is built."""
+    x, published = table
+    assert len(x) < measures_module.KERNEL_MIN_ROWS
+
+    def no_tree(*args):
+        raise AssertionError("a KD-tree was built below KERNEL_MIN_ROWS")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(measures_module, "_tree", no_tree)
+        if chunk is not None:
+            patch.setattr(measures_module, "_PAIRWISE_BYTES", chunk)
+        shares = measures_module.linkage_contributions(x, published)
+    assert np.array_equal(shares, contributions_reference(x, published))
+    assert np.array_equal(shares, kdtree_contributions(x, published))
 
 
 def test_compiled_search_in_parallel_chunks_equals_one_chunk(monkeypatch) -> None:
@@ -445,7 +553,7 @@ def test_classes_from_cluster_labels_merge_clusters_with_equal_values() -> None:
 )
 def test_record_linkage_property_equals_reference(case, layout) -> None:
     """Any small grid table (many exact ties) and any published rows drawn from it, through the
-    compiled search (tiny leaves, overflowing tie buffers) and through SciPy's tree."""
+    compiled search (tiny leaves, overflowing tie buffers) and through the NumPy comparison."""
     rows, picks = case
     x = np.array(rows, dtype=float)
     published = x[np.array(picks)] / 2.0

@@ -1,6 +1,7 @@
 """Start-up stays light (issue 14): ``import tclose`` and the plugin registry do not import pandas
-(nor, for ``import tclose``, Numba or SQLAlchemy), and a Numba compilation is announced once with
-its duration. Timings themselves are in bench/bench_startup.py, not here."""
+(nor, for ``import tclose``, Numba or SQLAlchemy), a small run imports no SciPy subpackage, and a
+Numba compilation is announced once with its duration. Timings themselves are in
+bench/bench_startup.py, not here."""
 
 from __future__ import annotations
 
@@ -9,19 +10,22 @@ import json
 import sqlite3
 import subprocess
 import sys
+from importlib import resources
 
 import numpy as np
 import pytest
+import yaml
 
 import tclose
 from tclose import progress
+from tclose.demo import create_demo_database
 from tclose.kernel_notice import compile_notice
 
 
-def _modules_after(code: str) -> set[str]:
+def _modules_after(code: str, timeout: float = 120) -> set[str]:
     script = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=timeout
     ).stdout
     return set(json.loads(out.splitlines()[-1]))
 
@@ -133,3 +137,31 @@ def test_a_lazy_connector_connects_through_its_module(tmp_path):
     sqlite3.connect(path).close()
     database = sqlite.connect(f"sqlite:///{path.as_posix()}")
     assert isinstance(database, SQLiteDatabase)
+
+
+def test_a_small_run_imports_no_scipy_subpackage(tmp_path):
+    """A 100-row ``tclose run`` (the quickstart configuration, as bench/bench_startup.py runs it)
+    measures record linkage in NumPy below KERNEL_MIN_ROWS: it loads no SciPy module beyond what
+    ``import scipy`` alone loads (Numba's version check imports the bare package), in particular
+    not ``scipy.spatial``, which costs 0.25-0.35 s of CPU."""
+    database = tmp_path / "demo.db"
+    create_demo_database(database, n_rows=100, seed=0)
+    text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
+    document = yaml.safe_load(text)
+    document["source"]["url"] = f"sqlite:///{database.as_posix()}"
+    document["report"] = {"json": (tmp_path / "report.json").as_posix()}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    modules = _modules_after(
+        "import contextlib, io\n"
+        "from tclose.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['run', {str(config)!r}, '-q']) == 0",
+        timeout=600,  # a cold Numba cache compiles the run's kernels first
+    )
+    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert 0.0 < report["risk"]["record_linkage"] <= 1.0  # the run did measure record linkage
+    bare = {m for m in _modules_after("import scipy") if m.split(".")[0] == "scipy"}
+    loaded = {m for m in modules if m.split(".")[0] == "scipy"}
+    assert "scipy.spatial" not in loaded
+    assert loaded <= bare, sorted(loaded - bare)
