@@ -42,8 +42,9 @@ class Faulty:
     name = "faulty"
     requires_t = True
     options_schema = {
-        "fault": Option(str, "zero", "How it fails.", choices=("none", "zero", "exit",
-                                                               "unpicklable", "data")),
+        "fault": Option(
+            str, "zero", "How it fails.", choices=("none", "zero", "exit", "unpicklable", "data")
+        ),
         "attempts": Option(str, "", "A file that counts the calls."),
     }
 
