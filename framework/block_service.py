@@ -258,6 +258,8 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         (``partition_block`` must return them so; ``partition``'s are renumbered).
 
     Raises:
+        VerificationError: the answer of the algorithm's own ``partition_block`` breaks the
+            contract (:func:`tclose.clustering.checked_labels`, naming the plugin).
         PluginFailure: the algorithm raised an exception that is not a
             :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (``SystemExit`` included):
             a bug in the plugin, as in :func:`tclose.clustering.cluster_rows`; the message names
@@ -272,7 +274,12 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
     try:
         own = getattr(algorithm, "partition_block", None)
         if own is not None:
-            return own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
+            result = own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
+            if isinstance(algorithm, Blocked):
+                return result  # checked by Blocked.partition_block, naming the wrapped plugin
+            # Checked here, as in process: an answer a pool could not pickle back (a lambda in
+            # its info) was retried, then reported as a BlockError that named no plugin.
+            return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
         options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
         result = algorithm.partition(block.x, views, shared.k, shared.t, options)
         return Partition(checked_labels(algorithm, result, len(block.x)), result.info)

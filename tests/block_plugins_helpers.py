@@ -55,6 +55,8 @@ class Faulty:
         if options.get("attempts"):
             with open(options["attempts"], "a") as attempts:
                 attempts.write(f"{os.getpid()}\n")
+        if options.get("fault") == "unpicklable_result":
+            return Partition(_groups(x, k), info={"f": lambda: 0})
         _fault(options.get("fault", "zero"))
         return Partition(_groups(x, k))
 
@@ -69,3 +71,27 @@ def _groups(x: np.ndarray, k: int) -> np.ndarray:
 def attempts(path: Path) -> int:
     """Calls of ``partition_block`` counted in ``path``."""
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+class FaultyNative(Faulty):
+    """:class:`Faulty` with blocks of its own (not wrapped by ``blocked``): the block options in
+    its schema, ``run_in_blocks`` at the top of its ``partition``, as the built-ins do. Option
+    ``fault: "unpicklable_result"`` returns a partition whose info holds a lambda (the pool
+    cannot send it back)."""
+
+    name = "faulty-native"
+
+    def __init__(self) -> None:
+        from tclose.block_split import BLOCK_OPTIONS
+
+        self.options_schema = {
+            **Faulty.options_schema,
+            "fault": Option(str, "zero", "How it fails."),
+            **BLOCK_OPTIONS,
+        }
+
+    def partition(self, x, distances, k, t, options):
+        from tclose.block_service import run_in_blocks
+
+        blocked = run_in_blocks(self, x, distances, k, t, options)
+        return blocked if blocked is not None else Partition(_groups(x, k))

@@ -34,11 +34,12 @@ def _registry():
         @tclose.hookimpl
         def register_algorithms(self, register):
             register(blocked(helpers.Faulty()))
+            register(helpers.FaultyNative())
 
     return load_registry(extra_plugins=[Plugin()], entry_points=False)
 
 
-def _run(sqlite_run, monkeypatch, fault, executor="local", workers=2, extra=()):
+def _run(sqlite_run, monkeypatch, fault, executor="local", workers=2, extra=(), name="faulty"):
     """Exit code of ``tclose run`` with the blocked algorithm ``faulty`` (k = 3, 4 blocks)."""
     registry = _registry()
     monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
@@ -51,7 +52,7 @@ def _run(sqlite_run, monkeypatch, fault, executor="local", workers=2, extra=()):
         "workers": workers,
         "retries": 2,
     }
-    document = sqlite_run.config(algorithm={"name": "faulty", "options": options})
+    document = sqlite_run.config(algorithm={"name": name, "options": options})
     document["privacy"]["t"] = 1.0
     document["target"]["if_exists"] = "replace"
     document["report"] = {
@@ -155,3 +156,19 @@ def test_a_plugin_that_raises_on_dask_is_a_plugin_failure(
     err = _refused(sqlite_run, capsys, published, code, 4)
     _named(err)
     assert "ZeroDivisionError: division by zero" in err
+
+
+def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, capsys, published):
+    """An algorithm that runs ``run_in_blocks`` itself, as the built-ins do (not wrapped)."""
+    code = _run(sqlite_run, monkeypatch, "zero", name="faulty-native")
+    err = _refused(sqlite_run, capsys, published, code, 4)
+    assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) failed in block" in err
+
+
+def test_a_block_result_the_pool_cannot_send_back(sqlite_run, monkeypatch, capsys, published):
+    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info): refused as
+    in process, by the contract's check (before: retried, then "Block 2 of 4 failed 3 time(s);
+    last error: AttributeError: Can't pickle local object", exit 3, naming no plugin)."""
+    code = _run(sqlite_run, monkeypatch, "unpicklable_result", name="faulty-native")
+    err = _refused(sqlite_run, capsys, published, code, 1)
+    assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) returned an info" in err
