@@ -165,10 +165,16 @@ def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, c
     assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) failed in block" in err
 
 
-def test_a_block_result_the_pool_cannot_send_back(sqlite_run, monkeypatch, capsys, published):
-    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info): refused as
-    in process, by the contract's check (before: retried, then "Block 2 of 4 failed 3 time(s);
-    last error: AttributeError: Can't pickle local object", exit 3, naming no plugin)."""
-    code = _run(sqlite_run, monkeypatch, "unpicklable_result", name="faulty-native")
+@pytest.mark.parametrize("workers", [2, 1], ids=["pool", "in-process"])
+def test_a_block_result_the_pool_cannot_send_back(
+    sqlite_run, monkeypatch, capsys, published, workers
+):
+    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info): refused by
+    the contract's check on every executor (before: on the pool, retried, then "Block 2 of 4
+    failed 3 time(s); last error: AttributeError: Can't pickle local object", exit 3, naming no
+    plugin; in process, published)."""
+    code = _run(
+        sqlite_run, monkeypatch, "unpicklable_result", workers=workers, name="faulty-native"
+    )
     err = _refused(sqlite_run, capsys, published, code, 1)
     assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) returned an info" in err
