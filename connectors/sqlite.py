@@ -166,7 +166,7 @@ class UuidText(NativeType):
 
 
 #: Declared type names that :class:`UuidText` reads (case-insensitive).
-_UUID_NAMES = re.compile(r"\s*(UUID|GUID|UNIQUEIDENTIFIER)\s*", re.IGNORECASE)
+_UUID_NAMES = re.compile(r"\s*(UUID|GUID|UNIQUEIDENTIFIER)\s*(\(\s*\d+\s*\))?\s*", re.IGNORECASE)
 
 #: Texts of a NUMERIC column that PostgreSQL's ``numeric`` reads as NaN or infinities (the
 #: other targets refuse those with a message of their own).
@@ -186,8 +186,9 @@ def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] |
     if isinstance(column_type, UuidText):
         return (
             kind.not_in(["text", "null"]),
-            "values that are not text (SQLite stores a UUID written as decimal digits only, "
-            "e.g. 00000000000000000000000000000000, as a number, which is not its text any more)",
+            "values that are not text (blobs, or numbers: SQLite stores a UUID written as "
+            "decimal digits only, e.g. 00000000000000000000000000000000, as a number, which is "
+            "not its text any more)",
         )
     if isinstance(column_type, sa.Numeric) and not isinstance(column_type, sa.Float):
         special = sa.func.lower(sa.func.trim(column)).in_(_SPECIAL_TEXTS)

@@ -206,7 +206,7 @@ TARGETS = [
 
 
 @pytest.mark.parametrize("database", TARGETS)
-@pytest.mark.parametrize("declared", ["UUID", "guid", "UNIQUEIDENTIFIER"])
+@pytest.mark.parametrize("declared", ["UUID", "guid", "UNIQUEIDENTIFIER", "Uuid(36)"])
 def test_a_sqlite_column_declared_uuid_is_published_as_its_text(
     request, lite, capsys, database, declared
 ):
@@ -237,6 +237,24 @@ def test_a_uuid_sqlite_stored_as_a_number_is_refused_naming_the_column(
     assert code == 3, err
     assert "Column 'extra' (declared UUID) holds values that are not text" in err, err
     assert "in 22 row(s)" in err, err  # rows 1..40 with i % 3 in (0, 1), less every fifth
+    assert db.tables() == set()
+
+
+@pytest.mark.parametrize("database", TARGETS)
+def test_uuids_stored_as_blobs_in_a_sqlite_uuid_column_are_refused(request, lite, capsys, database):
+    """16-byte blobs (``uuid.bytes``) in a column declared UUID: not text, named."""
+    db = request.getfixturevalue(database)
+    source, target = lite.name("src"), db.name("anon")
+    lite.create_patients(source, n=40)
+    _add_uuids(lite, source, [ODD[0]], "UUID")
+    lite.execute(
+        f"UPDATE {lite.quote(source)} SET extra = :b WHERE patient_id <= 3",
+        {"b": uuid.UUID(ODD[1]).bytes},
+    )
+    code, err, _ = _run_into(lite, source, db, target, capsys)
+    assert code == 3, err
+    assert "Column 'extra' (declared UUID) holds values that are not text (blobs" in err, err
+    assert "in 3 row(s)" in err, err
     assert db.tables() == set()
 
 
