@@ -151,12 +151,17 @@ def _exact_decimals(
     precision, scale = column_type.precision or 18, column_type.scale or 0
     exact = decimal.Context(prec=1000)
     texts: list[str | None] = []
-    inexact = special = 0
+    inexact = special = other = 0
     for value in values:
         if value is None:
             texts.append(None)
             continue
-        number = value if isinstance(value, Decimal) else Decimal(repr(value))
+        try:
+            number = value if isinstance(value, Decimal) else Decimal(repr(value))
+        except (decimal.InvalidOperation, TypeError, ValueError):
+            other += 1  # text or bytes (SQLite keeps any value in a NUMERIC column)
+            texts.append(None)
+            continue
         if number.is_finite():
             rounded = number.quantize(Decimal(1).scaleb(-scale), context=exact)
             if rounded != number or rounded.adjusted() >= precision - scale:
@@ -164,6 +169,12 @@ def _exact_decimals(
         else:
             special += 1
         texts.append(str(number))
+    if other:
+        raise DataError(
+            f"Column {column!r} holds values that are not numbers in {other} row(s) of a batch "
+            f"of {len(values)}, which DuckDB's DECIMAL({precision},{scale}) cannot hold. Clean "
+            f"or cast the column in a view of the source, or drop it (role: identifier)."
+        )
     if special:
         raise DataError(
             f"Column {column!r} holds NaN or infinite values in {special} row(s) of a batch of "

@@ -29,7 +29,14 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
-from .sql import DriverSession, SQLDatabase, TableName, driver_connection
+from .sql import (
+    DriverSession,
+    NativeType,
+    SQLDatabase,
+    TableName,
+    _connection,
+    driver_connection,
+)
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30
@@ -143,14 +150,53 @@ _EXACT_DIGITS = 15
 _INT64 = (-(2**63), 2**63 - 1)
 
 
+class UuidText(NativeType):
+    """A SQLite column declared ``UUID``, ``GUID`` or ``UNIQUEIDENTIFIER`` (SQLite has no such
+    type: the name gives NUMERIC affinity, so SQLAlchemy reflected ``NUMERIC`` and the run
+    wrote UUID texts into a decimal column of the target: PostgreSQL's and MariaDB's errors,
+    an internal error into DuckDB). Into SQLite it keeps its declared name; into another kind
+    of database it is text, each value its text as stored (any spelling, any version or
+    variant: exactly as written). A value SQLite stored as a number (a UUID written as 32
+    decimal digits) is refused before the write (:func:`_stored_otherwise`)."""
+
+    cache_ok = True
+
+    def as_generic(self, allow_nulltype: bool = False) -> sa.types.TypeEngine:
+        return sa.Text()
+
+
+#: Declared type names that :class:`UuidText` reads (case-insensitive).
+_UUID_NAMES = re.compile(r"\s*(UUID|GUID|UNIQUEIDENTIFIER)\s*(\(\s*\d+\s*\))?\s*", re.IGNORECASE)
+
+#: Texts of a NUMERIC column that PostgreSQL's ``numeric`` reads as NaN or infinities (the
+#: other targets refuse those with a message of their own).
+_SPECIAL_TEXTS = ("nan", "infinity", "+infinity", "-infinity", "inf", "+inf", "-inf")
+
+
 def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] | None:
     """The condition on a row under which ``column``'s value is not what its declared type
     says (``typeof``: SQLite keeps any value in any column), or, for a date-time, carries a
     time zone offset that a target's timestamp would drop; with what such values are.
-    ``None`` for types not checked (decimals, whose storage classes vary by value, and types
-    SQLAlchemy does not know)."""
+    ``None`` for types not checked (types SQLAlchemy does not know). A decimal column may hold
+    integers and reals (its storage class varies with the value); text there is never a number
+    (NUMERIC affinity converts every well-formed number), except NaN or an infinity spelled
+    out."""
     kind = sa.func.typeof(column)
     column_type = column.type
+    if isinstance(column_type, UuidText):
+        return (
+            kind.not_in(["text", "null"]),
+            "values that are not text (blobs, or numbers: SQLite stores a UUID written as "
+            "decimal digits only, e.g. 00000000000000000000000000000000, as a number, which is "
+            "not its text any more)",
+        )
+    if isinstance(column_type, sa.Numeric) and not isinstance(column_type, sa.Float):
+        special = sa.func.lower(sa.func.trim(column)).in_(_SPECIAL_TEXTS)
+        return (
+            sa.or_(kind == "blob", sa.and_(kind == "text", sa.not_(special))),
+            "values that are not numbers (text or blobs, which SQLite keeps in a column of "
+            "NUMERIC affinity; a target's decimal refuses them)",
+        )
     if isinstance(column_type, sa.Boolean):
         other = sa.and_(column.is_not(None), sa.or_(kind != "integer", column.not_in([0, 1])))
         return other, "values other than 0 and 1 (a target would publish 2 as true)"
@@ -313,6 +359,24 @@ class SQLiteDatabase(SQLDatabase):
         untyped column, any name SQLAlchemy does not map, such as ``BLOBBY``)."""
         pragma = f"PRAGMA {self.quote(name.schema or 'main')}.table_info({self.quote(name.name)})"
         return {row[1]: row[2] for row in connection.exec_driver_sql(pragma)}
+
+    def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
+        """As :meth:`SQLDatabase.table`; a column declared ``UUID`` (``GUID``,
+        ``UNIQUEIDENTIFIER``), which SQLAlchemy reflects as ``NUMERIC``, is a
+        :class:`UuidText`."""
+        table = super().table(name, connection)
+        numeric = [c for c in table.columns if type(c.type) is sa.NUMERIC]
+        if numeric:
+            with (
+                self.errors(f"reading the definition of table {name}"),
+                _connection(self.engine, connection) as bound,
+            ):
+                declared = self.declared_types(bound, name)
+            for column in numeric:
+                spelled = declared.get(column.name, "")
+                if _UUID_NAMES.fullmatch(spelled):
+                    column.type = UuidText(spelled)
+        return table
 
     def table_comment(self, name: TableName) -> str | None:
         """``tclose run <id>`` when the table's definition ends with the constraint

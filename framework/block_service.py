@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,8 @@ from .block_split import (
     global_strata,
     stratified_blocks,
 )
-from .clustering import checked_labels
+from .clustering import checked_labels, plugin_failure
+from .errors import TcloseError
 from .executors import run_tasks
 from .interfaces import Algorithm, FittedDistance, Option, Partition
 
@@ -111,6 +112,8 @@ class _Block:
     x: np.ndarray
     codes: tuple[np.ndarray, ...] = ()
     strata: Strata | None = None
+    number: int = 1  # the block's number, 1-based, and the run's blocks, for messages
+    count: int = 1
 
 
 def n_blocks(spec: BlockSpec, n: int, clusters: int) -> int:
@@ -199,6 +202,7 @@ def _partition_blocked(
     x = np.ascontiguousarray(x, dtype=np.float64)
     started = time.perf_counter()
     parts, payloads = _split(x, distances, k, plan, blocks)
+    payloads = [replace(p, number=i + 1, count=len(payloads)) for i, p in enumerate(payloads)]
     split = time.perf_counter()
     sizes = [len(p) for p in parts]
     log.info(
@@ -252,17 +256,39 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
     Returns:
         a :class:`~tclose.interfaces.Partition` of the block's rows, labels dense ``0..L_b-1``
         (``partition_block`` must return them so; ``partition``'s are renumbered).
+
+    Raises:
+        VerificationError: the answer of the algorithm's own ``partition_block`` breaks the
+            contract (:func:`tclose.clustering.checked_labels`, naming the plugin).
+        PluginFailure: the algorithm raised an exception that is not a
+            :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (``SystemExit`` included):
+            a bug in the plugin, as in :func:`tclose.clustering.cluster_rows`; the message names
+            the plugin (the wrapped one, for :class:`Blocked`) and the block. The executors
+            raise a ``TcloseError`` of a task at once, without retrying it
+            (:func:`tclose.executors.run_tasks`).
     """
     from tclose.plugins.block_distances import restrict
 
     views = [restrict(r, c) for r, c in zip(shared.references, block.codes, strict=True)]
     algorithm = shared.algorithm
-    own = getattr(algorithm, "partition_block", None)
-    if own is not None:
-        return own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
-    options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
-    result = algorithm.partition(block.x, views, shared.k, shared.t, options)
-    return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
+    try:
+        own = getattr(algorithm, "partition_block", None)
+        if own is not None:
+            result = own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
+            if isinstance(algorithm, Blocked):
+                return result  # checked by Blocked.partition_block, naming the wrapped plugin
+            # Checked here, as in process: an answer a pool could not pickle back (a lambda in
+            # its info) was retried, then reported as a BlockError that named no plugin.
+            return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
+        options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
+        result = algorithm.partition(block.x, views, shared.k, shared.t, options)
+        return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
+    except (TcloseError, MemoryError):
+        raise
+    except (Exception, SystemExit) as error:
+        plugin = algorithm.algorithm if isinstance(algorithm, Blocked) else algorithm
+        where = f" in block {block.number} of {block.count} ({len(block.x):,} rows)"
+        raise plugin_failure(plugin, error, where=where) from error
 
 
 class Blocked:

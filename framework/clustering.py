@@ -132,10 +132,18 @@ def _plugin_call(plugin: Any, kind: str) -> Iterator[None]:
     except (TcloseError, MemoryError):
         raise
     except (Exception, SystemExit) as error:
-        raise PluginFailure(
-            f"{_named(plugin, kind)} failed: {type(error).__name__}: {error} (a bug in the "
-            f"plugin; run with -v for the traceback)."
-        ) from error
+        raise plugin_failure(plugin, error, kind) from error
+
+
+def plugin_failure(
+    plugin: Any, error: BaseException, kind: str = "Algorithm", where: str = ""
+) -> PluginFailure:
+    """The :class:`PluginFailure` that reports ``error``, an unexpected exception of ``plugin``
+    (``where``: e.g. ``" in block 2 of 4 (100 rows)"``); the caller chains ``error`` to it."""
+    return PluginFailure(
+        f"{_named(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in the "
+        f"plugin; run with -v for the traceback)."
+    )
 
 
 def _fingerprint(array: np.ndarray) -> str:

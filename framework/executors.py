@@ -31,6 +31,12 @@ Retries: a task that raises is run again, up to ``retries`` times; then the run 
 breaks a local pool: the pool is replaced, and every task that was in flight is charged one
 attempt and resubmitted. Dask reschedules tasks of a lost worker itself (its
 ``distributed.scheduler.allowed-failures``) and retries raising tasks through ``retries``.
+A task that raises a :class:`~tclose.errors.TcloseError` is not retried, on any executor: that
+is a verdict on its input (a plugin's bug reported as a
+:class:`~tclose.errors.PluginFailure`, a ``DataError``, a ``VerificationError``), which the next
+attempt would give again; the run stops at once (the other tasks cancelled, the workers
+stopped) and ``run_tasks`` raises that error itself, its exit code unchanged. Its traceback in
+the worker is its ``__cause__`` (a :class:`RemoteTraceback`) when it came from another process.
 
 Progress: one INFO line per finished task on the ``tclose`` logger (``block 3/16 done: 62,500
 rows in 1.42 s``), a WARNING per retry.
@@ -46,6 +52,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -56,7 +63,7 @@ from .errors import ConfigError, TcloseError
 
 log = logging.getLogger("tclose")
 
-__all__ = ["EXECUTORS", "BlockError", "default_workers", "run_tasks"]
+__all__ = ["EXECUTORS", "BlockError", "RemoteTraceback", "default_workers", "run_tasks"]
 
 #: The executors :func:`run_tasks` knows.
 EXECUTORS = ("serial", "local", "dask")
@@ -68,6 +75,23 @@ class BlockError(TcloseError):
     """A block task failed on every attempt (its last exception is the ``__cause__``)."""
 
     exit_code = 3
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a Dask worker, as text: the ``__cause__`` of the
+    :class:`~tclose.errors.TcloseError` that :func:`run_tasks` raises (printed with ``-v``)."""
+
+    def __str__(self) -> str:
+        return f"\n{self.args[0] if self.args else ''}"
+
+
+class _Raised:
+    """A ``TcloseError`` a Dask task raised, returned as its result so that Dask does not retry
+    it, with the worker's traceback."""
+
+    def __init__(self, error: TcloseError, text: str) -> None:
+        self.error = error
+        self.text = text
 
 
 def default_workers() -> int:
@@ -109,6 +133,8 @@ def run_tasks(
 
     Raises:
         BlockError: a task failed ``retries + 1`` times.
+        TcloseError: the error a task raised (not retried), e.g. a
+            :class:`~tclose.errors.PluginFailure`.
         ConfigError: an unknown executor, or Dask not installed.
         KeyboardInterrupt: after the workers were stopped.
     """
@@ -185,6 +211,8 @@ def _run_serial(function, payloads, shared, tracker: _Tracker) -> list[Any]:
         while True:
             try:
                 result, seconds, where = _timed(function, shared, payload)
+            except TcloseError:
+                raise  # a verdict, not retried (module documentation)
             except Exception as error:
                 tracker.failed(index, error)
                 continue
@@ -310,6 +338,8 @@ def _run_local(
                     results[index], seconds, where = future.result()
                     tracker.finished(index, seconds, where)
                     continue
+                if isinstance(error, TcloseError):
+                    raise error  # a verdict, not retried: the pool is stopped below
                 broken = broken or isinstance(error, BrokenProcessPool)
                 tracker.failed(index, error)
                 queue.append(index)
@@ -331,6 +361,17 @@ def _run_local(
 
 # ------------------------------------------------------------------------------------------------
 # Dask distributed
+
+
+def _dask_call(
+    function: Callable[[Any, Any], Any], shared: Any, payload: Any
+) -> tuple[Any, float, str] | _Raised:
+    """A Dask task: :func:`_timed`, with a ``TcloseError`` returned (not retried by Dask)."""
+    try:
+        return _timed(function, shared, payload)
+    except TcloseError as error:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return _Raised(error, text)
 
 
 def _run_dask(
@@ -372,7 +413,7 @@ def _run_dask(
         for index, data in enumerate(data_futures):
             futures.append(
                 client.submit(
-                    _timed,
+                    _dask_call,
                     function,
                     shared_future,
                     data,
@@ -389,7 +430,10 @@ def _run_dask(
                 failure = future.exception()
                 tracker.failures[index] = retries
                 tracker.failed(index, failure)  # raises: Dask has used the retries already
-            results[index], seconds, where = future.result()
+            outcome = future.result()
+            if isinstance(outcome, _Raised):
+                raise outcome.error from RemoteTraceback(outcome.text)
+            results[index], seconds, where = outcome
             tracker.finished(index, seconds, f"dask, {where}")
         return results
     finally:

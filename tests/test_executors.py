@@ -114,6 +114,29 @@ def test_dask_task_that_always_fails(dask_scheduler: str, tmp_path: Path) -> Non
     assert (tmp_path / "attempt-0").read_text() == "xx"
 
 
+@pytest.mark.parametrize("executor", ["serial", "local", "dask"])
+def test_a_tclose_error_of_a_task_is_raised_as_it_is_and_not_retried(
+    executor: str, tmp_path: Path, request
+) -> None:
+    """A TcloseError is a verdict the next attempt would give again (e.g. a plugin's bug, as a
+    PluginFailure): before, it was retried, then reported as a BlockError (exit 3)."""
+    from tclose.errors import DataError
+
+    scheduler = request.getfixturevalue("dask_scheduler") if executor == "dask" else ""
+    with pytest.raises(DataError, match="^task 1 refuses its rows$") as raised:
+        run_tasks(
+            tasks.refuse,
+            [0, 1, 2],
+            shared=str(tmp_path),
+            executor=executor,
+            scheduler=scheduler,
+            workers=2,
+            retries=2,
+        )
+    assert type(raised.value) is DataError
+    assert (tmp_path / "attempt-1").read_text() == "x"
+
+
 def test_a_lost_worker_is_replaced_and_its_task_retried(tmp_path: Path) -> None:
     got = run_tasks(
         tasks.die_once, [0, 1, 2, 3], shared=str(tmp_path), executor="local", workers=2, retries=2

@@ -55,3 +55,14 @@ def interrupt_driver(shared: int, payload: int) -> int:
         os.kill(shared, signal.SIGINT)
     time.sleep(30)
     return payload
+
+
+def refuse(shared: str, payload: int) -> int:
+    """Raise a DataError (a verdict, not a transient failure) in task 1, counting attempts."""
+    from tclose.errors import DataError
+
+    with open(Path(shared) / f"attempt-{payload}", "a") as attempts:
+        attempts.write("x")
+    if payload == 1:
+        raise DataError(f"task {payload} refuses its rows")
+    return payload
