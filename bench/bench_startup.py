@@ -16,6 +16,7 @@ compiled (once; it takes tens of seconds on a loaded 2-core machine).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -30,15 +31,16 @@ import yaml
 PLUGINS_CPU_BUDGET = 0.4  # seconds of CPU, `tclose plugins`
 RUN_CPU_BUDGET = 1.0  # seconds of CPU, a 100-row run with a warm cache
 
-#: The libraries a run imports, timed alone to show the floor they set (numba.np.arraymath is
-#: what Numba imports on its first cached kernel load; it imports scipy.linalg for BLAS). A
-#: 100-row run no longer imports scipy.spatial (record linkage below 2,000 rows is NumPy).
+#: Libraries a run may import, each timed alone to show the floor it sets (numba.np.arraymath is
+#: what Numba imports on its first cached kernel load; it imports scipy.linalg for BLAS). Each line
+#: says whether the 100-row run imported it: since issue 14 it imports neither Numba nor SciPy.
 COMPONENTS = (
     "import numpy",
     "import pandas",
     "import sqlalchemy",
     "import numba",
     "import numba.np.arraymath",
+    "import scipy.spatial",
 )
 
 
@@ -75,6 +77,19 @@ def run_config(folder: Path) -> Path:
     path = folder / "run.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
+
+
+def modules_of_run(python: list[str], config: Path, env: dict[str, str]) -> set[str]:
+    """The modules one 100-row run imports (the run in a fresh process, then ``sys.modules``)."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from tclose.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['run', {str(config)!r}, '-q'])\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([*python, "-c", script], env=env, capture_output=True, text=True)
+    return set(json.loads(out.stdout.splitlines()[-1]))
 
 
 def line(label: str, wall: float, cpu: float, rss: int, budget: str) -> None:
@@ -116,11 +131,13 @@ def main() -> None:
             "\nwhere the warm run's CPU goes: each library alone (a fresh process, floor included,"
             " OPENBLAS_NUM_THREADS=1 as the command sets it)"
         )
+        imported = modules_of_run(python, config, env)
         for library in COMPONENTS:
             alone = medians(
                 [measure([*python, "-c", library], libraries_env) for _ in range(repeats)]
             )
-            line(f"  {library}", *alone, "")
+            name = library.removeprefix("import ")
+            line(f"  {library}", *alone, "" if name in imported else "(not imported by the run)")
         if cold:
             cache = Path(tmp) / "numba-cache"
             cold_run = measure(command, {**env, "NUMBA_CACHE_DIR": str(cache)})

@@ -103,14 +103,15 @@ def linkage_contributions(
 
     From :data:`KERNEL_MIN_ROWS` rows, runs in ``O(n log n)`` on the distinct published vectors
     (rotated to their principal axes, which leaves distances unchanged and lets a KD-tree split
-    along the directions that separate them best). A row ``i`` at distance ``r`` from its own vector only needs the vectors within
-    ``r + tolerance``: a compiled search (:func:`tclose._linkage.link_rows`, on every core) looks
-    for them in a KD-tree, stops at the first vector closer than ``r - tolerance`` (a miss, share
-    0) and otherwise counts ``N(i)`` among those found, their distances computed exactly; a row
-    with more than :data:`_TIE_BUFFER` such vectors gets SciPy's KD-tree ball query instead. Below
-    :data:`KERNEL_MIN_ROWS` rows every row is compared with every distinct vector in NumPy
-    (:func:`_pairwise_contributions`, ``O(n·m·d)`` for ``m`` distinct vectors, in chunks of a
-    few MB): no compiled kernel and no SciPy to load, the same shares bit for bit.
+    along the directions that separate them best). A row ``i`` at distance ``r`` from its own vector
+    only needs the vectors within ``r + tolerance``: a compiled search
+    (:func:`tclose._linkage.link_rows`, on every core) looks for them in a KD-tree, stops at the
+    first vector closer than ``r - tolerance`` (a miss, share 0) and otherwise counts ``N(i)`` among
+    those found, their distances computed exactly; a row with more than :data:`_TIE_BUFFER` such
+    vectors gets SciPy's KD-tree ball query instead. Below :data:`KERNEL_MIN_ROWS` rows every row is
+    compared with every distinct vector in NumPy (:func:`_pairwise_contributions`, ``O(n·m·d)`` for
+    ``m`` distinct vectors, in chunks of a few MB): no compiled kernel and no SciPy to load, the
+    same shares bit for bit.
     """
     source_x = np.ascontiguousarray(source_x, dtype=np.float64)
     published_x = np.ascontiguousarray(published_x, dtype=np.float64)

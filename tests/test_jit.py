@@ -18,7 +18,7 @@ from numba.core.registry import CPUDispatcher
 from tclose.jit import LazyKernel, bind_module, dispatcher_of
 
 # A kernel module as the built-in ones are written: lazy kernels calling each other by name.
-MODULE = '''
+MODULE = """
 import numpy as np
 from tclose.jit import njit
 
@@ -38,7 +38,7 @@ def sum_of_squares(values):
 
 def plain(values):
     return float(np.sum(values))
-'''
+"""
 
 
 @pytest.fixture
@@ -150,28 +150,3 @@ def test_importing_kernels_and_opening_a_compile_notice_do_not_import_numba(tmp_
     assert result["before"] is False and result["inside"] is False
     assert result["value"] == 5.0
     assert result["kernels"] >= 1 and result["seconds"] > 0
-
-
-def test_a_small_run_imports_no_numba(tmp_path):
-    """A 100-row `tclose run` from the quickstart configuration calls no compiled kernel."""
-    result = _run(
-        """
-        import json, sys, yaml
-        from importlib import resources
-        from tclose.demo import create_demo_database
-        from tclose.cli import main
-        create_demo_database("demo.db", 100, 0)
-        text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
-        document = yaml.safe_load(text)
-        document["source"]["url"] = "sqlite:///demo.db"
-        document["report"] = {"json": "report.json"}
-        with open("run.yaml", "w") as config:
-            yaml.safe_dump(document, config)
-        code = main(["run", "run.yaml", "-q"])
-        print(json.dumps({"code": code, "numba": sorted(m for m in sys.modules
-                                                        if m.split(".")[0] == "numba")}))
-        """,
-        tmp_path,
-        TCLOSE_DISABLE_PLUGIN_AUTOLOAD="1",
-    )
-    assert result == {"code": 0, "numba": []}
