@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -325,6 +327,45 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _first_non_finite(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+    """The key path and a description of the first NaN or infinity in ``value`` (a YAML
+    document or part of one; NumPy numbers too), or ``None``. An item of a list is named by
+    the list's key and its position."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _first_non_finite(item, (*path, str(key)))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _first_non_finite(item, path)
+            if found:
+                where, what = found
+                return where, f"{what} (item {index + 1} of the list)" if where == path else what
+    elif (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, numbers.Integral)
+        and not math.isfinite(float(value))
+    ):
+        return path, repr(float(value))
+    return None
+
+
+def refuse_non_finite(checker: _Checker, value: Any, path: tuple[str, ...]) -> None:
+    """A :class:`ConfigError` naming the key of the first NaN or infinity in ``value``: YAML
+    reads ``.nan``, ``.inf`` and ``-.inf`` as numbers, which compare false with everything (a
+    ``t`` of NaN would pass ``emd > t`` for every class) and which the audit report, strict
+    JSON, cannot hold."""
+    found = _first_non_finite(value, path)
+    if found:
+        where, what = found
+        raise checker.fail(
+            where,
+            f"Expected a finite number, got {what}: NaN and infinity (.nan, .inf in YAML) are "
+            f"not numbers a run can use, and the audit report (JSON) cannot hold them.",
+        )
+
+
 def _table_spec(
     checker: _Checker,
     raw: Any,
@@ -513,6 +554,8 @@ def parse_settings(
         ConfigError: the first problem found, as a key path (with its line when ``lines``).
     """
     checker = _Checker(lines or {})
+    for part in ("attributes", "privacy", "algorithm"):
+        refuse_non_finite(checker, document.get(part), (part,))
     attributes = _attributes(checker, document.get("attributes"), base)
     privacy = checker.mapping(document.get("privacy"), ("privacy",), _PRIVACY_KEYS, ("k",))
     k = privacy["k"]
@@ -573,6 +616,7 @@ def parse_config(
     """
     checker = _Checker(lines or {})
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
+    refuse_non_finite(checker, top, ())
     source = _table_spec(checker, top["source"], "source", is_source=True)
     target = None
     if top.get("target") is not None:
@@ -625,10 +669,29 @@ def _report_settings(checker: _Checker, raw: Any) -> dict[str, Any]:
     for key in _REPORT_KEYS - {"interval_p"}:
         if report.get(key) is not None:
             checker.string(report[key], ("report", key))
-    interval_p = report.get("interval_p", 0.05)
-    if isinstance(interval_p, bool) or not isinstance(interval_p, (int, float)) or interval_p <= 0:
-        raise checker.fail(("report", "interval_p"), f"Expected a number > 0, got {interval_p!r}.")
+    checked_interval_p(report.get("interval_p", 0.05), checker, ("report", "interval_p"))
     return report
+
+
+def checked_interval_p(
+    value: Any, checker: _Checker | None = None, path: tuple[str, ...] = ("interval_p",)
+) -> float:
+    """``value`` as the half-width of interval disclosure: a finite number > 0 (NaN made every
+    comparison false: an interval disclosure of 0, "no record at risk").
+
+    Raises:
+        ConfigError: naming ``path``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or value <= 0
+    ):
+        raise (checker or _Checker({})).fail(
+            path, f"Expected a finite number > 0 (standard deviations), got {value!r}."
+        )
+    return float(value)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
