@@ -111,7 +111,8 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
         to_json({"info": partition.info})
     except (TypeError, ValueError) as error:
         raise VerificationError(
-            f"{name} returned an info that JSON cannot hold ({error}); the report records it."
+            f"{name} returned an info that JSON cannot hold ({error}); the report records it, "
+            f"as strict JSON (no NaN or infinity: use null, or a text)."
         ) from None
     return dense_labels(labels)
 

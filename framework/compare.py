@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
 from html import escape
@@ -236,7 +235,9 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_html(result), encoding="utf-8")
     if args.json:
-        print(json.dumps(result, indent=2))
+        from .report import finite_report, to_json
+
+        print(to_json(finite_report(result)), end="")  # strict JSON: a NaN EMD as null
     elif not args.quiet:
         print(terminal_text(format_table(result["runs"])))
         if args.html:

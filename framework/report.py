@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -432,7 +432,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
         report["risk"] = dict(context.measures["risk"])
         report["utility"].update(context.measures["utility"])
     _add_database_parts(report, context)
-    return _jsonable(report)
+    return finite_report(report)
 
 
 def _run_section(context: RunContext, finished: float) -> dict[str, Any]:
@@ -522,9 +522,69 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def non_finite(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """``(steps, number)`` of every NaN or infinity in ``value`` (JSON-ready data, or with
+    NumPy numbers and arrays), depth first; ``steps`` are the keys and list indexes leading to
+    it (:func:`dotted` writes them as ``a.b[2].c``).
+
+    >>> list(non_finite({"a": [1.0, float("nan")], "b": {"c": -float("inf")}}))
+    [(('a', 1), nan), (('b', 'c'), -inf)]
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from non_finite(item, (*at, key))
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        for index, item in enumerate(value):
+            yield from non_finite(item, (*at, index))
+    elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        yield at, float(value)
+
+
+def dotted(steps: Sequence[Any]) -> str:
+    """Keys and indexes as a path: ``("a", "b", 2, "c")`` → ``a.b[2].c``."""
+    text = ""
+    for step in steps:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else str(step)
+    return text
+
+
+def finite_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``report`` as JSON-ready data (NumPy numbers and arrays as Python's, tuples as lists: a
+    copy) with every NaN or infinity replaced by ``null``, each named by a sentence in
+    ``warnings``: the report must stay strict JSON (RFC 8259 has no NaN, and PostgreSQL's
+    ``jsonb`` refuses the whole document) and must never be lost once the table is published. The configuration, the plugin options and an algorithm's ``info`` are
+    refused before the run when they hold one, so a value found here comes from a figure tclose
+    or a distance plugin computed (e.g. an EMD that is NaN); see docs/reports.md."""
+    data: dict[str, Any] = _jsonable(report)
+    found = list(non_finite(data))
+    for steps, _number in found:
+        *parents, last = steps
+        node: Any = data
+        for step in parents:
+            node = node[step]
+        node[last] = None
+    if found:
+        data.setdefault("warnings", []).extend(
+            f"{dotted(steps)} was not a finite number ({number!r}) and is written as null: "
+            f"JSON cannot hold it (a bug in tclose or in a plugin; please report it)."
+            for steps, number in found
+        )
+    return data
+
+
 def to_json(report: Mapping[str, Any]) -> str:
-    """The report as indented JSON text (the content of ``report.json``)."""
-    return json.dumps(_jsonable(report), indent=2, sort_keys=False) + "\n"
+    """The report as indented, strict JSON text (the content of ``report.json``).
+
+    Raises:
+        ValueError: the report holds a NaN or an infinity, which RFC 8259 JSON cannot hold (the
+            message names where); :func:`build_report` never returns one.
+    """
+    data = _jsonable(report)
+    for steps, number in non_finite(data):
+        raise ValueError(
+            f"{dotted(steps)} is {number!r}, a number JSON cannot hold (no NaN or infinity)"
+        )
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:
