@@ -175,11 +175,37 @@ def driver_variants(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def config_digest(document: Mapping[str, Any]) -> str:
-    """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""
+    """SHA-256 hex digest of ``document`` as canonical JSON (:func:`json_document`), with every
+    ``url`` redacted."""
 
-    scrubbed = redacted_document(document, remembered=False)
-    canonical = json.dumps(scrubbed, sort_keys=True, default=str, separators=(",", ":"))
+    scrubbed = json_document(redacted_document(document, remembered=False))
+    canonical = json.dumps(scrubbed, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def json_document(document: Any) -> Any:
+    """A YAML document as JSON data, as the configuration digest has always read it: keys as
+    JSON writes them (``1`` → ``"1"``, ``true`` → ``"true"``; a YAML date as its text), and a
+    value JSON has no type for (a YAML date or timestamp, ``!!binary``, ``!!set``) as its
+    Python text (``str``). The report's ``config`` is this, so that it can always be written:
+    an unquoted date in ``categories`` made the report fail after the publish, and a key ``1``
+    beside text keys failed the digest (sorting ``1`` and ``"a"``)."""
+    if isinstance(document, Mapping):
+        return {_json_key(k): json_document(v) for k, v in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [json_document(v) for v in document]
+    if document is None or isinstance(document, (str, int, float)):
+        return document
+    return str(document)
+
+
+def _json_key(key: Any) -> str:
+    """``key`` as ``json.dumps`` writes a mapping key (``str`` for the types it refuses)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(key)
+    return str(key)
 
 
 def expand_env(text: str, path: str) -> str:

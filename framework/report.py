@@ -29,7 +29,7 @@ import pandas as pd
 from . import __version__
 from .atomic import write_atomically
 from .attributes import MISSING, EncodedTable
-from .config import redact_url
+from .config import json_document, redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
 from .redaction import redacted_document
@@ -494,7 +494,7 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     report["attributes"] = {
         name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
     }
-    report["config"] = redacted_document(config.document)
+    report["config"] = json_document(redacted_document(config.document))
 
 
 def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:

@@ -422,3 +422,87 @@ def test_the_conformance_kit_refuses_an_infinite_option_default():
 
     problems = check_options_schema(Unbounded())
     assert any("budget" in p and "finite" in p for p in problems), problems
+
+
+# --- YAML values JSON has no type for -----------------------------------------------------------
+
+_DAYS = ["2020-01-01", "2020-01-02", "2020-01-03"]
+
+
+def _days_table(path):
+    with sqlite3.connect(path) as connection:
+        connection.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, day TEXT, "1" REAL, c REAL)')
+        connection.executemany(
+            "INSERT INTO t VALUES (?, ?, ?, ?)",
+            [(i, _DAYS[i % 3], i * 1.5, float(i % 4)) for i in range(30)],
+        )
+
+
+def test_an_unquoted_date_in_the_yaml_does_not_lose_the_report_after_the_publish(tmp_path, capsys):
+    """YAML reads ``categories: [2020-01-01, ...]`` as dates (the run compares their text, so it
+    works). Before: the table was published, then writing report.json failed: exit 4
+    "internal error: TypeError: Object of type date is not JSON serializable", no report."""
+    import hashlib
+
+    import yaml
+
+    from tclose.config import load_config
+    from tclose.redaction import redacted_document
+
+    db = tmp_path / "d.db"
+    _days_table(db)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"""
+source: {{url: "sqlite:///{db}", table: t, key: id}}
+target: {{table: t_anon}}
+attributes:
+  day: {{role: quasi_identifier, type: ordinal, categories: [{", ".join(_DAYS)}]}}
+  "1": {{role: quasi_identifier}}
+  c: {{role: confidential}}
+privacy: {{k: 3, t: 1.0}}
+report: {{json: {tmp_path / "r.json"}, html: {tmp_path / "r.html"}, table: audit}}
+""",
+        encoding="utf-8",
+    )
+    assert main(["-q", "run", str(config)]) == 0, capsys.readouterr().err
+    report = strict((tmp_path / "r.json").read_text())
+    assert report["run"]["published"] is True
+    assert report["config"]["attributes"]["day"]["categories"] == _DAYS
+    # the digest is the one the configuration always had (dates read as their text)
+    document = yaml.safe_load(config.read_text())
+    canonical = json.dumps(
+        redacted_document(document, remembered=False),
+        sort_keys=True,
+        default=str,
+        separators=(",", ":"),
+    )
+    assert report["config_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert report["config_sha256"] == load_config(config).digest()
+    assert main(["-q", "verify", str(config), "--report", str(tmp_path / "r.json")]) == 0
+
+
+def test_a_column_named_by_a_number_beside_named_columns(tmp_path, capsys):
+    """``1:`` is an integer key in YAML; beside text keys the configuration digest (sorted
+    keys) failed before anything was read: exit 4 "internal error: TypeError: '<' not
+    supported between instances of 'str' and 'int'"."""
+    db = tmp_path / "d.db"
+    _days_table(db)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"""
+source: {{url: "sqlite:///{db}", table: t, key: id}}
+target: {{table: t_anon}}
+attributes:
+  day: {{role: other}}
+  1: {{role: quasi_identifier}}
+  c: {{role: confidential}}
+privacy: {{k: 3, t: 1.0}}
+report: {{json: {tmp_path / "r.json"}}}
+""",
+        encoding="utf-8",
+    )
+    assert main(["-q", "run", str(config)]) == 0, capsys.readouterr().err
+    report = strict((tmp_path / "r.json").read_text())
+    assert report["config"]["attributes"]["1"] == {"role": "quasi_identifier"}
+    assert main(["-q", "verify", str(config), "--report", str(tmp_path / "r.json")]) == 0
