@@ -549,27 +549,52 @@ def dotted(steps: Sequence[Any]) -> str:
 
 
 def finite_report(report: Mapping[str, Any]) -> dict[str, Any]:
-    """``report`` as JSON-ready data (NumPy numbers and arrays as Python's, tuples as lists: a
-    copy) with every NaN or infinity replaced by ``null``, each named by a sentence in
-    ``warnings``: the report must stay strict JSON (RFC 8259 has no NaN, and PostgreSQL's
-    ``jsonb`` refuses the whole document) and must never be lost once the table is published. The configuration, the plugin options and an algorithm's ``info`` are
-    refused before the run when they hold one, so a value found here comes from a figure tclose
-    or a distance plugin computed (e.g. an EMD that is NaN); see docs/reports.md."""
+    """``report`` as strict JSON data (a copy: NumPy numbers and arrays as Python's, tuples as
+    lists), with every NaN or infinity replaced by ``null`` and every other value JSON has no
+    type for (a plugin option's ``Path`` default, a date) by its text, each named by a sentence
+    in ``warnings``. The report must stay strict JSON (RFC 8259 has no NaN, and PostgreSQL's
+    ``jsonb`` refuses the whole document) and must never be lost once the table is published.
+    The configuration, the plugin options given and an algorithm's ``info`` are refused before
+    the run when they hold one, so a value found here comes from a figure tclose or a distance
+    plugin computed (e.g. an EMD that is NaN), or from a plugin's option default; see
+    docs/reports.md."""
     data: dict[str, Any] = _jsonable(report)
-    found = list(non_finite(data))
-    for steps, _number in found:
+    notes = []
+    for steps, value in list(_unholdable(data)):
         *parents, last = steps
         node: Any = data
         for step in parents:
             node = node[step]
-        node[last] = None
-    if found:
+        if isinstance(value, float):
+            node[last] = None
+            notes.append(
+                f"{dotted(steps)} was not a finite number ({value!r}) and is written as null"
+            )
+        else:
+            node[last] = str(value)
+            notes.append(f"{dotted(steps)} was a {type(value).__name__} and is written as its text")
+    if notes:
         data.setdefault("warnings", []).extend(
-            f"{dotted(steps)} was not a finite number ({number!r}) and is written as null: "
-            f"JSON cannot hold it (a bug in tclose or in a plugin; please report it)."
-            for steps, number in found
+            f"{note}: JSON cannot hold it (a bug in tclose or in a plugin; please report it)."
+            for note in notes
         )
     return data
+
+
+def _unholdable(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """``(steps, value)`` of every NaN, infinity or value of a type JSON does not have in
+    ``value`` (JSON data of dicts and lists, as :func:`_jsonable` returns), depth first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unholdable(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unholdable(item, (*at, index))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            yield at, value
+    elif not (value is None or isinstance(value, (str, int))):
+        yield at, value
 
 
 def to_json(report: Mapping[str, Any]) -> str:

@@ -506,3 +506,37 @@ report: {{json: {tmp_path / "r.json"}}}
     report = strict((tmp_path / "r.json").read_text())
     assert report["config"]["attributes"]["1"] == {"role": "quasi_identifier"}
     assert main(["-q", "verify", str(config), "--report", str(tmp_path / "r.json")]) == 0
+
+
+def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
+    sqlite_run, monkeypatch, capsys
+):
+    """An option's default is recorded in ``algorithm.options`` without validation (a plugin
+    may declare ``Option(Path, Path("model.bin"), ...)`` or ``Option(float, inf, ...)``).
+    Before: published, then writing report.json failed (exit 4 "internal error: TypeError:
+    Object of type PosixPath is not JSON serializable"), or wrote ``Infinity``."""
+    from pathlib import Path
+
+    from tclose.interfaces import Option
+
+    registry = _registry({})
+    rogue = registry.algorithms["rogue"].obj
+    monkeypatch.setattr(
+        type(rogue),
+        "options_schema",
+        {
+            "model": Option(Path, Path("model.bin"), "A file."),
+            "budget": Option(float, INF, "Seconds; inf: none."),
+        },
+        raising=False,
+    )
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    document["privacy"]["t"] = 1.0
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json"), "table": "audit"}
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
+    report = strict((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["algorithm"]["options"] == {"model": "model.bin", "budget": None}
+    warned = " ".join(report["warnings"])
+    assert "algorithm.options.model" in warned and "algorithm.options.budget" in warned
