@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import platform
+import re
 import socket
 import sys
 import time
@@ -538,6 +539,26 @@ def non_finite(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any
             yield from non_finite(item, (*at, index))
     elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
         yield at, float(value)
+
+
+#: Characters a JSON text may escape but PostgreSQL's ``jsonb`` refuses (``\u0000``, and a
+#: surrogate that is not half of a pair, which strict parsers such as serde_json refuse too).
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """``(steps, text)`` of every key or text in ``value`` holding a NUL character or a lone
+    surrogate (:data:`UNSTORABLE_TEXT`), depth first; a key is named by its own steps."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and UNSTORABLE_TEXT.search(key):
+                yield (*at, key), key
+            yield from unstorable_text(item, (*at, key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from unstorable_text(item, (*at, index))
+    elif isinstance(value, str) and UNSTORABLE_TEXT.search(value):
+        yield at, value
 
 
 def dotted(steps: Sequence[Any]) -> str:

@@ -164,6 +164,11 @@ BAD_INFO = {
     "float64_inf_array": ({"x": np.array([0.5, np.inf])}, "info.x[1]"),
     "tuple": ({"pair": (NAN, 1)}, "info.pair[0]"),
     "decimal_nan": ({"d": Decimal("NaN")}, "Decimal"),  # guard: refused before too
+    # strict JSON, but PostgreSQL's jsonb refuses the audit row, and with it the publish
+    "nul": ({"note": "a\x00b"}, "info.note holds a NUL"),
+    "lone_surrogate": ({"steps": ["ok", "a\ud800"]}, "info.steps[1] holds"),
+    "nul_in_a_key": ({"k\x00": 1}, "info.k\\x00 holds"),
+    "numpy_text": ({"names": np.array(["a", "b\x00c"])}, "info.names[1] holds"),
 }
 
 
