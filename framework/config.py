@@ -392,6 +392,28 @@ def refuse_non_finite(checker: _Checker, value: Any, path: tuple[str, ...]) -> N
         )
 
 
+def _as_text(value: Any) -> str:
+    """A hint when ``value`` is a number YAML read as text: YAML 1.1 (PyYAML) reads ``1e-3``
+    (an exponent without a dot) as text, so ``t: 1e-3`` was refused as "Got '1e-3'"."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    mantissa, _, exponent = value.strip().lower().partition("e")
+    if exponent and ("." not in mantissa or exponent[0] not in "+-"):
+        sign = "" if exponent[0] in "+-" else "+"
+        dotted = mantissa if "." in mantissa else f"{mantissa}.0"
+        return (
+            f" YAML 1.1 reads a number with an exponent as text unless it has a dot and a "
+            f"signed exponent: write {dotted}e{sign}{exponent}."
+        )
+    return f" It is text (quoted?): write {value.strip()} without quotes."
+
+
 def _table_spec(
     checker: _Checker,
     raw: Any,
@@ -474,7 +496,9 @@ def _type_details(
     details["missing"] = missing
     weight = spec.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-        raise checker.fail((*path, "weight"), f"Expected a positive number, got {weight!r}.")
+        raise checker.fail(
+            (*path, "weight"), f"Expected a positive number, got {weight!r}.{_as_text(weight)}"
+        )
     if "weight" in spec and role != "quasi_identifier":
         raise checker.fail((*path, "weight"), "'weight' applies to quasi-identifiers only.")
     details["weight"] = float(weight)
@@ -587,12 +611,14 @@ def parse_settings(
     k = privacy["k"]
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise checker.fail(
-            ("privacy", "k"), f"The 'k' parameter must be an integer >= 1. Got {k!r} instead."
+            ("privacy", "k"),
+            f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.{_as_text(k)}",
         )
     t = privacy.get("t")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
         raise checker.fail(
-            ("privacy", "t"), f"The 't' parameter must be in (0, 1]. Got {t!r} instead."
+            ("privacy", "t"),
+            f"The 't' parameter must be in (0, 1]. Got {t!r} instead.{_as_text(t)}",
         )
     if t is not None and not any(a.role == "confidential" for a in attributes.values()):
         raise checker.fail(
@@ -715,7 +741,8 @@ def checked_interval_p(
         or value <= 0
     ):
         raise (checker or _Checker({})).fail(
-            path, f"Expected a finite number > 0 (standard deviations), got {value!r}."
+            path,
+            f"Expected a finite number > 0 (standard deviations), got {value!r}.{_as_text(value)}",
         )
     return float(value)
 

@@ -19,6 +19,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 import tclose
 import tclose.cli
@@ -449,8 +450,6 @@ def test_an_unquoted_date_in_the_yaml_does_not_lose_the_report_after_the_publish
     "internal error: TypeError: Object of type date is not JSON serializable", no report."""
     import hashlib
 
-    import yaml
-
     from tclose.config import load_config
     from tclose.redaction import redacted_document
 
@@ -545,3 +544,19 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
     assert report["algorithm"]["options"] == {"model": "model.bin", "budget": None}
     warned = " ".join(report["warnings"])
     assert "algorithm.options.model" in warned and "algorithm.options.budget" in warned
+
+
+@pytest.mark.parametrize(
+    ("written", "advice"), [("1e-1", "1.0e-1"), ("5E-2", "5.0e-2"), ("2.5e1", "2.5e+1")]
+)
+def test_t_written_with_an_exponent_yaml_reads_as_text_gets_advice(
+    sqlite_run, capsys, written, advice
+):
+    """YAML 1.1 reads ``t: 1e-1`` as the text '1e-1'. Before: "must be in (0, 1]. Got '1e-1'
+    instead", which a reader takes for a refusal of 0.1. The advice given is read as a number."""
+    text = sqlite_run.write(sqlite_run.config()).read_text().replace("t: 0.2", f"t: {written}")
+    assert main(["-q", "run", str(sqlite_run.write(text))]) == 2
+    err = capsys.readouterr().err
+    assert f"Got '{written}' instead" in err and f"write {advice}." in err, err
+    assert not isinstance(yaml.safe_load(f"t: {written}")["t"], float)
+    assert isinstance(yaml.safe_load(f"t: {advice}")["t"], float)
