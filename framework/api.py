@@ -13,7 +13,13 @@ import pandas as pd
 from .attributes import encode_confidential, encode_table
 from .clustering import cluster_rows
 from .columns import unlisted_columns
-from .config import AttributeSpec, Settings, attribute_document, parse_settings
+from .config import (
+    AttributeSpec,
+    Settings,
+    attribute_document,
+    checked_interval_p,
+    parse_settings,
+)
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .plan import resolve_plugins, with_attribute_options
@@ -96,6 +102,7 @@ def anonymize(
     """
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
+    interval_p = checked_interval_p(interval_p)
     registry = registry or load_registry()
     settings = _settings(
         df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options

@@ -136,17 +136,24 @@ def _add_verify_and_init(commands: Any, noise: argparse.ArgumentParser) -> None:
 # --- commands ---------------------------------------------------------------------------------
 
 
+def _figure(value: float | None, spec: str) -> str:
+    """``value`` formatted, or ``-`` for a figure the report holds as null (not finite)."""
+    return "-" if value is None else format(value, spec)
+
+
 def _summary(report: dict, seconds: float) -> str:
     privacy = report["privacy"]
-    t_achieved = ", ".join(f"{c} {v:.4f}" for c, v in privacy["t_achieved"].items()) or "-"
+    t_achieved = (
+        ", ".join(f"{c} {_figure(v, '.4f')}" for c, v in privacy["t_achieved"].items()) or "-"
+    )
     clusters = report["clusters"]
     lines = [
         f"rows:      {report['source']['rows']} read, {report['target']['rows']} written",
         f"clusters:  {clusters['count']} (sizes {clusters['min']}..{clusters['max']}, "
-        f"mean {clusters['mean']:.2f})",
+        f"mean {_figure(clusters['mean'], '.2f')})",
         f"k:         requested {privacy['k']}, achieved {privacy['k_achieved']}",
         f"t:         requested {privacy['t']}, achieved (largest EMD) {t_achieved}",
-        f"SSE:       {report['utility']['sse']:.4f} (normalized)",
+        f"SSE:       {_figure(report['utility']['sse'], '.4f')} (normalized)",
         f"verified:  {'yes' if report['verification']['passed'] else 'NO'}",
         f"time:      {seconds:.2f} s",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -89,7 +90,7 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     Raises:
         VerificationError: the answer breaks the contract; the message names the algorithm.
     """
-    from .report import to_json  # imports pandas: not at start-up (tclose plugins)
+    from .report import dotted, to_json, unstorable_text  # imports pandas: not at start-up
 
     name = _named(algorithm)
     if not isinstance(partition, Partition):
@@ -108,12 +109,24 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
             f"(int64), one per row."
         )
     try:
-        to_json({"info": partition.info})
+        text = to_json({"info": partition.info})
     except (TypeError, ValueError) as error:
         raise VerificationError(
-            f"{name} returned an info that JSON cannot hold ({error}); the report records it."
+            f"{name} returned an info that JSON cannot hold ({error}); the report records it, "
+            f"as strict JSON (no NaN or infinity: use null, or a text)."
         ) from None
+    for steps, _text in unstorable_text(json.loads(text)):  # NumPy texts as Python's
+        raise VerificationError(
+            f"{name} returned an info whose {_escaped(dotted(steps))} holds a NUL character or "
+            f"a lone surrogate, which the audit row cannot hold (PostgreSQL's jsonb refuses "
+            f"it, and with it the publish); the report records the info."
+        )
     return dense_labels(labels)
+
+
+def _escaped(text: str) -> str:
+    """``text`` with its control characters and lone surrogates as escapes, for a message."""
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def _named(plugin: Any, kind: str = "Algorithm") -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,10 +122,19 @@ def run_setting(
         "reidentification_max": risk["reidentification"]["max"],
         "clusters": int(labels.max()) + 1 if len(labels) else 0,
         "k_achieved": verification.k_achieved,
-        "t_achieved": max(verification.t_achieved.values(), default=None),
+        "t_achieved": _worst(verification.t_achieved.values()),
         "verified": bool(verification.passed),
         "seconds": round(seconds, 3),
     }
+
+
+def _worst(emds: Iterable[float]) -> float | None:
+    """The largest EMD; NaN if any is (``max`` keeps or drops a NaN depending on its place:
+    ``max([0.3, nan])`` is 0.3), ``None`` without any."""
+    values = list(emds)
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    return max(values, default=None)
 
 
 def compare(
@@ -236,7 +245,9 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_html(result), encoding="utf-8")
     if args.json:
-        print(json.dumps(result, indent=2))
+        from .report import finite_report, to_json
+
+        print(to_json(finite_report(result)), end="")  # strict JSON: a NaN EMD as null
     elif not args.quiet:
         print(terminal_text(format_table(result["runs"])))
         if args.html:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -173,11 +175,37 @@ def driver_variants(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def config_digest(document: Mapping[str, Any]) -> str:
-    """SHA-256 hex digest of ``document`` as canonical JSON, with every ``url`` redacted."""
+    """SHA-256 hex digest of ``document`` as canonical JSON (:func:`json_document`), with every
+    ``url`` redacted."""
 
-    scrubbed = redacted_document(document, remembered=False)
-    canonical = json.dumps(scrubbed, sort_keys=True, default=str, separators=(",", ":"))
+    scrubbed = json_document(redacted_document(document, remembered=False))
+    canonical = json.dumps(scrubbed, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def json_document(document: Any) -> Any:
+    """A YAML document as JSON data, as the configuration digest has always read it: keys as
+    JSON writes them (``1`` → ``"1"``, ``true`` → ``"true"``; a YAML date as its text), and a
+    value JSON has no type for (a YAML date or timestamp, ``!!binary``, ``!!set``) as its
+    Python text (``str``). The report's ``config`` is this, so that it can always be written:
+    an unquoted date in ``categories`` made the report fail after the publish, and a key ``1``
+    beside text keys failed the digest (sorting ``1`` and ``"a"``)."""
+    if isinstance(document, Mapping):
+        return {_json_key(k): json_document(v) for k, v in document.items()}
+    if isinstance(document, (list, tuple)):
+        return [json_document(v) for v in document]
+    if document is None or isinstance(document, (str, int, float)):
+        return document
+    return str(document)
+
+
+def _json_key(key: Any) -> str:
+    """``key`` as ``json.dumps`` writes a mapping key (``str`` for the types it refuses)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(key)
+    return str(key)
 
 
 def expand_env(text: str, path: str) -> str:
@@ -325,6 +353,67 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _first_non_finite(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+    """The key path and a description of the first NaN or infinity in ``value`` (a YAML
+    document or part of one; NumPy numbers too), or ``None``. An item of a list is named by
+    the list's key and its position."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _first_non_finite(item, (*path, str(key)))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _first_non_finite(item, path)
+            if found:
+                where, what = found
+                return where, f"{what} (item {index + 1} of the list)" if where == path else what
+    elif (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, numbers.Integral)
+        and not math.isfinite(float(value))
+    ):
+        return path, repr(float(value))
+    return None
+
+
+def refuse_non_finite(checker: _Checker, value: Any, path: tuple[str, ...]) -> None:
+    """A :class:`ConfigError` naming the key of the first NaN or infinity in ``value``: YAML
+    reads ``.nan``, ``.inf`` and ``-.inf`` as numbers, which compare false with everything (a
+    ``t`` of NaN would pass ``emd > t`` for every class) and which the audit report, strict
+    JSON, cannot hold."""
+    found = _first_non_finite(value, path)
+    if found:
+        where, what = found
+        raise checker.fail(
+            where,
+            f"Expected a finite number, got {what}: NaN and infinity (.nan, .inf in YAML) are "
+            f"not numbers a run can use, and the audit report (JSON) cannot hold them.",
+        )
+
+
+def _as_text(value: Any) -> str:
+    """A hint when ``value`` is a number YAML read as text: YAML 1.1 (PyYAML) reads ``1e-3``
+    (an exponent without a dot) as text, so ``t: 1e-3`` was refused as "Got '1e-3'"."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    mantissa, _, exponent = value.strip().lower().partition("e")
+    if exponent and ("." not in mantissa or exponent[0] not in "+-"):
+        sign = "" if exponent[0] in "+-" else "+"
+        dotted = mantissa if "." in mantissa else f"{mantissa}.0"
+        return (
+            f" YAML 1.1 reads a number with an exponent as text unless it has a dot and a "
+            f"signed exponent: write {dotted}e{sign}{exponent}."
+        )
+    return f" It is text (quoted?): write {value.strip()} without quotes."
+
+
 def _table_spec(
     checker: _Checker,
     raw: Any,
@@ -407,7 +496,9 @@ def _type_details(
     details["missing"] = missing
     weight = spec.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-        raise checker.fail((*path, "weight"), f"Expected a positive number, got {weight!r}.")
+        raise checker.fail(
+            (*path, "weight"), f"Expected a positive number, got {weight!r}.{_as_text(weight)}"
+        )
     if "weight" in spec and role != "quasi_identifier":
         raise checker.fail((*path, "weight"), "'weight' applies to quasi-identifiers only.")
     details["weight"] = float(weight)
@@ -513,17 +604,21 @@ def parse_settings(
         ConfigError: the first problem found, as a key path (with its line when ``lines``).
     """
     checker = _Checker(lines or {})
+    for part in ("attributes", "privacy", "algorithm"):
+        refuse_non_finite(checker, document.get(part), (part,))
     attributes = _attributes(checker, document.get("attributes"), base)
     privacy = checker.mapping(document.get("privacy"), ("privacy",), _PRIVACY_KEYS, ("k",))
     k = privacy["k"]
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise checker.fail(
-            ("privacy", "k"), f"The 'k' parameter must be an integer >= 1. Got {k!r} instead."
+            ("privacy", "k"),
+            f"The 'k' parameter must be an integer >= 1. Got {k!r} instead.{_as_text(k)}",
         )
     t = privacy.get("t")
     if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1):
         raise checker.fail(
-            ("privacy", "t"), f"The 't' parameter must be in (0, 1]. Got {t!r} instead."
+            ("privacy", "t"),
+            f"The 't' parameter must be in (0, 1]. Got {t!r} instead.{_as_text(t)}",
         )
     if t is not None and not any(a.role == "confidential" for a in attributes.values()):
         raise checker.fail(
@@ -573,6 +668,7 @@ def parse_config(
     """
     checker = _Checker(lines or {})
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
+    refuse_non_finite(checker, top, ())
     source = _table_spec(checker, top["source"], "source", is_source=True)
     target = None
     if top.get("target") is not None:
@@ -625,10 +721,30 @@ def _report_settings(checker: _Checker, raw: Any) -> dict[str, Any]:
     for key in _REPORT_KEYS - {"interval_p"}:
         if report.get(key) is not None:
             checker.string(report[key], ("report", key))
-    interval_p = report.get("interval_p", 0.05)
-    if isinstance(interval_p, bool) or not isinstance(interval_p, (int, float)) or interval_p <= 0:
-        raise checker.fail(("report", "interval_p"), f"Expected a number > 0, got {interval_p!r}.")
+    checked_interval_p(report.get("interval_p", 0.05), checker, ("report", "interval_p"))
     return report
+
+
+def checked_interval_p(
+    value: Any, checker: _Checker | None = None, path: tuple[str, ...] = ("interval_p",)
+) -> float:
+    """``value`` as the half-width of interval disclosure: a finite number > 0 (NaN made every
+    comparison false: an interval disclosure of 0, "no record at risk").
+
+    Raises:
+        ConfigError: naming ``path``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or value <= 0
+    ):
+        raise (checker or _Checker({})).fail(
+            path,
+            f"Expected a finite number > 0 (standard deviations), got {value!r}.{_as_text(value)}",
+        )
+    return float(value)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

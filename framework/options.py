@@ -6,6 +6,7 @@ Messages follow one shape, as scikit-learn's parameter constraints do:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,11 @@ def validate_options(
             raise ConfigError(
                 f"{where}The {name!r} option of {owner} must be one of {option.choices}. "
                 f"Got {value!r} instead."
+            )
+        if option.type is float and not math.isfinite(value):
+            raise ConfigError(
+                f"{where}The {name!r} option of {owner} must be a finite number (NaN and "
+                f"infinity are not, and the audit report cannot hold them). Got {value!r} instead."
             )
         low = -float("inf") if option.min is None else option.min
         high = float("inf") if option.max is None else option.max

@@ -14,11 +14,12 @@ import json
 import logging
 import math
 import platform
+import re
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ import pandas as pd
 from . import __version__
 from .atomic import write_atomically
 from .attributes import MISSING, EncodedTable
-from .config import redact_url
+from .config import json_document, redact_url
 from .errors import ConfigError, DataError
 from .interfaces import EMD_TOLERANCE
 from .redaction import redacted_document
@@ -432,7 +433,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
         report["risk"] = dict(context.measures["risk"])
         report["utility"].update(context.measures["utility"])
     _add_database_parts(report, context)
-    return _jsonable(report)
+    return finite_report(report)
 
 
 def _run_section(context: RunContext, finished: float) -> dict[str, Any]:
@@ -494,7 +495,7 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     report["attributes"] = {
         name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
     }
-    report["config"] = redacted_document(config.document)
+    report["config"] = json_document(redacted_document(config.document))
 
 
 def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:
@@ -522,9 +523,114 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def non_finite(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """``(steps, number)`` of every NaN or infinity in ``value`` (JSON-ready data, or with
+    NumPy numbers and arrays), depth first; ``steps`` are the keys and list indexes leading to
+    it (:func:`dotted` writes them as ``a.b[2].c``).
+
+    >>> list(non_finite({"a": [1.0, float("nan")], "b": {"c": -float("inf")}}))
+    [(('a', 1), nan), (('b', 'c'), -inf)]
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from non_finite(item, (*at, key))
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        for index, item in enumerate(value):
+            yield from non_finite(item, (*at, index))
+    elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        yield at, float(value)
+
+
+#: Characters a JSON text may escape but PostgreSQL's ``jsonb`` refuses (``\u0000``, and a
+#: surrogate that is not half of a pair, which strict parsers such as serde_json refuse too).
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """``(steps, text)`` of every key or text in ``value`` holding a NUL character or a lone
+    surrogate (:data:`UNSTORABLE_TEXT`), depth first; a key is named by its own steps."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and UNSTORABLE_TEXT.search(key):
+                yield (*at, key), key
+            yield from unstorable_text(item, (*at, key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from unstorable_text(item, (*at, index))
+    elif isinstance(value, str) and UNSTORABLE_TEXT.search(value):
+        yield at, value
+
+
+def dotted(steps: Sequence[Any]) -> str:
+    """Keys and indexes as a path: ``("a", "b", 2, "c")`` → ``a.b[2].c``."""
+    text = ""
+    for step in steps:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else str(step)
+    return text
+
+
+def finite_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``report`` as strict JSON data (a copy: NumPy numbers and arrays as Python's, tuples as
+    lists), with every NaN or infinity replaced by ``null`` and every other value JSON has no
+    type for (a plugin option's ``Path`` default, a date) by its text, each named by a sentence
+    in ``warnings``. The report must stay strict JSON (RFC 8259 has no NaN, and PostgreSQL's
+    ``jsonb`` refuses the whole document) and must never be lost once the table is published.
+    The configuration, the plugin options given and an algorithm's ``info`` are refused before
+    the run when they hold one, so a value found here comes from a figure tclose or a distance
+    plugin computed (e.g. an EMD that is NaN), or from a plugin's option default; see
+    docs/reports.md."""
+    data: dict[str, Any] = _jsonable(report)
+    notes = []
+    for steps, value in list(_unholdable(data)):
+        *parents, last = steps
+        node: Any = data
+        for step in parents:
+            node = node[step]
+        if isinstance(value, float):
+            node[last] = None
+            notes.append(
+                f"{dotted(steps)} was not a finite number ({value!r}) and is written as null"
+            )
+        else:
+            node[last] = str(value)
+            notes.append(f"{dotted(steps)} was a {type(value).__name__} and is written as its text")
+    if notes:
+        data.setdefault("warnings", []).extend(
+            f"{note}: JSON cannot hold it (a bug in tclose or in a plugin; please report it)."
+            for note in notes
+        )
+    return data
+
+
+def _unholdable(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """``(steps, value)`` of every NaN, infinity or value of a type JSON does not have in
+    ``value`` (JSON data of dicts and lists, as :func:`_jsonable` returns), depth first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unholdable(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unholdable(item, (*at, index))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            yield at, value
+    elif not (value is None or isinstance(value, (str, int))):
+        yield at, value
+
+
 def to_json(report: Mapping[str, Any]) -> str:
-    """The report as indented JSON text (the content of ``report.json``)."""
-    return json.dumps(_jsonable(report), indent=2, sort_keys=False) + "\n"
+    """The report as indented, strict JSON text (the content of ``report.json``).
+
+    Raises:
+        ValueError: the report holds a NaN or an infinity, which RFC 8259 JSON cannot hold (the
+            message names where); :func:`build_report` never returns one.
+    """
+    data = _jsonable(report)
+    for steps, number in non_finite(data):
+        raise ValueError(
+            f"{dotted(steps)} is {number!r}, a number JSON cannot hold (no NaN or infinity)"
+        )
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:

@@ -90,6 +90,12 @@ def audit_row(report: dict[str, Any]) -> dict[str, Any]:
     """The audit table row of one report."""
     import json
 
+    from tclose.report import finite_report
+
+    # Strict JSON whatever the report holds (PostgreSQL's jsonb refuses NaN, and inside the
+    # publishing transaction the refusal would fail the publish): a report of a run is already
+    # finite (build_report), one read back from a file by `tclose verify --report` may not be.
+    report = finite_report(json.loads(json.dumps(report, default=str)))
     run = report.get("run", {})
     privacy = report.get("privacy", {})
     t_values = list((privacy.get("t_achieved") or {}).values())
@@ -106,13 +112,14 @@ def audit_row(report: dict[str, Any]) -> dict[str, Any]:
         "k": privacy.get("k"),
         "k_achieved": privacy.get("k_achieved"),
         "t": privacy.get("t"),
-        "t_achieved": max(t_values) if t_values else None,
+        # unknown (null) if any attribute's is: the largest known one may not be the worst
+        "t_achieved": max(t_values) if t_values and None not in t_values else None,
         "algorithm": report.get("algorithm", {}).get("name"),
         "verified": bool(report.get("verification", {}).get("passed")),
         "published": bool(run.get("published")),
         "dry_run": bool(run.get("dry_run")),
         "tool_version": report.get("tool", {}).get("version"),
-        "report": json.loads(json.dumps(report, default=str)),
+        "report": report,
     }
 
 
@@ -140,7 +147,7 @@ def append_with(connection: sa.Connection, table_name: str, report: dict[str, An
     if connection.dialect.name in ("mysql", "mariadb"):
         import json
 
-        row["report"] = json.dumps(row["report"])
+        row["report"] = json.dumps(row["report"], allow_nan=False)
     table.create(connection, checkfirst=True)
     present = {
         c["name"] for c in sa.inspect(connection).get_columns(table.name, schema=table.schema)
@@ -230,7 +237,7 @@ def rebuilt_report(
     import json
 
     from tclose import __version__
-    from tclose.report import to_json
+    from tclose.report import finite_report, to_json
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     passed = all(c["passed"] for c in checks)
@@ -244,7 +251,8 @@ def rebuilt_report(
             "checks": checks,
             "at_run": run_report.get("verification", {}).get("passed"),
         }
-        return json.loads(to_json(report))
+        # the run's report as read back: a report of an earlier version may hold NaN
+        return json.loads(to_json(finite_report(report)))
     rebuilt["times"] = "started and finished are the time of the rebuild, not of the run"
     report = {
         "tool": {"name": "tclose", "version": __version__},
@@ -266,7 +274,8 @@ def rebuilt_report(
         },
         "verification": {"passed": passed, "checks": checks},
     }
-    return json.loads(to_json(report))  # NumPy numbers as JSON numbers, as in a run's report
+    # NumPy numbers as JSON numbers, as in a run's report; a NaN EMD as null
+    return json.loads(to_json(finite_report(report)))
 
 
 def rebuild_record(
