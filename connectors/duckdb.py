@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -48,6 +48,7 @@ from tclose.errors import DataError, columns_hold
 from tclose.hookspecs import hookimpl
 
 from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+    KEY_LABEL,
     NativeType,
     Session,
     SQLDatabase,
@@ -57,6 +58,9 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     driver_connection,
     random_suffix,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 try:  # the [duckdb] extra; without it, connecting says which package to install
     import duckdb_engine
@@ -275,6 +279,55 @@ class DuckDBSession(Session):
                 selected[i] = sa.cast(label.element, sa.String).label(label.name)
         return statement.with_only_columns(*selected), types
 
+    def read(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[pd.DataFrame]:
+        """As :meth:`Session.read`, faster when every selected column (the key's included) is
+        an integer of at most 32 bits unsigned or 64 bits signed, ``FLOAT`` or ``DOUBLE``:
+        DuckDB then hands over each vector of values as NumPy arrays (``fetch_df_chunk``)
+        instead of a Python tuple per row, in the same statement and transaction.
+
+        The frames are the very frames of the generic path, which builds each chunk of
+        ``chunk_size`` rows with ``pd.DataFrame.from_records`` from the driver's Python values
+        (:func:`_records_like`): same chunks, same dtypes, same values (tested against it).
+        Any other type (decimals, ``UBIGINT``, ``HUGEINT``, booleans, text, dates) takes the
+        generic path."""
+        statement, _ = self.read_statement(name, columns, key, with_key)
+        names = ([KEY_LABEL] if with_key else []) + list(columns)
+        raw = driver_connection(self.connection)
+        dialect = self.database.engine.dialect
+        with self.database.errors(f"reading {name}"):
+            described = raw.execute(f"DESCRIBE {statement.compile(dialect=dialect)}").fetchall()
+        types = [str(row[1]) for row in described]
+        if any(t not in _VECTOR_TYPES for t in types):
+            yield from super().read(name, columns, key, chunk_size, with_key)
+            return
+        # A float column's NaN and NULL both arrive as NaN: one flag per float column tells
+        # them apart (a chunk of NULLs only is a column of None in the generic path).
+        selected = list(statement.selected_columns)
+        floats = [i for i, t in enumerate(types) if t in ("FLOAT", "DOUBLE")]
+        flags = [selected[i].element.is_(None).label(f"tclose_null_{i}") for i in floats]
+        query = str(statement.add_columns(*flags).compile(dialect=dialect))
+        with self.database.errors(f"reading {name}"):
+            result = raw.execute(query)
+            pending: list[pd.DataFrame] = []
+            held = 0
+            while True:
+                vectors = result.fetch_df_chunk(_VECTORS_PER_FETCH)
+                if len(vectors):
+                    pending.append(vectors)
+                    held += len(vectors)
+                while held >= chunk_size or (held and not len(vectors)):
+                    chunk, pending, held = _take(pending, min(held, chunk_size))
+                    yield _records_like(chunk, names, floats)
+                if not len(vectors):
+                    return
+
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
     ) -> None:
@@ -327,6 +380,50 @@ class DuckDBSession(Session):
                     raw.unregister(view)
                 raise
             raw.unregister(view)
+
+
+#: DuckDB result types that :meth:`DuckDBSession.read` fetches as NumPy vectors: their values
+#: all fit an ``int64`` or a ``float64`` exactly, as the driver's Python values do.
+_VECTOR_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
+    | {"FLOAT", "DOUBLE"}
+)
+#: DuckDB vectors (2,048 rows each) per ``fetch_df_chunk`` call of the fast read.
+_VECTORS_PER_FETCH = 8
+
+
+def _take(pending: list[pd.DataFrame], rows: int) -> tuple[pd.DataFrame, list[pd.DataFrame], int]:
+    """The first ``rows`` rows of the frames ``pending`` as one frame, the frames left, and
+    their rows."""
+    import pandas as pd
+
+    joined = pd.concat(pending, ignore_index=True) if len(pending) > 1 else pending[0]
+    rest = joined.iloc[rows:]
+    left = [rest] if len(rest) else []
+    return joined.iloc[:rows], left, len(rest)
+
+
+def _records_like(chunk: pd.DataFrame, names: Sequence[str], floats: Sequence[int]) -> pd.DataFrame:
+    """The frame ``pd.DataFrame.from_records`` builds from the Python values of ``chunk`` (as
+    DuckDB's ``fetch_df_chunk`` gives them: nullable integers, ``float32`` for ``FLOAT``, and
+    after the ``names`` columns one ``IS NULL`` flag per float column, at positions ``floats``):
+    per column, no NULL → ``int64`` (integers) or ``float64`` (NaN kept); some NULLs →
+    ``float64`` with NaN; only NULLs → ``object`` holding ``None``."""
+    import pandas as pd
+
+    flags = dict(zip(floats, range(len(names), len(names) + len(floats)), strict=True))
+    data: dict[str, np.ndarray] = {}
+    for i, name in enumerate(names):
+        values = chunk.iloc[:, i]
+        flag = flags.get(i)
+        null = values.isna().to_numpy() if flag is None else chunk.iloc[:, flag].to_numpy(bool)
+        if null.all():
+            data[name] = np.full(len(values), None, dtype=object)
+        elif flag is None and not null.any():
+            data[name] = values.to_numpy(dtype=np.int64)
+        else:
+            data[name] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.DataFrame(data, columns=list(names))
 
 
 class DuckDBDatabase(SQLDatabase):
