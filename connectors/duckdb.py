@@ -15,7 +15,9 @@ What DuckDB gives, and so what a run gets:
   Two runs in one process share the database: DuckDB's optimistic concurrency then lets one of
   two conflicting publications fail at commit ("Transaction conflict"), and nothing of the loser
   is published.
-- Reads: results stream from DuckDB in chunks (``fetchmany``), in key order.
+- Reads: results stream from DuckDB in chunks, in key order: the frames of the
+  quasi-identifiers and confidential attributes (integers, ``FLOAT``, ``DOUBLE``) as NumPy
+  vectors (``fetch_df_chunk``), other columns as Python values (``fetchmany``).
 - Bulk writes: rows are handed to DuckDB as a pandas DataFrame it scans in place (``INSERT ...
   SELECT`` from the registered frame), never row by row (``executemany`` is slow in DuckDB).
 - Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type stays exactly what it
