@@ -54,6 +54,7 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     TableName,
     _connection,
     _existing_tables,
+    bits_as_text,
     driver_connection,
     random_suffix,
 )
@@ -299,6 +300,7 @@ class DuckDBSession(Session):
 
         if not rows:
             return
+        rows = bits_as_text(table, columns, rows)
         data: dict[str, Any] = {}
         for i, values in enumerate(zip(*rows, strict=True)):
             column_type = table.c[columns[i]].type

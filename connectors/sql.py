@@ -177,9 +177,12 @@ def _native_portable(
     from sqlalchemy.dialects import mysql
 
     if source_dialect in ("mysql", "mariadb") and isinstance(column_type, mysql.BIT):
+        length = column_type.length or 1
+        if dialect in ("postgresql", "duckdb"):
+            return MySQLBits(length, f"BIT({length})" if dialect == "postgresql" else "BIT"), ""
         return None, (
-            ": its driver gives each value as a number or as bytes, not as the string of bits "
-            "that PostgreSQL's bit(n) or DuckDB's BIT takes, and tclose converts none yet"
+            f": a BIT({length}) value is a string of {length} bits, which {dialect} has no "
+            f"type for (as a number, a value would lose its length, and read as another type)"
         )
     if not isinstance(column_type, NativeType):
         return None, ""
@@ -1207,6 +1210,45 @@ class NativeType(sa.types.UserDefinedType):
 
     def __repr__(self) -> str:
         return f"NativeType({self.name!r})"
+
+
+class MySQLBits(NativeType):
+    """MySQL's ``BIT(length)`` in another kind of database, as its type for strings of bits
+    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). MySQL's drivers give a value as bytes
+    (or a number): the target's session writes :meth:`bits` of it (``b'\\x05'`` in a
+    ``BIT(4)`` is ``'0101'``)."""
+
+    def __init__(self, length: int, name: str) -> None:
+        super().__init__(name)
+        self.length = length
+
+    def bits(self, value: Any, column: str) -> str | None:
+        """``value`` as its string of :attr:`length` bits; :class:`DataError` naming ``column``
+        if it has more bits."""
+        if value is None:
+            return None
+        number = int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
+        if not isinstance(number, int) or not 0 <= number < 1 << self.length:
+            raise DataError(
+                f"Column {column!r} holds a value that is not a BIT({self.length}) ({value!r}), "
+                f"which tclose cannot write as {self.length} bits."
+            )
+        return format(number, f"0{self.length}b")
+
+    def __repr__(self) -> str:
+        return f"MySQLBits({self.length}, {self.name!r})"
+
+
+def bits_as_text(table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> Sequence[tuple]:
+    """``rows`` with the values of each :class:`MySQLBits` column of ``table`` as their strings
+    of bits (the text a target's bit-string type reads); ``rows`` itself if there is none."""
+    bits = {i: t for i, c in enumerate(columns) if isinstance(t := table.c[c].type, MySQLBits)}
+    if not bits:
+        return rows
+    return [
+        tuple(bits[i].bits(v, columns[i]) if i in bits else v for i, v in enumerate(row))
+        for row in rows
+    ]
 
 
 @contextlib.contextmanager
