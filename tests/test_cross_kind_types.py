@@ -181,6 +181,8 @@ def _published(db, table: str, kind: str) -> list:
     their text: DuckDB's Python client may give a JSON value parsed)."""
     text = {"postgresql": "CAST(extra AS text)", "duckdb": "CAST(extra AS VARCHAR)"}
     column = "extra" if kind in ("bytes", "time") else text.get(db.dialect, "extra")
+    if db.dialect == "mysql" and kind == "int":  # MariaDB Connector/Python fails on YEAR 0000
+        column = "extra + 0"
     with db.engine.connect() as connection:
         rows = connection.exec_driver_sql(f"SELECT {column} FROM {db.quote(table)}").fetchall()
     return sorted((_canonical(kind, r[0]) for r in rows), key=repr)
@@ -245,8 +247,8 @@ def test_duckdb_bit_strings_publish_exactly_into_postgresql(duckdb_db, pg, capsy
 @pytest.mark.parametrize("length", [1, 8, 64])
 def test_mariadb_bits_publish_exactly_as_bit_strings(request, maria, capsys, length, target):
     """MariaDB's ``BIT(n)`` is PostgreSQL's ``bit(n)``, DuckDB's ``BIT``: each value keeps its
-    ``n`` bits, leading zeros included (its drivers give bytes, which PostgreSQL's ``COPY``
-    would have read as ``\\x05``)."""
+    ``n`` bits, leading zeros included (tclose reads it as its unsigned integer, which is not
+    the text a column of bits reads)."""
     db = request.getfixturevalue(target)
     values = sorted({0, 1, 5 % (1 << length), (1 << length) - 1})
     texts = [format(v, f"0{length}b") for v in values]
