@@ -1214,9 +1214,9 @@ class NativeType(sa.types.UserDefinedType):
 
 class MySQLBits(NativeType):
     """MySQL's ``BIT(length)`` in another kind of database, as its type for strings of bits
-    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). MySQL's drivers give a value as bytes
-    (or a number): the target's session writes :meth:`bits` of it (``b'\\x05'`` in a
-    ``BIT(4)`` is ``'0101'``)."""
+    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). A value is read as its unsigned integer
+    (``MySQLSession.read_expression``; the drivers give bytes): the target's session writes
+    :meth:`bits` of it (``5`` in a ``BIT(4)`` is ``'0101'``)."""
 
     def __init__(self, length: int, name: str) -> None:
         super().__init__(name)
