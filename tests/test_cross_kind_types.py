@@ -304,3 +304,20 @@ def test_types_without_an_exact_equivalent_are_refused_with_the_reason(
     assert "'extra'" in err and sql_type.split("(")[0] in err.upper() and why in err, err
     assert "no portable equivalent" in err and "internal error" not in err
     assert db.tables() == set()
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("sql_type", ["TIMESTAMP_S", "TIMESTAMP_MS"])
+def test_duckdb_infinite_timestamps_of_seconds_or_milliseconds_are_refused(
+    duckdb_db, lite, capsys, sql_type
+):
+    """DuckDB's client reads ``infinity`` as 9999-12-31 23:59:59.999999 (a value a
+    ``TIMESTAMP_S`` cannot even hold): now that these types are carried into another kind,
+    the check of infinite dates covers them, and the run stops naming the column."""
+    source, published = duckdb_db.name("src"), lite.name("anon")
+    _create_source(duckdb_db, source, sql_type, ["infinity", "2024-01-01 00:00:00"], cast=True)
+    lite.execute("SELECT 1")
+    code, err = _run(duckdb_db, source, lite, published, capsys)
+    assert code == 3, err
+    assert "'extra'" in err and "infinite" in err, err
+    assert lite.tables() == set()
