@@ -57,6 +57,7 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     TableName,
     _connection,
     _existing_tables,
+    bits_as_text,
     driver_connection,
     random_suffix,
 )
@@ -137,6 +138,9 @@ _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 #: DuckDB types whose values Python's ``datetime``/``time`` hold only to the microsecond.
 _NANOSECONDS = ("TIMESTAMP_NS", "TIME_NS")
+#: DuckDB types read as their text when streamed: the nanosecond ones, and ``JSON``, whose
+#: values DuckDB's Python client may give parsed (a number, a list) rather than as written.
+_AS_TEXT = (*_NANOSECONDS, "JSON")
 
 #: ``(precision, scale)`` of a decimal of another database that has no precision: DuckDB's widest
 #: decimal, with as many digits after the point as before it (a ``bigint`` fits).
@@ -268,15 +272,17 @@ class DuckDBSession(Session):
         month as 30 days and folds days into hours (``1 year 2 months`` would be ``420 days``,
         ``24:00:00`` would be ``1 day``). So are ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's
         ``datetime`` and ``time`` drop the nanoseconds: streamed into another DuckDB file or a
-        Parquet file, ``.123456789`` was published as ``.123456``)."""
+        Parquet file, ``.123456789`` was published as ``.123456``), and ``JSON`` (the client
+        may give a value parsed, ``12345678901234567890123`` as an ``int``: its text as
+        written is what another database's JSON or text column must get)."""
         statement, types = super().read_statement(name, columns, key, with_key)
         if self._parsed_values:
             return statement, types
         selected = list(statement.selected_columns)
         first = len(selected) - len(types)
         for i, column_type in enumerate(types, start=first):
-            nanoseconds = isinstance(column_type, NativeType) and column_type.name in _NANOSECONDS
-            if isinstance(column_type, sa.Interval) or nanoseconds:
+            as_text = isinstance(column_type, NativeType) and column_type.name in _AS_TEXT
+            if isinstance(column_type, sa.Interval) or as_text:
                 label = selected[i]
                 selected[i] = sa.cast(label.element, sa.String).label(label.name)
         return statement.with_only_columns(*selected), types
@@ -349,6 +355,7 @@ class DuckDBSession(Session):
 
         if not rows:
             return
+        rows = bits_as_text(table, columns, rows)
         data: dict[str, Any] = {}
         for i, values in enumerate(zip(*rows, strict=True)):
             column_type = table.c[columns[i]].type

@@ -482,6 +482,11 @@ class MySQLSession(DriverSession):
                     tuple(_date_text(v) if i in mixed else v for i, v in enumerate(row))
                     for row in rows
                 ]
+        wide = [
+            i for i, column in enumerate(columns) if _may_hold_wide_integers(table.c[column].type)
+        ]
+        if wide:
+            rows = _wide_integers_as_decimals(rows, wide)
         try:
             super().insert_rows(table, columns, rows)
         except DataError:
@@ -754,6 +759,30 @@ class MySQLDatabase(SQLDatabase):
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
         return super().adapt_portable_type(generic)  # times: fsp=6
+
+
+def _may_hold_wide_integers(column_type: sa.types.TypeEngine) -> bool:
+    """Whether a column of ``column_type`` may receive integers beyond 64 bits: a decimal of
+    more than 20 digits (DuckDB's ``HUGEINT`` becomes ``DECIMAL(39,0)``)."""
+    if not isinstance(column_type, sa.Numeric) or isinstance(column_type, sa.Float):
+        return False
+    return column_type.precision is None or column_type.precision > 20
+
+
+def _wide_integers_as_decimals(rows: Sequence[tuple], columns: Sequence[int]) -> Sequence[tuple]:
+    """``rows`` with the integers of each of ``columns`` (indexes) that holds one beyond 64 bits
+    as ``Decimal`` (the same number): MariaDB Connector/Python failed to bind such an ``int``
+    (an internal error), and it takes one Python type per column, so the column's other
+    integers go as ``Decimal`` too."""
+    wide = {
+        i for i in columns if any(type(r[i]) is int and not -(2**63) <= r[i] < 2**64 for r in rows)
+    }
+    if not wide:
+        return rows
+    return [
+        tuple(decimal.Decimal(v) if i in wide and type(v) is int else v for i, v in enumerate(r))
+        for r in rows
+    ]
 
 
 class MySQLConnector:

@@ -44,6 +44,7 @@ from .sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    bits_as_text,
     driver_connection,
     random_suffix,
 )
@@ -310,6 +311,7 @@ class PostgreSQLSession(DriverSession):
         """
         if not rows:
             return
+        rows = bits_as_text(table, columns, rows)
         try:
             with self.copy(table, columns, binary=False) as copy:
                 for row in rows:

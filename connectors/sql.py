@@ -135,13 +135,78 @@ def _mysql_set_text(
 ) -> sa.types.TypeEngine | None:
     """For MySQL's ``SET``, text long enough for every combination of its members (a value
     joins them with commas, ``a,b,c``: SQLAlchemy's generic type fits the longest member only);
-    ``generic`` for any other type."""
+    for its ``ENUM``, text as long as its longest member (SQLAlchemy's generic ``Enum`` would
+    be a type to create on PostgreSQL, and is refused by DuckDB); for its ``YEAR``
+    (1901-2155, or 0) a ``SMALLINT``; ``generic`` for any other type."""
     from sqlalchemy.dialects import mysql
 
+    if isinstance(column_type, mysql.YEAR):
+        return sa.SmallInteger()
+    if isinstance(column_type, mysql.ENUM):
+        return sa.String(max(map(len, column_type.enums), default=0) or None)
     if not isinstance(column_type, mysql.SET):
         return generic
     members = list(column_type.values)
     return sa.String(sum(map(len, members)) + max(len(members) - 1, 0) or None)
+
+
+#: Types that SQLAlchemy does not know (:class:`NativeType`, by the name the source's catalog
+#: gives), by source dialect, with the generic type that holds each of their values exactly.
+_NATIVE_PORTABLE: dict[str, dict[str, Any]] = {
+    "duckdb": {
+        "UTINYINT": sa.SmallInteger,  # as MariaDB's unsigned integers (_signed_for_unsigned)
+        "USMALLINT": sa.Integer,
+        "UINTEGER": sa.BigInteger,
+        "UBIGINT": lambda: sa.Numeric(20, 0),
+        "HUGEINT": lambda: sa.Numeric(39, 0),  # -170141183460469231731687303715884105728
+        "UHUGEINT": lambda: sa.Numeric(39, 0),  # 340282366920938463463374607431768211455
+        "TIMESTAMP_S": sa.DateTime,  # read as Python datetimes: no finer part to lose
+        "TIMESTAMP_MS": sa.DateTime,
+        "JSON": sa.JSON,  # read as its text (DuckDBSession.read_statement)
+    },
+    "mysql": {"inet6": lambda: sa.String(45), "inet4": lambda: sa.String(15)},
+    "mariadb": {"inet6": lambda: sa.String(45), "inet4": lambda: sa.String(15)},
+}
+
+
+def _native_portable(
+    column_type: sa.types.TypeEngine, source_dialect: str | None, dialect: str
+) -> tuple[sa.types.TypeEngine | None, str]:
+    """For a :class:`NativeType` of ``source_dialect``, the generic type holding its values
+    exactly in ``dialect`` (or ``None``) and, when there is none, why (for the message)."""
+    from sqlalchemy.dialects import mysql
+
+    if source_dialect in ("mysql", "mariadb") and isinstance(column_type, mysql.BIT):
+        length = column_type.length or 1
+        if dialect in ("postgresql", "duckdb"):
+            return MySQLBits(length, f"BIT({length})" if dialect == "postgresql" else "BIT"), ""
+        return None, (
+            f": a BIT({length}) value is a string of {length} bits, which {dialect} has no "
+            f"type for (as a number, a value would lose its length, and read as another type)"
+        )
+    if not isinstance(column_type, NativeType):
+        return None, ""
+    name = column_type.name
+    if source_dialect == "duckdb" and name.startswith("ENUM("):
+        return sa.Text(), ""  # a DuckDB enum's values are text
+    if source_dialect == "duckdb" and name == "BIT":
+        if dialect == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.BIT(varying=True), ""  # read as its text: '0101'
+        return None, (
+            f": a DuckDB BIT is a string of bits of any length, leading zeros included, which "
+            f"no {dialect} type holds (MariaDB's BIT(n) has one length of at most 64 bits)"
+        )
+    if source_dialect == "duckdb" and name in ("TIMESTAMP_NS", "TIME_NS"):
+        return None, (
+            f": its values have nanoseconds, which {dialect} does not keep (its times stop at "
+            f"the microsecond), so they would be published changed"
+        )
+    if source_dialect in ("mysql", "mariadb"):
+        name = name.lower()  # information_schema spells inet6 in lower case
+    factory = _NATIVE_PORTABLE.get(source_dialect or "", {}).get(name)
+    return (factory(), "") if factory is not None else (None, "")
 
 
 def bare_table(name: TableName) -> sa.Table:
@@ -540,7 +605,10 @@ class SQLDatabase:
         equal lengths that no other kind's lists hold (the PostgreSQL connector reads them as
         their text). Nor has an interval in a database without an interval type
         (:attr:`interval_type`): SQLAlchemy would store it as a date-time after the epoch
-        (MariaDB published ``1 day`` as ``2024-00-00 00:00:00``)."""
+        (MariaDB published ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
+        know, or has no generic type for, takes the type that holds its values exactly where
+        there is one (DuckDB's unsigned and 128-bit integers, MariaDB's ``YEAR``, ``ENUM``,
+        ``INET6``...: :func:`_native_portable`); the message of a refusal says why."""
         try:
             generic = column_type.as_generic()
         except NotImplementedError:
@@ -557,6 +625,9 @@ class SQLDatabase:
             generic = sa.BigInteger()  # SQLite stores any integer in 64 bits, whatever declared
         if source_dialect in ("mysql", "mariadb"):
             generic = _mysql_set_text(column_type, generic)
+        why = ""
+        if generic is None:
+            generic, why = _native_portable(column_type, source_dialect, self.dialect)
         if isinstance(generic, sa.String) and generic.collation is not None:
             # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
             # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.
@@ -569,10 +640,17 @@ class SQLDatabase:
             except (sa.exc.CompileError, sa.exc.ArgumentError):
                 generic = None
         if generic is None:
+            interval = isinstance(column_type, sa.Interval)
+            if not why and interval and not self.interval_type:
+                why = f": {self.dialect} has no interval type (months, days and time apart)"
+            elif not why and source_dialect == "postgresql" and isinstance(column_type, sa.ARRAY):
+                why = ": its values have bounds and dimensions that no other kind's lists hold"
+            elif not why:
+                why = f": tclose knows no {self.dialect} type that holds its values exactly"
             raise DataError(
                 f"Column {column!r} has type {type_text(column_type)}, which has no portable "
-                f"equivalent in {self.dialect}. Publish into a database of the source's kind, or drop the "
-                f"column (role: identifier)."
+                f"equivalent in {self.dialect}{why}. Publish into a database of the source's "
+                f"kind, or drop the column (role: identifier)."
             )
         return generic
 
@@ -1132,6 +1210,45 @@ class NativeType(sa.types.UserDefinedType):
 
     def __repr__(self) -> str:
         return f"NativeType({self.name!r})"
+
+
+class MySQLBits(NativeType):
+    """MySQL's ``BIT(length)`` in another kind of database, as its type for strings of bits
+    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). A value is read as its unsigned integer
+    (``MySQLSession.read_expression``; the drivers give bytes): the target's session writes
+    :meth:`bits` of it (``5`` in a ``BIT(4)`` is ``'0101'``)."""
+
+    def __init__(self, length: int, name: str) -> None:
+        super().__init__(name)
+        self.length = length
+
+    def bits(self, value: Any, column: str) -> str | None:
+        """``value`` as its string of :attr:`length` bits; :class:`DataError` naming ``column``
+        if it has more bits."""
+        if value is None:
+            return None
+        number = int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
+        if not isinstance(number, int) or not 0 <= number < 1 << self.length:
+            raise DataError(
+                f"Column {column!r} holds a value that is not a BIT({self.length}) ({value!r}), "
+                f"which tclose cannot write as {self.length} bits."
+            )
+        return format(number, f"0{self.length}b")
+
+    def __repr__(self) -> str:
+        return f"MySQLBits({self.length}, {self.name!r})"
+
+
+def bits_as_text(table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> Sequence[tuple]:
+    """``rows`` with the values of each :class:`MySQLBits` column of ``table`` as their strings
+    of bits (the text a target's bit-string type reads); ``rows`` itself if there is none."""
+    bits = {i: t for i, c in enumerate(columns) if isinstance(t := table.c[c].type, MySQLBits)}
+    if not bits:
+        return rows
+    return [
+        tuple(bits[i].bits(v, columns[i]) if i in bits else v for i, v in enumerate(row))
+        for row in rows
+    ]
 
 
 @contextlib.contextmanager

@@ -102,7 +102,10 @@ class SQLiteSession(DriverSession):
                     f"SQLite cannot store exactly. Publish into another kind of "
                     f"database, or drop the column (role: identifier)."
                 )
-        return [tuple(str(v) if i in wide else v for i, v in enumerate(r)) for r in rows]
+        return [
+            tuple(str(v) if i in wide and v is not None else v for i, v in enumerate(r))
+            for r in rows
+        ]
 
     def refuse_unstreamable(
         self, name: TableName, columns: Sequence[str], target_dialect: str
