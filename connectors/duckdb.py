@@ -421,18 +421,20 @@ def _records_like(chunk: pd.DataFrame, names: Sequence[str], floats: Sequence[in
     import pandas as pd
 
     flags = dict(zip(floats, range(len(names), len(names) + len(floats)), strict=True))
-    data: dict[str, np.ndarray] = {}
-    for i, name in enumerate(names):
+    data: dict[int, np.ndarray] = {}  # by position: a column may be named like the key label
+    for i in range(len(names)):
         values = chunk.iloc[:, i]
         flag = flags.get(i)
         null = values.isna().to_numpy() if flag is None else chunk.iloc[:, flag].to_numpy(bool)
         if null.all():
-            data[name] = np.full(len(values), None, dtype=object)
+            data[i] = np.full(len(values), None, dtype=object)
         elif flag is None and not null.any():
-            data[name] = values.to_numpy(dtype=np.int64)
+            data[i] = values.to_numpy(dtype=np.int64)
         else:
-            data[name] = values.to_numpy(dtype=np.float64, na_value=np.nan)
-    return pd.DataFrame(data, columns=list(names))
+            data[i] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    frame = pd.DataFrame(data)
+    frame.columns = pd.Index(list(names), dtype=object)
+    return frame
 
 
 class DuckDBDatabase(SQLDatabase):

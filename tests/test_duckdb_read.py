@@ -40,8 +40,8 @@ def _same(fast: list[pd.DataFrame], generic: list[pd.DataFrame]) -> None:
     for a, b in zip(fast, generic, strict=True):
         assert list(a.columns) == list(b.columns)
         assert a.index.equals(b.index)
-        for name in a.columns:
-            x, y = a[name].to_numpy(), b[name].to_numpy()
+        for position, name in enumerate(a.columns):
+            x, y = a.iloc[:, position].to_numpy(), b.iloc[:, position].to_numpy()
             assert x.dtype == y.dtype, (name, x.dtype, y.dtype)
             if x.dtype == np.float64:
                 nan = np.isnan(x)
@@ -178,3 +178,20 @@ def test_the_vector_types_do_not_fall_back(database, monkeypatch):
     with connected.session(read_only=True) as session:
         [frame] = list(session.read(TableName(None, "t"), NAMES, "id"))
     assert frame.iloc[0].tolist() == [1, *range(7), 0.5, 0.25]
+
+
+def test_a_column_named_like_the_key_label(tmp_path):
+    """A column named ``__key__`` beside the key the read labels so: two columns of one name,
+    as the generic path gives them (a frame built from a dict kept only one)."""
+    path = tmp_path / "k.duckdb"
+    connection = duckdb.connect(str(path))
+    connection.execute('CREATE TABLE t (id BIGINT PRIMARY KEY, "__key__" DOUBLE, x INTEGER)')
+    connection.execute("INSERT INTO t VALUES (1, 0.5, 7), (2, NULL, 8)")
+    connection.close()
+    database = DuckDBConnector().connect(f"duckdb:///{path}")
+    with database.session(read_only=True) as session:
+        fast = _frames(session, DuckDBSession.read, ["__key__", "x"], 50_000, True)
+        generic = _frames(session, Session.read, ["__key__", "x"], 50_000, True)
+    _same(fast, generic)
+    assert list(fast[0].columns) == ["__key__", "__key__", "x"]
+    assert fast[0].iloc[:, 0].tolist() == [1, 2]
