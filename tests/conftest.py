@@ -335,6 +335,24 @@ class TestDatabase:
         path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         return path
 
+    def run_and_verify(self, document: dict, capsys) -> tuple[int, str, str]:
+        """``tclose run`` of ``document`` (its JSON report in this test's folder); if it
+        published, ``tclose verify --report`` must exit 0 and the report say passed. The run's
+        exit code, its error output and the configuration's path."""
+        import json
+
+        from tclose.cli import main
+
+        report = self.tmp_path / "report.json"
+        document["report"] = {"json": str(report)}
+        path = str(self.write_config(document))
+        code = main(["-q", "run", path])
+        err = capsys.readouterr().err
+        if code == 0:
+            assert main(["-q", "verify", path, "--report", str(report)]) == 0, capsys.readouterr()
+            assert json.loads(report.read_text())["verification"]["passed"]
+        return code, err, path
+
     def drop_all(self) -> None:
         inspector = sa.inspect(self.engine)
         for schema in self.schemas:

@@ -224,15 +224,7 @@ def _run_into(source_db, source: str, target_db, target: str, capsys) -> tuple[i
     document = source_db.config(source, target)
     document["target"]["url"] = target_db.url
     document["attributes"]["extra"] = {"role": "other"}
-    report = source_db.tmp_path / "report.json"
-    document["report"] = {"json": str(report)}
-    path = str(source_db.write_config(document))
-    code = main(["-q", "run", path])
-    err = capsys.readouterr().err
-    if code == 0:
-        assert main(["-q", "verify", path, "--report", str(report)]) == 0
-        assert json.loads(report.read_text())["verification"]["passed"]
-    return code, err
+    return source_db.run_and_verify(document, capsys)[:2]
 
 
 def _texts(db, table: str) -> list[object]:

@@ -16,7 +16,6 @@ numeric", MariaDB: "Incorrect decimal value", DuckDB: an internal error, exit 4)
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -63,15 +62,7 @@ def _run_into(source_db, source: str, target_db, target: str, capsys) -> tuple[i
     document = source_db.config(source, target)
     document["target"]["url"] = target_db.url
     document["attributes"]["extra"] = {"role": "other"}
-    report = source_db.tmp_path / "report.json"
-    document["report"] = {"json": str(report)}
-    path = str(source_db.write_config(document))
-    code = main(["-q", "run", path])
-    err = capsys.readouterr().err
-    if code == 0:
-        assert main(["-q", "verify", path, "--report", str(report)]) == 0, capsys.readouterr()
-        assert json.loads(report.read_text())["verification"]["passed"]
-    return code, err, path
+    return source_db.run_and_verify(document, capsys)
 
 
 def _uuids(db, table: str) -> list[str | None]:

@@ -12,13 +12,10 @@ type and why. docs/databases.md ("Types, precision, NULLs, order") has the table
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
-
-from tclose.cli import main
 
 ROWS = 30
 
@@ -127,7 +124,6 @@ def _create_source(db, table: str, sql_type: str, values: list, cast: bool) -> N
 def _run(source_db, source: str, target_db, target: str, capsys) -> tuple[int, str]:
     """``tclose run`` of ``source`` into ``target`` of ``target_db``, then, if it published,
     ``tclose verify --report`` (exit 0, passed); the run's exit code and its error output."""
-    report = source_db.tmp_path / "report.json"
     document = {
         "source": {"url": source_db.url, "table": source, "key": "id"},
         "target": {"url": target_db.url, "table": target, "if_exists": "fail"},
@@ -140,15 +136,8 @@ def _run(source_db, source: str, target_db, target: str, capsys) -> tuple[int, s
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {}},
         "output": {"seed": 7},
-        "report": {"json": str(report)},
     }
-    path = str(source_db.write_config(document))
-    code = main(["-q", "run", path])
-    err = capsys.readouterr().err
-    if code == 0:
-        assert main(["-q", "verify", path, "--report", str(report)]) == 0
-        assert json.loads(report.read_text())["verification"]["passed"]
-    return code, err
+    return source_db.run_and_verify(document, capsys)[:2]
 
 
 def _canonical(kind: str, value: object) -> object:
