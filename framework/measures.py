@@ -705,10 +705,15 @@ def evaluate(
 
     Returns:
         ``{"risk": {...}, "utility": {...}}`` as in the audit report (``docs/reports.md``).
+
+    Raises:
+        ConfigError: a column is missing, the indexes do not match, or ``p`` (the half-width of
+            interval disclosure, in standard deviations) is not a finite number > 0.
     """
     from .attributes import encode_confidential, encode_table
-    from .config import attribute_document, parse_attributes
+    from .config import attribute_document, checked_interval_p, parse_attributes
 
+    p = checked_interval_p(p, path=("p",))  # NaN would report an interval disclosure of 0
     document = attribute_document(quasi_identifiers, "quasi_identifier")
     document.update(attribute_document(confidential, "confidential"))
     specs = parse_attributes(document)

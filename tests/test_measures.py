@@ -316,6 +316,21 @@ def test_evaluate_matches_rows_by_index() -> None:
     assert set(risk["attribute"]) == {"pay", "overall"}
 
 
+@pytest.mark.parametrize("p", [float("nan"), float("inf"), 0.0, -0.05, "0.05", True])
+def test_evaluate_refuses_an_interval_half_width_that_is_not_a_positive_number(p) -> None:
+    """NaN made every ``|x - x'| <= p * sd`` false: an interval disclosure of 0, "no record at
+    risk" (the run's ``report.interval_p`` was already checked; ``evaluate`` was not)."""
+    original, published = _two_frames()
+    with pytest.raises(ConfigError, match="At key: p"):
+        evaluate(original, published, ["age", "zip"], ["pay"], p=p)
+
+
+def test_evaluate_takes_a_numpy_interval_half_width() -> None:
+    original, published = _two_frames()
+    wide = evaluate(original, published, ["age", "zip"], ["pay"], p=np.float32(0.5))
+    assert wide == evaluate(original, published, ["age", "zip"], ["pay"], p=float(np.float32(0.5)))
+
+
 def test_evaluate_rejects_unaligned_frames() -> None:
     original, published = _two_frames()
     with pytest.raises(ConfigError, match="same index labels"):
