@@ -42,8 +42,7 @@ from .block_split import (
     global_strata,
     stratified_blocks,
 )
-from .clustering import checked_labels, plugin_failure
-from .errors import TcloseError
+from .clustering import checked_labels, plugin_call
 from .executors import run_tasks
 from .interfaces import Algorithm, FittedDistance, Option, Partition
 
@@ -271,7 +270,9 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
 
     views = [restrict(r, c) for r, c in zip(shared.references, block.codes, strict=True)]
     algorithm = shared.algorithm
-    try:
+    plugin = algorithm.algorithm if isinstance(algorithm, Blocked) else algorithm
+    where = f" in block {block.number} of {block.count} ({len(block.x):,} rows)"
+    with plugin_call(plugin, where=where):
         own = getattr(algorithm, "partition_block", None)
         if own is not None:
             result = own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
@@ -283,12 +284,6 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
         result = algorithm.partition(block.x, views, shared.k, shared.t, options)
         return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
-    except (TcloseError, MemoryError):
-        raise
-    except (Exception, SystemExit) as error:
-        plugin = algorithm.algorithm if isinstance(algorithm, Blocked) else algorithm
-        where = f" in block {block.number} of {block.count} ({len(block.x):,} rows)"
-        raise plugin_failure(plugin, error, where=where) from error
 
 
 class Blocked:

@@ -62,12 +62,12 @@ def cluster_rows(
     with compile_notice():
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
-            with _plugin_call(distance, "Distance"):
+            with plugin_call(distance, "Distance"):
                 model = distance.fit(values, {**options, **distance_options.get(column, {})})
             model.column = column
             fitted.append(model)
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
-        with _plugin_call(algorithm, "Algorithm"):
+        with plugin_call(algorithm):
             partition = algorithm.partition(x, fitted, k, t, own)
     if _fingerprint(x) != before:
         raise VerificationError(
@@ -136,27 +136,20 @@ def _named(plugin: Any, kind: str = "Algorithm") -> str:
 
 
 @contextmanager
-def _plugin_call(plugin: Any, kind: str) -> Iterator[None]:
+def plugin_call(plugin: Any, kind: str = "Algorithm", where: str = "") -> Iterator[None]:
     """Within the block, an exception of ``plugin`` that is not a :class:`TcloseError` (a clear
-    error of its own) or a ``MemoryError`` (no bug) is a :class:`PluginFailure` naming it;
+    error of its own) or a ``MemoryError`` (no bug) is a :class:`PluginFailure` naming it and
+    ``where`` it happened (e.g. ``" in block 2 of 4 (100 rows)"``), the exception chained;
     ``SystemExit`` included (``sys.exit(0)`` would end tclose with 0)."""
     try:
         yield
     except (TcloseError, MemoryError):
         raise
     except (Exception, SystemExit) as error:
-        raise plugin_failure(plugin, error, kind) from error
-
-
-def plugin_failure(
-    plugin: Any, error: BaseException, kind: str = "Algorithm", where: str = ""
-) -> PluginFailure:
-    """The :class:`PluginFailure` that reports ``error``, an unexpected exception of ``plugin``
-    (``where``: e.g. ``" in block 2 of 4 (100 rows)"``); the caller chains ``error`` to it."""
-    return PluginFailure(
-        f"{_named(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in the "
-        f"plugin; run with -v for the traceback)."
-    )
+        raise PluginFailure(
+            f"{_named(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in "
+            f"the plugin; run with -v for the traceback)."
+        ) from error
 
 
 def _fingerprint(array: np.ndarray) -> str:
