@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-import logging
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,14 +34,6 @@ from sqlalchemy.dialects import postgresql
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.published import COPY_DIGEST_ALGORITHM, ROW_SAMPLE
-
-from .pg_carried import (
-    CarriedCollector,
-    CarriedRows,
-    carried_positions,
-    unsendable_columns,
-    write_carried,
-)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,8 +48,6 @@ from .sql import (
     driver_connection,
     random_suffix,
 )
-
-log = logging.getLogger("tclose")
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
 LOCK_WAIT_SECONDS = 30
@@ -245,116 +234,13 @@ class PostgreSQLSession(DriverSession):
         names = ([KEY_LABEL] if with_key else []) + list(columns)
         # The statement has no parameters: psycopg would only turn the compiler's %% into %.
         sql = str(statement.compile(dialect=self.database.engine.dialect)).replace("%%", "%")
-        carry, self._carry = self._carry, None
         with self.database.errors(f"reading {name}"):
-            if carry is not None and carry[0] == name and with_key:
-                carried = self._carried_read(name, statement, names, carry[1], chunk_size)
-                if carried is not None:
-                    yield from carried
-                    return
             formats = self.fixed_width_formats(sql)
             if formats is None:
                 for rows in self.stream(statement, chunk_size, types):
                     yield pd.DataFrame.from_records(rows, columns=names)
                 return
             yield from self._copy_read(sql, names, formats, chunk_size)
-
-    #: ``(table, columns)`` whose next :meth:`read` also carries ``columns`` (:meth:`carry`).
-    _carry: tuple[TableName, list[str]] | None = None
-    #: What the last carrying read kept, until :meth:`fill_joined` takes it.
-    _carried: CarriedRows | None = None
-
-    def carry(self, name: TableName, columns: Sequence[str]) -> None:
-        """Have the next :meth:`read` of ``name`` also keep the binary ``COPY`` bytes of
-        ``columns`` (the staging table's pass-through columns, in its order), so that
-        :meth:`fill_joined` writes them unparsed (:mod:`tclose.connectors.pg_carried`). The read
-        does it when its own columns are fixed-width numbers and every carried type has binary
-        I/O; otherwise it reads as usual and the write joins."""
-        self._carry = (name, list(columns))
-        self._carried = None
-
-    def _carried_read(
-        self,
-        name: TableName,
-        statement: sa.Select,
-        names: list[str],
-        columns: list[str],
-        chunk_size: int,
-    ) -> Iterator[pd.DataFrame] | None:
-        """The frames of :meth:`read` from one binary ``COPY`` of its columns and the carried
-        ``columns`` after them, the carried bytes collected into :attr:`_carried` once the read
-        ends; ``None`` (nothing read) if the read's columns are not all fixed-width numbers, a
-        carried type has no binary I/O, or the client encoding is not the server's (the bytes
-        of text are then converted on the way out and back)."""
-        (client, server), *_ = self.execute(
-            "SELECT current_setting('client_encoding'), current_setting('server_encoding')"
-        )
-        if client != server:  # text would be converted twice, or fail to convert
-            log.info(
-                "pass-through write not used: the client encoding %s is not the server's (%s)",
-                client,
-                server,
-            )
-            return None
-        (table,) = statement.get_final_froms()  # the table object the statement selects from
-        unsendable = unsendable_columns(self._binary_io(table, columns))
-        if unsendable:
-            log.info("pass-through write not used: no binary I/O for %s", unsendable)
-            return None
-        carried = [sa.type_coerce(table.c[c], sa.types.NullType()) for c in columns]
-        full = statement.add_columns(*[c.label(f"tclose_carry_{i}") for i, c in enumerate(carried)])
-        sql = str(full.compile(dialect=self.database.engine.dialect)).replace("%%", "%")
-        oids = self.result_type_oids(sql)
-        formats = [_FIXED_WIDTH.get(oid) for oid in oids[: len(names)]]
-        if None in formats:
-            log.info("pass-through write not used: a column read is not a fixed-width number")
-            return None
-        collector = CarriedCollector(columns, oids[len(names) :])
-        return self._carrying_frames(sql, names, formats, chunk_size, collector)
-
-    def _carrying_frames(
-        self,
-        sql: str,
-        names: list[str],
-        formats: list[str],
-        chunk_size: int,
-        collector: CarriedCollector,
-    ) -> Iterator[pd.DataFrame]:
-        cursor = driver_connection(self.connection).cursor()
-        with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)") as copy:
-            frames = _copy_frames(
-                copy,
-                names,
-                list(enumerate(formats)),
-                len(formats) + len(collector.columns),
-                chunk_size,
-                carry=collector,
-            )
-            for frame in frames:
-                collector.add_keys(frame.iloc[:, 0].to_numpy())
-                yield frame
-        self._carried = collector.finish()
-
-    def _binary_io(self, table: sa.Table, columns: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """Column → the OIDs of its type's binary send and receive functions (0: none)."""
-        rows = self.execute(
-            "SELECT a.attname, t.typsend::oid, t.typreceive::oid FROM pg_attribute a "
-            "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = "
-            f"to_regclass({_literal(self.database.qualified(table))}) AND a.attnum > 0 "
-            "AND NOT a.attisdropped"
-        )
-        found = {name: (int(send), int(receive)) for name, send, receive in rows}
-        return {c: found.get(c, (0, 0)) for c in columns}
-
-    def result_type_oids(self, sql: str) -> list[int]:
-        """The type OID of each result column of ``sql`` as the server describes it (one
-        ``LIMIT 0`` run; a domain is described by its base type)."""
-        cursor = driver_connection(self.connection).cursor()
-        try:
-            cursor.execute(f"SELECT * FROM ({sql}) AS tclose_read LIMIT 0")
-            return [column.type_code for column in cursor.description or ()]
-        finally:
-            cursor.close()
 
     def fixed_width_formats(self, sql: str) -> list[str] | None:
         """The NumPy formats (``>i2``, ``>i4``, ``>i8``, ``>f4``, ``>f8``) of the result
@@ -368,7 +254,13 @@ class PostgreSQLSession(DriverSession):
     def result_formats(self, sql: str) -> list[str | None]:
         """The NumPy format of each result column of ``sql`` in binary ``COPY`` (see
         :meth:`fixed_width_formats`), ``None`` for a column of any other type."""
-        return [_FIXED_WIDTH.get(oid) for oid in self.result_type_oids(sql)]
+        cursor = driver_connection(self.connection).cursor()
+        try:
+            cursor.execute(f"SELECT * FROM ({sql}) AS tclose_read LIMIT 0")
+            oids = [column.type_code for column in cursor.description or ()]
+        finally:
+            cursor.close()
+        return [_FIXED_WIDTH.get(oid) for oid in oids]
 
     def _copy_read(
         self, sql: str, names: list[str], formats: list[str], chunk_size: int
@@ -593,78 +485,6 @@ class PostgreSQLSession(DriverSession):
     #: The name of the staging table's primary key while :meth:`insert_joined` has dropped it.
     _dropped_key: str | None = None
 
-    def fill_joined(
-        self,
-        source: sa.Table,
-        key: str | None,
-        staging: sa.Table,
-        keys: np.ndarray,
-        new_rows: np.ndarray,
-        labels: np.ndarray,
-        aggregated: Mapping[str, np.ndarray],
-    ) -> None:
-        """As :meth:`Session.fill_joined`, but when pass 1 carried the pass-through columns
-        (:meth:`carry`), one binary ``COPY`` of the staging rows built from the bytes read
-        (:mod:`tclose.connectors.pg_carried`): the same rows, in the same physical order,
-        without the server's join and sort. The log says which write is used."""
-        carried, self._carried = self._carried, None
-        if carried is not None:
-            action = f"writing the staging table {staging.fullname} from {source.fullname}"
-            with self.database.errors(action):
-                oids = self._staging_type_oids(staging)
-                output_columns = [c.name for c in staging.columns][1:]
-                positions = carried_positions(carried, output_columns, oids, keys, aggregated)
-                if not isinstance(positions, str):
-                    log.info("writing by one binary COPY, pass-through fields as read")
-                    self._fill_carried(staging, carried, positions, new_rows, aggregated, oids)
-                    return
-                log.info("pass-through write not used: %s", positions)
-        log.info("writing by a join in the database")
-        super().fill_joined(source, key, staging, keys, new_rows, labels, aggregated)
-
-    def _staging_type_oids(self, staging: sa.Table) -> dict[str, int]:
-        names = ", ".join(self.database.quote(c.name) for c in staging.columns)
-        oids = self.result_type_oids(f"SELECT {names} FROM {self.database.qualified(staging)}")
-        return dict(zip([c.name for c in staging.columns], oids, strict=True))
-
-    def _fill_carried(
-        self,
-        staging: sa.Table,
-        carried: CarriedRows,
-        positions: np.ndarray,
-        new_rows: np.ndarray,
-        aggregated: Mapping[str, np.ndarray],
-        oids: Mapping[str, int],
-    ) -> None:
-        """One binary ``COPY`` of the staging rows (:func:`write_carried`), its primary key
-        dropped before and added back after, as :meth:`insert_joined` does; the row count the
-        server reports is checked."""
-        self._drop_primary_key(staging)
-        cursor = driver_connection(self.connection).cursor()
-        columns = [ROW_COLUMN, *aggregated, *carried.columns]
-        names = ", ".join(self.database.quote(c) for c in columns)
-        statement = f"COPY {self.database.qualified(staging)} ({names}) FROM STDIN (FORMAT BINARY)"
-        with cursor.copy(statement) as copy:
-            write_carried(
-                copy, carried, positions, new_rows, aggregated, oids, _COPY_HEADER, _COPY_TRAILER
-            )
-        if cursor.rowcount != len(positions):
-            raise DataError(
-                f"{len(positions)} rows were to be written to {staging.fullname} but the "
-                f"server reports {cursor.rowcount}."
-            )
-        self.joined_rows_written(staging)
-        self.rows_written = len(positions)
-        self.writes_done()
-
-    def _drop_primary_key(self, staging: sa.Table) -> None:
-        """Drop the staging table's primary key until :meth:`joined_rows_written`."""
-        self._dropped_key = self.primary_key_name(staging)
-        self.execute(
-            f"ALTER TABLE {self.database.qualified(staging)} "
-            f"DROP CONSTRAINT {self.database.quote(self._dropped_key)}"
-        )
-
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
         """The join's ``INSERT`` into the staging table without its primary key, which
         :meth:`joined_rows_written` adds back under the same name: PostgreSQL then builds the
@@ -672,7 +492,11 @@ class PostgreSQLSession(DriverSession):
         insertions (``ALTER TABLE`` on the run's own, still invisible, table; ``tclose_row``
         stays ``NOT NULL``, and a duplicate key would fail the ``ADD``, so the table written is
         the same)."""
-        self._drop_primary_key(staging)
+        self._dropped_key = self.primary_key_name(staging)
+        self.execute(
+            f"ALTER TABLE {self.database.qualified(staging)} "
+            f"DROP CONSTRAINT {self.database.quote(self._dropped_key)}"
+        )
         return super().insert_joined(staging, insert)
 
     def joined_rows_written(self, staging: sa.Table) -> None:
@@ -823,13 +647,11 @@ def _copy_frames(
     count: int,
     chunk_size: int,
     sha256: Any = None,
-    carry: CarriedCollector | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The DataFrames of a binary ``COPY ... TO STDOUT`` (psycopg's ``Copy``: one row per
     message) of rows of ``count`` fields: the fixed-width fields ``picks`` (``(position,
     NumPy format)``) as the columns ``names``, ``chunk_size`` rows a frame. Every byte is
-    added to ``sha256`` if given. With ``carry``, each row's bytes from its field
-    ``len(picks)`` on (the carried fields, which follow the picked ones) go to ``carry``. Each chunk is joined into one buffer and cut by NumPy
+    added to ``sha256`` if given. Each chunk is joined into one buffer and cut by NumPy
     (:func:`_copy_chunk`, :func:`_copy_fields`, :func:`_fields_frame`); a stream that does not
     end with the trailer, or goes on after it, is a :class:`DataError`. A reader that stops
     early drains the ``COPY`` instead of cancelling it (a cancel would abort the session's
@@ -847,9 +669,7 @@ def _copy_frames(
                 raise DataError("Unexpected binary COPY data from PostgreSQL (after the end).")
             rows, ended = _copy_chunk(chunk, sha256)
             if rows is not None:
-                values, carried = _copy_fields(*rows, count, picks, len(picks))
-                if carry is not None:
-                    carry.add(rows[0], carried, rows[2])
+                values = _copy_fields(*rows, count, picks)
                 yield _fields_frame(values, names, [f for _, f in picks])
         if not ended:
             raise DataError("Unexpected binary COPY data from PostgreSQL (no trailer).")
@@ -916,13 +736,11 @@ def _copy_fields(
     ends: np.ndarray,
     count: int,
     picks: Sequence[tuple[int, str]],
-    mark: int = 0,
-) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """The values of fixed-width fields of binary ``COPY`` rows of ``count`` fields (row ``i``
     at ``buffer[starts[i]:ends[i]]``, ``buffer`` padded by :data:`_PAD`): for each ``(field
     position, NumPy format)`` of ``picks``, its values (in that format; meaningless where
-    NULL) and where it is NULL; and where field ``mark`` of each row starts (its row's end if
-    ``mark == count``). Every row is walked field by field, all rows at once: a
+    NULL) and where it is NULL. Every row is walked field by field, all rows at once: a
     field is its length (``int32``, ``-1`` for NULL) then that many bytes; a field count,
     length or row size that does not fit is a :class:`DataError`."""
     if (_view(buffer, ">i2")[starts] != count).any():
@@ -931,12 +749,9 @@ def _copy_fields(
     wanted = dict(picks)
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     position = starts + 2
-    marked = None
     lowest = 0
     try:
         for field in range(count):
-            if field == mark:
-                marked = position.copy()
             length = lengths[position].astype(np.int64)
             fmt = wanted.get(field)
             position += 4
@@ -954,7 +769,7 @@ def _copy_fields(
         raise DataError("Unexpected binary COPY row from PostgreSQL (field size).")
     if (position != ends).any():  # a field past its row's end (or short of it)
         raise DataError("Unexpected binary COPY row from PostgreSQL (row size).")
-    return [found[p] for p, _ in picks], position if marked is None else marked
+    return [found[p] for p, _ in picks]
 
 
 def _fields_frame(

@@ -300,10 +300,6 @@ class Phases:
         """Pass 1: the keys and encoded columns of the source rows (streamed)."""
         line = f"reading {self.plan.source}"
         self.say(line)
-        carry = getattr(source, "carry", None)
-        if self.plan.joined and callable(carry):  # optional: the pass-through fields as read
-            quasi = set(self.plan.config.quasi_identifiers)
-            carry(self.plan.source, [c for c in self.plan.output_columns if c not in quasi])
         with self.timer.phase("read"):
             self.keys, encoded, self.set_aside = _read_inputs(
                 source, self.plan.config, self.progress, line

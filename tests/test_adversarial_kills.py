@@ -73,12 +73,6 @@ def stopping(session_class):
             super().insert_rows(*args, **kwargs)
             stop("write")
 
-        def fill_joined(self, *args, **kwargs):
-            # PostgreSQL's pass-through write fills the staging table by one binary COPY,
-            # without insert_arrays: stop once it is written
-            super().fill_joined(*args, **kwargs)
-            stop("write")
-
         def read_rows(self, name, *args, **kwargs):
             for rows in super().read_rows(name, *args, **kwargs):
                 yield rows

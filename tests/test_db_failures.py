@@ -63,10 +63,6 @@ def pausing(session_class):
             super().insert_rows(*args, **kwargs)
             pause("write")
 
-        def fill_joined(self, *args, **kwargs):  # PostgreSQL's one-COPY pass-through write
-            super().fill_joined(*args, **kwargs)
-            pause("write")
-
         def read_rows(self, name, *args, **kwargs):
             for rows in super().read_rows(name, *args, **kwargs):
                 yield rows

@@ -457,7 +457,7 @@ def test_malformed_copy_rows_are_data_errors():
     good = _rows([b"abc", eight], [None, eight], [b"", None])
     (buffer, starts, ends), ended = pgconnector._copy_chunk(good, hashlib.sha256())
     assert not ended
-    values, null = pgconnector._copy_fields(buffer, starts, ends, 2, [(1, ">f8")])[0][0]
+    values, null = pgconnector._copy_fields(buffer, starts, ends, 2, [(1, ">f8")])[0]
     assert values[:2].tolist() == [1.5, 1.5] and null.tolist() == [False, False, True]
     for bad, match in [
         (_rows([b"abc", eight, b""]), "field count"),
