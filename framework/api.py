@@ -27,7 +27,7 @@ from .published import add_linkage_check, frame_linking_columns, linkage_advice
 from .registry import Registry, load_registry
 from .report import RunContext, build_report
 from .runner import Timer
-from .verify import Verification, verify_rows
+from .verify import Verification, problems, verify_rows
 
 
 @dataclass
@@ -148,6 +148,7 @@ def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
     failed = ", ".join(c["name"] for c in verification.failures())
     raise VerificationError(
         f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
+        + problems(verification.checks)
         + linkage_advice(
             verification.checks,
             "identifiers=[...]",

@@ -244,6 +244,8 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         actual = check["actual"]
         actual = f"{actual:.6g}" if isinstance(actual, float) else actual
         _echo(f"{mark}  {check['name']}: expected {_expected(check)}, got {actual}")
+        if not check["passed"] and check.get("problem"):
+            _echo(f"      {check['problem']}")
     measured_only = [
         c
         for c in verification.t_achieved

@@ -43,7 +43,7 @@ from .progress import phase_counts
 from .published import PublishedScan, add_linkage_check, linkage_advice, scan_published
 from .registry import Registry, dialect_of, load_registry
 from .report import RunContext, build_report, finish_report, release_summary
-from .verify import Verification, verify_rows
+from .verify import Verification, problems, verify_rows
 
 log = logging.getLogger("tclose")
 
@@ -433,7 +433,9 @@ class Phases:
             raise VerificationError(
                 f"Verification of the written table failed ({failed}) for the output of "
                 f"algorithm {plan.resolved.algorithm.name!r}; nothing was published "
-                f"and {plan.target} is unchanged." + linkage_advice(verification.checks),
+                f"and {plan.target} is unchanged."
+                + problems(verification.checks)
+                + linkage_advice(verification.checks),
                 verification.checks,
             )
 

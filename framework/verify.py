@@ -11,7 +11,8 @@ Checks, each with ``name``, ``passed``, ``expected``, ``actual``:
 - ``row_count``: as many rows as the source had (only when the expected count is known);
 - ``k_anonymity``: the smallest class has at least ``k`` rows;
 - ``t_closeness:<column>``: no class has an EMD above ``t + EMD_TOLERANCE`` (only if ``t`` is set
-  and the algorithm enforces it);
+  and the algorithm enforces it), and every class's EMD is a finite number >= 0 (else the check
+  fails, with ``invalid_emds`` and a ``problem`` naming the distance: :func:`emd_problem`);
 - ``confidential_multiset:<column>``: the confidential values are exactly the source's (sorted
   comparison), so nothing was lost, duplicated or altered (only when the source's values are
   given).
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .clustering import _named
 from .interfaces import EMD_TOLERANCE, Distance
 from .kernel_notice import compile_notice
 
@@ -38,6 +40,8 @@ class Verification:
     passed: bool
     checks: list[dict[str, Any]]
     k_achieved: int
+    #: confidential column → its largest class EMD (NaN when the distance gave an EMD that is
+    #: not a finite number >= 0: :func:`emd_problem`).
     t_achieved: dict[str, float]
     class_sizes: np.ndarray = field(repr=False)
     #: confidential column → EMD of every class (aligned with ``class_sizes``).
@@ -95,6 +99,44 @@ def _k_anonymity_check(sizes: np.ndarray, k: int) -> dict[str, Any]:
     }
 
 
+def emd_problem(
+    column: str, distance: Distance, emds: np.ndarray, classes: int
+) -> tuple[int, str | None]:
+    """How many of the ``classes`` EMDs a distance gave for ``column`` cannot be compared with
+    ``t``, and a sentence saying so (``None`` when every EMD is valid).
+
+    An EMD is a distance between two distributions: a finite number >= 0. One that is NaN,
+    infinite or negative (``-inf <= t`` holds, so before this check such an EMD passed) is a bug
+    in the distance plugin, and the t check fails on it. A value less than
+    :data:`~tclose.interfaces.EMD_TOLERANCE` below 0 is valid: an EMD computed as a sum of
+    differences can come out a few ulps below 0, and the same tolerance is granted against
+    ``t``. An answer that is not one EMD per class counts every class as invalid.
+    """
+    name = _named(distance, "Distance")
+    if emds.shape != (classes,):
+        return classes, (
+            f"{name} gave {emds.size} EMD(s) for {classes} classes of {column!r} (shape "
+            f"{emds.shape}): cluster_emd must return one EMD per class, so t was not checked "
+            f"(a bug in the distance plugin)."
+        )
+    invalid = ~np.isfinite(emds) | (emds < -EMD_TOLERANCE)
+    count = int(invalid.sum())
+    if count == 0:
+        return 0, None
+    shown = ", ".join(repr(float(v)) for v in np.unique(emds[invalid])[:3])
+    return count, (
+        f"{name} gave {count} of {classes} classes of {column!r} an EMD that is not a finite "
+        f"number >= 0 (e.g. {shown}); an EMD is a distance, so t cannot be checked against it "
+        f"(a bug in the distance plugin)."
+    )
+
+
+def problems(checks: Sequence[Mapping[str, Any]]) -> str:
+    """The ``problem`` sentence of every failed check that has one, each after a space ("" if
+    none), for the message of a failed verification."""
+    return "".join(f" {c['problem']}" for c in checks if not c["passed"] and c.get("problem"))
+
+
 def verify_rows(
     frame: pd.DataFrame,
     quasi_identifiers: Sequence[str],
@@ -142,19 +184,22 @@ def verify_rows(
             fitted = distance.fit(values, options)
             emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
         class_emds[column] = emds
-        worst = float(emds.max())
+        invalid, problem = emd_problem(column, distance, emds, len(sizes))
+        worst = float(emds.max()) if problem is None else float("nan")
         t_achieved[column] = worst
         if t is not None:
-            checks.append(
-                {
-                    "name": f"t_closeness:{column}",
-                    "passed": worst <= t + EMD_TOLERANCE,
-                    "expected": t,
-                    "actual": worst,
-                    "distance": distance.name,
-                    "classes_above_t": int((emds > t + EMD_TOLERANCE).sum()),
-                }
-            )
+            check = {
+                "name": f"t_closeness:{column}",
+                "passed": problem is None and worst <= t + EMD_TOLERANCE,
+                "expected": t,
+                "actual": worst if problem is None else None,
+                "distance": distance.name,
+                "classes_above_t": int((emds > t + EMD_TOLERANCE).sum()),
+                "invalid_emds": invalid,
+            }
+            if problem is not None:
+                check["problem"] = problem
+            checks.append(check)
         if expected_confidential is not None and column in expected_confidential:
             same = same_multiset(np.asarray(expected_confidential[column]), values)
             checks.append(
