@@ -17,7 +17,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,11 +282,12 @@ class _Checker:
         self.lines = lines
 
     def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
+        shown = [step.replace("\0", "\\x00") for step in path]  # a NUL is never printed
         where = " ==> ".join(
-            ["At " + ".".join(path[:-1]), "At key: " + path[-1]]
-            if len(path) > 1
-            else ["At key: " + path[0]]
-            if path
+            ["At " + ".".join(shown[:-1]), "At key: " + shown[-1]]
+            if len(shown) > 1
+            else ["At key: " + shown[0]]
+            if shown
             else ["At the top level"]
         )
         line = None
@@ -353,27 +354,46 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _first_non_finite(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
-    """The key path and a description of the first NaN or infinity in ``value`` (a YAML
-    document or part of one; NumPy numbers too), or ``None``. An item of a list is named by
-    the list's key and its position."""
+def _first_found(
+    value: Any,
+    path: tuple[str, ...],
+    describe: Callable[[Any], str | None],
+    keys: bool = False,
+) -> tuple[tuple[str, ...], str] | None:
+    """The key path and description of the first item of ``value`` (a YAML document or part of
+    one) that ``describe`` describes (it answers ``None`` for the others), depth first: every
+    value that is neither a mapping nor a list, and every key too when ``keys``. An item of a
+    list is named by the list's key and its position, a key by its own path."""
     if isinstance(value, Mapping):
         for key, item in value.items():
-            found = _first_non_finite(item, (*path, str(key)))
+            step = (*path, str(key))
+            what = describe(key) if keys else None
+            if what:
+                return step, f"the key {what}"
+            found = _first_found(item, step, describe, keys)
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            found = _first_non_finite(item, path)
+            found = _first_found(item, path, describe, keys)
             if found:
                 where, what = found
                 return where, f"{what} (item {index + 1} of the list)" if where == path else what
-    elif (
+    else:
+        what = describe(value)
+        if what:
+            return path, what
+    return None
+
+
+def _non_finite(value: Any) -> str | None:
+    """``repr`` of ``value`` if it is a NaN or an infinity (NumPy numbers too), else ``None``."""
+    if (
         isinstance(value, numbers.Real)
         and not isinstance(value, numbers.Integral)
         and not math.isfinite(float(value))
     ):
-        return path, repr(float(value))
+        return repr(float(value))
     return None
 
 
@@ -382,13 +402,36 @@ def refuse_non_finite(checker: _Checker, value: Any, path: tuple[str, ...]) -> N
     reads ``.nan``, ``.inf`` and ``-.inf`` as numbers, which compare false with everything (a
     ``t`` of NaN would pass ``emd > t`` for every class) and which the audit report, strict
     JSON, cannot hold."""
-    found = _first_non_finite(value, path)
+    found = _first_found(value, path, _non_finite)
     if found:
         where, what = found
         raise checker.fail(
             where,
             f"Expected a finite number, got {what}: NaN and infinity (.nan, .inf in YAML) are "
             f"not numbers a run can use, and the audit report (JSON) cannot hold them.",
+        )
+
+
+def _with_nul(value: Any) -> str | None:
+    """``repr`` of ``value`` (which shows a NUL as ``\\x00``) if it is a text holding a NUL
+    character, else ``None``."""
+    return repr(value) if isinstance(value, str) and "\0" in value else None
+
+
+def refuse_nul(checker: _Checker, value: Any, path: tuple[str, ...]) -> None:
+    """A :class:`ConfigError` naming the first key or text of ``value`` that holds a NUL
+    character (YAML's ``"\\0"`` escape). PostgreSQL's ``text`` and ``jsonb`` cannot hold one,
+    and the audit row records the configuration in the publishing transaction: such a text
+    failed a run on PostgreSQL only at its publish, after all the work, with the driver's
+    message (and on SQLite at the publish too, for the audit table's name)."""
+    found = _first_found(value, path, _with_nul, keys=True)
+    if found:
+        where, what = found
+        raise checker.fail(
+            where,
+            f"Expected a text without a NUL character, got {what}: PostgreSQL text (and the "
+            f"audit report, stored as jsonb) cannot hold a NUL, so the run would fail when it "
+            f"publishes. Remove the \\0.",
         )
 
 
@@ -667,6 +710,7 @@ def parse_config(
         ConfigError: the first problem found, as a key path with its line.
     """
     checker = _Checker(lines or {})
+    refuse_nul(checker, document, ())
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
     refuse_non_finite(checker, top, ())
     source = _table_spec(checker, top["source"], "source", is_source=True)
