@@ -32,6 +32,7 @@ Parquet and CSV files are read and written through the same machinery by
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import decimal
 import os
 import re
@@ -229,6 +230,28 @@ class DuckDBSession(Session):
         finally:
             self._parsed_values = False
 
+    def infinite_counts(self, name: TableName, columns: Sequence[str]) -> dict[str, int]:
+        """Date or timestamp column of ``columns`` → its rows holding ``infinity`` or
+        ``-infinity`` (other columns are left out; one aggregate query, none without such a
+        column)."""
+        table = self.table(name)
+        dialect = self.database.engine.dialect
+        dated = [
+            c
+            for c in columns
+            if table.c[c].type.compile(dialect=dialect).upper().startswith(("DATE", "TIMESTAMP"))
+        ]
+        if not dated:
+            return {}
+        counts = ", ".join(
+            f"count(*) FILTER (WHERE isinf({self.database.quote(c)}))" for c in dated
+        )
+        with self.database.errors(f"reading {name}"):
+            row = self.connection.exec_driver_sql(
+                f"SELECT {counts} FROM {self.database.qualified(name)}"
+            ).one()
+        return dict(zip(dated, row, strict=True))
+
     def refuse_unstreamable(
         self, name: TableName, columns: Sequence[str], target_dialect: str
     ) -> None:
@@ -238,23 +261,8 @@ class DuckDBSession(Session):
         into any database (``target_dialect``, DuckDB's own included) they would be published
         as those dates (and verified). The runner calls this before it streams pass-through
         columns into a target."""
-        table = self.table(name)
-        dialect = self.database.engine.dialect
-        dated = [
-            c
-            for c in columns
-            if table.c[c].type.compile(dialect=dialect).upper().startswith(("DATE", "TIMESTAMP"))
-        ]
-        if not dated:
-            return
-        counts = ", ".join(
-            f"count(*) FILTER (WHERE isinf({self.database.quote(c)}))" for c in dated
-        )
-        with self.database.errors(f"reading {name}"):
-            row = self.connection.exec_driver_sql(
-                f"SELECT {counts} FROM {self.database.qualified(name)}"
-            ).one()
-        found = [f"{c!r} ({n} rows)" for c, n in zip(dated, row, strict=True) if n]
+        counts = self.infinite_counts(name, columns)
+        found = [f"{c!r} ({n} rows)" for c, n in counts.items() if n]
         if found:
             holds = columns_hold(found)
             raise DataError(
@@ -263,6 +271,41 @@ class DuckDBSession(Session):
                 f"those dates. Cast the columns to text in a view of the source, or drop them "
                 f"(role: identifier)."
             )
+
+    def read_rows(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        key: str | None = None,
+        chunk_size: int = 50_000,
+        with_key: bool = True,
+    ) -> Iterator[Sequence[Sequence[Any]]]:
+        """As :meth:`Session.read_rows`, with each ``infinity`` or ``-infinity`` of a date or
+        timestamp column as an :class:`InfiniteDate` or :class:`InfiniteDatetime`: equal to the
+        value DuckDB's client gives (``9999-12-31``, ``0001-01-01``, ...), so every use of the
+        value is as before, but with a ``repr`` of its own, which the content digest
+        (:data:`tclose.published.DIGEST_ALGORITHM`) hashes. Before, ``infinity`` and
+        ``9999-12-31`` hashed alike: a published table could be changed from one to the other
+        and keep its digest. A table without such a value is read as before (its digest is
+        unchanged); one with such values gets another digest than before, so a report made
+        before this no longer matches it. Such a table is read with an ``isinf`` flag per
+        date column holding one (read as text, outside :meth:`parsed_values`, a
+        ``TIMESTAMP_NS`` says ``infinity`` itself)."""
+        infinite = [c for c, n in self.infinite_counts(name, columns).items() if n]
+        if not infinite:
+            yield from super().read_rows(name, columns, key, chunk_size, with_key)
+            return
+        statement, types = self.read_statement(name, columns, key, with_key)
+        (table,) = statement.get_final_froms()  # the flags read the same table
+        width = len(statement.selected_columns)
+        first = width - len(columns)
+        positions = [first + list(columns).index(c) for c in infinite]
+        flags = [
+            sa.func.isinf(table.c[c]).label(f"tclose_isinf_{i}") for i, c in enumerate(infinite)
+        ]
+        with self.database.errors(f"reading {name}"):
+            for rows in self.stream(statement.add_columns(*flags), chunk_size, types):
+                yield [_marked(tuple(row), width, positions) for row in rows]
 
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
@@ -389,6 +432,55 @@ class DuckDBSession(Session):
                     raw.unregister(view)
                 raise
             raw.unregister(view)
+
+
+class InfiniteDate(dt.date):
+    """A DuckDB ``DATE`` ``infinity`` (``-infinity``) as :meth:`DuckDBSession.read_rows` gives
+    it: the date DuckDB's client reads it as, ``9999-12-31`` (``0001-01-01``), and equal to it,
+    but whose ``repr``, which the content digest hashes, is ``InfiniteDate('infinity')``
+    (``InfiniteDate('-infinity')``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({_infinity_text(self)!r})"
+
+
+class InfiniteDatetime(dt.datetime):
+    """A DuckDB timestamp ``infinity`` (``-infinity``), as :class:`InfiniteDate`: equal to
+    ``9999-12-31 23:59:59.999999`` (``0001-01-01 00:00:00``), ``repr``
+    ``InfiniteDatetime('infinity')``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({_infinity_text(self)!r})"
+
+
+def _infinity_text(value: dt.date) -> str:
+    """``'infinity'`` for the last date Python holds, ``'-infinity'`` for the first."""
+    return "-infinity" if value.year == 1 else "infinity"
+
+
+def _marked(row: tuple, width: int, positions: Sequence[int]) -> tuple:
+    """The first ``width`` values of ``row``, the date or timestamp at ``positions[i]`` made an
+    :class:`InfiniteDate` or :class:`InfiniteDatetime` where the flag ``row[width + i]`` is
+    true (a value read as text already says ``infinity``)."""
+    flags = row[width:]
+    if not any(flags):
+        return row[:width]
+    values = list(row[:width])
+    for position, flag in zip(positions, flags, strict=True):
+        value = values[position]
+        if not flag:
+            continue
+        if isinstance(value, dt.datetime):
+            values[position] = InfiniteDatetime(
+                *value.timetuple()[:6], value.microsecond, tzinfo=value.tzinfo
+            )
+        elif isinstance(value, dt.date):
+            values[position] = InfiniteDate(value.year, value.month, value.day)
+    return tuple(values)
 
 
 #: DuckDB result types that :meth:`DuckDBSession.read` fetches as NumPy vectors: their values

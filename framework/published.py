@@ -16,8 +16,11 @@ Content digest, three definitions (the report's ``target.content_digest.algorith
   (``MySQLSession.parsed_values``).
 - :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
 order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
-bytes) and hashed with SHA-256; the row hashes are added modulo ``2**256`` (so the row order does
-not matter, and a duplicated row changes the sum). The digest is the SHA-256 of the column names,
+bytes; DuckDB's infinite dates and timestamps as ``InfiniteDate('infinity')`` and so on, not as the
+finite dates its client reads them as: ``tclose.connectors.duckdb.DuckDBSession.read_rows``, so a
+report made before, of a DuckDB table holding one, no longer matches) and hashed with SHA-256;
+the row hashes are added modulo ``2**256`` (so the row order does not matter, and a duplicated
+row changes the sum). The digest is the SHA-256 of the column names,
 the row count and that sum. The report records it (``target.content_digest``) and
 ``tclose verify --report`` recomputes it: any changed, added, removed or reordered-into-another-
 column value fails the check.
