@@ -71,7 +71,7 @@ def cluster_rows(
             partition = algorithm.partition(x, fitted, k, t, own)
     if _fingerprint(x) != before:
         raise VerificationError(
-            f"{_named(algorithm)} changed its input x in place (the quasi-identifiers the "
+            f"{plugin_label(algorithm)} changed its input x in place (the quasi-identifiers the "
             f"report's disclosure risk is measured on), which an algorithm must not do: "
             f"work on a copy."
         )
@@ -92,7 +92,7 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     """
     from .report import dotted, to_json, unstorable_text  # imports pandas: not at start-up
 
-    name = _named(algorithm)
+    name = plugin_label(algorithm)
     if not isinstance(partition, Partition):
         raise VerificationError(
             f"{name} returned a {type(partition).__name__}, not a tclose.interfaces.Partition."
@@ -129,7 +129,7 @@ def _escaped(text: str) -> str:
     return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
-def _named(plugin: Any, kind: str = "Algorithm") -> str:
+def plugin_label(plugin: Any, kind: str = "Algorithm") -> str:
     """``Algorithm 'name' (module.Class)``: how messages name a plugin."""
     cls = type(plugin)
     return f"{kind} {getattr(plugin, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
@@ -147,7 +147,7 @@ def plugin_call(plugin: Any, kind: str = "Algorithm", where: str = "") -> Iterat
         raise
     except (Exception, SystemExit) as error:
         raise PluginFailure(
-            f"{_named(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in "
+            f"{plugin_label(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in "
             f"the plugin; run with -v for the traceback)."
         ) from error
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .clustering import _named
+from .clustering import plugin_call, plugin_label
 from .interfaces import EMD_TOLERANCE, Distance
 from .kernel_notice import compile_notice
 
@@ -112,7 +112,7 @@ def emd_problem(
     differences can come out a few ulps below 0, and the same tolerance is granted against
     ``t``. An answer that is not one EMD per class counts every class as invalid.
     """
-    name = _named(distance, "Distance")
+    name = plugin_label(distance, "Distance")
     if emds.shape != (classes,):
         return classes, (
             f"{name} gave {emds.size} EMD(s) for {classes} classes of {column!r} (shape "
@@ -180,8 +180,9 @@ def verify_rows(
             t_achieved[column] = 0.0
             class_emds[column] = np.zeros(0)
             continue
-        with compile_notice():  # a first run compiles the EMD kernels here
-            fitted = distance.fit(values, options)
+        where = f" while verifying {column!r}"
+        with compile_notice(), plugin_call(distance, "Distance", where):
+            fitted = distance.fit(values, options)  # a first run compiles the EMD kernels here
             emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
         class_emds[column] = emds
         invalid, problem = emd_problem(column, distance, emds, len(sizes))

@@ -175,3 +175,19 @@ def test_the_api_refuses_such_a_release():
             t=0.3,
             registry=registry,
         )
+
+
+def test_a_distance_that_raises_while_verifying_is_a_plugin_failure_naming_it():
+    """Not an internal error: a :class:`PluginFailure` (exit 4) naming the distance, where it
+    failed and the exception, chained."""
+    from tclose.errors import PluginFailure
+
+    def broken(emds):
+        raise ZeroDivisionError("no EMD today")
+
+    with pytest.raises(PluginFailure) as failure:
+        verify_rows(_frame(), ["q"], {"c": (_Rigged("broken", broken), {})}, 3, 0.2, 6)
+    message = str(failure.value)
+    assert "Distance 'broken'" in message and "while verifying 'c'" in message
+    assert "ZeroDivisionError: no EMD today" in message
+    assert isinstance(failure.value.__cause__, ZeroDivisionError)
