@@ -63,12 +63,34 @@ def drop(*names: str) -> None:
             connection.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def copy_floor(name: str) -> tuple[float, float]:
-    """(COPY TO seconds, COPY FROM seconds): the whole table out in binary, and back into an
-    empty table of the same columns (created, filled and dropped in one transaction)."""
+def server_cpu() -> float:
+    """CPU seconds (user + system) used so far by the PostgreSQL server processes on this
+    machine, read from ``/proc``: each live process's own time plus the time of the children
+    it has reaped (a backend that has exited is counted in the postmaster's). A difference of
+    two readings is the server's CPU between them, background processes included."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        if not stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def copy_floor(name: str) -> tuple[float, float, float, float]:
+    """(COPY TO seconds, COPY FROM seconds, client CPU seconds, server CPU seconds): the whole
+    table out in binary, and back into an empty table of the same columns (created, filled and
+    dropped in one transaction)."""
     import psycopg
 
     with psycopg.connect(CONNINFO) as connection:
+        client, server = time.process_time(), server_cpu()
         started = time.perf_counter()
         chunks = []
         with connection.cursor().copy(
@@ -85,9 +107,10 @@ def copy_floor(name: str) -> tuple[float, float]:
                 copy.write(chunk)
         connection.commit()
         copied_in = time.perf_counter() - started
+        client, server = time.process_time() - client, server_cpu() - server
         connection.execute(f"DROP TABLE {copy_name}")
         connection.commit()
-    return copied_out, copied_in
+    return copied_out, copied_in, client, server
 
 
 def run_config(folder: Path, name: str) -> Path:
@@ -108,21 +131,24 @@ def run_config(folder: Path, name: str) -> Path:
     return path
 
 
-def run_once(config: Path) -> tuple[float, int, dict[str, float], float]:
+def run_once(config: Path) -> tuple[float, int, dict[str, float], float, float]:
     """(process wall s, peak RSS MB, the report's timings, process CPU s: user + system, its
-    kernel workers included) of one ``tclose run``."""
+    kernel workers included, the server's CPU s meanwhile) of one ``tclose run``."""
     env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    server = server_cpu()
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "tclose", "run", str(config), "-q"], env=env)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
+    time.sleep(0.2)  # the postmaster reaps the run's backend
+    server = server_cpu() - server
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit("tclose run failed")
     report = json.loads((config.parent / "report.json").read_text(encoding="utf-8"))
     if not report["verification"]["passed"]:
         raise SystemExit("the run did not verify")
     cpu = usage.ru_utime + usage.ru_stime
-    return wall, usage.ru_maxrss // 1024, report["timings"], cpu
+    return wall, usage.ru_maxrss // 1024, report["timings"], cpu, server
 
 
 def main() -> None:
@@ -147,8 +173,14 @@ def main() -> None:
     print(f"{args.rows} rows, t-first k=10 t=0.25; medians of {args.repeats}; load {load}\n")
     out = statistics.median(f[0] for f in floors)
     into = statistics.median(f[1] for f in floors)
-    floor = statistics.median(sum(f) for f in floors)
+    floor = statistics.median(f[0] + f[1] for f in floors)
     print(f"floor: binary COPY TO {out:.2f} s + COPY FROM {into:.2f} s = {floor:.2f} s")
+    floor_client = statistics.median(f[2] for f in floors)
+    floor_server = statistics.median(f[3] for f in floors)
+    print(
+        f"  CPU: client {floor_client:.2f} s + server {floor_server:.2f} s = "
+        f"{floor_client + floor_server:.2f} core-seconds"
+    )
     wall = statistics.median(r[0] for r in runs)
     phases = sorted({p for r in runs for p in r[2] if p != "total"}, key=list(runs[0][2]).index)
     median = {p: statistics.median(r[2].get(p, 0.0) for r in runs) for p in phases}
@@ -158,6 +190,11 @@ def main() -> None:
     print(
         f"tclose run: process wall {wall:.2f} s, CPU {cpu:.2f} s, "
         f"peak RSS {max(r[1] for r in runs)} MB (largest of the runs)"
+    )
+    run_server = statistics.median(r[4] for r in runs)
+    print(
+        f"  CPU: client {cpu:.2f} s (kernel workers included) + server {run_server:.2f} s = "
+        f"{cpu + run_server:.2f} core-seconds on {os.cpu_count()} cores"
     )
     for phase in phases:
         overlap = "; beside write" if phase == "measures" and "measures_wait" in phases else ""
