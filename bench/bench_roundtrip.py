@@ -12,7 +12,10 @@ The table is the one of ``bench/bench_database.py`` (``id`` key, 8 numeric quasi
 The run is the real command, ``python -m tclose run`` (t-first, k = 10, t = 0.25, its default
 options), in a fresh process; its wall time and peak RSS come from ``os.wait4``, its phases from
 the JSON report. Repeats interleave floor and run; the medians are printed with the phases of
-the non-kernel time, so that one sees where it goes. The measures run beside the write (a
+the non-kernel time, so that one sees where it goes, and the CPU of both sides in core-seconds:
+the bench's own for the floor and the run's process (its kernel workers included) for the run,
+each beside the PostgreSQL server's, read from ``/proc`` (so the server must run on this
+machine; background processes count too). The measures run beside the write (a
 background thread, see ``docs/reports.md``): ``measures`` is their own duration, part of which
 overlaps ``write``, and ``measures_wait`` what the run then still waited for them.
 
