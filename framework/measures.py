@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .arrays import equal_row_classes
 from .attributes import (
     MISSING,
     EncodedTable,
@@ -502,9 +503,15 @@ def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
 
 def published_classes(columns: Sequence[np.ndarray]) -> np.ndarray:
     """Class of every row: rows with identical published values in every column (NULLs
-    included) share a class; dense labels in order of first appearance."""
+    included) share a class; dense labels in order of first appearance. Integer and float
+    columns are grouped by :func:`tclose.arrays.equal_row_classes`."""
     if not columns:
         return np.zeros(0, dtype=np.int64)
+    arrays = [np.asarray(column) for column in columns]
+    if len(arrays[0]) and all(a.dtype.kind in "iuf" for a in arrays):
+        classes = equal_row_classes(arrays)
+        if classes is not None:
+            return classes
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
         codes, uniques = pd.factorize(np.asarray(column), use_na_sentinel=False)

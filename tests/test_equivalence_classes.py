@@ -1,7 +1,8 @@
 """The verifier's equivalence classes by hash are exactly pandas' grouping of equal rows.
 
-``tclose.verify.equivalence_classes`` groups integer and float QI columns by a hash of each row,
-then checks every row against its class's first row; these tests compare it with the grouping
+``tclose.verify.equivalence_classes`` (and the measures' ``published_classes``) group integer and
+float columns by a hash of each row (``tclose.arrays.equal_row_classes``), then check every row
+against its class's first row; these tests compare it with the grouping
 it replaces (``groupby(dropna=False, sort=False).ngroup()``) on any frame, signed zeros, NaNs and
 infinities included, and force hash collisions to show that they fall back to the grouping.
 """
@@ -14,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tclose.verify as verify
+import tclose.arrays as arrays
+from tclose.measures import published_classes
 from tclose.verify import equivalence_classes
 
 FLOATS = [0.0, -0.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 5e-324, 1e308]
@@ -52,6 +54,8 @@ def test_the_classes_by_hash_are_those_of_equal_rows(frame):
     classes = equivalence_classes(frame, columns)
     assert classes.dtype == np.int64
     assert classes.tolist() == _grouped(frame, columns).tolist()
+    published = published_classes([frame[c].to_numpy() for c in columns])
+    assert published.tolist() == classes.tolist()
 
 
 @settings(max_examples=100, deadline=None)
@@ -59,10 +63,12 @@ def test_the_classes_by_hash_are_those_of_equal_rows(frame):
 def test_colliding_hashes_fall_back_to_the_grouping(frame):
     columns = list(frame.columns)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(verify, "_MIX", np.uint64(0))  # every row hashes to 0
+        patch.setattr(arrays, "_MIX", np.uint64(0))  # every row hashes to 0
         assert equivalence_classes(frame, columns).tolist() == _grouped(frame, columns).tolist()
+        published = published_classes([frame[c].to_numpy() for c in columns])
+        assert published.tolist() == _grouped(frame, columns).tolist()
         if len(frame.drop_duplicates()) > 1:
-            assert verify._classes_by_hash([frame[c].to_numpy() for c in columns]) is None
+            assert arrays.equal_row_classes([frame[c].to_numpy() for c in columns]) is None
 
 
 def test_signed_zeros_and_nans_are_one_value_each():
