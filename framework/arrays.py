@@ -1,4 +1,5 @@
-"""Small array helpers shared by the runner, the API and the conformance suite.
+"""Small array helpers shared by the runner, the API, the verifier, the measures and the
+conformance suite.
 
 Attribute encoding itself (types, the mixed distance, aggregation) is in :mod:`tclose.attributes`.
 """
