@@ -232,6 +232,18 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             }
         )
         checks.append(content_digest_check(report, verification))
+    run_id = published_run_id(config, registry)
+    recorded_run = ((report or {}).get("run") or {}).get("id")
+    if report is not None and run_id is not None and recorded_run:
+        # The table's mark names the run that published it: the report must be that run's.
+        checks.append(
+            {
+                "name": "run_id",
+                "passed": run_id == recorded_run,
+                "expected": recorded_run,
+                "actual": run_id,
+            }
+        )
     passed = all(c["passed"] for c in checks)
     if progress is not None:
         progress.close()
@@ -262,7 +274,6 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         _echo(text)
     for note in undetectable_changes(report is not None, args.source):
         _echo(f"note  {note}")
-    run_id = published_run_id(config, registry)
     if run_id is not None:
         _echo(f"run   published by tclose run {run_id} (the table's comment)")
         _rebuild_audit_record(config, run_id, verification, checks, report)
