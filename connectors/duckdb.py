@@ -219,6 +219,20 @@ class DuckDBSession(Session):
     #: Whether :meth:`read_statement` leaves intervals to the driver (:meth:`parsed_values`).
     _parsed_values = False
 
+    def relation_kind(self, table: sa.Table) -> str | None:
+        """``"view"`` when DuckDB's catalog has no table of that name but a view, else
+        ``None`` (names compared without case, as DuckDB does)."""
+        found = self.connection.execute(
+            sa.text(
+                "SELECT (SELECT count(*) FROM duckdb_tables() WHERE lower(schema_name) = "
+                "lower(:s) AND lower(table_name) = lower(:t) AND database_name = "
+                "current_database()), (SELECT count(*) FROM duckdb_views() WHERE "
+                "lower(schema_name) = lower(:s) AND lower(view_name) = lower(:t) AND NOT internal)"
+            ),
+            {"s": table.schema or "main", "t": table.name},
+        ).first()
+        return "view" if found and not found[0] and found[1] else None
+
     @contextlib.contextmanager
     def parsed_values(self) -> Iterator[None]:
         """Within the block, intervals are read as the driver gives them (``timedelta``), as

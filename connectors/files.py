@@ -114,6 +114,14 @@ class FileSession(DuckDBSession):
     database: FileDatabase
     #: The audit hooks run after the file is in place, not inside a transaction.
     publishes_in_transaction: ClassVar[bool] = False
+    #: The content digest records no column types: the file's format gives the staging
+    #: table's types back as others (Parquet: ``HUGEINT`` as ``DECIMAL(38,0)``, ``ENUM`` as
+    #: ``VARCHAR``), with the same values (:func:`tclose.published.column_types`).
+    records_types: ClassVar[bool] = False
+
+    def relation_kind(self, table: sa.Table) -> str | None:
+        """``None``: a file is read through a view of it, which is what the run published."""
+        return None
 
     def publish(
         self,

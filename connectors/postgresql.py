@@ -446,6 +446,20 @@ class PostgreSQLSession(DriverSession):
             yield from _copy_frames(copy, list(columns), wanted, len(every), chunk_size, sha256)
         digest.update(self._digest(table, every, sha256, published_as))
 
+    def relation_kind(self, table: sa.Table) -> str | None:
+        """``"view"``, ``"materialized view"`` or ``"foreign table"`` when the name (resolved as
+        the ``search_path`` resolves it) stands for one, ``"table with row-level security"``
+        when its rows depend on the session (a policy may hide rows from others than the
+        auditor, whom as owner or superuser it does not filter), else ``None``."""
+        rows = self.execute(
+            "SELECT relkind, relrowsecurity FROM pg_class WHERE oid = "
+            f"to_regclass({_literal(self.database.qualified(table))})"
+        )
+        kind, secured = rows[0] if rows else (None, False)
+        if kind in ("r", "p") and secured:
+            return "table with row-level security"
+        return {"v": "view", "m": "materialized view", "f": "foreign table"}.get(kind)
+
     def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
         """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
         compared by the database: a ``GROUP BY ... HAVING count(*) > 1`` over the first

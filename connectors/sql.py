@@ -796,6 +796,17 @@ class Session:
         """The table as this session sees it (its own uncommitted staging table included)."""
         return self.database.table(name, self.connection)
 
+    def relation_kind(self, table: sa.Table) -> str | None:
+        """What ``table``'s name stands for when it is not a table (``"view"``), else ``None``:
+        a view in place of a published table is not the table the run published, and it may
+        show each session other rows (``tclose verify --report`` fails ``content_digest``).
+        Generic: the inspector's views of its schema, names compared without case."""
+        try:
+            views = sa.inspect(self.connection).get_view_names(schema=table.schema)
+        except (NotImplementedError, sa.exc.SQLAlchemyError):
+            return None
+        return "view" if table.name.lower() in {v.lower() for v in views} else None
+
     def read_rows(
         self,
         name: TableName,

@@ -320,9 +320,32 @@ def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str,
     actual = sha256 or computed.get("unavailable")
     if sha256 and not same_columns:
         actual = f"{sha256} of other columns: {', '.join(computed.get('columns') or [])}"
+    # Recorded since the digest hashes values only: a type changed keeping them fails here.
+    types = recorded.get("types")
+    changed = [
+        f"{column} {types.get(column)} now {kind}"
+        for column, kind in (computed.get("types") or {}).items()
+        if types is not None and column in types and types[column] != kind
+    ]
+    if sha256 and same_columns and changed:
+        actual = f"{sha256} of columns of other types: {'; '.join(changed)}"
+    # The table the statement names (PostgreSQL: schema-qualified, as the name resolved):
+    # another table the auditor's search path finds first is not the published one.
+    statement = recorded.get("statement")
+    same_table = statement is None or statement == computed.get("statement")
+    if sha256 and same_columns and not changed and not same_table:
+        actual = f"{sha256} of another table: {computed.get('statement')}"
+    relation = computed.get("relation")  # a view (say) where the run published a table
+    if sha256 and relation:
+        actual = f"{sha256} of a {relation}, not the table the run published"
     return {
         "name": "content_digest",
-        "passed": bool(sha256) and same_columns and recorded.get("sha256") == sha256,
+        "passed": bool(sha256)
+        and not relation
+        and same_columns
+        and not changed
+        and same_table
+        and recorded.get("sha256") == sha256,
         "expected": recorded.get("sha256") or "a digest in the report (none recorded)",
         "actual": actual,
     }

@@ -25,6 +25,15 @@ the row count and that sum. The report records it (``target.content_digest``) an
 ``tclose verify --report`` recomputes it: any changed, added, removed or reordered-into-another-
 column value fails the check.
 
+Beside the digest (not hashed into it, so every table's digest is unchanged), a scan records
+``types``, each column's declared type (:func:`column_types`): a type changed after the run can
+keep every hashed value (PostgreSQL's binary ``COPY`` of ``integer`` 3 and ``date``
+``2000-01-04`` are the same bytes; an ``INTEGER`` made ``BIGINT`` reads as the same Python
+``int``), and ``tclose verify --report`` compares them when the report has them. It also records
+``relation`` when the name stands for a view (or, on PostgreSQL, a materialized view, a foreign
+table, a table with row-level security): what such a relation shows may depend on the session,
+so it never verifies (``tclose.cli.content_digest_check``).
+
 Linkage check. A published pass-through column (``role: other``) whose non-null values are all
 distinct (and which has at least one non-null value in a table of two rows or more) maps one-to-one
 onto source rows: it is a *linking column* and fails verification, unless its attribute says
@@ -40,6 +49,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,18 +295,53 @@ def scan_published(
         )
 
 
+def column_types(session: Any, written: Any) -> dict[str, str]:
+    """Column name → its type as the database declares it (``written``, a reflected table,
+    compiled for the session's dialect: ``VARCHAR(40)``, ``TIMESTAMP WITH TIME ZONE``; a type
+    the dialect cannot compile as SQLAlchemy's ``repr`` of it).
+
+    Recorded beside the content digest (``types``): the digests hash values, and a type
+    changed after the run may keep every value's bytes or Python value (PostgreSQL's binary
+    ``COPY`` of ``integer`` 3 and of ``date`` ``2000-01-04`` are the same four bytes, of
+    ``timestamp with time zone`` and ``timestamp`` the same eight; a ``BIGINT`` reads as the
+    ``INTEGER`` it was) while what the table says changes."""
+    connection = getattr(session, "connection", None)
+    dialect = getattr(connection, "dialect", None)
+    types = {}
+    for column in written.columns:
+        try:
+            types[column.name] = str(column.type.compile(dialect=dialect))
+        except Exception:  # noqa: BLE001 - any type SQLAlchemy cannot compile: its repr
+            types[column.name] = repr(column.type)
+        if getattr(dialect, "name", None) in ("mysql", "mariadb"):
+            # An integer's display width changes no value, and MySQL 8 no longer shows it.
+            types[column.name] = _DISPLAY_WIDTH.sub(r"\1", types[column.name])
+    return dict(sorted(types.items()))
+
+
+def _record_types(session: Any, written: Any, digest: dict[str, Any]) -> None:
+    """``digest["types"]``, unless the session says its types are not the published ones
+    (``records_types`` false: a file's, whose format maps the staging table's types)."""
+    if getattr(session, "records_types", True):
+        digest["types"] = column_types(session, written)
+
+
+_DISPLAY_WIDTH = re.compile(r"\b(TINYINT|SMALLINT|MEDIUMINT|INTEGER|BIGINT)\(\d+\)")
+
+
 def _scan_session(session, table, config, wanted, progress, line, total, algorithm, published_as):
     """The in-database checks when the session has them and ``algorithm`` allows, else
-    :func:`_scan`."""
+    :func:`_scan`; either records the columns' types (:func:`column_types`) with the digest."""
     in_database = callable(getattr(session, "content_digest", None))
     # The streamed digest of the session's own reads (MYSQL_DIGEST_ALGORITHM on MariaDB/MySQL).
     own = getattr(session, "digest_algorithm", DIGEST_ALGORITHM)
     if algorithm is None:
         algorithm = COPY_DIGEST_ALGORITHM if in_database else own
     if algorithm == COPY_DIGEST_ALGORITHM and in_database:
-        return _scan_in_database(
+        scan = _scan_in_database(
             session, table, config, wanted, progress, line, total, published_as
         )
+        return _with_relation(session, table, scan)
     streamed = algorithm if algorithm in (own, DIGEST_ALGORITHM) else own
     # The earlier digest, on a database whose reads have changed since: its values as then.
     earlier = streamed == DIGEST_ALGORITHM and callable(getattr(session, "parsed_values", None))
@@ -308,6 +353,18 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
             "sha256": None,
             "unavailable": f"{type(session).__qualname__} cannot compute this digest",
         }
+    return _with_relation(session, table, scan)
+
+
+def _with_relation(session: Any, table: Any, scan: PublishedScan) -> PublishedScan:
+    """``scan`` with ``relation`` in its digest when ``table``'s name stands for something else
+    than a table (``"view"``: the session's ``relation_kind``); a view shows what its query
+    selects, maybe other rows to other sessions, so it never matches a report's digest."""
+    kind_of = getattr(session, "relation_kind", None)
+    if callable(kind_of) and scan.digest:
+        kind = kind_of(session.table(table))
+        if kind is not None:
+            scan.digest["relation"] = kind
     return scan
 
 
@@ -339,13 +396,15 @@ def _scan_in_database(
     if not digest:
         digest = session.content_digest(written, published_as)
     digest["rows"] = len(frame)
+    _record_types(session, written, digest)
     return PublishedScan(frame, digest, linking, allowed)
 
 
 def _scan(
     session, table, config, wanted, progress, line, total, algorithm=DIGEST_ALGORITHM
 ) -> PublishedScan:
-    columns = sorted(session.table(table).c.keys())
+    written = session.table(table)
+    columns = sorted(written.c.keys())
     digest = ContentDigest(columns, algorithm)
     checked, allowed = checked_columns(config.attributes, columns)
     tracker = UniqueTracker(checked)
@@ -367,4 +426,6 @@ def _scan(
         if progress is not None:
             progress(line, done=done, total=total)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wanted)
-    return PublishedScan(frame, digest.as_dict(), tracker.linking(), allowed)
+    summary = digest.as_dict()
+    _record_types(session, written, summary)
+    return PublishedScan(frame, summary, tracker.linking(), allowed)
