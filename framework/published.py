@@ -23,7 +23,8 @@ the row hashes are added modulo ``2**256`` (so the row order does not matter, an
 row changes the sum). The digest is the SHA-256 of the column names,
 the row count and that sum. The report records it (``target.content_digest``) and
 ``tclose verify --report`` recomputes it: any changed, added, removed or reordered-into-another-
-column value fails the check.
+column value fails the check (short of a forgery: a sum of 256-bit hashes yields to Wagner's
+generalized birthday algorithm, about 2^31 hashes for some 2^15 chosen rows; docs/reports.md).
 
 Beside the digest (not hashed into it, so every table's digest is unchanged), a scan records
 ``types``, each column's declared type (:func:`column_types`): a type changed after the run can
