@@ -455,10 +455,10 @@ class PostgreSQLSession(DriverSession):
             "SELECT relkind, relrowsecurity FROM pg_class WHERE oid = "
             f"to_regclass({_literal(self.database.qualified(table))})"
         )
-        kind, secured = rows[0] if rows else (None, False)
+        kind, secured = rows[0] if rows else ("", False)
         if kind in ("r", "p") and secured:
             return "table with row-level security"
-        return {"v": "view", "m": "materialized view", "f": "foreign table"}.get(kind)
+        return {"v": "view", "m": "materialized view", "f": "foreign table"}.get(str(kind))
 
     def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
         """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
