@@ -219,6 +219,19 @@ class DuckDBSession(Session):
     #: Whether :meth:`read_statement` leaves intervals to the driver (:meth:`parsed_values`).
     _parsed_values = False
 
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its type as DuckDB's catalog spells it (``duckdb_columns()``'s
+        ``data_type``: ``DECIMAL(18,3)``, ``TIMESTAMP WITH TIME ZONE``)."""
+        rows = self.connection.execute(
+            sa.text(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE lower(schema_name) = "
+                "lower(:s) AND lower(table_name) = lower(:t) AND database_name = "
+                "current_database()"
+            ),
+            {"s": table.schema or "main", "t": table.name},
+        ).fetchall()
+        return {str(name): str(kind) for name, kind in rows}
+
     def relation_kind(self, table: sa.Table) -> str | None:
         """``"view"`` when DuckDB's catalog has no table of that name but a view, else
         ``None`` (names compared without case, as DuckDB does)."""

@@ -34,6 +34,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -286,6 +287,28 @@ class MySQLSession(DriverSession):
         if _is_temporal(column.type):
             return sa.cast(column, sa.CHAR())
         return column
+
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its ``COLUMN_TYPE`` (``varchar(40)``, ``int(10) unsigned``) and, for
+        text, ``COLLATE`` and its collation (which decides whether ``'a' = 'A'`` or
+        ``'a' = 'a  '``), as ``information_schema`` gives them; an integer's display width
+        (``int(11)``) left out: it changes no value, and MySQL 8 no longer shows it."""
+        rows = self.connection.execute(
+            sa.text(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = COALESCE(:s, DATABASE()) AND TABLE_NAME = :t"
+            ),
+            {"s": table.schema, "t": table.name},
+        ).fetchall()
+        types = {}
+        for name, kind, collation in rows:
+            name, kind, collation = (
+                v.decode() if isinstance(v, (bytes, bytearray)) else v
+                for v in (name, kind, collation)
+            )
+            kind = _DISPLAY_WIDTH.sub(r"\1", str(kind))
+            types[str(name)] = kind + (f" COLLATE {collation}" if collation else "")
+        return types
 
     def begin(self, staging: sa.Table | None) -> None:
         # TIMESTAMP values are instants shown in the session's time zone (the server's by
@@ -799,3 +822,7 @@ class MySQLConnector:
 @hookimpl
 def register_connectors(register: Any) -> None:
     register(MySQLConnector())
+
+
+#: An integer type's display width (``int(11)``), which :meth:`MySQLSession.column_types` drops.
+_DISPLAY_WIDTH = re.compile(r"\b(tinyint|smallint|mediumint|int|integer|bigint)\(\d+\)", re.I)

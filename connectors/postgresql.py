@@ -446,6 +446,22 @@ class PostgreSQLSession(DriverSession):
             yield from _copy_frames(copy, list(columns), wanted, len(every), chunk_size, sha256)
         digest.update(self._digest(table, every, sha256, published_as))
 
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its type as the catalog spells it (``format_type``: ``character
+        varying(40)``, ``timestamp with time zone``), with ``COLLATE`` and the collation when
+        it is not the type's default: the same text whatever SQLAlchemy's version."""
+        rows = self.connection.execute(
+            sa.text(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) || CASE WHEN "
+                "a.attcollation <> t.typcollation THEN ' COLLATE ' || quote_ident(c.collname) "
+                "ELSE '' END FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                "LEFT JOIN pg_collation c ON c.oid = a.attcollation "
+                "WHERE a.attrelid = to_regclass(:name) AND a.attnum > 0 AND NOT a.attisdropped"
+            ),
+            {"name": self.database.qualified(table)},
+        ).fetchall()
+        return {str(name): str(kind) for name, kind in rows}
+
     def relation_kind(self, table: sa.Table) -> str | None:
         """``"view"``, ``"materialized view"`` or ``"foreign table"`` when the name (resolved as
         the ``search_path`` resolves it) stands for one, ``"table with row-level security"``

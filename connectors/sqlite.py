@@ -47,6 +47,13 @@ class SQLiteSession(DriverSession):
 
     placeholder = "?"
 
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its declared type, as written in the table's definition (``PRAGMA
+        table_info``; SQLite keeps any text there)."""
+        schema = self.database.quote(table.schema) + "." if table.schema else ""
+        rows = self.execute(f"PRAGMA {schema}table_info({self.database.quote(table.name)})")
+        return {str(row[1]): str(row[2]) for row in rows}
+
     def begin(self, staging: sa.Table | None) -> None:
         if staging is None:
             if self.read_only:

@@ -50,7 +50,6 @@ import contextlib
 import datetime as dt
 import hashlib
 import operator
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,15 +296,22 @@ def scan_published(
 
 
 def column_types(session: Any, written: Any) -> dict[str, str]:
-    """Column name → its type as the database declares it (``written``, a reflected table,
-    compiled for the session's dialect: ``VARCHAR(40)``, ``TIMESTAMP WITH TIME ZONE``; a type
-    the dialect cannot compile as SQLAlchemy's ``repr`` of it).
+    """Column name → its type as the database declares it: the session's own
+    ``column_types(written)`` where it has one (the catalog's text, e.g. PostgreSQL's
+    ``format_type``, the same whatever SQLAlchemy's version), else ``written``'s reflected
+    types compiled for the session's dialect (``VARCHAR(40)``; a type the dialect cannot
+    compile as SQLAlchemy's ``repr`` of it).
 
     Recorded beside the content digest (``types``): the digests hash values, and a type
     changed after the run may keep every value's bytes or Python value (PostgreSQL's binary
     ``COPY`` of ``integer`` 3 and of ``date`` ``2000-01-04`` are the same four bytes, of
     ``timestamp with time zone`` and ``timestamp`` the same eight; a ``BIGINT`` reads as the
     ``INTEGER`` it was) while what the table says changes."""
+    native = getattr(session, "column_types", None)
+    if callable(native):
+        found = native(written)
+        if found:
+            return dict(sorted(found.items()))
     connection = getattr(session, "connection", None)
     dialect = getattr(connection, "dialect", None)
     types = {}
@@ -314,9 +320,6 @@ def column_types(session: Any, written: Any) -> dict[str, str]:
             types[column.name] = str(column.type.compile(dialect=dialect))
         except Exception:  # noqa: BLE001 - any type SQLAlchemy cannot compile: its repr
             types[column.name] = repr(column.type)
-        if getattr(dialect, "name", None) in ("mysql", "mariadb"):
-            # An integer's display width changes no value, and MySQL 8 no longer shows it.
-            types[column.name] = _DISPLAY_WIDTH.sub(r"\1", types[column.name])
     return dict(sorted(types.items()))
 
 
@@ -325,9 +328,6 @@ def _record_types(session: Any, written: Any, digest: dict[str, Any]) -> None:
     (``records_types`` false: a file's, whose format maps the staging table's types)."""
     if getattr(session, "records_types", True):
         digest["types"] = column_types(session, written)
-
-
-_DISPLAY_WIDTH = re.compile(r"\b(TINYINT|SMALLINT|MEDIUMINT|INTEGER|BIGINT)\(\d+\)")
 
 
 def _scan_session(session, table, config, wanted, progress, line, total, algorithm, published_as):

@@ -152,7 +152,7 @@ def test_the_earlier_digest_hashes_json_and_arrays_as_it_did(pg, tmp_path):
         database, TableName.parse(target), load_config(config), algorithm=DIGEST_ALGORITHM
     ).digest
     assert {k: v for k, v in earlier.items() if k != "types"} == as_then.as_dict()
-    assert earlier["types"]["doc"] == "JSON"  # the declared types, recorded beside the digest
+    assert earlier["types"]["doc"] == "json"  # the declared types, recorded beside the digest
     old = copy.deepcopy(report)
     old["target"]["content_digest"] = earlier
     (tmp_path / "old.json").write_text(json.dumps(old))
