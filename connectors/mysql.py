@@ -46,7 +46,7 @@ from sqlalchemy.pool import NullPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 from tclose.progress import notice
-from tclose.published import MYSQL_DIGEST_ALGORITHM
+from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
 
 from .sql import (
     OLD_MARK,
@@ -250,7 +250,7 @@ class MySQLSession(DriverSession):
     database: MySQLDatabase
 
     #: The content digest of this session's reads (:func:`tclose.published.scan_published`).
-    digest_algorithm = MYSQL_DIGEST_ALGORITHM
+    digest_algorithm = MYSQL_ORDERED_DIGEST_ALGORITHM
     #: Whether reads give the driver's own values (:meth:`parsed_values`).
     _driver_values = False
 

@@ -9,24 +9,29 @@ Content digest, three definitions (the report's ``target.content_digest.algorith
   hashed at C speed as they arrive (and, when the session can, the QI and confidential columns
   are cut from the same bytes: one pass), and an auditor recomputes it with ``psql -c "COPY
   ..." | sha256sum`` (the report records the statement).
-- :data:`MYSQL_DIGEST_ALGORITHM`, on MariaDB/MySQL: :data:`DIGEST_ALGORITHM` of the values
-  every driver reads alike (``FLOAT`` as its exact double, ``BIT`` as an integer,
-  ``DATE``/``DATETIME``/``TIMESTAMP`` from their text, ``TIMESTAMP`` in UTC; ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
+- :data:`MYSQL_ORDERED_DIGEST_ALGORITHM`, on MariaDB/MySQL: :data:`ORDERED_DIGEST_ALGORITHM` of
+  the values every driver reads alike (``FLOAT`` as its exact double, ``BIT`` as an integer,
+  ``DATE``/``DATETIME``/``TIMESTAMP`` from their text, ``TIMESTAMP`` in UTC;
+  ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
+  :data:`MYSQL_DIGEST_ALGORITHM` (the summed twin) or, before the drivers read alike,
   :data:`DIGEST_ALGORITHM` on the driver's own values, recomputed the same way
   (``MySQLSession.parsed_values``).
-- :data:`DIGEST_ALGORITHM`, elsewhere (and for reports made with it): every published row (all its columns, ``tclose_row`` included, in column-name
-order) is encoded canonically (``repr`` of the driver's values; aware datetimes in UTC, binary as
-bytes; DuckDB's infinite dates and timestamps as ``InfiniteDate('infinity')`` and so on, not as the
-finite dates its client reads them as: ``tclose.connectors.duckdb.DuckDBSession.read_rows``, so a
-report made before, of a DuckDB table holding one, no longer matches) and hashed with SHA-256;
-the row hashes are added modulo ``2**256`` (so the row order does not matter, and a duplicated
-row changes the sum). The digest is the SHA-256 of the column names,
-the row count and that sum. The report records it (``target.content_digest``) and
-``tclose verify --report`` recomputes it: any changed, added, removed or reordered-into-another-
-column value fails the check (short of a forgery: a sum of 256-bit hashes yields to Wagner's
-generalized birthday algorithm, about 2^31 hashes for some 2^15 chosen rows; docs/reports.md).
+- :data:`ORDERED_DIGEST_ALGORITHM`, elsewhere: every published row (all its columns,
+  ``tclose_row`` included, in column-name order) is encoded canonically (``repr`` of the
+  driver's values; aware datetimes in UTC, binary as bytes; DuckDB's infinite dates and
+  timestamps as ``InfiniteDate('infinity')`` and so on, not as the finite dates its client reads
+  them as: ``tclose.connectors.duckdb.DuckDBSession.read_rows``, so a report made before, of a
+  DuckDB table holding one, no longer matches) and hashed with SHA-256; the row hashes, in
+  ``tclose_row`` order, are hashed in turn by one SHA-256. The digest is the SHA-256 of the
+  column names, the row count and that chained hash. The report records it
+  (``target.content_digest``) and ``tclose verify --report`` recomputes it: any changed, added,
+  removed or moved value fails the check. Reports made before 2026-11-27 (and PostgreSQL's before
+  issue 14) name :data:`DIGEST_ALGORITHM`, the same row hashes added modulo ``2**256``, and
+  ``tclose verify --report`` recomputes that for them; a sum of 256-bit hashes yields to a
+  forger (Wagner's generalized birthday algorithm, about 2^31 hashes for some 2^15 chosen rows;
+  docs/reports.md), which is why runs now chain them.
 
-Beside the digest (not hashed into it, so every table's digest is unchanged), a scan records
+Beside the digest (not hashed into it), a scan records
 ``types``, each column's declared type (:func:`column_types`): a type changed after the run can
 keep every hashed value (PostgreSQL's binary ``COPY`` of ``integer`` 3 and ``date``
 ``2000-01-04`` are the same bytes; an ``INTEGER`` made ``BIGINT`` reads as the same Python
@@ -57,12 +62,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+#: The digest of every published row (see the module docstring) on the databases that have no
+#: :data:`COPY_DIGEST_ALGORITHM`, as runs record it since 2026-11-27: the row hashes chained in
+#: ``tclose_row`` order by one SHA-256, which no choice of rows can forge short of breaking it.
+ORDERED_DIGEST_ALGORITHM = (
+    "sha256 of (sorted column names, row count, sha256 of the sha256(row) in tclose_row order)"
+)
+#: The same rows' hashes added modulo ``2**256`` instead: what runs recorded before 2026-11-27
+#: (still recomputed for their reports). A sum of chosen rows' hashes can be made to match
+#: another's (Wagner's generalized birthday algorithm: about 2^31 hashes for some 2^15 rows).
 DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
-#: :data:`DIGEST_ALGORITHM` on MariaDB/MySQL values read alike through every driver.
-MYSQL_DIGEST_ALGORITHM = (
-    DIGEST_ALGORITHM + " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
+_MYSQL_VALUES = (
+    " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
     "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text, TIMESTAMP in UTC)"
 )
+#: :data:`ORDERED_DIGEST_ALGORITHM` on MariaDB/MySQL values read alike through every driver.
+MYSQL_ORDERED_DIGEST_ALGORITHM = ORDERED_DIGEST_ALGORITHM + _MYSQL_VALUES
+#: :data:`DIGEST_ALGORITHM` on those values (MariaDB/MySQL reports before 2026-11-27).
+MYSQL_DIGEST_ALGORITHM = DIGEST_ALGORITHM + _MYSQL_VALUES
+#: Each chained digest's earlier twin: the same values, their hashes added instead.
+SUMMED_TWIN = {
+    ORDERED_DIGEST_ALGORITHM: DIGEST_ALGORITHM,
+    MYSQL_ORDERED_DIGEST_ALGORITHM: MYSQL_DIGEST_ALGORITHM,
+}
 COPY_DIGEST_ALGORITHM = (
     "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "
     "tclose_row) TO STDOUT (FORMAT binary), client encoding UTF8"
@@ -105,13 +127,17 @@ def _canonical(value: Any) -> Any:
 
 
 class ContentDigest:
-    """Order-independent digest of rows given in the order of ``columns``."""
+    """Digest of rows given as tuples in the order of ``columns``: with a chained ``algorithm``
+    (:data:`ORDERED_DIGEST_ALGORITHM`, :data:`MYSQL_ORDERED_DIGEST_ALGORITHM`) the rows must
+    come in ``tclose_row`` order, and their hashes are chained; otherwise they are added, in any
+    order."""
 
     def __init__(self, columns: Sequence[str], algorithm: str = DIGEST_ALGORITHM) -> None:
         self.columns = list(columns)
         self.algorithm = algorithm
         self.rows = 0
         self.total = 0
+        self.chain = hashlib.sha256() if algorithm in SUMMED_TWIN else None
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
@@ -121,16 +147,19 @@ class ContentDigest:
             for i in canonical:
                 columns[i] = tuple(map(_canonical, columns[i]))
             rows = list(zip(*columns))
-        sha256, from_bytes = hashlib.sha256, int.from_bytes
-        total = self.total
-        for row in rows:
-            total += from_bytes(sha256(repr(row).encode("utf-8", "surrogatepass")).digest(), "big")
+        sha256 = hashlib.sha256
+        hashes = [sha256(repr(row).encode("utf-8", "surrogatepass")).digest() for row in rows]
         self.rows += len(rows)
-        self.total = total % _MODULUS
+        if self.chain is not None:
+            self.chain.update(b"".join(hashes))
+            return
+        from_bytes = int.from_bytes
+        self.total = (self.total + sum(from_bytes(h, "big") for h in hashes)) % _MODULUS
 
     def as_dict(self) -> dict[str, Any]:
         """``{"algorithm", "columns", "rows", "sha256"}`` as recorded in the report."""
-        summary = repr((self.columns, self.rows, f"{self.total:064x}")).encode()
+        combined = self.chain.hexdigest() if self.chain is not None else f"{self.total:064x}"
+        summary = repr((self.columns, self.rows, combined)).encode()
         return {
             "algorithm": self.algorithm,
             "columns": self.columns,
@@ -275,8 +304,9 @@ def scan_published(
     ``algorithm`` is the content digest to compute (a report's, for ``tclose verify
     --report``); by default :data:`COPY_DIGEST_ALGORITHM` where the session can compute it (its
     database digests the table and compares the pass-through columns; only the QI and
-    confidential columns are read), else :data:`DIGEST_ALGORITHM` (every column is read and
-    digested here). A digest the session cannot compute has ``sha256`` ``None``.
+    confidential columns are read), else the session's own streamed digest,
+    :data:`ORDERED_DIGEST_ALGORITHM` unless it names another (every column is read and digested
+    here). A digest the session cannot compute has ``sha256`` ``None``.
     ``published_as`` is the name ``table`` will be published under (a staging table's
     target), for the digest's recorded statement.
 
@@ -334,8 +364,9 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
     """The in-database checks when the session has them and ``algorithm`` allows, else
     :func:`_scan`; either records the columns' types (:func:`column_types`) with the digest."""
     in_database = callable(getattr(session, "content_digest", None))
-    # The streamed digest of the session's own reads (MYSQL_DIGEST_ALGORITHM on MariaDB/MySQL).
-    own = getattr(session, "digest_algorithm", DIGEST_ALGORITHM)
+    # The streamed digest of the session's own reads (MYSQL_ORDERED_DIGEST_ALGORITHM on
+    # MariaDB/MySQL), its summed twin, and the first digest (DIGEST_ALGORITHM) can be computed.
+    own = getattr(session, "digest_algorithm", ORDERED_DIGEST_ALGORITHM)
     if algorithm is None:
         algorithm = COPY_DIGEST_ALGORITHM if in_database else own
     if algorithm == COPY_DIGEST_ALGORITHM and in_database:
@@ -343,9 +374,13 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
             session, table, config, wanted, progress, line, total, published_as
         )
         return _with_relation(session, table, scan)
-    streamed = algorithm if algorithm in (own, DIGEST_ALGORITHM) else own
-    # The earlier digest, on a database whose reads have changed since: its values as then.
-    earlier = streamed == DIGEST_ALGORITHM and callable(getattr(session, "parsed_values", None))
+    computable = (own, SUMMED_TWIN.get(own), DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM)
+    streamed = algorithm if algorithm in computable else own
+    # The first digest's values (and its chained twin's), on a database whose reads have
+    # changed since: its values as then.
+    earlier = streamed in (DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM) and callable(
+        getattr(session, "parsed_values", None)
+    )
     with session.parsed_values() if earlier else contextlib.nullcontext():
         scan = _scan(session, table, config, wanted, progress, line, total, streamed)
     if algorithm != streamed:  # a report's digest this database cannot compute
@@ -402,7 +437,7 @@ def _scan_in_database(
 
 
 def _scan(
-    session, table, config, wanted, progress, line, total, algorithm=DIGEST_ALGORITHM
+    session, table, config, wanted, progress, line, total, algorithm=ORDERED_DIGEST_ALGORITHM
 ) -> PublishedScan:
     written = session.table(table)
     columns = sorted(written.c.keys())

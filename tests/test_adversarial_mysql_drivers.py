@@ -165,7 +165,7 @@ def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
     """Reports made before the drivers read alike hashed ``repr`` of the driver's own values
     (:data:`DIGEST_ALGORITHM`), which differ on ``FLOAT``: such a report still verifies through
     the driver that made it, its values recomputed as that driver converts them."""
-    from tclose.published import DIGEST_ALGORITHM, MYSQL_DIGEST_ALGORITHM, ContentDigest
+    from tclose.published import DIGEST_ALGORITHM, MYSQL_ORDERED_DIGEST_ALGORITHM, ContentDigest
 
     _need(driver)
     value = "ELT(patient_id % 2 + 1, 0.1, 16777217)"
@@ -173,7 +173,7 @@ def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
     config, report_path = _publish(maria, monkeypatch, driver, source, target)
     report = json.loads(Path(report_path).read_text())
     digest = report["target"]["content_digest"]
-    assert digest["algorithm"] == MYSQL_DIGEST_ALGORITHM
+    assert digest["algorithm"] == MYSQL_ORDERED_DIGEST_ALGORITHM
 
     database = connector.MySQLDatabase(_url(maria, driver))  # the driver's values, as then
     with database.engine.connect() as connection:

@@ -15,7 +15,7 @@ import pytest
 
 from tclose.cli import main
 from tclose.config import parse_config
-from tclose.published import ContentDigest
+from tclose.published import ORDERED_DIGEST_ALGORITHM, ContentDigest
 from tclose.runner import verify_published
 
 pytestmark = pytest.mark.duckdb
@@ -86,13 +86,13 @@ def test_infinity_and_its_look_alike_have_different_digests(duckdb_db, sql_type,
 
 
 def test_a_finite_table_keeps_its_digest(duckdb_db):
-    """Reports made before: a table without an infinite value is hashed as it always was (the
-    digest of a table with one is not)."""
+    """A table without an infinite value: its values are hashed as they always were (the
+    digest of a table with one is not), rows chained in ``tclose_row`` order."""
     table = duckdb_db.name("fin")
     _create(duckdb_db, table, "DATE", "9999-12-31", published=True)
     columns = ["a", "b", "c", "extra", "tclose_row"]  # the digest's order: by name
     as_read = duckdb_db.rows(table, ", ".join(columns), order="tclose_row")
-    digest = ContentDigest(columns)
+    digest = ContentDigest(columns, ORDERED_DIGEST_ALGORITHM)
     digest.update(as_read)
     assert _digest(duckdb_db, table) == digest.as_dict()["sha256"]
 

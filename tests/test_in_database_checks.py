@@ -20,6 +20,7 @@ from tclose.naming import TableName
 from tclose.published import (
     COPY_DIGEST_ALGORITHM,
     DIGEST_ALGORITHM,
+    ORDERED_DIGEST_ALGORITHM,
     ContentDigest,
     is_linking,
     scan_published,
@@ -162,7 +163,7 @@ def test_the_earlier_digest_hashes_json_and_arrays_as_it_did(pg, tmp_path):
 
 def test_a_copy_digest_cannot_be_claimed_where_it_cannot_be_computed(tmp_path, lite):
     config, target, report = _published(lite, tmp_path)
-    assert report["target"]["content_digest"]["algorithm"] == DIGEST_ALGORITHM
+    assert report["target"]["content_digest"]["algorithm"] == ORDERED_DIGEST_ALGORITHM
     forged = copy.deepcopy(report)
     forged["target"]["content_digest"]["algorithm"] = COPY_DIGEST_ALGORITHM
     path = tmp_path / "forged.json"
