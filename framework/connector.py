@@ -12,7 +12,10 @@ checked before use, with the fallback named in its docstring:
 - :class:`SnapshotReads`: whether a session reads one consistent snapshot;
 - :class:`RunLock`: runs on one target exclude each other;
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
-- :class:`TransactionalPublish`: audit records committed with the published table.
+- :class:`TransactionalPublish`: audit records committed with the published table;
+- :class:`StreamCheck`: refuse values a stream would change;
+- :class:`PublishedRecord`: the content digest's values, types and relation;
+- :class:`InDatabaseChecks`: the digest and linkage check done by the database.
 
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
@@ -322,6 +325,75 @@ class StreamCheck(Protocol):
         ...
 
 
+class PublishedRecord(Protocol):
+    """Optional, on a :class:`Session`: what the content digest and its record need to know.
+
+    ``tclose.published.scan_published`` digests every published row as read by
+    :meth:`Session.read_rows` (:data:`tclose.published.ORDERED_DIGEST_ALGORITHM`) and records
+    the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
+    :data:`~tclose.published.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
+    compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
+    without ``relation_kind``, reports of the first digest recomputed from the values as read
+    without ``parsed_values``.
+
+    Attributes:
+        digest_algorithm: the name of the digest this session's reads give (its values differ
+            from other sessions', e.g. MariaDB/MySQL's read alike by every driver).
+        records_types: whether the types a scan records are the published ones (false for a
+            file whose format maps the staging table's types).
+    """
+
+    digest_algorithm: str
+    records_types: bool
+
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its type as the database's catalog declares it (the text a type
+        changed after the run, keeping every value, would change)."""
+        ...
+
+    def relation_kind(self, table: sa.Table) -> str | None:
+        """What ``table``'s name stands for when it is not a plain table (``"view"``, a
+        relation that may show each session other rows), else ``None``."""
+        ...
+
+    def parsed_values(self) -> AbstractContextManager[None]:
+        """Within the block, reads give values as the first content digest hashed them (for
+        reports that name it)."""
+        ...
+
+
+class InDatabaseChecks(Protocol):
+    """Optional, on a :class:`Session`: the verifier's checks of the whole table done by the
+    database, which reads only the QI and confidential columns back.
+
+    With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
+    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_columns`` for the linkage check and
+    ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
+    digested and compared in Python (:class:`PublishedRecord`)."""
+
+    def content_digest(self, table: sa.Table, published_as: TableName | None = None) -> dict:
+        """The content digest of ``table`` (``algorithm``, ``columns``, ``sha256``, perhaps
+        ``statement``), naming ``published_as`` (the target a staging table becomes)."""
+        ...
+
+    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
+        """The ``columns`` of ``table`` whose non-null values are all distinct (at least
+        one)."""
+        ...
+
+    def read_with_digest(
+        self,
+        name: TableName,
+        columns: Sequence[str],
+        digest: dict,
+        chunk_size: int = 50_000,
+        published_as: TableName | None = None,
+    ) -> Iterator[pd.DataFrame]:
+        """The frames of ``read(name, columns, "tclose_row", chunk_size, with_key=False)``,
+        and ``content_digest`` of the table put into ``digest`` once they are all read."""
+        ...
+
+
 def capability(database: Any, name: str, default: Any = False) -> Any:
     """The optional member ``name`` of ``database`` (a capability above), or ``default``."""
     return getattr(database, name, default)
@@ -350,6 +422,8 @@ OPTIONAL = {
     "TableIdentity": TableIdentity,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
+    "PublishedRecord": PublishedRecord,
+    "InDatabaseChecks": InDatabaseChecks,
 }
 
 
