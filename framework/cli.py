@@ -274,6 +274,11 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         _echo(text)
     for note in undetectable_changes(report is not None, args.source):
         _echo(f"note  {note}")
+    if report is not None and recorded_run and run_id is None:
+        _echo(
+            f"note  the report names run {recorded_run}, but the table carries no run mark (its "
+            f"comment was removed, or its database keeps none): the run id was not compared."
+        )
     if run_id is not None:
         _echo(f"run   published by tclose run {run_id} (the table's comment)")
         _rebuild_audit_record(config, run_id, verification, checks, report)

@@ -411,6 +411,21 @@ def test_the_run_id_in_the_table_comment_changed(db):
     _fails(config, report, "run_id")
 
 
+def test_a_removed_run_mark_is_said_not_silently_skipped(db):
+    """The table's run mark removed (its content unchanged): the run id cannot be compared,
+    which ``tclose verify`` says; the content still verifies (a database may keep no mark)."""
+    if db.dialect == "sqlite":
+        pytest.skip("SQLite's run mark is a constraint name in the table's definition")
+    config, report = _publish(db)
+    if db.dialect == "mysql":
+        db.execute(f"ALTER TABLE {_target(db)} COMMENT = ''")
+    else:
+        db.execute(f"COMMENT ON TABLE {_target(db)} IS NULL")
+    code, out = _cli("verify", config, "--report", report)
+    assert code == 0 and "PASS  content_digest" in out, out
+    assert "the table carries no run mark" in out and "run id was not compared" in out, out
+
+
 def test_the_table_replaced_by_a_view_of_a_tampered_copy(db):
     """The published name now a view over a renamed, tampered table."""
     config, report = _publish(db)
