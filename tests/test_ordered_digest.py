@@ -110,7 +110,10 @@ def test_a_run_records_the_chained_digest_and_an_earlier_summed_report_still_ver
     old["target"]["content_digest"] = earlier
     (tmp_path / "old.json").write_text(json.dumps(old))
     assert main(["-q", "verify", str(config), "--report", str(tmp_path / "old.json")]) == 0
-    assert "PASS  content_digest" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS  content_digest" in out and "adds the row hashes" in out, out
+    assert main(["-q", "verify", str(config), "--report", str(tmp_path / "report.json")]) == 0
+    assert "adds the row hashes" not in capsys.readouterr().out
 
     db.execute(f"UPDATE {db.quote(target)} SET {db.quote('code')} = 'x' WHERE tclose_row = 1")
     for path in ("report.json", "old.json"):
