@@ -119,3 +119,26 @@ def test_a_run_records_the_chained_digest_and_an_earlier_summed_report_still_ver
     for path in ("report.json", "old.json"):
         assert main(["-q", "verify", str(config), "--report", str(tmp_path / path)]) == 1
         assert "FAIL  content_digest" in capsys.readouterr().out
+
+
+def test_the_auditors_recipe_in_the_docs_recomputes_a_sqlite_digest(sqlite_run):
+    """docs/reports.md gives a standard-library function that recomputes a SQLite table's
+    chained digest without tclose; run it on a published table and compare with the report."""
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "reports.md").read_text("utf-8")
+    after = docs.split("recompute a SQLite\n    table's digest without tclose", 1)[1]
+    block = after.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(
+        compile("\n".join(line[4:] for line in block.splitlines()), "reports.md", "exec"), namespace
+    )
+
+    report_path = sqlite_run.tmp_path / "report.json"
+    document = sqlite_run.config(report={"json": str(report_path)})
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0
+    report = json.loads(report_path.read_text())
+    recorded = report["target"]["content_digest"]
+    assert recorded["algorithm"] == ORDERED_DIGEST_ALGORITHM
+    found = namespace["content_digest"](str(sqlite_run.db), document["target"]["table"])
+    assert found == recorded["sha256"]
