@@ -137,6 +137,7 @@ class ContentDigest:
         self.algorithm = algorithm
         self.rows = 0
         self.total = 0
+        # The chained algorithms are the keys of SUMMED_TWIN (each maps to its summed twin).
         self.chain = hashlib.sha256() if algorithm in SUMMED_TWIN else None
 
     def update(self, rows: Sequence[tuple]) -> None:

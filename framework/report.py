@@ -523,24 +523,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def non_finite(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], float]]:
-    """``(steps, number)`` of every NaN or infinity in ``value`` (JSON-ready data, or with
-    NumPy numbers and arrays), depth first; ``steps`` are the keys and list indexes leading to
-    it (:func:`dotted` writes them as ``a.b[2].c``).
-
-    >>> list(non_finite({"a": [1.0, float("nan")], "b": {"c": -float("inf")}}))
-    [(('a', 1), nan), (('b', 'c'), -inf)]
-    """
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from non_finite(item, (*at, key))
-    elif isinstance(value, (list, tuple, np.ndarray)):
-        for index, item in enumerate(value):
-            yield from non_finite(item, (*at, index))
-    elif isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        yield at, float(value)
-
-
 #: Characters a JSON text may escape but PostgreSQL's ``jsonb`` refuses (``\u0000``, and a
 #: surrogate that is not half of a pair, which strict parsers such as serde_json refuse too).
 UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
@@ -626,10 +608,11 @@ def to_json(report: Mapping[str, Any]) -> str:
             message names where); :func:`build_report` never returns one.
     """
     data = _jsonable(report)
-    for steps, number in non_finite(data):
-        raise ValueError(
-            f"{dotted(steps)} is {number!r}, a number JSON cannot hold (no NaN or infinity)"
-        )
+    for steps, value in _unholdable(data):
+        if isinstance(value, float):  # another type is json.dumps's TypeError, as ever
+            raise ValueError(
+                f"{dotted(steps)} is {value!r}, a number JSON cannot hold (no NaN or infinity)"
+            )
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
