@@ -588,6 +588,13 @@ class DuckDBDatabase(SQLDatabase):
             )
         return sa.create_engine(self.url.set(drivername=DRIVER), poolclass=NullPool)
 
+    def files(self) -> list[Path]:
+        """The database file and its write-ahead log (``.wal``); none in memory."""
+        path = self.url.database or ":memory:"
+        if path == ":memory:":
+            return []
+        return [Path(path), Path(path + ".wal")]
+
     def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)
         if "lock" in str(error).lower() and "conflicting lock" in str(error).lower():

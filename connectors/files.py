@@ -394,6 +394,10 @@ class FileDatabase(DuckDBDatabase):
             return self.path.is_file()
         return super().exists(name, connection)
 
+    def files(self) -> list[Path]:
+        """The one file."""
+        return [self.path]
+
     def table_identity(self, name: TableName) -> tuple | None:
         """The file (device and inode), whatever path names it."""
         if name.name != self.table_name or not self.path.is_file():

@@ -417,6 +417,12 @@ class SQLDatabase:
         url = self.url.set(password=None, query={})
         return (self.dialect, url.render_as_string(), name.schema or "", name.name)
 
+    def files(self) -> list[Path]:
+        """The files that hold this database, side files included, existing or not (none for
+        a server): no report and no file target may be one of them
+        (:func:`tclose.guards.refuse_database_files`)."""
+        return []
+
     def _size(self, name: str) -> int:
         return len(name.encode()) if self.identifier_bytes else len(name)
 

@@ -40,6 +40,9 @@ from .sql import (
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30
+#: The side files SQLite keeps next to a database file (write-ahead log, its index, rollback
+#: journal): part of the database, as much as the file itself.
+SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 class SQLiteSession(DriverSession):
@@ -357,6 +360,15 @@ class SQLiteDatabase(SQLDatabase):
                 if row is not None:
                     return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
         return None
+
+    def files(self) -> list[Path]:
+        """Each database file of the connection (``PRAGMA database_list``: the main one and
+        any attached one, however the URL spells it) and its ``-wal``, ``-shm`` and
+        ``-journal`` side files."""
+        with self.errors("listing the database files"), self.engine.connect() as connection:
+            rows = connection.exec_driver_sql("PRAGMA database_list").fetchall()
+        found = [Path(row[2]) for row in rows if row[2]]
+        return [f.with_name(f.name + side) for f in found for side in ("", *SIDE_FILES)]
 
     def _file_identity(self, path: str, schema: str) -> tuple:
         if not path:  # in-memory or temporary: only this connection's engine reaches it

@@ -12,6 +12,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`SnapshotReads`: whether a session reads one consistent snapshot;
 - :class:`RunLock`: runs on one target exclude each other;
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
+- :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -291,6 +293,19 @@ class TableIdentity(Protocol):
         ...
 
 
+class DatabaseFiles(Protocol):
+    """Optional, on a :class:`Database`: the files that hold it.
+
+    Fallback: a report path, or a file target, is not compared with the database's files (a
+    report path holding a SQLite database, or any file that is not a report of tclose, is still
+    refused)."""
+
+    def files(self) -> list[Path]:
+        """The files that hold this database, side files included, existing or not (none for
+        a server)."""
+        ...
+
+
 class TransactionalPublish(Protocol):
     """Optional, on a :class:`Database`: audit records that commit with the published table.
 
@@ -420,6 +435,7 @@ OPTIONAL = {
     "SnapshotReads": SnapshotReads,
     "RunLock": RunLock,
     "TableIdentity": TableIdentity,
+    "DatabaseFiles": DatabaseFiles,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,

@@ -6,6 +6,8 @@ output file overwrites something that is not an output of tclose.
   id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
+- :func:`refuse_output_paths`: no report path, and no file target, is a file of the source's or
+  the target's database (compared as files, not as spellings), and the two reports are two files.
 """
 
 from __future__ import annotations
@@ -83,16 +85,63 @@ def refuse_foreign_file(path: str | None, key: str) -> None:
         )
 
 
-def refuse_report_on_target(path: str | None, key: str, target_file: Path | None) -> None:
-    """:class:`ConfigError` (exit 2) if the report ``path`` names ``target_file`` (a file
-    target, e.g. a Parquet file), however spelled: the report, written after publishing, would
-    replace the release."""
-    if not path or target_file is None:
-        return
-    if Path(path).resolve() == target_file.resolve():
+def database_files(db: Any) -> list[Path]:
+    """The files that hold database ``db`` (its connector's ``files()``; none for a server or a
+    connector that does not say)."""
+    files = getattr(db, "files", None)
+    return list(files()) if callable(files) else []
+
+
+def same_file(one: str | Path, other: str | Path) -> bool:
+    """Whether two paths name one file: the same real path (``./``, ``..``, symbolic links),
+    or, both existing, the same device and inode (hard links)."""
+    one, other = Path(one), Path(other)
+    if one.resolve() == other.resolve():
+        return True
+    try:
+        return one.exists() and other.exists() and one.samefile(other)
+    except OSError:
+        return False
+
+
+def refuse_output_paths(
+    reports: dict[str, str | None], source_db: Any, target_db: Any, target_file: Path | None
+) -> None:
+    """:class:`ConfigError` (exit 2) when a file the run writes would replace another one it
+    must keep, however spelled: a report path (``reports``: key → path) that is a file of the
+    source's or the target's database (a SQLite or DuckDB file and its side files, a Parquet
+    file: the report would replace the source, or the release just published), the other
+    report (one would replace the other), or a file ``target_file`` (a file target, e.g. a
+    Parquet file, which publishing replaces whole) that is a file of the source's database."""
+    source_files, target_files = database_files(source_db), database_files(target_db)
+    if target_file is not None:
+        for file in source_files:
+            if same_file(target_file, file):
+                raise ConfigError(
+                    f"==> At target ==> At key: url\nThe target file {target_file} is the "
+                    f"source's database file {file}; publishing would replace the source, and "
+                    f"tclose never modifies its source. Choose another target file."
+                )
+    given = [(key, path) for key, path in reports.items() if path]
+    for key, path in given:
+        where = f"==> At report ==> At key: {key}\n"
+        if target_file is not None and same_file(path, target_file):
+            raise ConfigError(
+                f"{where}The report path {path} is the target file {target_file}; the report "
+                f"would replace the release. Choose another report path."
+            )
+        for which, files in (("source", source_files), ("target", target_files)):
+            for file in files:
+                if same_file(path, file):
+                    raise ConfigError(
+                        f"{where}The report path {path} is a file of the {which} database "
+                        f"({file}); the report would replace it. Choose another report path."
+                    )
+    if len(given) == 2 and same_file(given[0][1], given[1][1]):
         raise ConfigError(
-            f"==> At report ==> At key: {key}\nThe report path {path} is the target file "
-            f"{target_file}; the report would replace the release. Choose another report path."
+            f"==> At report ==> At key: html\nThe report paths report.json and report.html "
+            f"name one file ({given[1][1]}); the HTML page would replace the JSON report. "
+            f"Choose two paths."
         )
 
 

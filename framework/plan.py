@@ -33,7 +33,7 @@ from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
 from .connector import capability
 from .errors import ConfigError, DataError
-from .guards import refuse_foreign_file, refuse_report_on_target, refuse_same_table
+from .guards import refuse_foreign_file, refuse_output_paths, refuse_same_table
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
 from .options import validate_options
@@ -216,8 +216,8 @@ def build_plan(
     refuse_foreign_file(config.report_html, "html")
     target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)
     target_file = target_file if isinstance(target_file, Path) else None
-    refuse_report_on_target(report_path or config.report_json, "json", target_file)
-    refuse_report_on_target(config.report_html, "html", target_file)
+    reports = {"json": report_path or config.report_json, "html": config.report_html}
+    refuse_output_paths(reports, source_db, target_db, target_file)
     source_table = source_db.table(source)
     config, key = _resolve_columns(config, source_db, source_table, source)
     if target_db.exists(target) and config.target.if_exists == "fail" and not dry_run:

@@ -1,0 +1,203 @@
+"""Adversarial: every file a run writes, aimed by a careless user at a file it must keep.
+
+A report, or a file target (Parquet), that names the source's database file, the target's
+database file or one of their side files, or the other report, however spelled (``./``, ``..``,
+a symbolic link, a hard link), is refused before anything is written (exit 2), and the source is
+byte-for-byte what it was, with no file added next to it. ``tclose demo`` and ``tclose init``
+never replace a file they did not make, and a path they cannot use is a clear error, not a bug.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tclose.cli import main
+
+
+def _state(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file of ``folder``: its SHA-256 and its mtime (ns)."""
+    return {
+        p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _spellings(path: Path, tmp_path: Path, name: str) -> list[str]:
+    """Paths of ``path`` by another spelling: ``./`` and ``..`` in it, a symlink to its folder,
+    a hard link (``name``: the links' file name)."""
+    folder = tmp_path / "linked"
+    if not folder.exists():
+        folder.symlink_to(path.parent, target_is_directory=True)
+        (tmp_path / "sub").mkdir()
+    hard = tmp_path / "hard" / name
+    hard.parent.mkdir(exist_ok=True)
+    if not hard.exists():
+        os.link(path, hard)
+    return [
+        str(path),
+        f"{path.parent}/./{path.name}",
+        f"{tmp_path}/sub/../{path.relative_to(tmp_path)}",
+        str(folder / path.name),
+        str(hard),
+    ]
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("spelling", range(5))
+def test_a_parquet_target_that_is_the_source_database_file_is_refused(
+    sqlite_run, tmp_path, duck, spelling, capsys
+):
+    """Before: the SQLite source was replaced by the Parquet release (exit 0, "verified"): the
+    file's identity was compared with the source *table's*, which is never equal."""
+    path = _spellings(sqlite_run.db, tmp_path, "demo.db")[spelling]
+    document = sqlite_run.config()
+    document["target"] = {"url": f"parquet:///{path}", "table": "demo", "if_exists": "replace"}
+    before = _state(sqlite_run.db.parent)
+    assert main(["-q", "run", str(sqlite_run.write(document, "t.yaml"))]) == 2
+    err = capsys.readouterr().err
+    assert "is the source's database file" in err and "never modifies its source" in err
+    after = _state(sqlite_run.db.parent)
+    assert after.pop("t.yaml") and after == before
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("side", ["-wal", "-journal"])
+def test_a_parquet_target_on_a_side_file_of_the_source_is_refused(sqlite_run, duck, side, capsys):
+    document = sqlite_run.config()
+    target = f"{sqlite_run.db}{side}"
+    document["target"] = {"url": f"parquet:///{target}", "table": "demo", "if_exists": "replace"}
+    before = _state(sqlite_run.db.parent)
+    assert main(["-q", "run", str(sqlite_run.write(document, "t.yaml"))]) == 2
+    assert "is the source's database file" in capsys.readouterr().err
+    after = _state(sqlite_run.db.parent)
+    assert after.pop("t.yaml") and after == before
+
+
+@pytest.mark.duckdb
+def test_a_parquet_target_that_is_a_duckdb_source_file_is_refused(
+    tmp_path, duck, duckdb_file, capsys
+):
+    path = tmp_path / "clinic.duckdb"
+    url = duckdb_file(path)
+    connection = duck.connect(str(path))
+    connection.execute(
+        "CREATE TABLE clinic AS SELECT i AS id, i % 40 AS age, (i * 7) % 13 AS charge "
+        "FROM range(60) t(i)"
+    )
+    connection.close()
+    document = {
+        "source": {"url": url, "table": "clinic", "key": "id"},
+        "target": {"url": f"parquet:///{path}", "table": "clinic", "if_exists": "replace"},
+        "attributes": {
+            "age": {"role": "quasi_identifier", "type": "numeric"},
+            "charge": {"role": "confidential", "type": "numeric"},
+        },
+        "privacy": {"k": 3, "t": 0.5},
+        "algorithm": {"name": "t-first"},
+    }
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document))
+    before = _state(tmp_path)
+    assert main(["-q", "run", str(config)]) == 2
+    assert "is the source's database file" in capsys.readouterr().err
+    assert _state(tmp_path) == before
+
+
+@pytest.mark.parametrize("spelling", range(5))
+def test_a_report_on_the_target_database_file_is_refused(sqlite_run, tmp_path, spelling, capsys):
+    """Before: a target SQLite file that was still empty (0 bytes: ``touch out.db``) passed the
+    report's checks, the run published into it, and the report then replaced the release
+    (exit 0, "verified", no table left)."""
+    target = tmp_path / "out" / "out.db"
+    target.parent.mkdir()
+    target.touch()
+    path = _spellings(target, tmp_path, "out.db")[spelling]
+    document = sqlite_run.config(report={"json": path})
+    document["target"]["url"] = f"sqlite:///{target}"
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    assert "is a file of the target database" in capsys.readouterr().err
+    assert target.stat().st_size == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "side"), [("json", "-journal"), ("html", "-wal"), ("json", "-shm")]
+)
+def test_a_report_on_a_side_file_of_the_source_is_refused(sqlite_run, key, side, capsys):
+    """A report written as ``demo.db-journal`` would sit beside the source as its rollback
+    journal (or write-ahead log) for SQLite to find on the next open."""
+    before = _state(sqlite_run.db.parent)
+    document = sqlite_run.config(report={key: f"{sqlite_run.db}{side}"})
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    assert "is a file of the source database" in capsys.readouterr().err
+    after = _state(sqlite_run.db.parent)
+    assert after.pop("run.yaml") and after == before
+
+
+def test_the_json_and_html_report_on_one_file_are_refused(
+    sqlite_run, tmp_path, monkeypatch, capsys
+):
+    """Before: the HTML page silently replaced the JSON report (exit 0): the audit record was
+    lost."""
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "reports", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    for html in ("reports/r.out", "./reports/r.out", str(tmp_path / "alias" / "r.out")):
+        document = sqlite_run.config(report={"json": str(tmp_path / "reports/r.out"), "html": html})
+        assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+        assert "name one file" in capsys.readouterr().err
+        assert not (tmp_path / "reports" / "r.out").exists()
+    assert sqlite_run.tables() == {"discharges"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///file:{db}?mode=ro&uri=true",
+        "sqlite:///file:{db}?uri=true",
+        "sqlite:///file:{db}?mode=rw&cache=shared&uri=true",
+    ],
+)
+def test_a_sqlite_uri_target_naming_the_source_is_refused(sqlite_run, url, capsys):
+    before = _state(sqlite_run.db.parent)
+    document = sqlite_run.config()
+    document["target"].update(url=url.format(db=sqlite_run.db), table="DISCHARGES")
+    document["target"]["if_exists"] = "replace"
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    assert "is the source table" in capsys.readouterr().err
+    after = _state(sqlite_run.db.parent)
+    assert after.pop("run.yaml") and after == before
+
+
+def test_a_read_only_source_uri_is_read_and_left_alone(sqlite_run, tmp_path):
+    """A source opened with ``?mode=ro`` is read; the run publishes into another file and
+    creates nothing next to the source (no journal)."""
+    source = tmp_path / "ro" / "source.db"
+    source.parent.mkdir()
+    sqlite_run.db.rename(source)
+    target = tmp_path / "target.db"
+    sqlite3.connect(target).close()
+    before = _state(source.parent)
+    document = sqlite_run.config()
+    document["source"]["url"] = f"sqlite:///file:{source}?mode=ro&uri=true"
+    document["target"]["url"] = f"sqlite:///{target}"
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0
+    assert _state(source.parent) == before
+    with sqlite3.connect(target) as connection:
+        assert connection.execute("SELECT count(*) FROM discharges_anon").fetchone() == (400,)
+
+
+def test_a_report_on_the_config_file_is_refused(sqlite_run, monkeypatch, capsys):
+    config = sqlite_run.tmp_path / "run.yaml"
+    document = sqlite_run.config(report={"json": f"./{config.name}"})
+    monkeypatch.chdir(sqlite_run.tmp_path)
+    text = sqlite_run.write(document).read_text()
+    assert main(["-q", "run", str(config)]) == 2
+    assert "is not a report of tclose" in capsys.readouterr().err
+    assert config.read_text() == text and sqlite_run.tables() == {"discharges"}
