@@ -424,7 +424,12 @@ _JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     from .guards import SQLITE_HEADER
-    from .init_config import PASSWORD_VARIABLE, inspect_table, skeleton
+    from .init_config import (
+        PASSWORD_VARIABLE,
+        inspect_table,
+        refuse_output_on_database,
+        skeleton,
+    )
 
     columns = inspect_table(args.url, args.table, args.password_file)
     text = skeleton(args.url, args.table, columns)
@@ -440,6 +445,7 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
         sys.stdout.write(text)
         return 0
     path = Path(args.output)
+    refuse_output_on_database(path, args.url, args.password_file)
     if path.exists() and not args.force:
         raise ConfigError(f"{path} already exists; choose another file or add --force.")
     if path.is_file():
@@ -487,12 +493,16 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
 
 
 def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
-    from .demo import create_demo_database
+    from .demo import create_demo_database, refuse_foreign_demo
+    from .guards import refuse_foreign_file
     from .runner import run
 
     folder = Path(args.dir)
     database = folder / "demo.db"
     started = time.perf_counter()
+    refuse_foreign_demo(database)
+    refuse_foreign_file((folder / "report.json").as_posix(), "json")
+    refuse_foreign_file((folder / "report.html").as_posix(), "html")
     create_demo_database(database, n_rows=args.rows)
     text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
     document = yaml.safe_load(text)

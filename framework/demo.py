@@ -23,6 +23,10 @@ QI_COLUMNS = (
     "severity",
 )
 
+#: ``PRAGMA application_id`` of a database made by :func:`create_demo_database` ("tcld"): the
+#: proof that ``tclose demo`` made the file it would replace.
+DEMO_APPLICATION_ID = 0x74636C64
+
 _FIRST_NAMES = ("Ana", "Ben", "Carla", "Dev", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jo")
 _LAST_NAMES = ("Smith", "Garcia", "Chen", "Okafor", "Novak", "Rossi", "Kim", "Silva", "Berg")
 _WARDS = ("cardiology", "oncology", "maternity", "orthopedics", "general", "neurology")
@@ -88,6 +92,7 @@ def create_demo_database(path: Path, n_rows: int = 20_000, seed: int = 0) -> str
         path.unlink()
     table = discharge_table(n_rows, seed)
     with sqlite3.connect(path) as connection:
+        connection.execute(f"PRAGMA application_id = {DEMO_APPLICATION_ID}")
         connection.execute(
             "CREATE TABLE discharges (patient_id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
             "age INTEGER, zip INTEGER, admission_day INTEGER, length_of_stay INTEGER, "
@@ -98,3 +103,37 @@ def create_demo_database(path: Path, n_rows: int = 20_000, seed: int = 0) -> str
             table.astype(object).itertuples(index=False, name=None),
         )
     return f"sqlite:///{path}"
+
+
+def refuse_foreign_demo(path: Path) -> None:
+    """:class:`~tclose.errors.ConfigError` (exit 2) unless ``path`` may become the demo
+    database: it does not exist, is empty, or is a database :func:`create_demo_database` made
+    (its ``application_id``); its folder must be a folder or creatable."""
+    from .errors import ConfigError
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = "a file is in the way" if isinstance(error, FileExistsError) else error.strerror
+        raise ConfigError(
+            f"Cannot use the folder {path.parent} for the demo: {reason}. Choose another --dir."
+        ) from None
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_file():
+        raise ConfigError(f"{path} exists and is not a file; choose another --dir.")
+    if path.stat().st_size == 0:
+        return
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except OSError as error:
+        raise ConfigError(f"Cannot read {path}: {error.strerror}.") from None
+    ours = len(header) == 100 and header.startswith(b"SQLite format 3\x00")
+    if not (ours and int.from_bytes(header[68:72], "big") == DEMO_APPLICATION_ID):
+        raise ConfigError(
+            f"{path} exists and is not a database made by tclose demo (a demo database made "
+            f"before 2026-11-27 carries no mark either); it is not replaced. Remove it, or "
+            f"choose another --dir."
+        )

@@ -14,12 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 import yaml
 
 from .config import ATTRIBUTE_TYPES
+from .errors import ConfigError
 from .naming import TableName
 
 #: The environment variable written in place of a password found in the URL.
@@ -91,6 +93,28 @@ def inspect_table(
     reflected = database.table(TableName.parse(table))
     engine = getattr(database, "engine", None)
     return describe_columns(reflected, engine.dialect if engine is not None else None)
+
+
+def refuse_output_on_database(
+    output: str | Path, url: str, password_file: str | None = None, registry: Any = None
+) -> None:
+    """:class:`ConfigError` (exit 2) if ``output`` (the config file ``tclose init`` would
+    write) is a folder, or a file of the database at ``url`` however spelled (a DuckDB, Parquet
+    or CSV file, a SQLite side file): ``--force`` replaces a config file, never a database."""
+    from .guards import database_files, same_file
+    from .registry import dialect_of, load_registry
+
+    path = Path(output)
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} exists and is not a file; choose another output file.")
+    registry = registry or load_registry()
+    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
+    for file in database_files(database):
+        if same_file(path, file):
+            raise ConfigError(
+                f"{path} is a file of the database being read ({file}); it is never "
+                f"overwritten. Choose another output file."
+            )
 
 
 def url_for_file(url: str) -> str:

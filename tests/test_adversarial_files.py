@@ -201,3 +201,63 @@ def test_a_report_on_the_config_file_is_refused(sqlite_run, monkeypatch, capsys)
     assert main(["-q", "run", str(config)]) == 2
     assert "is not a report of tclose" in capsys.readouterr().err
     assert config.read_text() == text and sqlite_run.tables() == {"discharges"}
+
+
+def test_demo_never_replaces_a_database_it_did_not_make(tmp_path, capsys):
+    """Before: ``tclose demo`` deleted any ``demo.db`` in its folder (a user's own database,
+    and even when the run then stopped on a foreign report file); a folder in the way was an
+    internal error (exit 4)."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    with sqlite3.connect(folder / "demo.db") as connection:
+        connection.execute("CREATE TABLE mine (a)")
+    before = _state(folder)
+    assert main(["-q", "demo", "--rows", "300", "--dir", str(folder)]) == 2
+    assert "is not a database made by tclose demo" in capsys.readouterr().err
+    assert _state(folder) == before
+    (folder / "demo.db").unlink()
+    (folder / "report.json").write_text('{"mine": 1}')
+    assert main(["-q", "demo", "--rows", "300", "--dir", str(folder)]) == 2
+    assert "is not a report of tclose" in capsys.readouterr().err
+    assert sorted(os.listdir(folder)) == ["report.json"]
+    (folder / "report.json").unlink()
+    (folder / "demo.db").mkdir()
+    assert main(["-q", "demo", "--rows", "300", "--dir", str(folder)]) == 2
+    assert "exists and is not a file" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["-q", "demo", "--rows", "300", "--dir", str(tmp_path / "file")]) == 2
+    assert "a file is in the way" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_demo_replaces_its_own_database(tmp_path):
+    folder = tmp_path / "d"
+    for _ in range(2):
+        assert main(["-q", "demo", "--rows", "300", "--dir", str(folder)]) == 0
+    with sqlite3.connect(folder / "demo.db") as connection:
+        assert connection.execute("SELECT count(*) FROM discharges_anon").fetchone() == (300,)
+
+
+@pytest.mark.duckdb
+def test_init_force_never_overwrites_the_database_it_reads(tmp_path, duck, capsys):
+    """Before: ``tclose init URL TABLE -o FILE --force`` wrote the config over a DuckDB, CSV or
+    Parquet source it had just read (only a SQLite header was refused); an output folder was an
+    internal error (exit 4)."""
+    csv = tmp_path / "people.csv"
+    csv.write_text("id,age\n1,30\n2,40\n")
+    parquet = tmp_path / "people.parquet"
+    duck.connect().execute(f"COPY (SELECT 1 AS id, 30 AS age) TO '{parquet}' (FORMAT parquet)")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "alias.csv").symlink_to(csv)
+    before = _state(tmp_path)
+    for url, table, output in [
+        (f"csv:///{csv}", "people", str(csv)),
+        (f"csv:///{csv}", "people", str(tmp_path / "alias.csv")),
+        (f"csv:///{tmp_path}/sub/../people.csv", "people", f"{tmp_path}/./people.csv"),
+        (f"parquet:///{parquet}", "people", str(parquet)),
+    ]:
+        assert main(["-q", "init", url, table, "-o", output, "--force"]) == 2, output
+        assert "is a file of the database being read" in capsys.readouterr().err
+    assert main(["-q", "init", f"csv:///{csv}", "people", "-o", str(tmp_path / "sub")]) == 2
+    assert "exists and is not a file" in capsys.readouterr().err
+    assert _state(tmp_path) == before
