@@ -262,6 +262,17 @@ class FileSession(DuckDBSession):
         self._check_file(table, written)
 
 
+def _holds_parquet(path: Path) -> bool:
+    """Whether ``path`` is empty or starts and ends with Parquet's magic bytes ``PAR1``."""
+    size = path.stat().st_size
+    if size == 0:
+        return True
+    with path.open("rb") as handle:
+        head = handle.read(4)
+        handle.seek(max(size - 4, 0))
+        return head == b"PAR1" and size >= 8 and handle.read(4) == b"PAR1"
+
+
 def _flush(path: Path) -> None:
     """Make ``path`` (a file, or a folder's entries) durable on disk."""
     descriptor = os.open(path, os.O_RDONLY)
@@ -351,7 +362,8 @@ class FileDatabase(DuckDBDatabase):
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
         there: a CSV file is no target, nor a folder, nor a file in a folder that does not
-        exist."""
+        exist, nor an existing file that is not a Parquet file (``if_exists: replace`` replaces
+        a table, not a user's other file)."""
         if self.format == "csv":
             raise ConfigError(
                 f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
@@ -367,6 +379,12 @@ class FileDatabase(DuckDBDatabase):
             raise ConfigError(
                 f"==> At {path}\nThe folder {self.path.parent} of the target file does not "
                 f"exist: create it first (tclose creates no folders)."
+            )
+        if self.path.is_file() and not _holds_parquet(self.path):
+            raise ConfigError(
+                f"==> At {path}\nThe target {self.path} exists and is not a Parquet file; "
+                f"tclose replaces a table, never another file. Choose another target file, "
+                f"or remove it."
             )
 
     def _check_name(self, name: TableName, path: str) -> None:

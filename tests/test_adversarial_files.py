@@ -49,20 +49,25 @@ def _spellings(path: Path, tmp_path: Path, name: str) -> list[str]:
     ]
 
 
+#: The refusal of a Parquet target on an existing file that is not a Parquet file.
+_REFUSED_TARGET = "exists and is not a Parquet file; tclose replaces a table, never another file"
+
+
 @pytest.mark.duckdb
 @pytest.mark.parametrize("spelling", range(5))
 def test_a_parquet_target_that_is_the_source_database_file_is_refused(
     sqlite_run, tmp_path, duck, spelling, capsys
 ):
     """Before: the SQLite source was replaced by the Parquet release (exit 0, "verified"): the
-    file's identity was compared with the source *table's*, which is never equal."""
+    file's identity was compared with the source *table's*, which is never equal. (An existing
+    file that is not a Parquet file is now refused first; a side file that does not exist yet
+    meets the file comparison, below.)"""
     path = _spellings(sqlite_run.db, tmp_path, "demo.db")[spelling]
     document = sqlite_run.config()
     document["target"] = {"url": f"parquet:///{path}", "table": "demo", "if_exists": "replace"}
     before = _state(sqlite_run.db.parent)
     assert main(["-q", "run", str(sqlite_run.write(document, "t.yaml"))]) == 2
-    err = capsys.readouterr().err
-    assert "is the source's database file" in err and "never modifies its source" in err
+    assert _REFUSED_TARGET in capsys.readouterr().err
     after = _state(sqlite_run.db.parent)
     assert after.pop("t.yaml") and after == before
 
@@ -106,7 +111,7 @@ def test_a_parquet_target_that_is_a_duckdb_source_file_is_refused(
     config.write_text(yaml.safe_dump(document))
     before = _state(tmp_path)
     assert main(["-q", "run", str(config)]) == 2
-    assert "is the source's database file" in capsys.readouterr().err
+    assert _REFUSED_TARGET in capsys.readouterr().err
     assert _state(tmp_path) == before
 
 
@@ -261,3 +266,23 @@ def test_init_force_never_overwrites_the_database_it_reads(tmp_path, duck, capsy
     assert main(["-q", "init", f"csv:///{csv}", "people", "-o", str(tmp_path / "sub")]) == 2
     assert "exists and is not a file" in capsys.readouterr().err
     assert _state(tmp_path) == before
+
+
+@pytest.mark.duckdb
+def test_a_parquet_target_replaces_only_a_parquet_file(sqlite_run, duck, capsys):
+    """Before: ``if_exists: replace`` wrote the release over any file of the target's name,
+    the configuration file itself included (``parquet:///run.yaml``, table ``run``)."""
+    config = sqlite_run.tmp_path / "run.yaml"
+    notes = sqlite_run.tmp_path / "notes.parquet"
+    notes.write_text("my notes\n")
+    for path, table in ((config, "run"), (notes, "notes")):
+        document = sqlite_run.config()
+        document["target"] = {"url": f"parquet:///{path}", "table": table, "if_exists": "replace"}
+        text = sqlite_run.write(document).read_text()
+        assert main(["-q", "run", str(config)]) == 2
+        assert _REFUSED_TARGET in capsys.readouterr().err
+        assert config.read_text() == text and notes.read_text() == "my notes\n"
+    notes.write_bytes(b"")  # an empty file holds nothing to lose
+    assert main(["-q", "run", str(config)]) == 0
+    assert main(["-q", "run", str(config)]) == 0  # and a Parquet file is replaced
+    assert duck.connect().execute(f"SELECT count(*) FROM '{notes}'").fetchone() == (400,)

@@ -70,6 +70,12 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _write_old(duck, path: Path) -> bytes:
+    """An older Parquet file at ``path`` (a target replaces only a Parquet file); its bytes."""
+    duck.connect().execute(f"COPY (SELECT 1 AS old) TO '{path}' (FORMAT parquet)")
+    return path.read_bytes()
+
+
 def _rows(duck, relation: str, columns: str) -> list[tuple]:
     return duck.connect().execute(f"SELECT {columns} FROM {relation} ORDER BY ALL").fetchall()
 
@@ -152,11 +158,11 @@ def test_duckdb_table_to_parquet(duck, tmp_path):
 def test_an_existing_target_file_is_kept_unless_replace(duck, tmp_path):
     source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
     _write_source(duck, source)
-    target.write_bytes(b"old")
+    old = _write_old(duck, target)
     document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
     with pytest.raises(DataError, match="already exists"):
         run(load_config(_write_config(tmp_path, document)))
-    assert target.read_bytes() == b"old"
+    assert target.read_bytes() == old
 
     document["target"]["if_exists"] = "replace"
     assert run(load_config(_write_config(tmp_path, document))).published
@@ -178,7 +184,7 @@ def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_
 
     source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
     _write_source(duck, source)
-    target.write_bytes(b"old")
+    old = _write_old(duck, target)
 
     def broken_flush(path):  # the COPY has written the temporary file; the disk then fails
         raise OSError(5, "Input/output error")
@@ -188,7 +194,7 @@ def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_
     document["target"]["if_exists"] = "replace"
     with pytest.raises(OSError, match="Input/output"):
         run(load_config(_write_config(tmp_path, document)))
-    assert target.read_bytes() == b"old"
+    assert target.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "anon.parquet",
         "patients.parquet",
