@@ -423,6 +423,7 @@ _JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool
 
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from .atomic import write_atomically
     from .guards import SQLITE_HEADER
     from .init_config import (
         PASSWORD_VARIABLE,
@@ -445,15 +446,18 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
         sys.stdout.write(text)
         return 0
     path = Path(args.output)
-    refuse_output_on_database(path, args.url, args.password_file)
     if path.exists() and not args.force:
         raise ConfigError(f"{path} already exists; choose another file or add --force.")
     if path.is_file():
         with path.open("rb") as existing:
             if existing.read(16) == SQLITE_HEADER:
                 raise ConfigError(f"{path} is a SQLite database file; it is never overwritten.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    refuse_output_on_database(path, args.url, args.password_file)
+    try:
+        write_atomically(path, text)
+    except OSError as error:
+        reason = "a file is in the way" if isinstance(error, FileExistsError) else error.strerror
+        raise ConfigError(f"Cannot write {path}: {reason}.") from None
     if not args.quiet:
         _echo(
             f"wrote {path} with {len(columns)} columns of {args.table}; set their roles, then "

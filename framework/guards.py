@@ -13,6 +13,7 @@ output file overwrites something that is not an output of tclose.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,15 @@ def refuse_foreign_file(path: str | None, key: str) -> None:
     """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote."""
     if not path:
         return
+    where = f"==> At report ==> At key: {key}\n"
+    if path.endswith(("/", os.sep)):  # Path() drops the slash: the report became a file
+        raise ConfigError(
+            f"{where}The report path {path} names a folder; name the file to write in it "
+            f"(e.g. {path}run.{key})."
+        )
     file = Path(path)
     if not file.exists():
         return
-    where = f"==> At report ==> At key: {key}\n"
     if not file.is_file():
         raise ConfigError(f"{where}The report path {path} exists and is not a file.")
     with file.open("rb") as handle:

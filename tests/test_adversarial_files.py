@@ -263,7 +263,9 @@ def test_init_force_never_overwrites_the_database_it_reads(tmp_path, duck, capsy
     ]:
         assert main(["-q", "init", url, table, "-o", output, "--force"]) == 2, output
         assert "is a file of the database being read" in capsys.readouterr().err
-    assert main(["-q", "init", f"csv:///{csv}", "people", "-o", str(tmp_path / "sub")]) == 2
+    assert (
+        main(["-q", "init", f"csv:///{csv}", "people", "-o", str(tmp_path / "sub"), "--force"]) == 2
+    )
     assert "exists and is not a file" in capsys.readouterr().err
     assert _state(tmp_path) == before
 
@@ -286,3 +288,39 @@ def test_a_parquet_target_replaces_only_a_parquet_file(sqlite_run, duck, capsys)
     assert main(["-q", "run", str(config)]) == 0
     assert main(["-q", "run", str(config)]) == 0  # and a Parquet file is replaced
     assert duck.connect().execute(f"SELECT count(*) FROM '{notes}'").fetchone() == (400,)
+
+
+def test_init_writes_its_file_whole_or_not_at_all(sqlite_run, tmp_path, monkeypatch, capsys):
+    """Before: ``init -o`` truncated the file, then wrote it (a full disk or a kill left half a
+    config), and a file in the way of its folder was an internal error (exit 4)."""
+    import errno
+
+    import tclose.atomic
+
+    url = f"sqlite:///{sqlite_run.db}"
+    output = tmp_path / "init.yaml"
+    assert main(["-q", "init", url, "discharges", "-o", str(output)]) == 0
+    previous = output.read_text()
+
+    def full(_descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tclose.atomic.os, "fsync", full)
+    assert main(["-q", "init", url, "discharges", "-o", str(output), "--force"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert output.read_text() == previous
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".init")) == []
+    monkeypatch.undo()
+    (tmp_path / "a_file").write_text("x")
+    for inside in ("a_file/init.yaml", "a_file/sub/init.yaml"):
+        assert main(["-q", "init", url, "discharges", "-o", str(tmp_path / inside)]) == 2
+        assert "Cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--report", "--html"])
+def test_a_report_path_ending_in_a_slash_is_refused(sqlite_run, tmp_path, option, capsys):
+    """Before: ``--report reports/`` wrote the JSON as a file named ``reports`` (exit 0)."""
+    config = str(sqlite_run.write(sqlite_run.config()))
+    assert main(["-q", "run", config, option, f"{tmp_path}/reports/"]) == 2
+    assert "names a folder" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists() and sqlite_run.tables() == {"discharges"}
