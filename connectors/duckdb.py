@@ -47,7 +47,7 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.errors import DataError, columns_hold
+from tclose.errors import ConfigError, DataError, columns_hold
 from tclose.hookspecs import hookimpl
 
 from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
@@ -557,6 +557,17 @@ def _records_like(chunk: pd.DataFrame, names: Sequence[str], floats: Sequence[in
     return frame
 
 
+def _holds_duckdb(path: Path) -> bool:
+    """Whether ``path`` is empty or holds DuckDB's magic bytes ``DUCK`` at offset 8 (a missing
+    file is the engine's error)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(12)
+    except OSError:
+        return True
+    return not head or head[8:12] == b"DUCK"
+
+
 class DuckDBDatabase(SQLDatabase):
     """A DuckDB database file (see the module's docstring)."""
 
@@ -603,6 +614,22 @@ class DuckDBDatabase(SQLDatabase):
                 f"process write a file at a time; another tclose run may be using it)"
             )
         return described
+
+    def check_table_name(self, name: TableName, path: str = "target.table") -> None:
+        """As :meth:`SQLDatabase.check_table_name`; and a target's file must be a DuckDB
+        database: DuckDB also opens a Parquet or CSV file, as views in a database in memory
+        (a table published there vanished with the run, which said "published" and exit 0),
+        and, with its ``sqlite`` extension, a SQLite file (outside the source = target
+        guard, which compares a SQLite file's tables as SQLite names them)."""
+        super().check_table_name(name, path)
+        database = self.url.database or ":memory:"
+        if database != ":memory:" and not _holds_duckdb(Path(database)):
+            raise ConfigError(
+                f"==> At {path.split('.')[0]}.url\nThe file {Path(database).absolute()} is not "
+                f"a DuckDB database (DuckDB opens a Parquet, CSV or SQLite file as another kind "
+                f"of database, where a published table is not kept, or is not checked). Name "
+                f"a DuckDB file; a Parquet file is written through a parquet:/// URL."
+            )
 
     def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
         """The table (or view) with its columns and primary key as DuckDB's catalog gives them

@@ -324,3 +324,24 @@ def test_a_report_path_ending_in_a_slash_is_refused(sqlite_run, tmp_path, option
     assert main(["-q", "run", config, option, f"{tmp_path}/reports/"]) == 2
     assert "names a folder" in capsys.readouterr().err
     assert not (tmp_path / "reports").exists() and sqlite_run.tables() == {"discharges"}
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("kind", ["parquet", "sqlite"])
+def test_a_duckdb_target_on_a_file_of_another_kind_is_refused(sqlite_run, duck, kind, capsys):
+    """Before: ``duckdb:///x.parquet`` opened the Parquet file as views in a database in memory:
+    the run published and verified the table there, said "published" (exit 0), and the table
+    vanished with the run. With DuckDB's ``sqlite`` extension, ``duckdb:///source.db`` would
+    have written into the SQLite source outside the source = target guard."""
+    folder = sqlite_run.tmp_path
+    path = sqlite_run.db
+    if kind == "parquet":
+        path = folder / "discharges.parquet"
+        duck.connect().execute(f"COPY (SELECT 1 AS id) TO '{path}' (FORMAT parquet)")
+    document = sqlite_run.config()
+    document["target"] = {"url": f"duckdb:///{path}", "table": "anon", "if_exists": "replace"}
+    before = _state(folder)
+    assert main(["-q", "run", str(sqlite_run.write(document, "t.yaml"))]) == 2
+    assert "is not a DuckDB database" in capsys.readouterr().err
+    after = _state(folder)
+    assert after.pop("t.yaml") and after == before
