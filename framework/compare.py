@@ -15,7 +15,6 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
@@ -223,7 +222,11 @@ def _numbers(text: str | None, default: Any, kind: type, option: str) -> list:
 
 def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> int:
     """``tclose compare``: exit 0 when every setting verified, 1 otherwise."""
+    from .guards import refuse_foreign_file
+
     config = load_config(args.config)
+    # before the runs: the page never replaces a file that is not one (the source database...)
+    refuse_foreign_file(args.html, "html", "--html: ")
     algorithms = (
         [a.strip() for a in args.algorithms.split(",") if a.strip()]
         if args.algorithms
@@ -241,9 +244,12 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
     if progress is not None and hasattr(progress, "close"):
         progress.close()
     if args.html:
-        path = Path(args.html)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_html(result), encoding="utf-8")
+        from .atomic import write_atomically
+
+        try:
+            write_atomically(args.html, render_html(result))
+        except OSError as error:
+            raise ConfigError(f"Cannot write {args.html}: {error.strerror}.") from None
     if args.json:
         from .report import finite_report, to_json
 

@@ -60,11 +60,13 @@ def refuse_same_table(
             )
 
 
-def refuse_foreign_file(path: str | None, key: str) -> None:
-    """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote."""
+def refuse_foreign_file(path: str | None, key: str, where: str | None = None) -> None:
+    """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote
+    (``key``: ``json`` or ``html``; ``where``: the message's first line, by default the
+    config's ``report.<key>``)."""
     if not path:
         return
-    where = f"==> At report ==> At key: {key}\n"
+    where = f"==> At report ==> At key: {key}\n" if where is None else where
     if path.endswith(("/", os.sep)):  # Path() drops the slash: the report became a file
         raise ConfigError(
             f"{where}The report path {path} names a folder; name the file to write in it "

@@ -345,3 +345,18 @@ def test_a_duckdb_target_on_a_file_of_another_kind_is_refused(sqlite_run, duck, 
     assert "is not a DuckDB database" in capsys.readouterr().err
     after = _state(folder)
     assert after.pop("t.yaml") and after == before
+
+
+def test_compare_html_never_replaces_a_file_it_did_not_write(sqlite_run, tmp_path, capsys):
+    """Before: ``tclose compare CONFIG --html demo.db`` wrote its page over the source database
+    (exit 0), and over any file (truncated first, then written)."""
+    config = str(sqlite_run.write(sqlite_run.config()))
+    before = _state(tmp_path)
+    for path in (str(sqlite_run.db), config, f"{tmp_path}/maps/"):
+        assert main(["-q", "compare", config, "--k", "3", "--html", path]) == 2, path
+        assert "--html: The report path" in capsys.readouterr().err
+    assert _state(tmp_path) == before and not (tmp_path / "maps").exists()
+    page = tmp_path / "map.html"
+    for _ in range(2):  # its own page is replaced
+        assert main(["-q", "compare", config, "--k", "3", "--html", str(page)]) == 0
+    assert "tclose compare" in page.read_text()
