@@ -153,15 +153,25 @@ def refuse_output_paths(
         )
 
 
+#: The titles that open tclose's pages (``tclose run --html``, ``tclose compare --html``).
+_PAGE_TITLES = ("<title>tclose audit report: ", "<title>tclose compare: ")
+
+
 def _is_report(file: Path, head: bytes, key: str) -> bool:
+    """Whether ``file`` is a page or an audit report tclose wrote: a page of tclose's title (a
+    user's page that merely mentions tclose is not one), or JSON whose ``tool.name`` is
+    ``tclose`` with a ``verification``."""
     if key == "html":
-        text = head.decode("utf-8", "replace").lower()
-        return "<html" in text and "tclose" in text
+        text = head.decode("utf-8", "replace")
+        return text.startswith("<!DOCTYPE html>") and any(t in text for t in _PAGE_TITLES)
     try:
         document = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(document, dict) and {"tool", "verification"} <= set(document)
+    if not isinstance(document, dict) or "verification" not in document:
+        return False
+    tool = document.get("tool")
+    return isinstance(tool, dict) and tool.get("name") == "tclose"
 
 
 #: The range of a 64-bit signed integer column, as floats: a rounded value must lie in

@@ -360,3 +360,22 @@ def test_compare_html_never_replaces_a_file_it_did_not_write(sqlite_run, tmp_pat
     for _ in range(2):  # its own page is replaced
         assert main(["-q", "compare", config, "--k", "3", "--html", str(page)]) == 0
     assert "tclose compare" in page.read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("notes.html", "<html><body><h1>My notes on tclose</h1><p>precious</p></body></html>"),
+        ("notes.json", '{"tool": "my tool", "verification": "by hand", "notes": "precious"}'),
+    ],
+)
+def test_a_file_that_only_mentions_tclose_is_not_replaced(sqlite_run, name, text, capsys):
+    """Before: any HTML file holding ``<html`` and the word ``tclose`` was taken for a page of
+    tclose and replaced (exit 0); so was any JSON object with keys ``tool`` and
+    ``verification``."""
+    notes = sqlite_run.tmp_path / name
+    notes.write_text(text)
+    document = sqlite_run.config(report={name.split(".")[1]: str(notes)})
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    assert "is not a report of tclose" in capsys.readouterr().err
+    assert notes.read_text() == text
