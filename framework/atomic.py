@@ -9,6 +9,9 @@ import os
 import tempfile
 from pathlib import Path
 
+#: Bytes the temporary file's name adds to the file's (``.``, ``.``, 8 random, ``.tmp``).
+ATOMIC_NAME_EXTRA = 14
+
 
 def write_atomically(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path``, creating parent folders; all or nothing."""

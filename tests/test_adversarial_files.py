@@ -379,3 +379,18 @@ def test_a_file_that_only_mentions_tclose_is_not_replaced(sqlite_run, name, text
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
     assert "is not a report of tclose" in capsys.readouterr().err
     assert notes.read_text() == text
+
+
+def test_a_report_name_too_long_for_its_temporary_file_is_refused_before_the_run(
+    sqlite_run, tmp_path, capsys
+):
+    """Before: a name the folder takes but its temporary file (14 bytes longer) does not made
+    the run publish, then fail on the report (exit 3, "The table WAS published")."""
+    longest = os.pathconf(tmp_path, "PC_NAME_MAX")
+    config = str(sqlite_run.write(sqlite_run.config()))
+    name = "r" * (longest - 14 - len(".json"))
+    assert main(["-q", "run", config, "--report", str(tmp_path / f"{name}x.json")]) == 2
+    assert "its temporary file" in capsys.readouterr().err
+    assert sqlite_run.tables() == {"discharges"}
+    assert main(["-q", "run", config, "--report", str(tmp_path / f"{name}.json")]) == 0
+    assert (tmp_path / f"{name}.json").is_file()
