@@ -46,7 +46,7 @@ from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
 from .duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
-from .sql import NativeType, TableName, _connection, type_text
+from .sql import RUN_ID_LENGTH, NativeType, TableName, _connection, type_text
 
 #: The formats a file URL may name, and the DuckDB function that reads each.
 READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_size = -1)"}
@@ -139,7 +139,7 @@ class FileSession(DuckDBSession):
                 f"Nothing was published."
             )
         run_id = (self.staging.info.get("run_id") if self.staging is not None else None) or ""
-        temporary = path.with_name(f".{path.name}.tclose-{run_id[:12] or 'run'}.tmp")
+        temporary = _temporary(path, run_id)
         try:
             with self.database.errors(f"writing {temporary}"):
                 self._copy(staging, temporary, run_id)
@@ -262,6 +262,25 @@ class FileSession(DuckDBSession):
         self._check_file(table, written)
 
 
+#: Bytes the publishing run's temporary file adds to the target's name (:func:`_temporary`).
+_TEMPORARY_EXTRA = len(".") + len(".tclose-") + RUN_ID_LENGTH + len(".tmp")
+
+
+def _temporary(path: Path, run_id: str) -> Path:
+    """The hidden file next to ``path`` that a run writes, then renames over ``path``."""
+    return path.with_name(
+        f".{path.name}.tclose-{(run_id or 'x' * RUN_ID_LENGTH)[:RUN_ID_LENGTH]}.tmp"
+    )
+
+
+def _name_max(folder: Path) -> int | None:
+    """The longest file name ``folder`` takes, in bytes (``None``: unknown)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return None
+
+
 def _holds_parquet(path: Path) -> bool:
     """Whether ``path`` is empty or starts and ends with Parquet's magic bytes ``PAR1``."""
     size = path.stat().st_size
@@ -379,6 +398,13 @@ class FileDatabase(DuckDBDatabase):
             raise ConfigError(
                 f"==> At {path}\nThe folder {self.path.parent} of the target file does not "
                 f"exist: create it first (tclose creates no folders)."
+            )
+        longest = _name_max(self.path.parent)
+        if longest is not None and len(os.fsencode(_temporary(self.path, "").name)) > longest:
+            raise ConfigError(
+                f"==> At {path.split('.')[0]}.url\nThe target file's name is too long for its "
+                f"folder once its temporary file's {_TEMPORARY_EXTRA} bytes are added (at most "
+                f"{longest} bytes): choose a shorter name."
             )
         if self.path.is_file() and not _holds_parquet(self.path):
             raise ConfigError(

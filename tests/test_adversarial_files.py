@@ -394,3 +394,19 @@ def test_a_report_name_too_long_for_its_temporary_file_is_refused_before_the_run
     assert sqlite_run.tables() == {"discharges"}
     assert main(["-q", "run", config, "--report", str(tmp_path / f"{name}.json")]) == 0
     assert (tmp_path / f"{name}.json").is_file()
+
+
+@pytest.mark.duckdb
+def test_a_parquet_target_name_too_long_for_its_temporary_file_is_refused(
+    sqlite_run, tmp_path, duck, capsys
+):
+    """Before: the run read, clustered and verified, then failed writing the hidden temporary
+    file (25 bytes longer than the target's name) with an internal error, exit 4."""
+    stem = "t" * (os.pathconf(tmp_path, "PC_NAME_MAX") - len(".parquet") - 10)
+    document = sqlite_run.config()
+    document["target"] = {"url": f"parquet:///{tmp_path / stem}.parquet", "table": stem}
+    before = _state(tmp_path)
+    assert main(["-q", "run", str(sqlite_run.write(document, "t.yaml"))]) == 2
+    assert "too long for its folder" in capsys.readouterr().err
+    after = _state(tmp_path)
+    assert after.pop("t.yaml") and after == before
