@@ -103,12 +103,11 @@ def database_files(db: Any) -> list[Path]:
 def same_file(one: str | Path, other: str | Path) -> bool:
     """Whether two paths name one file: the same real path (``./``, ``..``, symbolic links),
     or, both existing, the same device and inode (hard links)."""
-    one, other = Path(one), Path(other)
-    if one.resolve() == other.resolve():
+    if os.path.realpath(one) == os.path.realpath(other):  # never raises on a symlink loop
         return True
     try:
-        return one.exists() and other.exists() and one.samefile(other)
-    except OSError:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist (or cannot be reached)
         return False
 
 

@@ -410,3 +410,13 @@ def test_a_parquet_target_name_too_long_for_its_temporary_file_is_refused(
     assert "too long for its folder" in capsys.readouterr().err
     after = _state(tmp_path)
     assert after.pop("t.yaml") and after == before
+
+
+def test_a_report_path_that_is_a_symlink_loop_is_no_internal_error(sqlite_run, tmp_path):
+    """Comparing paths as files must not fail on a link that points to itself (``resolve()``
+    raised RuntimeError on Python 3.11: exit 4): the report replaces the dangling link."""
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    config = str(sqlite_run.write(sqlite_run.config()))
+    assert main(["-q", "run", config, "--report", str(loop)]) == 0
+    assert not loop.is_symlink() and '"tool"' in loop.read_text()
