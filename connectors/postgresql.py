@@ -15,7 +15,8 @@
 - Bulk writes: ``COPY ... FROM STDIN``; helper tables of integers and doubles are sent in COPY's
   binary format, built by NumPy in one pass. The join's ``INSERT ... SELECT`` fills the staging
   table without its primary key, added back (same name) after it.
-- Runs on one target exclude each other through a transaction-level advisory lock.
+- Runs on one target exclude each other through an advisory lock taken before the run's
+  transaction begins, so that its snapshot sees what a run it waited for published.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    _connection,
     bits_as_text,
     driver_connection,
     random_suffix,
@@ -89,7 +91,14 @@ class PostgreSQLSession(DriverSession):
 
     database: PostgreSQLDatabase
 
+    #: The advisory lock key this session holds (:meth:`lock`), released by :meth:`end`.
+    lock_key: int | None = None
+
     def begin(self, staging: sa.Table | None) -> None:
+        if staging is not None:
+            # Before the snapshot: a run that waited for another must see what that one published
+            # (a snapshot taken before the wait saw no target, or the replaced one).
+            self.lock(staging.info.get("target") or TableName(staging.schema, staging.name))
         mode = " READ ONLY" if self.read_only else ""
         self.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ{mode}")
         # A long kernel leaves the transaction idle: a server-wide timeout must not end it. A
@@ -98,17 +107,21 @@ class PostgreSQLSession(DriverSession):
         if self.database.server_version >= 140000:
             self.execute("SET LOCAL client_connection_check_interval = '2s'")
         if staging is not None:
-            self.lock(staging.info.get("target") or TableName(staging.schema, staging.name))
             self.prepare_staging(staging)
 
     def lock(self, target: TableName) -> None:
-        """Take the run lock of ``target`` (released at commit or rollback); an unqualified name
-        is qualified with ``current_schema()`` first, so that every spelling takes one lock."""
+        """Take the run lock of ``target``: a session-level advisory lock, taken outside the
+        transaction (whose snapshot must begin after the wait) and released by :meth:`end` or
+        when the connection closes. An unqualified name is qualified with ``current_schema()``
+        first, so that every spelling takes one lock."""
         if target.schema is None:
             target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
-        self.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT_SECONDS}s'")
+        key = run_lock_key(str(target))
+        if self.database.server_version >= 140000:  # a killed client stops waiting, too
+            self.execute("SET client_connection_check_interval = '2s'")
+        self.execute(f"SET lock_timeout = '{LOCK_WAIT_SECONDS}s'")
         try:
-            self.execute(f"SELECT pg_advisory_xact_lock({run_lock_key(str(target))})")
+            self.execute(f"SELECT pg_advisory_lock({key})")
         except sa.exc.OperationalError as error:
             if getattr(error.orig, "sqlstate", None) == "55P03":
                 raise DataError(
@@ -116,7 +129,17 @@ class PostgreSQLSession(DriverSession):
                     f"nothing was written. Retry when it has finished."
                 ) from None
             raise
-        self.execute("SET LOCAL lock_timeout = 0")
+        self.lock_key = key
+        self.execute("RESET lock_timeout")
+
+    def end(self) -> None:
+        """Roll back unless published, then release the run lock."""
+        try:
+            super().end()
+        finally:
+            if self.lock_key is not None:
+                self.execute(f"SELECT pg_advisory_unlock({self.lock_key})")
+                self.lock_key = None
 
     #: Whether :meth:`stream` gives psycopg's parsed ``json``/array values (:meth:`parsed_values`).
     _parsed_values = False
@@ -626,6 +649,19 @@ class PostgreSQLDatabase(SQLDatabase):
         # table of the same target must not collide with it.
         table.primary_key.name = f"tclose_pk_{random_suffix()}"
         return table
+
+    def exists(self, name: TableName, connection: sa.Connection | None = None) -> bool:
+        """Whether table ``name`` exists, as the catalog says now: inside a run's ``REPEATABLE
+        READ`` transaction a query of ``pg_class`` reads the snapshot, which misses a table
+        another session created since (the publish would then fail on the name, or take it for
+        absent); ``to_regclass`` reads the current catalog."""
+        if super().exists(name, connection):
+            return True
+        with self.errors(f"looking for table {name}"), _connection(self.engine, connection) as c:
+            found = c.exec_driver_sql(
+                "SELECT to_regclass(%(name)s) IS NOT NULL", {"name": self.qualified(name)}
+            )
+            return bool(found.scalar())
 
     def table_identity(self, name: TableName) -> tuple | None:
         """The cluster's ``system_identifier`` (else the postmaster's start time and port), the

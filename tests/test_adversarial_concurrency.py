@@ -1,0 +1,256 @@
+"""Adversarial: concurrency and timing on real servers and database files.
+
+Each ``tclose`` here is a separate process (``python -c``) that can be paused at a phase of the
+runner — after reading the source (``cluster``), after verifying the staging table
+(``publish``), after publishing (``report``) — until the test lets it go. While it waits, the
+test starts a second run, changes the source, creates or drops tables, or runs ``tclose verify``.
+What must hold whatever the timing:
+
+- two runs on one target serialize (the second waits for the first's run lock): never a mixed
+  table; every run either failed with a clear message (exit 3) or published a table that its
+  report describes (``tclose verify --report`` passes while it is the target);
+- the source is never written; the release is the source of one moment;
+- a table that someone else creates under the target's name during the run is never dropped by
+  ``if_exists: fail``;
+- a killed run releases its lock, and the run that waited for it publishes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tclose.cli import main
+
+SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from tclose import runner
+from tclose.cli import main
+
+def wrap(name):
+    original = getattr(runner.Phases, name)
+    def paused(self, *args, **kwargs):
+        if os.environ.get("PAUSE_AT") == name:
+            Path(os.environ["PAUSE_MARK"]).write_text(name)
+            go, deadline = Path(os.environ["PAUSE_GO"]), time.monotonic() + 60
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return original(self, *args, **kwargs)
+    setattr(runner.Phases, name, paused)
+
+for name in ("cluster", "publish", "report"):
+    wrap(name)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class Run:
+    """``tclose ARGS`` in a child process, paused before phase ``pause`` (if given) until
+    :meth:`go`."""
+
+    def __init__(self, tmp_path: Path, name: str, args: list[str], pause: str | None = None):
+        self.mark, self.go_file = tmp_path / f"{name}.paused", tmp_path / f"{name}.go"
+        env = dict(os.environ, PAUSE_MARK=str(self.mark), PAUSE_GO=str(self.go_file))
+        if pause:
+            env["PAUSE_AT"] = pause
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_paused(self, seconds: float = 30) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.mark.exists():
+            if self.process.poll() is not None:
+                out, err = self.process.communicate()
+                pytest.fail(f"the run ended before its pause ({self.process.returncode}): {err}")
+            assert time.monotonic() < deadline, "the run never reached its pause"
+            time.sleep(0.02)
+
+    def go(self) -> None:
+        self.go_file.write_text("go")
+
+    def finish(self, seconds: float = 90) -> tuple[int, str, str]:
+        self.go()
+        try:
+            out, err = self.process.communicate(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+            pytest.fail(f"the run did not end: {err}")
+        return self.process.returncode, out, err
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+@pytest.fixture
+def runs():
+    """Start :class:`Run` objects; any still running at the end is killed."""
+    started: list[Run] = []
+
+    def start(*args, **kwargs) -> Run:
+        run = Run(*args, **kwargs)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        run.kill()
+
+
+def _verify_report(config: str, report: Path, capsys) -> tuple[int, str]:
+    code = main(["verify", config, "--report", str(report)])
+    return code, capsys.readouterr().out
+
+
+def _waiting_on_lock(db, seconds: float = 3) -> None:
+    """Give the second run time to reach the run lock (it cannot be observed from outside on
+    every database)."""
+    time.sleep(seconds)
+
+
+@pytest.mark.parametrize("if_exists", ["fail", "replace"])
+def test_two_runs_on_one_target_serialize(db, tmp_path, runs, capsys, if_exists):
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=120)
+    before = db.rows(source, order="patient_id")
+    configs, reports = [], []
+    for i in (1, 2):
+        document = db.config(source, target, output={"seed": i})
+        document["target"]["if_exists"] = if_exists
+        configs.append(str(db.write_config(document, f"run{i}.yaml")))
+        reports.append(tmp_path / f"report{i}.json")
+    first = runs(
+        tmp_path, "first", ["-q", "run", configs[0], "--report", str(reports[0])], "publish"
+    )
+    first.wait_paused()
+    second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
+    _waiting_on_lock(db)
+    code1, _, err1 = first.finish()
+    code2, _, err2 = second.finish()
+    assert code1 == 0, err1
+    assert db.rows(source, order="patient_id") == before
+    assert db.tables() == {source, target}
+    if db.dialect == "duckdb":  # the file is the lock: the second run fails at once
+        assert code2 == 3, err2
+        assert "another tclose run may be using it" in err2, err2
+        assert "Nothing was published" in err2, err2
+        winner = 0
+    elif if_exists == "fail":
+        assert code2 == 3, err2
+        assert f"The target table {target} already exists" in err2, err2
+        assert "Nothing was published" in err2, err2
+        winner = 0
+    else:
+        assert code2 == 0, err2
+        winner = 1
+    code, out = _verify_report(configs[winner], reports[winner], capsys)
+    assert code == 0, out
+    assert len(db.rows(target)) == 120
+    if winner == 1:  # the first report describes a table that is gone
+        code, out = _verify_report(configs[0], reports[0], capsys)
+        assert code == 1 and "FAIL  run_id" in out, out
+
+
+def test_a_run_killed_while_another_waits_lets_the_waiting_one_publish(db, tmp_path, runs, capsys):
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=120)
+    before = db.rows(source, order="patient_id")
+    configs, reports = [], []
+    for i in (1, 2):
+        document = db.config(source, target)
+        configs.append(str(db.write_config(document, f"run{i}.yaml")))
+        reports.append(tmp_path / f"report{i}.json")
+    first = runs(
+        tmp_path, "first", ["-q", "run", configs[0], "--report", str(reports[0])], "publish"
+    )
+    first.wait_paused()
+    second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
+    _waiting_on_lock(db)
+    first.kill()
+    code, _, err = second.finish()
+    assert db.rows(source, order="patient_id") == before
+    if db.dialect == "duckdb":  # the second run found the file locked and failed at once
+        assert code == 3 and "another tclose run may be using it" in err, err
+        return
+    assert code == 0, err
+    assert not reports[0].exists()
+    assert db.tables() == {source, target}  # MariaDB: the killed run's staging table dropped
+    assert _verify_report(configs[1], reports[1], capsys)[0] == 0
+
+
+def _refused_by_sqlite(db, statement: str) -> None:
+    """``statement`` on another connection to the SQLite file fails: "database is locked"."""
+    import sqlite3
+
+    connection = sqlite3.connect(sa.make_url(db.url).database, timeout=0.2)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            connection.execute(statement)
+    finally:
+        connection.close()
+
+
+def _user_table(db, name: str) -> None:
+    db.create(name, [sa.Column("mine", sa.Integer)], [{"mine": 1}, {"mine": 2}])
+
+
+def test_a_target_created_by_someone_else_during_the_run_is_kept(db, tmp_path, runs):
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=60)
+    config = str(db.write_config(db.config(source, target)))
+    report = tmp_path / "report.json"
+    run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], "publish")
+    run.wait_paused()
+    if db.dialect == "duckdb":
+        run.kill()  # nobody else can open the file while a run has it
+        pytest.skip("DuckDB: another process cannot open the file during a run")
+    if db.dialect == "sqlite":  # the run holds the write lock: the other session waits
+        _refused_by_sqlite(db, f"CREATE TABLE {db.quote(target)} (mine INTEGER)")
+        assert run.finish()[0] == 0
+        return
+    _user_table(db, target)
+    code, _, err = run.finish()
+    assert code == 3, err
+    assert f"The target table {target} already exists" in err, err
+    assert "Nothing was published" in err, err
+    assert db.rows(target) == [(1,), (2,)]
+    assert db.tables() == {source, target}
+
+
+def test_a_target_dropped_by_someone_else_during_a_replace_run_is_published(
+    db, tmp_path, runs, capsys
+):
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=60)
+    _user_table(db, target)
+    document = db.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    config = str(db.write_config(document))
+    report = tmp_path / "report.json"
+    run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], "publish")
+    run.wait_paused()
+    if db.dialect == "duckdb":
+        run.kill()
+        pytest.skip("DuckDB: another process cannot open the file during a run")
+    if db.dialect == "sqlite":
+        _refused_by_sqlite(db, f"DROP TABLE {db.quote(target)}")
+    else:
+        db.execute(f"DROP TABLE {db.quote(target)}")
+    code, _, err = run.finish()
+    assert code == 0, err
+    assert db.tables() == {source, target}
+    assert _verify_report(config, report, capsys)[0] == 0
