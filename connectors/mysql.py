@@ -328,6 +328,16 @@ class MySQLSession(DriverSession):
         else:
             self.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
 
+    def hold(self, name: TableName) -> None:
+        """Open table ``name`` (a metadata lock) before the snapshot begins (call it first in a
+        read-only session): a ``RENAME TABLE`` under way ends first, and the new table is read
+        whole, or waits until this session ends. A consistent snapshot taken before the publish
+        would read the new table as empty. A missing table is left to the read to report."""
+        self.execute("ROLLBACK")
+        self.execute("START TRANSACTION READ ONLY")
+        with contextlib.suppress(sa.exc.DBAPIError):
+            self.execute(f"SELECT 1 FROM {self.database.qualified(name)} LIMIT 0")
+
     def lock(self, target: TableName) -> None:
         """Take the run lock of ``target`` (a named lock held by this connection)."""
         schema = target.schema or self.database.url.database or ""

@@ -132,6 +132,18 @@ class PostgreSQLSession(DriverSession):
         self.lock_key = key
         self.execute("RESET lock_timeout")
 
+    def hold(self, name: TableName) -> None:
+        """Lock table ``name`` (``ACCESS SHARE``) before the snapshot begins (call it first in
+        a read-only session): a publish under way commits first, and is then read whole, or
+        waits until this session ends. A snapshot taken before a publish would find no table
+        under the name, or the new one empty. A missing table is left to the read to report."""
+        self.execute("SAVEPOINT tclose_hold")
+        try:
+            self.execute(f"LOCK TABLE {self.database.qualified(name)} IN ACCESS SHARE MODE")
+        except sa.exc.DBAPIError:
+            self.execute("ROLLBACK TO SAVEPOINT tclose_hold")
+        self.execute("RELEASE SAVEPOINT tclose_hold")
+
     def end(self) -> None:
         """Roll back unless published, then release the run lock."""
         try:

@@ -32,10 +32,13 @@ from . import __version__
 from .atomic import ATOMIC_NAME_EXTRA
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
-from .errors import ConfigError, PluginFailure, RunInterrupted, TcloseError
+from .errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
 from .interrupts import terminate_as_interrupt
 from .progress import ConsoleHandler, Progress, terminal_text
 from .registry import KINDS, load_registry
+
+#: How many times ``tclose verify`` reads a table that another run publishes meanwhile.
+VERIFY_ATTEMPTS = 3
 
 log = logging.getLogger("tclose")
 
@@ -214,14 +217,27 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     if report is not None and not args.source:
         expected_rows = report.get("target", {}).get("rows")
     recorded = ((report or {}).get("target") or {}).get("content_digest") or {}
-    verification = verify_published(
-        config,
-        registry,
-        against_source=args.source,
-        expected_rows=expected_rows,
-        progress=progress,
-        digest_algorithm=recorded.get("algorithm"),
-    )
+    # The run id is read before and after the rows: a run that published meanwhile changed it,
+    # and the rows read may be the other run's; read again (a few times, then give up).
+    run_id = published_run_id(config, registry)
+    for _attempt in range(VERIFY_ATTEMPTS):
+        verification = verify_published(
+            config,
+            registry,
+            against_source=args.source,
+            expected_rows=expected_rows,
+            progress=progress,
+            digest_algorithm=recorded.get("algorithm"),
+        )
+        before, run_id = run_id, published_run_id(config, registry)
+        if run_id == before:
+            break
+        _echo(f"note  {config.target.table} was published again while it was read: reading again")
+    else:
+        raise DataError(
+            f"The table {config.target.table} was published again by another run each time it "
+            f"was read ({VERIFY_ATTEMPTS} times). Run tclose verify when no run publishes it."
+        )
     checks = list(verification.checks)
     if report is not None:
         digest = config.digest_as_recorded(report.get("config_sha256"))
@@ -234,7 +250,6 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             }
         )
         checks.append(content_digest_check(report, verification))
-    run_id = published_run_id(config, registry)
     recorded_run = ((report or {}).get("run") or {}).get("id")
     if report is not None and run_id is not None and recorded_run:
         # The table's mark names the run that published it: the report must be that run's.

@@ -11,6 +11,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`BulkLoad`: fast bulk writes (used by the generic connector's own fills);
 - :class:`SnapshotReads`: whether a session reads one consistent snapshot;
 - :class:`RunLock`: runs on one target exclude each other;
+- :class:`ReadHold`: ``tclose verify`` reads a table whole while a run publishes it;
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TransactionalPublish`: audit records committed with the published table;
@@ -277,6 +278,21 @@ class RunLock(Protocol):
         ...
 
 
+class ReadHold(Protocol):
+    """Optional, on a :class:`Session`: a read-only session reads one table whole while a run
+    publishes it.
+
+    ``tclose verify`` calls ``hold(table)`` first in its read-only session, before anything
+    else is read. Fallback: a snapshot older than a publish may read the new table as missing
+    or empty; ``tclose verify`` reads the table's run id before and after its rows and reads
+    again when they differ, but a table found missing stops it (exit 3)."""
+
+    def hold(self, name: TableName) -> None:
+        """Lock table ``name`` against a concurrent publish before the session's snapshot
+        begins: a publish under way ends first, a later one waits for the session."""
+        ...
+
+
 class TableIdentity(Protocol):
     """Optional, on a :class:`Database`: which table a name really denotes.
 
@@ -434,6 +450,7 @@ OPTIONAL = {
     "BulkLoad": BulkLoad,
     "SnapshotReads": SnapshotReads,
     "RunLock": RunLock,
+    "ReadHold": ReadHold,
     "TableIdentity": TableIdentity,
     "DatabaseFiles": DatabaseFiles,
     "TransactionalPublish": TransactionalPublish,

@@ -312,7 +312,9 @@ def scan_published(
     target), for the digest's recorded statement.
 
     ``database`` is a session (:class:`tclose.connectors.sql.Session`, e.g. the one that wrote
-    a staging table) or a database (a read-only session is opened).
+    a staging table) or a database (a read-only session is opened; if it has ``hold(table)``,
+    that is called first, to lock the table against a concurrent publish before the session's
+    snapshot begins: a snapshot older than a publish sees the new table empty, or not at all).
     """
     wanted = config.quasi_identifiers + config.confidential
     wanted += [c for c in extra_columns if c not in wanted]
@@ -321,6 +323,9 @@ def scan_published(
             database, table, config, wanted, progress, line, total, algorithm, published_as
         )
     with database.session(read_only=True) as session:
+        hold = getattr(session, "hold", None)
+        if callable(hold):  # a publish under way ends before the read, or waits for it
+            hold(table)
         return _scan_session(
             session, table, config, wanted, progress, line, total, algorithm, published_as
         )

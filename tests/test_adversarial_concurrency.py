@@ -254,3 +254,94 @@ def test_a_target_dropped_by_someone_else_during_a_replace_run_is_published(
     assert code == 0, err
     assert db.tables() == {source, target}
     assert _verify_report(config, report, capsys)[0] == 0
+
+
+def test_verify_while_a_run_publishes_reads_one_table_whole(
+    db, tmp_path, runs, capsys, monkeypatch
+):
+    """``tclose verify`` starts, the run publishes: verify reads the old table or the new one,
+    whole, never an empty or missing table (its snapshot must not predate the publish)."""
+    from tclose import published
+
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=60)
+    configs, reports = [], []
+    for i in (1, 2):
+        document = db.config(source, target, output={"seed": i})
+        document["target"]["if_exists"] = "replace"
+        configs.append(str(db.write_config(document, f"run{i}.yaml")))
+        reports.append(tmp_path / f"report{i}.json")
+    assert main(["-q", "run", configs[0], "--report", str(reports[0])]) == 0
+    run = runs(tmp_path, "run", ["-q", "run", configs[1], "--report", str(reports[1])], "publish")
+    run.wait_paused()
+    if db.dialect == "duckdb":
+        run.kill()
+        pytest.skip("DuckDB: another process cannot open the file during a run")
+    scan = published._scan_session
+
+    def publish_during_scan(session, *args, **kwargs):
+        session.execute("SELECT 1")  # any first query: PostgreSQL's snapshot begins here
+        run.go()
+        deadline = time.monotonic() + 4  # the publish may wait for this read
+        while run.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return scan(session, *args, **kwargs)
+
+    monkeypatch.setattr(published, "_scan_session", publish_during_scan)
+    code = main(["verify", configs[0], "--report", str(reports[0])])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), (out, err)
+    assert f"table {target}: 60 rows" in out, out
+    digest = "PASS  content_digest" in out
+    assert ("PASS  run_id" in out) == digest, out  # both tables' or neither
+    monkeypatch.undo()
+    code, _, err = run.finish()
+    assert code == 0, err
+    assert _verify_report(configs[1], reports[1], capsys)[0] == 0
+
+
+def _change_source(db, source: str) -> None:
+    """Another session changes QI and confidential values, deletes and inserts rows."""
+    table = db.quote(source)
+    db.execute(
+        f"UPDATE {table} SET charge = charge + 1000000, age = age + 50 WHERE patient_id <= 10"
+    )
+    db.execute(f"DELETE FROM {table} WHERE patient_id BETWEEN 11 AND 20")
+    db.execute(
+        f"INSERT INTO {table} (patient_id, age, zip, length_of_stay, charge, code) "
+        f"SELECT patient_id + 10000, age, zip, length_of_stay, charge + 7, code "
+        f"FROM {table} WHERE patient_id BETWEEN 21 AND 40"
+    )
+
+
+@pytest.mark.parametrize("pause", ["cluster", "publish"])
+def test_a_writer_during_a_cross_database_run_never_mixes_two_states(
+    db, tmp_path, runs, capsys, pause
+):
+    """The source is read twice (pass 1 and the streamed pass 2) from one snapshot, into a
+    target in another database (a SQLite file): the writer's commits are not in the release."""
+    if db.dialect in ("sqlite", "duckdb"):
+        pytest.skip("a SQLite or DuckDB source is locked for the run (test_db_snapshot.py)")
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=120)
+    before = db.frame(source)
+    other = tmp_path / "target.db"
+    import sqlite3
+
+    sqlite3.connect(other).close()
+    document = db.config(source, target)
+    document["target"]["url"] = f"sqlite:///{other}"
+    document["source"]["chunk_size"] = 30
+    config = str(db.write_config(document))
+    report = tmp_path / "report.json"
+    run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], pause)
+    run.wait_paused()
+    _change_source(db, source)  # never blocked: the run only reads the source
+    code, _, err = run.finish()
+    assert code == 0, err
+    with sqlite3.connect(other) as connection:
+        rows = connection.execute(f'SELECT charge, code FROM "{target}"').fetchall()
+    assert len(rows) == len(before) == 120
+    assert sorted(r[0] for r in rows) == sorted(before["charge"])
+    assert sorted(r[1] for r in rows) == sorted(before["code"])
+    assert _verify_report(config, report, capsys)[0] == 0
