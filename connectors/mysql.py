@@ -569,6 +569,7 @@ class MySQLSession(DriverSession):
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
+            self.check_staging(staging)
             # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
             # registration of the old target's parking name) as it runs.
             if exists:
@@ -583,6 +584,31 @@ class MySQLSession(DriverSession):
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
             self.published = True
         self.tidy_after_publish(staging, old if exists else None)
+
+    def check_staging(self, staging: TableName) -> None:
+        """:class:`DataError` unless ``staging`` holds exactly the rows this run wrote.
+
+        The staging table is committed (its DDL commits), so another session can insert into
+        it, and the verification read the run's snapshot, without such rows. A locking read sees
+        the latest rows and, in ``REPEATABLE READ``, locks every gap up to the end of the table:
+        no other session can add a row until the ``RENAME`` commits."""
+        if self.rows_written is None:
+            return
+        quoted = self.database.qualified(staging)
+        try:
+            found = self.execute(f"SELECT COUNT(*) FROM {quoted} LOCK IN SHARE MODE")[0][0]
+        except sa.exc.OperationalError as error:
+            args = getattr(error.orig, "args", None)
+            if (getattr(error.orig, "errno", None) or (args[0] if args else None)) != (
+                RECORD_CHANGED
+            ):
+                raise
+            found = None  # snapshot isolation: a row committed by another session
+        if found != self.rows_written:
+            raise DataError(
+                f"Another session wrote into the staging table {staging} after this run wrote "
+                f"and verified its {self.rows_written} rows. Nothing was published; run again."
+            )
 
     def tidy_after_publish(self, staging: TableName, old: TableName | None) -> None:
         """Drop the replaced target and clear the registry. The target is published already: a

@@ -334,7 +334,8 @@ def _rebuild_audit_record(
     if rebuilt:
         _echo(
             f"audit rebuilt the audit record of run {run_id} in {config.report_table} "
-            "(its row was missing: the run ended between its publish and its report)"
+            "(its row was missing: the run ended between its publish and its report, or is "
+            "writing its record now, which then replaces this one)"
         )
 
 

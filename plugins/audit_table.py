@@ -176,11 +176,42 @@ def run_finished(report: dict[str, Any], config: Any) -> None:
     name = getattr(config, "report_table", None)
     if not name or report.get("run", {}).get("audited_in_publish"):
         return
+    import sqlalchemy as sa
+
     engine = _engine(config.target.url, config.target.password_file)
     try:
         append_report(engine, name, report)
+    except sa.exc.IntegrityError:
+        if not replace_rebuilt(engine, name, report):
+            raise
     finally:
         engine.dispose()
+
+
+def replace_rebuilt(engine: sa.Engine, table_name: str, report: dict[str, Any]) -> bool:
+    """Replace the row of ``report``'s run by ``report``'s if ``tclose verify`` rebuilt it
+    (``run.rebuilt_by``): on MariaDB/MySQL a verify between the publish (``RENAME TABLE``
+    commits by itself) and the run's own audit row finds no row and rebuilds one; the run's
+    record is the complete one. ``False`` (nothing changed) if the row is the run's own."""
+    import json
+
+    import sqlalchemy as sa
+
+    table = audit_table(table_name)
+    row = audit_row(report)
+    if engine.dialect.name in ("mysql", "mariadb"):
+        row["report"] = json.dumps(row["report"], allow_nan=False)
+    with engine.begin() as connection:
+        found = connection.execute(
+            sa.select(table.c.report).where(table.c.run_id == row["run_id"]).with_for_update()
+        ).first()
+        recorded = found[0] if found else None
+        if isinstance(recorded, str):
+            recorded = json.loads(recorded)
+        if not (recorded or {}).get("run", {}).get("rebuilt_by"):
+            return False
+        connection.execute(table.update().where(table.c.run_id == row["run_id"]).values(row))
+    return True
 
 
 def _engine(url: str, password_file: str | None) -> sa.Engine:

@@ -17,6 +17,7 @@ What must hold whatever the timing:
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -345,3 +346,53 @@ def test_a_writer_during_a_cross_database_run_never_mixes_two_states(
     assert sorted(r[0] for r in rows) == sorted(before["charge"])
     assert sorted(r[1] for r in rows) == sorted(before["code"])
     assert _verify_report(config, report, capsys)[0] == 0
+
+
+@pytest.mark.mysql
+def test_rows_written_into_mariadbs_staging_table_by_another_session_are_never_published(
+    maria, tmp_path, runs, capsys
+):
+    """MariaDB's staging table is a committed table (its DDL commits) that others can see: a
+    row another session inserts into it after the run wrote its rows must stop the publish, not
+    be published unverified (the verification read the run's snapshot, without it)."""
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    config = str(maria.write_config(maria.config(source, target)))
+    report = tmp_path / "report.json"
+    run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], "publish")
+    run.wait_paused()
+    (staging,) = [t for t in maria.tables() if "__tclose_s_" in t]
+    maria.execute(
+        f"INSERT INTO `{staging}` (tclose_row, age, zip, length_of_stay, charge, code) "
+        "VALUES (999999, 1, 2, 3, 4, 'intruder')"
+    )
+    code, _, err = run.finish()
+    assert code == 3, err
+    assert f"Another session wrote into the staging table {staging}" in err, err
+    assert "Nothing was published" in err, err
+    assert maria.tables() == {source}
+    assert not report.exists()
+
+
+def test_verify_between_a_publish_and_its_audit_row_never_loses_the_runs_record(
+    maria, tmp_path, runs, capsys
+):
+    """MariaDB's ``RENAME TABLE`` commits by itself: the run appends its audit row after it.
+    A ``tclose verify`` in between finds no row and rebuilds one; the run's own record must then
+    replace it, not fail on the duplicate run id."""
+    source, target, audit = maria.name("src"), maria.name("anon"), maria.name("audit")
+    maria.create_patients(source, n=60)
+    config = str(maria.write_config(maria.config(source, target, report={"table": audit})))
+    report = tmp_path / "report.json"
+    run = runs(tmp_path, "run", ["run", config, "--report", str(report)], "report")
+    run.wait_paused()
+    assert main(["-q", "verify", config]) == 0
+    assert "audit rebuilt the audit record" in capsys.readouterr().out
+    code, _, err = run.finish()
+    assert code == 0, err
+    assert "hook failed" not in err, err
+    run_id = json.loads(report.read_text())["run"]["id"]
+    ((row_id, recorded),) = maria.rows(audit, "run_id, report")
+    assert row_id == run_id
+    assert "rebuilt_by" not in json.loads(recorded)["run"]
+    assert json.loads(recorded)["timings"] == json.loads(report.read_text())["timings"]
