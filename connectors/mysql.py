@@ -575,11 +575,25 @@ class MySQLSession(DriverSession):
             if exists:
                 run_id = self.staging.info.get("run_id") if self.staging is not None else None
                 old = self.database.owned_name(target, OLD_MARK, run_id or random_suffix())
+                if self.database.exists(old, self.connection):  # not this run's: never adopt it
+                    raise DataError(
+                        f"A table {old} exists, under the name this run parks the replaced "
+                        f"target with; it was not made by this run. Nothing was published; "
+                        f"run again."
+                    )
                 self.register(old, create=False)
-                self.execute(
-                    f"RENAME TABLE {quoted(target)} TO {quoted(old)}, "
-                    f"{quoted(staging)} TO {quoted(target)}"
-                )
+                try:
+                    self.execute(
+                        f"RENAME TABLE {quoted(target)} TO {quoted(old)}, "
+                        f"{quoted(staging)} TO {quoted(target)}"
+                    )
+                except Exception:
+                    # The registration committed with the RENAME's implicit commit, but the
+                    # table under that name (if any) is not this run's: a later run must not
+                    # drop it.
+                    with contextlib.suppress(Exception):
+                        self.unregister(old)
+                    raise
             else:
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
             self.published = True

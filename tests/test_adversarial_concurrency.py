@@ -396,3 +396,67 @@ def test_verify_between_a_publish_and_its_audit_row_never_loses_the_runs_record(
     assert row_id == run_id
     assert "rebuilt_by" not in json.loads(recorded)["run"]
     assert json.loads(recorded)["timings"] == json.loads(report.read_text())["timings"]
+
+
+@pytest.mark.mysql
+def test_a_table_under_the_parking_name_of_the_replaced_target_is_never_dropped(
+    maria, tmp_path, runs
+):
+    """On MariaDB the replaced target is parked as ``<target>__tclose_o_<run>`` (registered as
+    the run's) until dropped; the run id shows in the staging table's name. A table someone
+    creates under that name during the run is not the run's: the publish stops, and neither
+    this run nor a later one drops it."""
+    from tclose.connectors.sql import OLD_MARK, STAGING_MARK
+
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=60)
+    _user_table(maria, target)
+    document = maria.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    config = str(maria.write_config(document))
+    run = runs(tmp_path, "run", ["-q", "run", config], "publish")
+    run.wait_paused()
+    (staging,) = [t for t in maria.tables() if STAGING_MARK in t]
+    parking = staging.replace(STAGING_MARK, OLD_MARK)
+    _user_table(maria, parking)
+    code, _, err = run.finish()
+    assert code == 3, err
+    assert "Nothing was published" in err, err
+    assert maria.rows(target) == [(1,), (2,)] and maria.rows(parking) == [(1,), (2,)]
+    assert maria.tables() == {source, target, parking}
+    other = maria.config(source, maria.name("other"))  # a later run on the schema
+    assert main(["-q", "run", str(maria.write_config(other, "other.yaml"))]) == 0
+    assert maria.rows(parking) == [(1,), (2,)]
+
+
+@pytest.mark.mysql
+def test_a_parking_name_taken_between_the_check_and_the_rename_is_unregistered(
+    maria, monkeypatch, capsys
+):
+    """The same, when the table appears after the run looked for it: the ``RENAME`` fails, and
+    the registration it committed is taken back (a later run would drop the table)."""
+    from tclose.connectors.mysql import REGISTRY_TABLE, MySQLDatabase, MySQLSession
+    from tclose.connectors.sql import OLD_MARK, STAGING_MARK
+
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=30)
+    _user_table(maria, target)
+    document = maria.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    publish, exists, taken = MySQLSession.publish, MySQLDatabase.exists, []
+
+    def publish_after_someone_took_the_name(self, staging, *args, **kwargs):
+        taken.append(staging.name.replace(STAGING_MARK, OLD_MARK))
+        _user_table(maria, taken[0])
+        return publish(self, staging, *args, **kwargs)
+
+    def not_seen(self, name, connection=None):
+        return False if taken and name.name == taken[0] else exists(self, name, connection)
+
+    monkeypatch.setattr(MySQLSession, "publish", publish_after_someone_took_the_name)
+    monkeypatch.setattr(MySQLDatabase, "exists", not_seen)
+    assert main(["-q", "run", str(maria.write_config(document))]) == 3
+    assert "Nothing was published" in capsys.readouterr().err
+    registered = maria.execute(f"SELECT name FROM {REGISTRY_TABLE}")
+    assert (taken[0],) not in registered
+    assert maria.rows(taken[0]) == [(1,), (2,)] and maria.rows(target) == [(1,), (2,)]
