@@ -355,7 +355,14 @@ class MySQLSession(DriverSession):
         if self.database.exists(name, self.connection):  # never adopt a table not created here
             raise DataError(f"Table {name} exists already; nothing was written. Run again.")
         self.register(name)
-        staging.create(self.connection)
+        try:
+            staging.create(self.connection)
+        except Exception:
+            # A table that appeared under the name since the check is not this run's: take the
+            # (committed) registration back, so that no later run drops it.
+            with contextlib.suppress(Exception):
+                self.unregister(name)
+            raise
         self.staging = staging
         # Publishing needs ALTER and DROP (RENAME TABLE, then DROP of the old target): prove
         # them now, on the empty table, rather than after the work.

@@ -460,3 +460,35 @@ def test_a_parking_name_taken_between_the_check_and_the_rename_is_unregistered(
     registered = maria.execute(f"SELECT name FROM {REGISTRY_TABLE}")
     assert (taken[0],) not in registered
     assert maria.rows(taken[0]) == [(1,), (2,)] and maria.rows(target) == [(1,), (2,)]
+
+
+@pytest.mark.mysql
+def test_a_staging_name_taken_before_the_create_is_unregistered(maria, monkeypatch, capsys):
+    """A table someone creates under the staging table's name between the run's check and its
+    ``CREATE TABLE``: the create fails, and the name's registration (committed) is taken back,
+    so that no later run drops that table."""
+    from tclose.connectors.mysql import REGISTRY_TABLE, MySQLDatabase, MySQLSession
+    from tclose.connectors.sql import STAGING_MARK
+
+    source, target = maria.name("src"), maria.name("anon")
+    maria.create_patients(source, n=30)
+    register, exists, taken = MySQLSession.register, MySQLDatabase.exists, []
+
+    def register_then_someone_creates(self, name, *args, **kwargs):
+        register(self, name, *args, **kwargs)
+        if STAGING_MARK in name.name and not taken:
+            taken.append(name.name)
+            _user_table(maria, name.name)
+
+    def not_seen(self, name, connection=None):
+        return False if taken and name.name == taken[0] else exists(self, name, connection)
+
+    monkeypatch.setattr(MySQLSession, "register", register_then_someone_creates)
+    monkeypatch.setattr(MySQLDatabase, "exists", not_seen)
+    assert main(["-q", "run", str(maria.write_config(maria.config(source, target)))]) == 3
+    assert "creating the staging table" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert (taken[0],) not in maria.execute(f"SELECT name FROM {REGISTRY_TABLE}")
+    other = maria.config(source, maria.name("other"))  # a later run on the schema
+    assert main(["-q", "run", str(maria.write_config(other, "other.yaml"))]) == 0
+    assert maria.rows(taken[0]) == [(1,), (2,)]
