@@ -125,12 +125,14 @@ def _waiting_on_lock(db, seconds: float = 3) -> None:
 
 @pytest.mark.parametrize("if_exists", ["fail", "replace"])
 def test_two_runs_on_one_target_serialize(db, tmp_path, runs, capsys, if_exists):
+    """The second run names the target with its schema: the same table, the same lock."""
     source, target = db.name("src"), db.name("anon")
     db.create_patients(source, n=120)
     before = db.rows(source, order="patient_id")
+    schema = {"postgresql": "public", "mysql": sa.make_url(db.url).database}.get(db.dialect, "main")
     configs, reports = [], []
-    for i in (1, 2):
-        document = db.config(source, target, output={"seed": i})
+    for i, spelling in ((1, target), (2, f"{schema}.{target}")):
+        document = db.config(source, spelling, output={"seed": i})
         document["target"]["if_exists"] = if_exists
         configs.append(str(db.write_config(document, f"run{i}.yaml")))
         reports.append(tmp_path / f"report{i}.json")
@@ -152,7 +154,7 @@ def test_two_runs_on_one_target_serialize(db, tmp_path, runs, capsys, if_exists)
         winner = 0
     elif if_exists == "fail":
         assert code2 == 3, err2
-        assert f"The target table {target} already exists" in err2, err2
+        assert f"The target table {schema}.{target} already exists" in err2, err2
         assert "Nothing was published" in err2, err2
         winner = 0
     else:
@@ -492,3 +494,32 @@ def test_a_staging_name_taken_before_the_create_is_unregistered(maria, monkeypat
     other = maria.config(source, maria.name("other"))  # a later run on the schema
     assert main(["-q", "run", str(maria.write_config(other, "other.yaml"))]) == 0
     assert maria.rows(taken[0]) == [(1,), (2,)]
+
+
+def test_a_run_on_another_target_in_the_schema_leaves_a_running_run_alone(db, tmp_path, runs):
+    """The second run (MariaDB: it drops the registered tables of runs that are over) must not
+    touch the first run's staging table while the first waits between verify and publish."""
+    source = db.name("src")
+    db.create_patients(source, n=60)
+    first_config = str(db.write_config(db.config(source, db.name("one")), "one.yaml"))
+    first = runs(tmp_path, "first", ["-q", "run", first_config], "publish")
+    first.wait_paused()
+    second = runs(
+        tmp_path,
+        "second",
+        ["-q", "run", str(db.write_config(db.config(source, db.name("two")), "two.yaml"))],
+    )
+    if db.dialect == "sqlite":  # one writer per file: the second waits for the first
+        _waiting_on_lock(db)
+        code1, _, err1 = first.finish()
+        code2, _, err2 = second.finish()
+    else:  # it ends while the first still waits
+        code2, _, err2 = second.finish()
+        code1, _, err1 = first.finish()
+    assert code1 == 0, err1
+    if db.dialect == "duckdb":  # one process at a time
+        assert code2 == 3 and "another tclose run may be using it" in err2, err2
+        assert db.tables() == {source, db.name("one")}
+        return
+    assert code2 == 0, err2
+    assert db.tables() == {source, db.name("one"), db.name("two")}
