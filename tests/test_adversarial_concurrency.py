@@ -537,3 +537,42 @@ def test_a_run_on_another_target_in_the_schema_leaves_a_running_run_alone(db, tm
         return
     assert code2 == 0, err2
     assert db.tables() == {source, db.name("one"), db.name("two")}
+
+
+def test_a_reader_polling_the_target_sees_one_whole_table_at_every_publish(db):
+    """A reader in autocommit polls the target while runs replace it: every read sees all the
+    rows of one table, the old or the new, never an empty, missing or half-written one."""
+    import threading
+
+    source, target = db.name("src"), db.name("anon")
+    db.create_patients(source, n=90)
+    document = db.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    config = str(db.write_config(document))
+    assert main(["-q", "run", config]) == 0
+    seen, problems, stop = [], [], threading.Event()
+    query = f"SELECT COUNT(*), COUNT(DISTINCT code) FROM {db.quote(target)}"
+
+    def poll() -> None:
+        args = {"timeout": 30} if db.dialect == "sqlite" else {}
+        engine = sa.create_engine(db.engine.url, poolclass=sa.pool.NullPool, connect_args=args)
+        try:
+            while not stop.is_set():
+                with engine.connect() as connection:
+                    seen.append(tuple(connection.exec_driver_sql(query).one()))
+        except Exception as error:  # noqa: BLE001 - any error is what the test reports
+            problems.append(error)
+        finally:
+            engine.dispose()
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        for seed in (2, 3):
+            document["output"] = {"seed": seed}
+            assert main(["-q", "run", str(db.write_config(document, f"run{seed}.yaml"))]) == 0
+    finally:
+        stop.set()
+        reader.join(30)
+    assert problems == []
+    assert seen and set(seen) == {(90, 90)}
