@@ -130,7 +130,7 @@ class PostgreSQLSession(DriverSession):
                 ) from None
             raise
         self.lock_key = key
-        self.execute("RESET lock_timeout")
+        self.execute("SET lock_timeout = 0")
 
     def hold(self, name: TableName) -> None:
         """Lock table ``name`` (``ACCESS SHARE``) before the snapshot begins (call it first in
