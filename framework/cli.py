@@ -219,7 +219,10 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     recorded = ((report or {}).get("target") or {}).get("content_digest") or {}
     # The run id is read before and after the rows: a run that published meanwhile changed it,
     # and the rows read may be the other run's; read again (a few times, then give up).
-    run_id = published_run_id(config, registry)
+    try:
+        run_id = published_run_id(config, registry)
+    except DataError:  # e.g. no such table: the read names the problem best
+        run_id = None
     for _attempt in range(VERIFY_ATTEMPTS):
         verification = verify_published(
             config,

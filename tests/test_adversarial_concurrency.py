@@ -576,3 +576,14 @@ def test_a_reader_polling_the_target_sees_one_whole_table_at_every_publish(db):
         reader.join(30)
     assert problems == []
     assert seen and set(seen) == {(90, 90)}
+
+
+def test_verify_of_a_missing_target_still_lists_the_tables(db, capsys):
+    """Reading the run id before the rows (for a publish during the read) does not replace the
+    missing table's message by a shorter one."""
+    source = db.name("src")
+    db.create_patients(source, n=30)
+    assert main(["verify", str(db.write_config(db.config(source, db.name("missing"))))]) == 3
+    err = capsys.readouterr().err
+    assert f"{db.name('missing')} does not exist" in err, err
+    assert "It has the tables" in err or db.dialect in ("sqlite", "duckdb"), err
