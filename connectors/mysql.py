@@ -322,8 +322,10 @@ class MySQLSession(DriverSession):
             self.prepare_staging(staging)
             if self.database.joins_in_snapshot:
                 self.execute("SET SESSION innodb_snapshot_isolation = ON")
-            self.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        elif self.read_only:
+        # A consistent snapshot exists only in REPEATABLE READ: under a server's or an account's
+        # READ COMMITTED default, each statement would read the latest rows.
+        self.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if self.read_only:
             self.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         else:
             self.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -334,6 +336,7 @@ class MySQLSession(DriverSession):
         whole, or waits until this session ends. A consistent snapshot taken before the publish
         would read the new table as empty. A missing table is left to the read to report."""
         self.execute("ROLLBACK")
+        self.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         self.execute("START TRANSACTION READ ONLY")
         with contextlib.suppress(sa.exc.DBAPIError):
             self.execute(f"SELECT 1 FROM {self.database.qualified(name)} LIMIT 0")

@@ -124,3 +124,35 @@ def test_mariadb_streamed_path_publishes_the_snapshot(maria, monkeypatch):
     assert writer.outcome is None
     _assert_output_is(maria, target, before)
     assert (maria.frame(source)["note"] == "changed").sum() == 20
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("joined", [True, False], ids=["joined", "streamed"])
+def test_mariadb_snapshot_holds_when_the_server_default_is_read_committed(
+    maria, monkeypatch, joined
+):
+    """A server (or a user's account) whose default isolation is READ COMMITTED: ``START
+    TRANSACTION WITH CONSISTENT SNAPSHOT`` then takes no snapshot, so each statement of the
+    run would see the writer's committed changes. The run asks for REPEATABLE READ itself."""
+    from tclose.connectors.mysql import MySQLDatabase, MySQLSession
+
+    opened = MySQLSession.open_connection.__func__
+
+    def read_committed(cls, engine):
+        connection = opened(cls, engine)
+        connection.exec_driver_sql("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        return connection
+
+    monkeypatch.setattr(MySQLSession, "open_connection", classmethod(read_committed))
+    if not joined:
+        monkeypatch.setattr(MySQLDatabase, "joins_in_snapshot", property(lambda self: False))
+    source, target, before, writer, start = _run_with_writer(maria)
+    if joined:  # as under REPEATABLE READ: snapshot isolation refuses the changed rows
+        with pytest.raises(DataError, match="changed while tclose was reading it"):
+            start()
+        assert maria.tables() == {source}
+    else:
+        assert start().published
+        _assert_output_is(maria, target, before)
+    assert writer.outcome is None
+    assert (maria.frame(source)["note"] == "changed").sum() == 20
