@@ -102,6 +102,10 @@ def anonymize(
     """
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
+    _check_seed(seed)
+    # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
+    # message nor the release. A shallow copy: the input frame is never written.
+    index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
     interval_p = checked_interval_p(interval_p)
     registry = registry or load_registry()
     settings = _settings(
@@ -125,11 +129,22 @@ def anonymize(
     data = _release(
         df, encoded.excluded, identifiers, context.aggregated, attributes, keep_order, seed
     )
+    if keep_order:
+        data.index = index[~encoded.excluded]
     with timer.phase("verify"):
         context.verification = _verify_release(data, attributes, context)
     report = build_report(context)
     _refuse_unverified(context, report)
     return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
+
+
+def _check_seed(seed: Any) -> None:
+    """:class:`ConfigError` unless ``seed`` is ``None`` or a non-negative integer (NumPy
+    would raise its own error for a negative one or a string)."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer or None; got {seed!r}.")
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
