@@ -58,7 +58,7 @@ def anonymize(
     t: float | None = None,
     algorithm: str | None = None,
     *,
-    identifiers: Sequence[str] = (),
+    identifiers: Sequence[str] | None = (),
     other: Sequence[str] | Mapping[str, Any] = (),
     keep_order: bool = False,
     seed: int | None = None,
@@ -108,6 +108,7 @@ def anonymize(
     index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
     interval_p = checked_interval_p(interval_p)
     registry = registry or load_registry()
+    identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
     settings = _settings(
         df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
     )
@@ -127,7 +128,14 @@ def anonymize(
             encoded, context.aggregated, attributes, interval_p, labels
         )
     data = _release(
-        df, encoded.excluded, identifiers, context.aggregated, attributes, keep_order, seed
+        df,
+        encoded.excluded,
+        identifiers,
+        context.aggregated,
+        attributes,
+        settings.k,
+        keep_order,
+        seed,
     )
     if keep_order:
         data.index = index[~encoded.excluded]
@@ -300,6 +308,7 @@ def _release(
     identifiers: Sequence[str],
     aggregated: Mapping[str, np.ndarray],
     attributes: Mapping[str, AttributeSpec],
+    k: int,
     keep_order: bool,
     seed: int | None,
 ) -> pd.DataFrame:
@@ -307,9 +316,13 @@ def _release(
     a category, bool or other non-numeric dtype), rows shuffled with a fresh ``RangeIndex``
     unless ``keep_order``."""
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
+    data.attrs = {}  # the input's metadata is not the release's
     for column, values in aggregated.items():
-        if attributes[column].type in ("ordinal", "nominal"):
-            values = _in_input_type(df[column], values)
+        kind = attributes[column].type
+        if kind in ("ordinal", "nominal"):
+            values = _in_input_type(df[column], values, k)
+        elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
+            values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
         data[column] = values
     if keep_order:
         return data
@@ -317,14 +330,18 @@ def _release(
     return data.iloc[rng.permutation(len(data))].reset_index(drop=True)
 
 
-def _in_input_type(original: pd.Series, published: np.ndarray) -> Any:
-    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype."""
+def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:
+    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype.
+    A ``category`` dtype loses the categories that fewer than ``k`` input rows held and the
+    release does not show (as the report pools them): its category list would name them."""
     lookup = {str(v): v for v in pd.unique(original.dropna())}
     values = [None if v is None else lookup.get(v, v) for v in published]
     dtype = original.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
-    if dtype.kind in "biu":
+        release = pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
+        held, shown = original.value_counts(), pd.Series(release).value_counts()
+        return release.remove_categories(held.index[(held > 0) & (held < k) & (shown == 0)])
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
         complete = all(v is not None for v in values)
         return np.array(values, dtype=dtype if complete else object)
     try:

@@ -28,7 +28,7 @@ nominal attributes NULL becomes a value of its own, written back as NULL), or ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -92,6 +92,14 @@ def _instants(values: pd.Series, spec: Any, role: str) -> np.ndarray:
         )
     if getattr(converted.dt, "tz", None) is not None:
         converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
+    # NumPy's cast to nanoseconds wraps silently (2500-01-01 became 1915-06-14)
+    outside = ((converted < pd.Timestamp.min) | (converted > pd.Timestamp.max)).to_numpy()
+    if outside.any():
+        raise DataError(
+            f"The {role} column {spec.name!r} holds {int(outside.sum())} date(s) outside the "
+            f"range tclose computes with, {pd.Timestamp.min:%Y-%m-%d} to "
+            f"{pd.Timestamp.max:%Y-%m-%d} (rows {_rows(outside, values.index)})."
+        )
     return converted.to_numpy(dtype="datetime64[ns]").astype(np.int64)
 
 
@@ -117,8 +125,10 @@ def exact_numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
         return _instants(values, spec, role)
     _numbers(values, spec, role)  # the checks and their messages (NULL, text, infinite)
     dtype = values.dtype
-    if dtype.kind in "iu":
-        return values.to_numpy(dtype=getattr(dtype, "numpy_dtype", dtype))
+    if dtype.kind in "iu":  # NumPy, nullable (Int64) or sparse integers
+        return values.to_numpy(
+            dtype=getattr(dtype, "numpy_dtype", getattr(dtype, "subtype", dtype))
+        )
     if dtype.kind == "b":
         return values.to_numpy(dtype=np.int64)
     if dtype.kind == "f":
@@ -148,6 +158,17 @@ def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
         raise DataError(
             f"The {role} column {spec.name!r} is declared numeric but holds {what} (dtype "
             f"{values.dtype}): {advice}."
+        )
+    if kind == "c" or isinstance(values.dtype, pd.PeriodDtype):
+        # NumPy would drop the imaginary parts, pandas would take periods for their ordinals
+        what, advice = (
+            ("complex numbers", "convert them to real numbers")
+            if kind == "c"
+            else ("periods", "convert them to date-times (declared datetime)")
+        )
+        raise DataError(
+            f"The {role} column {spec.name!r} is declared numeric but holds {what} (dtype "
+            f"{values.dtype}): {advice} first."
         )
     converted = pd.to_numeric(values, errors="coerce")
     bad = converted.isna().to_numpy()
@@ -187,7 +208,16 @@ def _categories(
             )
     else:
         non_missing = [v for v in present if v != MISSING]
-        raw = pd.Series(pd.unique(values[~missing].to_numpy(dtype=object)), dtype=object)
+        try:
+            distinct = pd.unique(values[~missing].to_numpy(dtype=object))
+        except TypeError:  # lists or dicts: no equality tclose could publish back
+            unhashable = np.array([not isinstance(v, Hashable) for v in values], dtype=bool)
+            raise DataError(
+                f"The {role} column {spec.name!r} holds {int(unhashable.sum())} value(s) that "
+                f"are not single values (lists, dicts, ...; rows "
+                f"{_rows(unhashable, values.index)}). Turn them into text first."
+            ) from None
+        raw = pd.Series(distinct, dtype=object)
         numeric = pd.to_numeric(raw, errors="coerce")  # on the distinct values: fast
         if len(raw) and not numeric.isna().any():
             order = {str(v): float(n) for v, n in zip(raw.map(str), numeric)}

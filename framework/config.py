@@ -683,9 +683,14 @@ def parse_settings(
     )
 
 
-def attribute_document(columns: Sequence[str] | Mapping[str, Any], role: str) -> dict[str, Any]:
+def attribute_document(
+    columns: Sequence[str] | Mapping[str, Any] | None, role: str
+) -> dict[str, Any]:
     """The ``attributes`` document of columns given as :func:`tclose.anonymize` takes them: a
-    name or list of names (numeric attributes), or a mapping of names to a type or a full spec."""
+    name or list of names (numeric attributes), or a mapping of names to a type or a full spec;
+    ``None`` names none."""
+    if columns is None:
+        return {}
     if isinstance(columns, str):
         columns = [columns]
     if isinstance(columns, Mapping):

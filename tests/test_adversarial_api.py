@@ -101,3 +101,142 @@ def test_error_messages_number_rows_by_position_not_by_index_label():
 def test_a_bad_seed_is_a_config_error(seed):
     with pytest.raises(ConfigError, match="seed must be a non-negative integer"):
         anonymize(frame(), seed=seed)
+
+
+def test_none_for_a_role_names_no_column():
+    df = frame()
+    result = anonymize(df, confidential=None, identifiers=None, other=["charge"])
+    assert list(result.data.columns) == ["age", "zip", "charge"]
+    with pytest.raises(ConfigError, match="No attribute has role quasi_identifier"):
+        anonymize(df, quasi_identifiers=None, other=["age", "zip"])
+    # a bare name is one column, as for the other roles (not its letters)
+    result = anonymize(df.assign(name="x"), identifiers="name")
+    assert "name" not in result.data.columns
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pd.array([True, False, True] * (N // 3), dtype="boolean"),
+        pd.array([1, 2, 3] * (N // 3), dtype="Int64"),
+        pd.array([1, 2, 3] * (N // 3), dtype="UInt8"),
+        pd.array(["a", "b", "c"] * (N // 3), dtype="string"),
+        np.array([True, False, True] * (N // 3)),
+        np.array([2**63 + 1, 2**63 + 2, 2**63 + 3] * (N // 3), dtype=np.uint64),
+    ],
+    ids=["boolean", "Int64", "UInt8", "string", "bool", "uint64"],
+)
+def test_a_nominal_qi_comes_back_in_its_extension_dtype(values):
+    df = frame().assign(v=values)
+    result = anonymize(df, quasi_identifiers={"age": "numeric", "v": "nominal"}, other=["zip"])
+    assert result.data["v"].dtype == df["v"].dtype
+    assert set(result.data["v"]) <= set(df["v"])
+
+
+def test_a_category_dtype_does_not_name_a_rare_value_the_release_hides():
+    # one person holds "hiv": their cluster publishes its majority value (a tie goes to the
+    # first category), and the released column's category list must not tell that someone in
+    # the input had it
+    df = frame().assign(dx=pd.Categorical(["flu"] * 12 + ["cold"] * 11 + ["hiv"]))
+    result = anonymize(df, quasi_identifiers={"age": "numeric", "dx": "nominal"}, other=["zip"])
+    assert "hiv" not in set(result.data["dx"])
+    assert list(result.data["dx"].cat.categories) == ["cold", "flu"]
+    assert "hiv" not in json.dumps(result.report)
+    declared = pd.Categorical(["low"] * 12 + ["high"] * 12, categories=["low", "mid", "high"])
+    kept = anonymize(
+        frame().assign(g=declared),
+        quasi_identifiers={"age": "numeric", "g": "nominal"},
+        other=["zip"],
+    )
+    assert kept.data["g"].dtype == declared.dtype  # a declared domain no row held stays
+
+
+def test_a_time_zone_survives_aggregation():
+    when = pd.date_range("2020-03-28", periods=N, freq="7h", tz="Europe/Paris")
+    df = frame().assign(when=when)
+    result = anonymize(df, quasi_identifiers={"age": "numeric", "when": "datetime"}, other=["zip"])
+    assert result.data["when"].dt.tz is not None
+    assert str(result.data["when"].dt.tz) == "Europe/Paris"
+    # each published instant is its cluster's mean instant, whatever the zone it is shown in
+    published = result.data["when"].sort_values().reset_index(drop=True)
+    means = df.groupby(result.labels)["when"].transform("mean").sort_values().reset_index(drop=True)
+    assert (published == means).all()
+
+
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_dates_beyond_the_nanosecond_range_are_refused_not_wrapped(role):
+    # NumPy's cast to datetime64[ns] wrapped 2500-01-01 to 1915-06-14, published as verified
+    when = np.array(["2500-01-01", "1990-05-01", "1990-05-02"] * (N // 3), dtype="datetime64[s]")
+    df = frame().assign(when=when)
+    roles = (
+        {"quasi_identifiers": {"age": "numeric", "when": "date"}, "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": {"when": "date"}, "identifiers": ["charge"]}
+    )
+    with pytest.raises(DataError, match=r"'when' holds 8 date\(s\) outside the range .* 2262"):
+        anonymize(df, **roles)
+
+
+def test_cli_refuses_a_sqlite_date_beyond_the_nanosecond_range(tmp_path):
+    import sqlite3
+
+    from tclose.cli import main
+
+    with sqlite3.connect(tmp_path / "d.db") as db:
+        db.execute("create table p (age int, born date, charge int)")
+        rows = [(20 + i % 5, "2500-01-01" if i % 2 else "1990-05-01", i % 4) for i in range(12)]
+        db.executemany("insert into p values (?, ?, ?)", rows)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f'source: {{url: "sqlite:///{tmp_path / "d.db"}", table: p}}\n'
+        "target: {table: p_anon}\n"
+        "attributes:\n"
+        "  age: {role: quasi_identifier, type: numeric}\n"
+        "  born: {role: quasi_identifier, type: date}\n"
+        "  charge: {role: confidential, type: numeric}\n"
+        "privacy: {k: 3, t: 0.5}\n"
+    )
+    assert main(["run", str(config), "--report", str(tmp_path / "r.json")]) == 3
+    with sqlite3.connect(tmp_path / "d.db") as db:
+        tables = {name for (name,) in db.execute("select name from sqlite_master")}
+    assert "p_anon" not in tables
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (np.array([1 + 1j, 2, 3] * (N // 3)), "holds complex numbers"),
+        (pd.period_range("2020-01", periods=N, freq="M"), "holds periods"),
+        (pd.to_timedelta(np.arange(N) % 4, unit="D"), "holds durations"),
+        (pd.Series([1, "a", 2] * (N // 3), dtype=object), "3 row\\(s\\) hold non-numeric|8 row"),
+    ],
+    ids=["complex", "period", "timedelta", "mixed"],
+)
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_values_that_are_not_real_numbers_are_refused_in_a_numeric_column(values, message, role):
+    df = frame().assign(v=values)
+    roles = (
+        {"quasi_identifiers": ["age", "v"], "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": ["v"], "identifiers": ["charge"]}
+    )
+    with pytest.raises(DataError, match=f"column 'v' is declared numeric but .*{message}"):
+        anonymize(df, **roles)
+
+
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_list_or_dict_cells_in_a_nominal_column_are_a_data_error(role):
+    df = frame().assign(v=[[1], {"a": 2}, (3,)] * (N // 3))
+    roles = (
+        {"quasi_identifiers": {"age": "numeric", "v": "nominal"}, "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": {"v": "nominal"}, "identifiers": ["charge"]}
+    )
+    with pytest.raises(DataError, match=r"'v' holds 16 value\(s\) that are not single values"):
+        anonymize(df, **roles)
+
+
+def test_the_release_drops_the_frames_attrs():
+    df = frame()
+    df.attrs["source"] = "patients.csv of 2026-11-27, ids in column 0"
+    assert anonymize(df).data.attrs == {}
