@@ -20,7 +20,7 @@ from .config import (
     checked_interval_p,
     parse_settings,
 )
-from .errors import ConfigError, VerificationError
+from .errors import ConfigError, DataError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .plan import resolve_plugins, with_attribute_options
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
@@ -321,6 +321,8 @@ def _release(
         kind = attributes[column].type
         if kind in ("ordinal", "nominal"):
             values = _in_input_type(df[column], values, k)
+        elif kind == "numeric" and attributes[column].round:
+            values = _rounded_in_input_type(df[column], values)
         elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
             values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
         data[column] = values
@@ -328,6 +330,26 @@ def _release(
         return data
     rng = np.random.default_rng(seed if seed is not None else secrets.randbits(64))
     return data.iloc[rng.permutation(len(data))].reset_index(drop=True)
+
+
+def _rounded_in_input_type(original: pd.Series, published: np.ndarray) -> Any:
+    """A rounded QI (``round: true``) in the input's integer dtype (``int8``, ``Int64``, ...);
+    :class:`DataError` for a mean the float rounding carried out of its range (e.g. ``2**63``
+    for values near the ``int64`` maximum), which a cast would wrap around. A QI that was not
+    integer stays ``float64``."""
+    dtype = original.dtype
+    numpy_dtype = getattr(dtype, "numpy_dtype", dtype)
+    if not isinstance(numpy_dtype, np.dtype) or numpy_dtype.kind not in "iu":
+        return published
+    limits = np.iinfo(numpy_dtype)
+    outside = (published < float(limits.min)) | (published >= float(limits.max) + 1.0)
+    if outside.any():
+        raise DataError(
+            f"The quasi-identifier {original.name!r} would be published out of range in "
+            f"{int(outside.sum())} row(s): its rounded cluster means do not fit {dtype}. Use "
+            f"round: false, or rescale the column."
+        )
+    return pd.array(published.astype(numpy_dtype), dtype=dtype)
 
 
 def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:

@@ -240,3 +240,37 @@ def test_the_release_drops_the_frames_attrs():
     df = frame()
     df.attrs["source"] = "patients.csv of 2026-11-27, ids in column 0"
     assert anonymize(df).data.attrs == {}
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint64", "Int64"])
+def test_a_rounded_integer_qi_keeps_its_integer_dtype(dtype):
+    df = frame().astype({"age": dtype})
+    result = anonymize(
+        df, quasi_identifiers={"age": {"type": "numeric", "round": True}, "zip": "numeric"}
+    )
+    assert result.data["age"].dtype == df["age"].dtype
+    means = df["age"].astype(float).groupby(result.labels).transform("mean")
+    assert sorted(result.data["age"]) == sorted(np.rint(means).astype(int))
+
+
+def test_a_rounded_mean_beyond_int64_is_refused_not_wrapped():
+    # 2**63 - 1 - i: their float mean rounds to 2**63, which an int64 cast wraps to -2**63
+    df = frame().assign(b=np.array([2**63 - 1 - i for i in range(N)], dtype=np.int64))
+    with pytest.raises(DataError, match=r"'b' would be published out of range in 24 row"):
+        anonymize(
+            df,
+            quasi_identifiers={"age": "numeric", "b": {"type": "numeric", "round": True}},
+            other=["zip"],
+        )
+
+
+def test_rows_set_aside_keep_labels_and_keep_order_aligned():
+    df = frame().set_axis(ssn_index(), axis=0).astype({"age": float})
+    df.iloc[[2, 5], 0] = np.nan
+    qis = {"age": {"type": "numeric", "missing": "exclude-rows"}, "zip": "numeric"}
+    result = anonymize(df, quasi_identifiers=qis, keep_order=True)
+    assert list(result.labels[[2, 5]]) == [-1, -1] and (np.delete(result.labels, [2, 5]) >= 0).all()
+    assert result.data.index.equals(df.index.delete([2, 5]))
+    shuffled = anonymize(df, quasi_identifiers=qis)
+    assert len(shuffled.data) == N - 2 and isinstance(shuffled.data.index, pd.RangeIndex)
+    assert "123-45-" not in json.dumps(shuffled.report)
