@@ -274,3 +274,62 @@ def test_rows_set_aside_keep_labels_and_keep_order_aligned():
     shuffled = anonymize(df, quasi_identifiers=qis)
     assert len(shuffled.data) == N - 2 and isinstance(shuffled.data.index, pd.RangeIndex)
     assert "123-45-" not in json.dumps(shuffled.report)
+
+
+@pytest.mark.parametrize("name", ["tclose_row", "index", "level_0", "__index_level_0__", ""])
+def test_a_column_named_like_an_internal_one_is_an_ordinary_column(name):
+    df = frame().rename(columns={"zip": name})
+    result = anonymize(df, quasi_identifiers=["age", name])
+    assert list(result.data.columns) == ["age", name, "charge"]
+    assert len(result.data[["age", name]].value_counts()) == len(np.unique(result.labels))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [f"id{i}" for i in range(N)],
+        pd.array([f"id{i}" for i in range(N)], dtype="string"),
+        pd.Categorical([f"id{i}" for i in range(N)]),
+        [[i] for i in range(N)],  # unhashable cells
+        [float(i) for i in range(N - 1)] + [np.nan],  # NULLs are ignored
+    ],
+    ids=["object", "string", "category", "lists", "with-nan"],
+)
+def test_a_pass_through_column_unique_per_row_is_refused(values):
+    df = frame().assign(person=values)
+    with pytest.raises(
+        tclose.errors.VerificationError, match="Linking columns .*: person"
+    ) as error:
+        anonymize(df, other=["person"])
+    assert error.value.report["verification"]["passed"] is False
+
+
+@pytest.mark.parametrize(
+    "df, kwargs, error, message",
+    [
+        (frame().iloc[:0], {}, DataError, "0 rows, fewer than k = 3"),
+        (frame(2), {}, DataError, "2 rows, fewer than k = 3"),
+        (frame(), {"t": 0}, ConfigError, "must be in \\(0, 1\\]"),
+        (frame(), {"t": 1.5}, ConfigError, "must be in \\(0, 1\\]"),
+        (frame(), {"t": float("nan")}, ConfigError, "finite number"),
+        (frame(), {"quasi_identifiers": ["age", "zip", "charge"]}, ConfigError, "two roles"),
+        (frame(), {"other": ["age"]}, ConfigError, "two roles"),
+        (frame(), {"quasi_identifiers": ["age", "nope"]}, ConfigError, "'nope' is not in"),
+        (frame().assign(id=range(N)), {}, ConfigError, "1 column\\(s\\) with no role: id"),
+    ],
+    ids=["empty", "n<k", "t=0", "t>1", "t=nan", "qi+conf", "qi+other", "unknown", "unlisted"],
+)
+def test_bad_input_is_a_tclose_error_and_leaves_the_frame_alone(df, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        anonymize(df, **kwargs)
+
+
+def test_a_view_of_another_frame_leaves_both_unchanged():
+    parent = frame(2 * N)
+    before = parent.copy(deep=True)
+    view = parent.iloc[::2]
+    result = anonymize(view, keep_order=True)
+    assert result.data.index.equals(view.index)
+    pd.testing.assert_frame_equal(parent, before)
+    result.data.iloc[:, :] = 0  # the release shares no memory with the input
+    pd.testing.assert_frame_equal(parent, before)
