@@ -103,6 +103,8 @@ def anonymize(
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
     _check_seed(seed)
+    if not isinstance(keep_order, (bool, np.bool_)):  # "false" would keep the order, and link
+        raise ConfigError(f"keep_order must be True or False; got {keep_order!r}.")
     # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
     # message nor the release. A shallow copy: the input frame is never written.
     index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)

@@ -696,6 +696,11 @@ def attribute_document(
     if isinstance(columns, Mapping):
         document = {}
         for name, spec in columns.items():
+            if not isinstance(spec, (str, Mapping)):
+                raise ConfigError(
+                    f"Column {name!r} ({role}): give its type (e.g. 'numeric') or a mapping of "
+                    f"its attribute spec; got {type(spec).__name__}."
+                )
             body = {"type": spec} if isinstance(spec, str) else dict(spec)
             body["role"] = role
             document[name] = body

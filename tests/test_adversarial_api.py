@@ -41,7 +41,9 @@ def anonymize(df: pd.DataFrame, **kwargs) -> tclose.AnonymizationResult:
     kwargs.setdefault("k", 3)
     before = df.copy(deep=True)
     try:
-        return tclose.anonymize(df, **kwargs)
+        result = tclose.anonymize(df, **kwargs)
+        json.dumps(result.report, allow_nan=False)  # the report is strict JSON
+        return result
     finally:
         pd.testing.assert_frame_equal(df, before, check_exact=True)
         assert df.index.equals(before.index) and df.index.names == before.index.names
@@ -101,6 +103,18 @@ def test_error_messages_number_rows_by_position_not_by_index_label():
 def test_a_bad_seed_is_a_config_error(seed):
     with pytest.raises(ConfigError, match="seed must be a non-negative integer"):
         anonymize(frame(), seed=seed)
+
+
+@pytest.mark.parametrize("keep_order", ["false", 0, None])
+def test_keep_order_takes_a_bool_only(keep_order):
+    # "false" is truthy: it kept the input's order and index, which link the release back
+    with pytest.raises(ConfigError, match="keep_order must be True or False"):
+        anonymize(frame().set_axis(ssn_index(), axis=0), keep_order=keep_order)
+
+
+def test_a_spec_that_is_neither_a_type_nor_a_mapping_is_a_config_error():
+    with pytest.raises(ConfigError, match="'age' \\(quasi_identifier\\): give its type"):
+        anonymize(frame(), quasi_identifiers={"age": 3, "zip": "numeric"})
 
 
 def test_none_for_a_role_names_no_column():
