@@ -122,7 +122,12 @@ def anonymize(
         encoded = context.encoded = encode_table(df, list(attributes.values()))
     with timer.phase("kernel"):
         labels, context.partition, _ = cluster_rows(
-            encoded.x, encoded.confidential, encoded.distance_options, resolved, *privacy
+            encoded.x,
+            encoded.confidential,
+            encoded.distance_options,
+            resolved,
+            *privacy,
+            int(encoded.excluded.sum()),
         )
     context.labels, context.aggregated = labels, encoded.aggregate(labels)
     with timer.phase("measures"):

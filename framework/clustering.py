@@ -28,6 +28,7 @@ def cluster_rows(
     resolved: Resolved,
     k: int,
     t: float | None,
+    set_aside: int = 0,
 ) -> tuple[np.ndarray, Partition, list[FittedDistance]]:
     """Fit one distance per confidential attribute and partition the rows.
 
@@ -39,6 +40,8 @@ def cluster_rows(
         resolved: the algorithm and distances of the run.
         k: minimum cluster size.
         t: t-closeness level, or ``None``.
+        set_aside: how many rows ``missing: exclude-rows`` set aside (named in the error when
+            too few rows are left).
 
     Returns:
         dense labels ``0..L-1``, the algorithm's :class:`Partition`, and the fitted distances.
@@ -52,8 +55,9 @@ def cluster_rows(
     """
     n = x.shape[0]
     if n < k:
+        left = f" left once missing: exclude-rows set {set_aside} row(s) aside" if set_aside else ""
         raise DataError(
-            f"The table has {n} rows, fewer than k = {k}: no k-anonymous release "
+            f"The table has {n} rows{left}, fewer than k = {k}: no k-anonymous release "
             f"is possible. Lower k or add rows."
         )
     fitted = []

@@ -323,6 +323,7 @@ class Phases:
                 context.resolved,
                 config.k,
                 config.t,
+                int(encoded.excluded.sum()),
             )
         context.labels = self.labels
         context.aggregated = encoded.aggregate(self.labels)

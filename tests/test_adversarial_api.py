@@ -347,3 +347,11 @@ def test_a_view_of_another_frame_leaves_both_unchanged():
     pd.testing.assert_frame_equal(parent, before)
     result.data.iloc[:, :] = 0  # the release shares no memory with the input
     pd.testing.assert_frame_equal(parent, before)
+
+
+def test_too_few_rows_after_exclude_rows_says_rows_were_set_aside():
+    df = frame().astype({"age": float})
+    df.iloc[: N - 2, 0] = np.nan
+    qis = {"age": {"type": "numeric", "missing": "exclude-rows"}, "zip": "numeric"}
+    with pytest.raises(DataError, match=r"2 rows left once missing: exclude-rows set 22 row"):
+        anonymize(df, quasi_identifiers=qis)
