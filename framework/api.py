@@ -20,7 +20,7 @@ from .config import (
     checked_interval_p,
     parse_settings,
 )
-from .errors import ConfigError, DataError, VerificationError
+from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .plan import resolve_plugins, with_attribute_options
 from .published import add_linkage_check, frame_linking_columns, linkage_advice
@@ -140,6 +140,7 @@ def anonymize(
         identifiers,
         context.aggregated,
         attributes,
+        labels,
         settings.k,
         keep_order,
         seed,
@@ -315,6 +316,7 @@ def _release(
     identifiers: Sequence[str],
     aggregated: Mapping[str, np.ndarray],
     attributes: Mapping[str, AttributeSpec],
+    labels: np.ndarray,
     k: int,
     keep_order: bool,
     seed: int | None,
@@ -329,7 +331,7 @@ def _release(
         if kind in ("ordinal", "nominal"):
             values = _in_input_type(df[column], values, k)
         elif kind == "numeric" and attributes[column].round:
-            values = _rounded_in_input_type(df[column], values)
+            values = _rounded_in_input_type(data[column], labels, values)
         elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
             values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
         data[column] = values
@@ -339,24 +341,33 @@ def _release(
     return data.iloc[rng.permutation(len(data))].reset_index(drop=True)
 
 
-def _rounded_in_input_type(original: pd.Series, published: np.ndarray) -> Any:
-    """A rounded QI (``round: true``) in the input's integer dtype (``int8``, ``Int64``, ...);
-    :class:`DataError` for a mean the float rounding carried out of its range (e.g. ``2**63``
-    for values near the ``int64`` maximum), which a cast would wrap around. A QI that was not
-    integer stays ``float64``."""
-    dtype = original.dtype
-    numpy_dtype = getattr(dtype, "numpy_dtype", dtype)
-    if not isinstance(numpy_dtype, np.dtype) or numpy_dtype.kind not in "iu":
+def _rounded_in_input_type(kept: pd.Series, labels: np.ndarray, published: np.ndarray) -> Any:
+    """A rounded QI (``round: true``) of integers in the input's dtype (``int8``, ``uint64``,
+    ``Int64``, ...): each cluster's exact mean rounded half to even (as ``np.rint``), computed
+    in integers, so values beyond ``2**53`` are not rounded through ``float64`` (a mean is
+    never outside its members' range, so it always fits the dtype). ``kept``: the input values
+    of the published rows; ``published``: their float means, returned for a non-integer QI."""
+    dtype = kept.dtype
+    numpy_dtype = getattr(dtype, "numpy_dtype", getattr(dtype, "subtype", dtype))
+    if not isinstance(numpy_dtype, np.dtype) or numpy_dtype.kind not in "iu" or not len(kept):
         return published
-    limits = np.iinfo(numpy_dtype)
-    outside = (published < float(limits.min)) | (published >= float(limits.max) + 1.0)
-    if outside.any():
-        raise DataError(
-            f"The quasi-identifier {original.name!r} would be published out of range in "
-            f"{int(outside.sum())} row(s): its rounded cluster means do not fit {dtype}. Use "
-            f"round: false, or rescale the column."
-        )
-    return pd.array(published.astype(numpy_dtype), dtype=dtype)
+    wide = np.uint64 if numpy_dtype.kind == "u" else np.int64
+    values = kept.to_numpy(dtype=numpy_dtype).astype(wide)
+    # v = high * 2**32 + low with 0 <= low < 2**32: both sums are exact in int64
+    high = (values >> 32).astype(np.int64)
+    low = (values & 0xFFFFFFFF).astype(np.int64)
+    n_clusters = int(labels.max()) + 1
+    sums_high = np.zeros(n_clusters, dtype=np.int64)
+    sums_low = np.zeros(n_clusters, dtype=np.int64)
+    np.add.at(sums_high, labels, high)
+    np.add.at(sums_low, labels, low)
+    counts = np.bincount(labels, minlength=n_clusters)
+    means = []
+    for high_sum, low_sum, count in zip(sums_high.tolist(), sums_low.tolist(), counts.tolist()):
+        quotient, remainder = divmod(high_sum * 2**32 + low_sum, count)
+        up = 2 * remainder > count or (2 * remainder == count and quotient % 2 == 1)
+        means.append(quotient + up)
+    return pd.array(np.array(means, dtype=numpy_dtype)[labels], dtype=dtype)
 
 
 def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:

@@ -10,6 +10,7 @@ an index label (which may be a person's id); the input frame is never modified.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -267,15 +268,27 @@ def test_a_rounded_integer_qi_keeps_its_integer_dtype(dtype):
     assert sorted(result.data["age"]) == sorted(np.rint(means).astype(int))
 
 
-def test_a_rounded_mean_beyond_int64_is_refused_not_wrapped():
-    # 2**63 - 1 - i: their float mean rounds to 2**63, which an int64 cast wraps to -2**63
-    df = frame().assign(b=np.array([2**63 - 1 - i for i in range(N)], dtype=np.int64))
-    with pytest.raises(DataError, match=r"'b' would be published out of range in 24 row"):
-        anonymize(
-            df,
-            quasi_identifiers={"age": "numeric", "b": {"type": "numeric", "round": True}},
-            other=["zip"],
-        )
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([2**63 - 1 - 3 * i for i in range(N)], dtype=np.int64),  # float mean: 2**63
+        np.array([-(2**63) + 5 * i for i in range(N)], dtype=np.int64),
+        np.array([2**53 + i for i in range(N)], dtype=np.int64),
+        np.array([2**64 - 1 - 7 * i for i in range(N)], dtype=np.uint64),
+        pd.array([2**62 + 3 * i for i in range(N)], dtype="Int64"),
+    ],
+    ids=["int64-max", "int64-min", "2^53", "uint64-max", "Int64"],
+)
+def test_rounded_means_of_huge_integers_are_exact(values):
+    # through float64, 2**63 - 1 - 3i averaged to 2**63, which an int64 cast wraps to -2**63
+    df = frame().assign(b=values)
+    qis = {"age": "numeric", "b": {"type": "numeric", "round": True}}
+    result = anonymize(df, quasi_identifiers=qis, other=["zip"], keep_order=True)
+    assert result.data["b"].dtype == df["b"].dtype
+    for label in np.unique(result.labels):
+        members = [int(v) for v in df["b"][result.labels == label]]
+        exact = Fraction(sum(members), len(members))
+        assert {int(v) for v in result.data["b"][result.labels == label]} == {round(exact)}
 
 
 def test_rows_set_aside_keep_labels_and_keep_order_aligned():
