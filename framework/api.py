@@ -217,12 +217,13 @@ def _settings(
     if missing:
         raise ConfigError(
             f"Column {missing[0]!r} is not in the DataFrame. "
-            f"Its columns are: {', '.join(map(str, df.columns))}."
+            f"Its columns are: {', '.join(repr(str(c)) for c in df.columns)}."
         )
     unlisted = unlisted_columns(list(settings.attributes), [str(c) for c in df.columns], None)
     if unlisted:
         raise ConfigError(
-            f"The DataFrame has {len(unlisted)} column(s) with no role: {', '.join(unlisted)}. "
+            f"The DataFrame has {len(unlisted)} column(s) with no role: "
+            f"{', '.join(map(repr, unlisted))}. "
             f"Pass each in other=[...] to publish it unchanged, or in identifiers=[...] to drop "
             f"it."
         )

@@ -342,9 +342,26 @@ def test_a_pass_through_column_unique_per_row_is_refused(values):
         (frame(), {"quasi_identifiers": ["age", "zip", "charge"]}, ConfigError, "two roles"),
         (frame(), {"other": ["age"]}, ConfigError, "two roles"),
         (frame(), {"quasi_identifiers": ["age", "nope"]}, ConfigError, "'nope' is not in"),
-        (frame().assign(id=range(N)), {}, ConfigError, "1 column\\(s\\) with no role: id"),
+        (
+            frame().rename(columns={"age": "age "}),
+            {},
+            ConfigError,
+            "'age' is not in the DataFrame. Its columns are: 'age ', 'zip'",
+        ),
+        (frame().assign(id=range(N)), {}, ConfigError, "1 column\\(s\\) with no role: 'id'"),
     ],
-    ids=["empty", "n<k", "t=0", "t>1", "t=nan", "qi+conf", "qi+other", "unknown", "unlisted"],
+    ids=[
+        "empty",
+        "n<k",
+        "t=0",
+        "t>1",
+        "t=nan",
+        "qi+conf",
+        "qi+other",
+        "unknown",
+        "trailing-space",
+        "unlisted",
+    ],
 )
 def test_bad_input_is_a_tclose_error_and_leaves_the_frame_alone(df, kwargs, error, message):
     with pytest.raises(error, match=message):
