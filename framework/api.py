@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .attributes import encode_confidential, encode_table
+from .attributes import encode_confidential, encode_table, spelled_apart
 from .clustering import cluster_rows
 from .columns import unlisted_columns
 from .config import (
@@ -376,6 +376,9 @@ def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:
     A ``category`` dtype loses the categories that fewer than ``k`` input rows held and the
     release does not show (as the report pools them): its category list would name them."""
     lookup = {str(v): v for v in pd.unique(original.dropna())}
+    if not set(pd.unique(published[pd.notna(published)])) <= lookup.keys():  # 0.0 and -0.0
+        present = original.dropna()
+        lookup.update(spelled_apart(present.map(str).to_numpy(dtype=object), present, lookup))
     values = [None if v is None else lookup.get(v, v) for v in published]
     dtype = original.dtype
     if isinstance(dtype, pd.CategoricalDtype):

@@ -28,7 +28,7 @@ nominal attributes NULL becomes a value of its own, written back as NULL), or ``
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -188,6 +188,16 @@ def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     return result
 
 
+def spelled_apart(strings: np.ndarray, values: pd.Series, known: Collection[str]) -> dict:
+    """Text → a value it spells, for the texts of ``strings`` (each row's ``str``) not in
+    ``known``: values equal as values but spelled apart (``0.0`` and ``-0.0``; ``1``, ``1.0``
+    and ``True``), which :func:`pandas.unique` takes as one. Empty in the usual case."""
+    rows = ~pd.Index(strings).isin(list(known)) & (strings != MISSING)
+    if not rows.any():
+        return {}
+    return dict(zip(strings[rows], values.to_numpy(dtype=object)[rows]))
+
+
 def _categories(
     values: pd.Series, spec: Any, missing: np.ndarray, role: str
 ) -> tuple[list[str], np.ndarray]:
@@ -221,6 +231,8 @@ def _categories(
         numeric = pd.to_numeric(raw, errors="coerce")  # on the distinct values: fast
         if len(raw) and not numeric.isna().any():
             order = {str(v): float(n) for v, n in zip(raw.map(str), numeric)}
+            for spelling, value in spelled_apart(strings, values, order).items():
+                order[spelling] = float(pd.to_numeric(pd.Series([value], dtype=object)).iloc[0])
             categories = sorted(non_missing, key=lambda v: (order[v], v))
         else:
             categories = sorted(non_missing)

@@ -385,3 +385,23 @@ def test_too_few_rows_after_exclude_rows_says_rows_were_set_aside():
     qis = {"age": {"type": "numeric", "missing": "exclude-rows"}, "zip": "numeric"}
     with pytest.raises(DataError, match=r"2 rows left once missing: exclude-rows set 22 row"):
         anonymize(df, quasi_identifiers=qis)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[0.0, -0.0, 1.5, 2.5], pd.Series([1, 1.0, True, 2], dtype=object)],
+    ids=["signed-zero", "one-spelled-three-ways"],
+)
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_values_equal_but_spelled_apart_are_categories_not_a_crash(values, role):
+    # pandas.unique takes 0.0 and -0.0 (or 1, 1.0 and True) as one value, their texts differ:
+    # the ordering of the categories raised KeyError: '-0.0'
+    df = frame().assign(f=list(values) * (N // 4))
+    roles = (
+        {"quasi_identifiers": {"age": "numeric", "f": "nominal"}, "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": {"f": "nominal"}, "identifiers": ["charge"]}
+    )
+    result = anonymize(df, **roles)
+    assert {repr(v) for v in result.data["f"]} <= {repr(v) for v in df["f"]}
+    assert result.data["f"].dtype == df["f"].dtype
