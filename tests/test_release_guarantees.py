@@ -370,7 +370,7 @@ def test_api_edges():
 
 def test_api_rejects_unlisted_columns():
     frame = pd.DataFrame({"q": range(10), "v": range(10), "ssn": range(10)})
-    with pytest.raises(ConfigError, match="no role: ssn"):
+    with pytest.raises(ConfigError, match="no role: 'ssn'"):
         tclose.anonymize(frame, ["q"], ["v"])
     with pytest.raises(VerificationError, match="linkage"):
         tclose.anonymize(frame, ["q"], ["v"], other=["ssn"])
