@@ -203,6 +203,13 @@ def _categories(
 ) -> tuple[list[str], np.ndarray]:
     """Category list (declared order, or natural order) and each row's code."""
     strings = values.astype(object).where(~missing, MISSING).map(str).to_numpy(dtype=object)
+    spelled_as_null = (strings == MISSING) & ~missing
+    if spelled_as_null.any():  # it would be taken for NULL, or for another category
+        raise DataError(
+            f"The {role} column {spec.name!r} holds the text {MISSING!r} in "
+            f"{int(spelled_as_null.sum())} row(s) (rows {_rows(spelled_as_null, values.index)}): "
+            f"tclose names NULL so (missing: category). Replace that text first."
+        )
     declared = getattr(spec, "categories", None)
     present = list(pd.unique(strings))
     if declared is not None:

@@ -405,3 +405,41 @@ def test_values_equal_but_spelled_apart_are_categories_not_a_crash(values, role)
     result = anonymize(df, **roles)
     assert {repr(v) for v in result.data["f"]} <= {repr(v) for v in df["f"]}
     assert result.data["f"].dtype == df["f"].dtype
+
+
+@pytest.mark.parametrize("missing", ["error", "category"])
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_the_text_tclose_names_null_by_is_refused_in_a_category_column(role, missing):
+    # "(missing)" was dropped from the categories and encoded as the last one ("b"): the EMD was
+    # computed on other values than those published; under missing: category it became NULL
+    df = frame().assign(s=["(missing)", "a", "b", "a"] * (N // 4))
+    spec = {"type": "nominal", "missing": missing}
+    roles = (
+        {"quasi_identifiers": {"age": "numeric", "s": spec}, "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": {"s": spec}, "identifiers": ["charge"]}
+    )
+    with pytest.raises(DataError, match=r"'s' holds the text '\(missing\)' in 6 row\(s\)"):
+        anonymize(df, **roles)
+
+
+def test_cli_refuses_the_text_tclose_names_null_by(tmp_path):
+    import sqlite3
+
+    from tclose.cli import main
+
+    with sqlite3.connect(tmp_path / "d.db") as db:
+        db.execute("create table p (age int, zip int, dx text)")
+        rows = [(20 + i, i % 3, ["(missing)", "a", "b"][i % 3]) for i in range(12)]
+        db.executemany("insert into p values (?, ?, ?)", rows)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f'source: {{url: "sqlite:///{tmp_path / "d.db"}", table: p}}\n'
+        "target: {table: p_anon}\n"
+        "attributes:\n"
+        "  age: {role: quasi_identifier, type: numeric}\n"
+        "  zip: {role: quasi_identifier, type: numeric}\n"
+        "  dx: {role: confidential, type: nominal}\n"
+        "privacy: {k: 3, t: 0.5}\n"
+    )
+    assert main(["run", str(config), "--report", str(tmp_path / "r.json")]) == 3
