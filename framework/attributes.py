@@ -170,7 +170,11 @@ def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
             f"The {role} column {spec.name!r} is declared numeric but holds {what} (dtype "
             f"{values.dtype}): {advice} first."
         )
-    converted = pd.to_numeric(values, errors="coerce")
+    try:
+        converted = pd.to_numeric(values, errors="coerce")
+    except OverflowError:  # a Python int beyond the double range (10**400): infinite below
+        wide = values.map(lambda v: _float_or_infinity(v) if isinstance(v, int) else v)
+        converted = pd.to_numeric(wide, errors="coerce")
     bad = converted.isna().to_numpy()
     if bad.any():
         raise DataError(
@@ -182,10 +186,18 @@ def _numbers(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     infinite = ~np.isfinite(result)
     if infinite.any():
         raise DataError(
-            f"The {role} column {spec.name!r} holds infinite values in "
-            f"{int(infinite.sum())} row(s) (rows {_rows(infinite, values.index)})."
+            f"The {role} column {spec.name!r} holds infinite values, or values beyond the "
+            f"double precision range (about 1.8e308), in {int(infinite.sum())} row(s) (rows "
+            f"{_rows(infinite, values.index)})."
         )
     return result
+
+
+def _float_or_infinity(value: Any) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def spelled_apart(strings: np.ndarray, values: pd.Series, known: Collection[str]) -> dict:

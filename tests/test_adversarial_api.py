@@ -10,6 +10,7 @@ an index label (which may be a person's id); the input frame is never modified.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -443,3 +444,19 @@ def test_cli_refuses_the_text_tclose_names_null_by(tmp_path):
         "privacy: {k: 3, t: 0.5}\n"
     )
     assert main(["run", str(config), "--report", str(tmp_path / "r.json")]) == 3
+
+
+@pytest.mark.parametrize(
+    "big", [10**400, -(10**400), Decimal("1e400")], ids=["int", "negative-int", "decimal"]
+)
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_numbers_beyond_the_double_range_are_a_data_error(big, role):
+    # pandas.to_numeric raised OverflowError on the int; the Decimal was called "infinite"
+    df = frame().assign(v=pd.Series([big, 1, 2] * (N // 3), dtype=object))
+    roles = (
+        {"quasi_identifiers": ["age", "v"], "other": ["zip"]}
+        if role == "quasi_identifier"
+        else {"confidential": ["v"], "identifiers": ["charge"]}
+    )
+    with pytest.raises(DataError, match=r"'v' holds .*beyond the double precision range"):
+        anonymize(df, **roles)
