@@ -323,8 +323,9 @@ def _release(
     seed: int | None,
 ) -> pd.DataFrame:
     """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
-    a category, bool or other non-numeric dtype), rows shuffled with a fresh ``RangeIndex``
-    unless ``keep_order``."""
+    a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
+    shuffled with a fresh ``RangeIndex`` unless ``keep_order``. ``labels``: the cluster of each
+    kept row; ``k``: the release's k (which categories a ``category`` dtype may still name)."""
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
     data.attrs = {}  # the input's metadata is not the release's
     for column, values in aggregated.items():
