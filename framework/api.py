@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .attributes import encode_confidential, encode_table, spelled_apart
+from .attributes import encode_confidential, encode_table, exact_rounded_means, spelled_apart
 from .clustering import cluster_rows
 from .columns import unlisted_columns
 from .config import (
@@ -355,21 +355,8 @@ def _rounded_in_input_type(kept: pd.Series, labels: np.ndarray, published: np.nd
         return published
     wide = np.uint64 if numpy_dtype.kind == "u" else np.int64
     values = kept.to_numpy(dtype=numpy_dtype).astype(wide)
-    # v = high * 2**32 + low with 0 <= low < 2**32: both sums are exact in int64
-    high = (values >> 32).astype(np.int64)
-    low = (values & 0xFFFFFFFF).astype(np.int64)
-    n_clusters = int(labels.max()) + 1
-    sums_high = np.zeros(n_clusters, dtype=np.int64)
-    sums_low = np.zeros(n_clusters, dtype=np.int64)
-    np.add.at(sums_high, labels, high)
-    np.add.at(sums_low, labels, low)
-    counts = np.bincount(labels, minlength=n_clusters)
-    means = []
-    for high_sum, low_sum, count in zip(sums_high.tolist(), sums_low.tolist(), counts.tolist()):
-        quotient, remainder = divmod(high_sum * 2**32 + low_sum, count)
-        up = 2 * remainder > count or (2 * remainder == count and quotient % 2 == 1)
-        means.append(quotient + up)
-    return pd.array(np.array(means, dtype=numpy_dtype)[labels], dtype=dtype)
+    means = exact_rounded_means(values, labels, int(labels.max()) + 1)
+    return pd.array(means.astype(numpy_dtype)[labels], dtype=dtype)
 
 
 def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:

@@ -271,6 +271,7 @@ class QuasiIdentifier:
     type: str
     embedding: np.ndarray
     values: np.ndarray | None = None  # numeric/date: the numbers (ns for dates)
+    instants: np.ndarray | None = None  # date/datetime: int64 ns, exact (values are floats)
     codes: np.ndarray | None = None  # ordinal/nominal
     categories: list[str] = field(default_factory=list)
     hierarchy: Hierarchy | None = None
@@ -288,7 +289,11 @@ class QuasiIdentifier:
             out = means[labels]
             if self.type == "numeric":
                 return np.rint(out) if self.round else out
-            instants = np.rint(out).astype(np.int64).astype("datetime64[ns]")
+            if self.instants is not None:  # the exact mean instant, not its float64 rounding
+                nanoseconds = exact_rounded_means(self.instants, labels, n_clusters)[labels]
+            else:
+                nanoseconds = np.rint(out).astype(np.int64)
+            instants = nanoseconds.astype("datetime64[ns]")
             if self.type == "date":
                 instants = (instants + np.timedelta64(12, "h")).astype("datetime64[D]")
             return instants
@@ -397,6 +402,28 @@ def _cluster_means(
     )
 
 
+def exact_rounded_means(values: np.ndarray, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Mean of ``int64`` (or ``uint64``) ``values`` per cluster, rounded half to even (as
+    ``np.rint``), computed exactly in integers: no ``float64`` rounding of values beyond
+    ``2**53`` (nanosecond instants are ~1.6e18). A mean lies within its members' range, so it
+    has ``values``' dtype. Clusters of fewer than ``2**30`` rows."""
+    # v = high * 2**32 + low with 0 <= low < 2**32: each sum is exact in int64
+    high = (values >> 32).astype(np.int64)
+    low = (values & 0xFFFFFFFF).astype(np.int64)
+    high_sum = np.zeros(n_clusters, dtype=np.int64)
+    low_sum = np.zeros(n_clusters, dtype=np.int64)
+    np.add.at(high_sum, labels, high)
+    np.add.at(low_sum, labels, low)
+    count = np.maximum(np.bincount(labels, minlength=n_clusters), 1).astype(np.int64)
+    # sum = high_sum * 2**32 + low_sum; floor(sum / count) = q1 * 2**32 + q2, remainder r2
+    q1, r1 = np.divmod(high_sum, count)
+    q2, r2 = np.divmod(r1 * 2**32 + low_sum, count)  # r1 < count: no overflow below 2**30
+    up = (2 * r2 > count) | ((2 * r2 == count) & (q2 % 2 == 1))
+    q2 = q2 + up
+    wide = np.uint64 if values.dtype.kind == "u" else np.int64
+    return (q1.astype(wide) << wide(32)) + q2.astype(wide)
+
+
 def _squared_gap(original: np.ndarray, published: np.ndarray, std: float) -> np.ndarray:
     """``((original - published) / std)^2`` without overflow in the difference."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -412,7 +439,12 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     weight = float(getattr(spec, "weight", 1.0))
     scale = np.sqrt(weight)
     if spec.type in ("numeric", "date", "datetime"):
-        numbers = _numbers(values, spec, "quasi-identifier")
+        instants = None
+        if spec.type in ("date", "datetime"):
+            instants = _instants(values, spec, "quasi-identifier")
+            numbers = instants.astype(np.float64)
+        else:
+            numbers = _numbers(values, spec, "quasi-identifier")
         z_scores, std = standardized(numbers)
         embedding = (z_scores * scale)[:, None]
         column = QuasiIdentifier(
@@ -420,6 +452,7 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             spec.type,
             embedding,
             values=numbers,
+            instants=instants,
             round=bool(getattr(spec, "round", False)),
             std=std,
         )

@@ -460,3 +460,50 @@ def test_numbers_beyond_the_double_range_are_a_data_error(big, role):
     )
     with pytest.raises(DataError, match=r"'v' holds .*beyond the double precision range"):
         anonymize(df, **roles)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_exact_rounded_means_match_fractions(dtype):
+    from tclose.attributes import exact_rounded_means
+
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    edges = [info.min, info.min + 1, info.max, info.max - 1, 0, 1, 2**53 + 1, 2**32 - 1, 2**32]
+    values = np.concatenate(
+        [
+            np.array([v for v in edges if info.min <= v <= info.max], dtype=dtype),
+            rng.integers(info.min, info.max, 300, dtype=dtype, endpoint=True),
+            rng.integers(0, 10, 300).astype(dtype),  # ties: half to even
+        ]
+    )
+    for clusters in (1, 2, 7, 50):
+        labels = rng.integers(0, clusters, len(values))
+        means = exact_rounded_means(values, labels, clusters)
+        assert means.dtype == dtype
+        for label in range(clusters):
+            members = [int(v) for v in values[labels == label]]
+            if members:
+                assert int(means[label]) == round(Fraction(sum(members), len(members)))
+
+
+@pytest.mark.parametrize("kind", ["datetime", "date"])
+def test_a_datetime_qi_mean_is_the_exact_mean_instant(kind):
+    # through float64 nanoseconds, three equal instants 05:06:07.123457 averaged to
+    # 05:06:07.123457024, an instant nobody had
+    stamps = [
+        "2021-03-04 05:06:07.123457",
+        "2021-03-04 05:06:07.123457",
+        "2262-04-10 23:59:59.000000",
+    ]
+    df = frame().assign(w=pd.to_datetime(stamps * (N // 3)))
+    result = anonymize(df, quasi_identifiers={"age": "numeric", "w": kind}, other=["zip"])
+    nanoseconds = df["w"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    published = result.data["w"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    expected = []
+    for label in np.unique(result.labels):
+        members = [int(v) for v in nanoseconds[result.labels == label]]
+        mean = round(Fraction(sum(members), len(members)))
+        if kind == "date":
+            mean = (mean + 12 * 3600 * 10**9) // (86400 * 10**9) * 86400 * 10**9
+        expected += [mean] * len(members)
+    assert sorted(published.tolist()) == sorted(expected)
