@@ -271,7 +271,9 @@ class QuasiIdentifier:
     type: str
     embedding: np.ndarray
     values: np.ndarray | None = None  # numeric/date: the numbers (ns for dates)
-    instants: np.ndarray | None = None  # date/datetime: int64 ns, exact (values are floats)
+    #: exact ``int64`` values (``values`` are floats): ns for date/datetime, the integers of a
+    #: rounded numeric QI of an integer column; their means are computed in integers
+    integers: np.ndarray | None = None
     codes: np.ndarray | None = None  # ordinal/nominal
     categories: list[str] = field(default_factory=list)
     hierarchy: Hierarchy | None = None
@@ -288,9 +290,11 @@ class QuasiIdentifier:
             means = _cluster_means(labels, self.values, counts, n_clusters)
             out = means[labels]
             if self.type == "numeric":
+                if self.round and self.integers is not None:
+                    return exact_rounded_means(self.integers, labels, n_clusters)[labels]
                 return np.rint(out) if self.round else out
-            if self.instants is not None:  # the exact mean instant, not its float64 rounding
-                nanoseconds = exact_rounded_means(self.instants, labels, n_clusters)[labels]
+            if self.integers is not None:  # the exact mean instant, not its float64 rounding
+                nanoseconds = exact_rounded_means(self.integers, labels, n_clusters)[labels]
             else:
                 nanoseconds = np.rint(out).astype(np.int64)
             instants = nanoseconds.astype("datetime64[ns]")
@@ -439,12 +443,15 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     weight = float(getattr(spec, "weight", 1.0))
     scale = np.sqrt(weight)
     if spec.type in ("numeric", "date", "datetime"):
-        instants = None
+        integers = None
         if spec.type in ("date", "datetime"):
-            instants = _instants(values, spec, "quasi-identifier")
-            numbers = instants.astype(np.float64)
+            integers = _instants(values, spec, "quasi-identifier")
+            numbers = integers.astype(np.float64)
         else:
             numbers = _numbers(values, spec, "quasi-identifier")
+            if getattr(spec, "round", False):
+                exact = exact_numbers(values, spec, "quasi-identifier")
+                integers = exact if exact.dtype == np.int64 else None
         z_scores, std = standardized(numbers)
         embedding = (z_scores * scale)[:, None]
         column = QuasiIdentifier(
@@ -452,7 +459,7 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             spec.type,
             embedding,
             values=numbers,
-            instants=instants,
+            integers=integers,
             round=bool(getattr(spec, "round", False)),
             std=std,
         )

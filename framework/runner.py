@@ -153,8 +153,8 @@ def _read_inputs(
 def _database_values(values: np.ndarray, spec) -> np.ndarray:
     """Published values as the driver takes them: integers for rounded QIs, ``date`` and
     ``datetime`` objects for date QIs, strings (or ``None``) for categories, floats otherwise."""
-    if spec.round:
-        return np.rint(values).astype(np.int64)
+    if spec.round:  # exact int64 means of an integer column, else rounded float means
+        return values if values.dtype.kind == "i" else np.rint(values).astype(np.int64)
     if spec.type == "date":
         return values.astype("datetime64[D]").astype(object)
     if spec.type == "datetime":

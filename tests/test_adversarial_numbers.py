@@ -15,15 +15,16 @@ import sqlalchemy as sa
 from tclose.cli import main
 
 
-def test_a_rounded_bigint_near_2_63_is_refused_not_wrapped(db, capsys):
+def test_a_rounded_double_beyond_2_63_is_refused_not_wrapped(db, capsys):
+    """A rounded QI of a floating-point column whose means round to 2**63 or more does not fit
+    the BIGINT it is written as: refused, never wrapped."""
     source, target = db.name("big"), db.name("anon")
-    top = 2**63 - 1
-    rows = [{"id": i, "q": top - i, "c": float(i % 4)} for i in range(1, 31)]
+    rows = [{"id": i, "q": 2.0**63 + 2048.0 * i, "c": float(i % 4)} for i in range(1, 31)]
     db.create(
         source,
         [
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-            sa.Column("q", sa.BigInteger),
+            sa.Column("q", sa.Double),
             sa.Column("c", sa.Double),
         ],
         rows,
@@ -39,6 +40,34 @@ def test_a_rounded_bigint_near_2_63_is_refused_not_wrapped(db, capsys):
     assert "The quasi-identifier 'q' would be published out of range" in err
     assert "(rows 1, 2, 3, 4, 5, ...)" in err
     assert db.tables() == {source}
+
+
+def test_a_rounded_bigint_near_2_63_publishes_exact_means(db, capsys):
+    """A rounded QI of a BIGINT column near 2**63 - 1: each class gets its members' exact mean
+    rounded half to even, computed in integers (through float64 it became 2**63, refused)."""
+    source, target = db.name("big"), db.name("anon")
+    top = 2**63 - 1
+    rows = [{"id": i, "q": top - 3 * i, "c": float(i % 4)} for i in range(1, 31)]
+    db.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("q", sa.BigInteger),
+            sa.Column("c", sa.Double),
+        ],
+        rows,
+    )
+    document = db.config(source, target)
+    document["source"]["key"] = "id"
+    document["attributes"] = {
+        "q": {"role": "quasi_identifier", "type": "numeric", "round": True},
+        "c": {"role": "confidential", "type": "numeric"},
+    }
+    assert main(["-q", "run", str(db.write_config(document))]) == 0, capsys.readouterr().err
+    published = [int(q) for (q,) in db.rows(target, db.quote("q"))]
+    originals = [row["q"] for row in rows]
+    assert min(originals) <= min(published) and max(published) <= max(originals)
+    assert abs(sum(published) - sum(originals)) <= len(published)  # each class: its mean
 
 
 def test_a_full_disk_leaves_no_truncated_report(sqlite_run, tmp_path, monkeypatch, capsys):
