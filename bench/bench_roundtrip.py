@@ -12,18 +12,21 @@ The table is the one of ``bench/bench_database.py`` (``id`` key, 8 numeric quasi
 The run is the real command, ``python -m tclose run`` (t-first, k = 10, t = 0.25, its default
 options), in a fresh process; its wall time and peak RSS come from ``os.wait4``, its phases from
 the JSON report. Repeats interleave floor and run; the medians are printed with the phases of
-the non-kernel time, so that one sees where it goes, and the CPU of both sides in core-seconds:
-the bench's own for the floor and the run's process (its kernel workers included) for the run,
-each beside the PostgreSQL server's, read from ``/proc`` (so the server must run on this
-machine; background processes count too). The measures run beside the write (a
+the non-kernel time, so that one sees where it goes, and the CPU in core-seconds: the bench's
+own for the floor and the run's main process for the run (``os.wait4``: the kernel's block
+workers are not in it, as they are the children of multiprocessing's fork server), each beside
+the PostgreSQL server's, read from ``/proc`` (so the server must run on this machine;
+background processes count too), and the whole machine's during the run (``/proc/stat``: the
+block workers included, and anything else running). The measures run beside the write (a
 background thread, see ``docs/reports.md``): ``measures`` is their own duration, part of which
 overlaps ``write``, and ``measures_wait`` what the run then still waited for them.
 
 ``--kernel-alone`` then also times the kernel by itself: t-first's partition (default options,
 as the run calls it) of the table's quasi-identifiers and ``charge``, read once, in this
 process, ``--repeats`` times; its CPU is the whole machine's (``/proc/stat``, so the block
-workers count, and so does anything else running: use it on a quiet machine). The run's
-core-seconds minus the kernel's are what everything but the kernel costs; divided by the
+workers count, and so does anything else running: use it on a quiet machine). The machine's
+core-seconds during the run minus the kernel's are about what everything but the kernel costs
+(a little more: the run's kernel phase also encodes, digests and aggregates); divided by the
 cores, they give the shortest non-kernel wall time any schedule of that work could reach, and
 its ratio to the floor.
 
@@ -191,24 +194,25 @@ def run_config(folder: Path, name: str) -> Path:
     return path
 
 
-def run_once(config: Path) -> tuple[float, int, dict[str, float], float, float]:
-    """(process wall s, peak RSS MB, the report's timings, process CPU s: user + system, its
-    kernel workers included, the server's CPU s meanwhile) of one ``tclose run``."""
+def run_once(config: Path) -> tuple[float, int, dict[str, float], float, float, float]:
+    """(process wall s, peak RSS MB, the report's timings, the main process's CPU s: user +
+    system, the server's CPU s meanwhile, the machine's CPU s meanwhile) of one ``tclose
+    run``."""
     env = {**os.environ, "TCLOSE_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    server = server_cpu()
+    server, machine = server_cpu(), machine_cpu()
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "tclose", "run", str(config), "-q"], env=env)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     time.sleep(0.2)  # the postmaster reaps the run's backend
-    server = server_cpu() - server
+    server, machine = server_cpu() - server, machine_cpu() - machine
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit("tclose run failed")
     report = json.loads((config.parent / "report.json").read_text(encoding="utf-8"))
     if not report["verification"]["passed"]:
         raise SystemExit("the run did not verify")
     cpu = usage.ru_utime + usage.ru_stime
-    return wall, usage.ru_maxrss // 1024, report["timings"], cpu, server
+    return wall, usage.ru_maxrss // 1024, report["timings"], cpu, server, machine
 
 
 def main() -> None:
@@ -256,9 +260,10 @@ def main() -> None:
         f"peak RSS {max(r[1] for r in runs)} MB (largest of the runs)"
     )
     run_server = statistics.median(r[4] for r in runs)
+    run_machine = statistics.median(r[5] for r in runs)
     print(
-        f"  CPU: client {cpu:.2f} s (kernel workers included) + server {run_server:.2f} s = "
-        f"{cpu + run_server:.2f} core-seconds on {os.cpu_count()} cores"
+        f"  CPU: main process {cpu:.2f} s + server {run_server:.2f} s; whole machine "
+        f"{run_machine:.2f} core-seconds on {os.cpu_count()} cores (the kernel's workers too)"
     )
     for phase in phases:
         overlap = "; beside write" if phase == "measures" and "measures_wait" in phases else ""
@@ -274,11 +279,11 @@ def main() -> None:
     )
     if alone is not None:
         kernel_wall, kernel_cpu = alone
-        rest = cpu + run_server - kernel_cpu
+        rest = run_machine - kernel_cpu
         cores = os.cpu_count() or 1
         print(
             f"kernel alone: {kernel_wall:.2f} s wall, {kernel_cpu:.2f} core-seconds (machine)\n"
-            f"everything but the kernel: {cpu + run_server:.2f} - {kernel_cpu:.2f} = "
+            f"everything but the kernel: about {run_machine:.2f} - {kernel_cpu:.2f} = "
             f"{rest:.2f} core-seconds; on {cores} cores at least {rest / cores:.2f} s = "
             f"{rest / cores / floor:.2f}x the floor, however well spread"
         )
