@@ -15,16 +15,16 @@ import sqlalchemy as sa
 from tclose.cli import main
 
 
-def test_a_rounded_double_beyond_2_63_is_refused_not_wrapped(db, capsys):
-    """A rounded QI of a floating-point column whose means round to 2**63 or more does not fit
-    the BIGINT it is written as: refused, never wrapped."""
+def _rounded_qi_table(db, column_type, value):
+    """(source, target, rows, config path): 30 rows whose QI ``q`` (``column_type``, row ``i``
+    holding ``value(i)``) is declared ``round: true``, and a numeric confidential ``c``."""
     source, target = db.name("big"), db.name("anon")
-    rows = [{"id": i, "q": 2.0**63 + 2048.0 * i, "c": float(i % 4)} for i in range(1, 31)]
+    rows = [{"id": i, "q": value(i), "c": float(i % 4)} for i in range(1, 31)]
     db.create(
         source,
         [
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-            sa.Column("q", sa.Double),
+            sa.Column("q", column_type),
             sa.Column("c", sa.Double),
         ],
         rows,
@@ -35,7 +35,14 @@ def test_a_rounded_double_beyond_2_63_is_refused_not_wrapped(db, capsys):
         "q": {"role": "quasi_identifier", "type": "numeric", "round": True},
         "c": {"role": "confidential", "type": "numeric"},
     }
-    assert main(["-q", "run", str(db.write_config(document))]) == 3
+    return source, target, rows, str(db.write_config(document))
+
+
+def test_a_rounded_double_beyond_2_63_is_refused_not_wrapped(db, capsys):
+    """A rounded QI of a floating-point column whose means round to 2**63 or more does not fit
+    the BIGINT it is written as: refused, never wrapped."""
+    source, target, _, config = _rounded_qi_table(db, sa.Double, lambda i: 2.0**63 + 2048.0 * i)
+    assert main(["-q", "run", config]) == 3
     err = capsys.readouterr().err
     assert "The quasi-identifier 'q' would be published out of range" in err
     assert "(rows 1, 2, 3, 4, 5, ...)" in err
@@ -45,25 +52,8 @@ def test_a_rounded_double_beyond_2_63_is_refused_not_wrapped(db, capsys):
 def test_a_rounded_bigint_near_2_63_publishes_exact_means(db, capsys):
     """A rounded QI of a BIGINT column near 2**63 - 1: each class gets its members' exact mean
     rounded half to even, computed in integers (through float64 it became 2**63, refused)."""
-    source, target = db.name("big"), db.name("anon")
-    top = 2**63 - 1
-    rows = [{"id": i, "q": top - 3 * i, "c": float(i % 4)} for i in range(1, 31)]
-    db.create(
-        source,
-        [
-            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-            sa.Column("q", sa.BigInteger),
-            sa.Column("c", sa.Double),
-        ],
-        rows,
-    )
-    document = db.config(source, target)
-    document["source"]["key"] = "id"
-    document["attributes"] = {
-        "q": {"role": "quasi_identifier", "type": "numeric", "round": True},
-        "c": {"role": "confidential", "type": "numeric"},
-    }
-    assert main(["-q", "run", str(db.write_config(document))]) == 0, capsys.readouterr().err
+    _, target, rows, config = _rounded_qi_table(db, sa.BigInteger, lambda i: 2**63 - 1 - 3 * i)
+    assert main(["-q", "run", config]) == 0, capsys.readouterr().err
     published = [int(q) for (q,) in db.rows(target, db.quote("q"))]
     originals = [row["q"] for row in rows]
     assert min(originals) <= min(published) and max(published) <= max(originals)
