@@ -411,35 +411,58 @@ def _expected(check: dict[str, Any]) -> str:
 
 
 def _read_report(path: str) -> dict[str, Any]:
-    """The audit report at ``path``: a JSON object whose ``target`` and
-    ``target.content_digest``, where present, are objects (what ``verify --report`` reads).
+    """The audit report at ``path``, a JSON object whose fields have the types tclose writes
+    (:func:`tclose.report.report_shape_problem`: what ``tclose report`` renders and ``verify
+    --report`` reads).
 
     Raises:
-        ConfigError: the file cannot be read, is not JSON, or has not that shape (a report
-            emptied to ``null`` by hand must not pass for no report at all).
+        ConfigError: the file cannot be read, is not UTF-8 or not JSON (also: a key twice in
+            one object, which parsers read differently; nesting too deep for the parser; a
+            number of more than 4300 digits), or has not that shape (a report emptied to
+            ``null`` by hand must not pass for no report at all, and a field of the wrong type
+            must not crash the command or skip a check).
     """
+    from .report import report_shape_problem
+
     try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"Cannot read the report {path}: {error.strerror}.") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not an audit report (not UTF-8 text: byte {error.start})."
+        ) from None
+    try:
+        report = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"{path} is not an audit report (invalid JSON at line {error.lineno})."
         ) from None
-    value, name = report, ""
-    for key in ("target", "content_digest"):
-        if not isinstance(value, dict):
-            break
-        value, name = value.get(key, {}), f"{name}.{key}".lstrip(".")
-    if not isinstance(value, dict):
-        kind = "null" if value is None else f"a {_JSON_KINDS.get(type(value), 'value')}"
-        what = f"{name} is {kind}" if name else f"it holds {kind}"
-        raise ConfigError(f"{path} is not an audit report: {what}, not a JSON object.")
+    except RecursionError:
+        raise ConfigError(f"{path} is not an audit report (JSON nested too deep).") from None
+    except ValueError as error:  # a key twice, or an integer past Python's 4300 digits
+        reason = error.args[0] if isinstance(error, _DuplicateKey) else "a number too long"
+        raise ConfigError(f"{path} is not an audit report ({reason}).") from None
+    problem = report_shape_problem(report)
+    if problem:
+        raise ConfigError(f"{path} is not an audit report: {problem}.")
     return report
 
 
-#: Python types of parsed JSON → their JSON names (messages of :func:`_read_report`).
-_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+class _DuplicateKey(ValueError):
+    """A key given twice in one object of a report (:func:`_unique_keys`)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict; a key given twice is an error (``json`` keeps the
+    last, other parsers the first: the report would say one thing to one reader and another
+    thing to another)."""
+    seen: set[str] = set()
+    for key, _value in pairs:
+        if key in seen:
+            raise _DuplicateKey(f"the key {key[:80]!r} appears twice in one object")
+        seen.add(key)
+    return dict(pairs)
 
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
@@ -491,8 +514,8 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
     from .report import write_html
 
     report = _read_report(args.json)
-    if not isinstance(report, dict) or "verification" not in report:
-        raise ConfigError(f"{args.json} is not an audit report of tclose.")
+    if "verification" not in report:
+        raise ConfigError(f"{args.json} is not an audit report: it has no verification section.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
     refuse_foreign_file(output, "html")
     write_html(report, output)

@@ -12,12 +12,14 @@ published distribution of every quasi-identifier.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shlex
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
+
+from .progress import terminal_text
 
 _WIDTH, _HEIGHT = 460, 210
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 42
@@ -81,6 +83,13 @@ def render_html(report: Mapping[str, Any]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def escape(text: str) -> str:
+    """``text`` HTML-escaped (quotes too), with control characters and the bidirectional
+    overrides (U+202E...) written as escapes (``\\u202e``), as the ``tclose`` command prints
+    them: a name from the data must not reverse or hide the text after it on the page."""
+    return html.escape(terminal_text(text))
+
+
 # --- sections --------------------------------------------------------------------------------
 
 
@@ -96,7 +105,14 @@ def _subtitle(report: Mapping[str, Any]) -> str:
 
 
 def _verdict(report: Mapping[str, Any]) -> str:
-    passed = report.get("verification", {}).get("passed", False)
+    verification = report.get("verification", {})
+    checks = verification.get("checks") or []
+    # one field is not a verdict: every check the report holds must say so too
+    passed = (
+        verification.get("passed") is True
+        and bool(checks)
+        and all(c.get("passed") is True for c in checks)
+    )
     run = report.get("run", {})
     table = report.get("target", {}).get("table")
     if not passed:
@@ -158,7 +174,7 @@ def _checks_table(report: Mapping[str, Any]) -> str:
     for check in checks:
         mark = (
             '<span class="pass">PASS</span>'
-            if check.get("passed")
+            if check.get("passed") is True
             else '<span class="fail">FAIL</span>'
         )
         extra = {
@@ -173,7 +189,7 @@ def _checks_table(report: Mapping[str, Any]) -> str:
                 escape(", ".join(f"{k} {_number(v)}" for k, v in extra.items())),
             )
         )
-    note = escape(report.get("privacy", {}).get("emd_definition", ""))
+    note = escape(report.get("privacy", {}).get("emd_definition") or "")
     return _table(("", "check", "expected", "actual", "details"), rows, escaped=True) + (
         f"<p><small>{note}</small></p>" if note else ""
     )
@@ -380,7 +396,8 @@ def _risk_section(report: Mapping[str, Any]) -> str:
         return ""
     reid = risk.get("reidentification", {})
     p = risk.get("interval_p")
-    smallest = round(1 / reid["max"]) if reid.get("max") else None
+    largest = reid.get("max")
+    smallest = round(1 / largest) if largest and 1e-300 < largest <= 1 else None
     rows = [
         (
             "Record linkage",
@@ -713,7 +730,7 @@ def _horizontal_bars(labels: Sequence[str], values: Sequence[float], x_label: st
     row = 22
     height = _TOP + row * len(labels) + 40
     plot_w = _WIDTH - left - _RIGHT - 50
-    top = max([float(v) for v in values] + [1e-12])
+    top = max([float(v or 0.0) for v in values] + [1e-12])
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
         f'viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(x_label)}" '
@@ -721,16 +738,14 @@ def _horizontal_bars(labels: Sequence[str], values: Sequence[float], x_label: st
     ]
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         y = _TOP + i * row
-        width = plot_w * float(value) / top
+        width = plot_w * float(value or 0.0) / top
         out.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{escape(label)}</text>')
         out.append(
             f'<rect x="{left}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="{row - 6}"'
             f' fill="{_PUBLISHED}"><title>{escape(label)}: {escape(_number(value))}'
             f"</title></rect>"
         )
-        out.append(
-            f'<text x="{left + width + 4:.1f}" y="{y + 14}">{escape(_number(float(value)))}</text>'
-        )
+        out.append(f'<text x="{left + width + 4:.1f}" y="{y + 14}">{escape(_number(value))}</text>')
     out.append(
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
         f"{escape(x_label)}</text>"

@@ -658,3 +658,213 @@ def finish_report(
             registry.manager.hook.run_finished(report=report, config=config)
         except Exception as error:  # an audit sink must not change the outcome
             log.warning("a run_finished hook failed: %s", redact_url(str(error)))
+
+
+#: The shape of every field of a report that ``tclose report`` (the HTML page) and ``tclose
+#: verify --report`` read, as :func:`report_shape_problem` checks it: a mapping is an object
+#: (``"*"``: any other key; a key ending in ``!`` is required), a one-item list is a list of
+#: that shape, a tuple is one of its shapes, and a text names a kind (:data:`_KINDS`). Fields
+#: not named here are not read, and may hold anything.
+_NUMBERS = {"*": "number?"}
+_HISTOGRAM = {"edges!": ["number"], "counts!": ["count"], "*": "any"}
+REPORT_SHAPE: dict[str, Any] = {
+    "tool": {"*": "any"},
+    "run": {"published": "bool?", "dry_run": "bool?", "id": "text?", "*": "any"},
+    "config_sha256": "any",
+    "source": {"*": "any"},
+    "target": {
+        "table": "any",
+        "rows": "count?",
+        "columns": ["text"],
+        "content_digest": {
+            "sha256": "text?",
+            "algorithm": "text?",
+            "statement": "text?",
+            "columns": ("none", ["text"]),
+            "types": ("none", {"*": "text?"}),
+            "*": "any",
+        },
+        "*": "any",
+    },
+    "algorithm": {"info": ("none", {"*": "any"}), "*": "any"},
+    "privacy": {
+        "t": "number?",
+        "t_enforced": "bool?",
+        "t_achieved": ("none", _NUMBERS),
+        "distance": {"*": "any"},
+        "emd_definition": "text?",
+        "emd_definitions": ("none", {"*": "any"}),
+        "emd_histogram": ("none", {"*": _HISTOGRAM}),
+        "*": "any",
+    },
+    "clusters": {"size_histogram": ("none", {"*": "count"}), "*": "any"},
+    "utility": {
+        "sse_per_attribute": ("none", _NUMBERS),
+        "moments": ("none", {"*": {"mean!": "number?", "variance!": "number?", "*": "any"}}),
+        "categorical_total_variation": ("none", {"*": "any"}),
+        "*": "any",
+    },
+    "distributions": (
+        "none",
+        {
+            "*": (
+                {"categories!": ["any"], "original!": ["count"], "anonymized!": ["count"]},
+                {"edges!": ["number"], "original!": ["count"], "anonymized!": ["count"]},
+            )
+        },
+    ),
+    "warnings": ("none", ["any"]),
+    "verification": {
+        "passed": "bool?",
+        "checks": ("none", [{"name": "any", "passed": "bool?", "*": "any"}]),
+        "*": "any",
+    },
+    "timings": ("none", _NUMBERS),
+    "plugins": ("none", {"*": "any"}),
+    "risk": (
+        "none",
+        {
+            "record_linkage": "number?",
+            "interval_disclosure": "number?",
+            "interval_p": "number?",
+            "reidentification": {"max": "number?", "mean": "number?", "*": "any"},
+            "attribute": (
+                "none",
+                {"*": {"distinct_l!": "any", "entropy_l!": "any", "beta!": "any", "*": "any"}},
+            ),
+            "*": "any",
+        },
+    ),
+    "*": "any",
+}
+
+#: The kinds of :data:`REPORT_SHAPE`: a test of a value, and what to call the kind in a message.
+_KINDS: dict[str, tuple[Any, str]] = {
+    "any": (lambda v: True, "anything"),
+    "none": (lambda v: v is None, "null"),
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "text?": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "bool?": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
+    "number": (lambda v: _is_number(v), "a number"),
+    "number?": (lambda v: v is None or _is_number(v), "a number or null"),
+    "count": (lambda v: _is_count(v), "a whole number from 0 to 2**63 - 1"),
+    "count?": (lambda v: v is None or _is_count(v), "a whole number from 0 to 2**63 - 1 or null"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number a float can hold (an integer of 400 digits overflows the plots)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, float) or (isinstance(value, int) and abs(value) <= sys.float_info.max)
+
+
+def _is_count(value: Any) -> bool:
+    """A count of rows, classes or clusters: a whole number a 64-bit integer holds, >= 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls ``value``'s type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _shape_problem(value: Any, shape: Any, at: tuple[Any, ...]) -> str | None:
+    """The first way ``value`` (at ``at``) differs from ``shape``, or ``None``."""
+    if isinstance(shape, tuple):
+        if any(_shape_problem(value, option, at) is None for option in shape):
+            return None
+        # the problem of the option the value looks most like: an object with its required keys
+        fitting = [
+            o
+            for o in shape
+            if isinstance(o, dict)
+            and isinstance(value, dict)
+            and all(k[:-1] in value for k in o if k.endswith("!"))
+        ]
+        return _shape_problem(value, (fitting or [o for o in shape if o != "none"])[-1], at)
+    if isinstance(shape, str):
+        test, expected = _KINDS[shape]
+        if test(value):
+            return None
+        if isinstance(value, float) and not math.isfinite(value) and shape.startswith("number"):
+            return None  # written by a version before 2026 (docs/reports.md: strict JSON)
+        return f"{dotted(at) or 'it'} is {_json_kind(value)}, not {expected}"
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{dotted(at) or 'it'} is {_json_kind(value)}, not a list"
+        for index, item in enumerate(value):
+            problem = _shape_problem(item, shape[0], (*at, index))
+            if problem:
+                return problem
+        return None
+    if not isinstance(value, dict):
+        return f"{dotted(at) or 'it'} is {_json_kind(value)}, not an object"
+    for key in shape:
+        if key.endswith("!") and key[:-1] not in value:
+            return f"{dotted((*at, key[:-1]))} is missing"
+    for key, item in value.items():
+        inner = shape.get(key, shape.get(f"{key}!", shape.get("*")))
+        if inner is None:
+            continue
+        problem = _shape_problem(item, inner, (*at, key))
+        if problem:
+            return problem
+    return None
+
+
+def report_shape_problem(report: Any) -> str | None:
+    """Why ``report`` (parsed JSON) is not an audit report that ``tclose report`` can render and
+    ``tclose verify --report`` can check, in one sentence naming the field; ``None`` if it is.
+
+    Checked: the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
+    one more edge than counts and every category its counts, that the cluster sizes are whole
+    numbers, and that ``verification.passed`` is ``true`` only if every check passed (a report
+    claiming a verdict its own checks contradict is not one tclose wrote).
+    """
+    if not isinstance(report, dict):
+        return f"it holds {_json_kind(report)}, not a JSON object"
+    problem = _shape_problem(report, REPORT_SHAPE, ())
+    if problem:
+        return problem
+    histograms = {
+        ("privacy", "emd_histogram", c): (h["edges"], {"counts": h["counts"]})
+        for c, h in ((report.get("privacy") or {}).get("emd_histogram") or {}).items()
+    }
+    for column, data in (report.get("distributions") or {}).items():
+        counts = {"original": data["original"], "anonymized": data["anonymized"]}
+        if "categories" in data:
+            for name, values in counts.items():
+                if len(values) != len(data["categories"]):
+                    return (
+                        f"distributions.{column}.{name} has {len(values)} counts for "
+                        f"{len(data['categories'])} categories"
+                    )
+        else:
+            histograms["distributions", column] = (data["edges"], counts)
+    for at, (edges, counts) in histograms.items():
+        if len(edges) < 2:
+            return f"{dotted(at)}.edges has {len(edges)} edges, not at least 2"
+        for name, values in counts.items():
+            if len(values) != len(edges) - 1:
+                return f"{dotted(at)}.{name} has {len(values)} counts for {len(edges)} edges"
+    sizes = (report.get("clusters") or {}).get("size_histogram") or {}
+    for size in sizes:
+        if not re.fullmatch(r"[0-9]{1,18}", size):
+            return f"clusters.size_histogram has the key {size[:40]!r}, not a cluster size"
+    verification = report.get("verification") or {}
+    failed = [c for c in verification.get("checks") or [] if c.get("passed") is not True]
+    if verification.get("passed") is True and (failed or not verification.get("checks")):
+        which = (
+            f"its check {str(failed[0].get('name'))[:80]!r} failed" if failed else "no check ran"
+        )
+        return f"verification.passed is true, but {which}"
+    return None
