@@ -443,10 +443,33 @@ def _read_report(path: str) -> dict[str, Any]:
     except ValueError as error:  # a key twice, or an integer past Python's 4300 digits
         reason = error.args[0] if isinstance(error, _DuplicateKey) else "a number too long"
         raise ConfigError(f"{path} is not an audit report ({reason}).") from None
+    if _depth(report) > MAX_REPORT_DEPTH:
+        raise ConfigError(
+            f"{path} is not an audit report (JSON nested more than {MAX_REPORT_DEPTH} deep)."
+        )
     problem = report_shape_problem(report)
     if problem:
         raise ConfigError(f"{path} is not an audit report: {problem}.")
     return report
+
+
+#: The deepest nesting of lists and objects a report read back may have. A report is about 8
+#: deep (its configuration's nominal hierarchy adds its height); the audit row ``verify
+#: --report`` rebuilds copies the report recursively, and a report 900 deep (which the parser
+#: reads) ran out of stack there, after every check had passed: exit 4.
+MAX_REPORT_DEPTH = 200
+
+
+def _depth(value: Any) -> int:
+    """The deepest nesting of lists and objects in parsed JSON (without recursion)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            items = node.values() if isinstance(node, dict) else node
+            pending.extend((item, depth + 1) for item in items)
+    return deepest
 
 
 class _DuplicateKey(ValueError):

@@ -429,3 +429,27 @@ def test_no_source_value_in_the_messages_of_a_refused_report(published, tmp_path
     assert code == 2
     assert "distributions.ward.anonymized is a string, not a list" in err, err
     assert secret not in err + out
+
+
+def test_a_deeply_nested_unread_field_does_not_crash_the_rebuilt_audit_row(sqlite_run, tmp_path):
+    """``verify --report`` rebuilds the audit row of the table's run from the report when the
+    row is missing, copying the report recursively. Before: a field nobody reads, nested 900
+    deep (the parser reads it), printed every check PASS, then exit 4 ``RecursionError``. Now
+    nesting past 200 is refused before anything is read (exit 2); 199 deep is rebuilt."""
+    import sqlite3
+
+    document = sqlite_run.config()
+    document["report"] = {"json": str(tmp_path / "s25r_run.json"), "table": "s25r_audit"}
+    config = str(sqlite_run.write(document))
+    assert _cli("run", config)[0] == 0
+    text = (tmp_path / "s25r_run.json").read_text().rstrip()[:-1]
+    for depth, expected in ((900, 2), (199, 0)):
+        with sqlite3.connect(sqlite_run.db) as connection:
+            connection.execute("DELETE FROM s25r_audit")
+        path = _write(tmp_path, text + ', "extra": ' + "[" * depth + "]" * depth + "}")
+        code, out, err = _cli("verify", config, "--report", path)
+        assert code == expected, out + err
+        if expected == 2:
+            assert "nested more than 200 deep" in err and "PASS" not in out, out + err
+        else:
+            assert "audit rebuilt the audit record" in out and "verdict: verified" in out, out
