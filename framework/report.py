@@ -835,7 +835,7 @@ def report_shape_problem(report: Any) -> str | None:
     problem = _shape_problem(report, REPORT_SHAPE, ())
     if problem:
         return problem
-    histograms = {
+    histograms: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {
         ("privacy", "emd_histogram", c): (h["edges"], {"counts": h["counts"]})
         for c, h in ((report.get("privacy") or {}).get("emd_histogram") or {}).items()
     }
