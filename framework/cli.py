@@ -540,7 +540,7 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
     if "verification" not in report:
         raise ConfigError(f"{args.json} is not an audit report: it has no verification section.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
-    refuse_foreign_file(output, "html")
+    refuse_foreign_file(output, "html", "-o: " if args.output else "")
     write_html(report, output)
     if not args.quiet:
         _echo(f"wrote {output}")

@@ -453,3 +453,17 @@ def test_a_deeply_nested_unread_field_does_not_crash_the_rebuilt_audit_row(sqlit
             assert "nested more than 200 deep" in err and "PASS" not in out, out + err
         else:
             assert "audit rebuilt the audit record" in out and "verdict: verified" in out, out
+
+
+def test_report_output_onto_a_file_it_did_not_write_names_the_flag(published, tmp_path):
+    """``tclose report JSON -o FILE`` onto a file that is not a page of tclose: refused, exit 2,
+    the message naming ``-o`` (not a configuration key: there is no configuration here), and
+    the file kept."""
+    _config, report = published
+    path = _write(tmp_path, report)
+    notes = tmp_path / "s25r_notes.html"
+    notes.write_text("<html><body>my notes</body></html>", encoding="utf-8")
+    code, out, err = _cli("report", path, "-o", str(notes))
+    assert code == 2 and err.startswith("error: -o: The report path"), out + err
+    assert "==> At" not in err
+    assert notes.read_text(encoding="utf-8") == "<html><body>my notes</body></html>"
