@@ -17,7 +17,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -801,13 +801,44 @@ def checked_interval_p(
     return float(value)
 
 
+#: The most values a configuration may expand to through its aliases (``*name``): an "alias
+#: bomb" (a few lines, each an alias of the one before repeated nine times) expands to billions,
+#: and the validation walked them for minutes.
+MAX_VALUES = 1_000_000
+#: The deepest nesting of lists and mappings a configuration may have (a real one has under 20
+#: levels; thousands overflowed Python's stack, an internal error).
+MAX_DEPTH = 100
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a mapping that repeats a key (YAML would keep the last one)."""
+    """The safe loader, refusing a mapping that repeats a key (YAML would keep the last one),
+    and reading a plain key as the text written when YAML 1.1 would read it as another value
+    (``on``, ``NO``, ``null``, ``~``, ``010``, ``0x1F``, ``1_000``): keys name columns, and
+    ``on:`` names the column ``on``, never one called ``True``. ``<<: *anchor`` merges an
+    anchored mapping (its own keys win)."""
+
+    def mapping_key(self, node: yaml.Node) -> Any:
+        """The key ``node`` stands for: its value, or its text when the value reads otherwise."""
+        key = self.construct_object(node, deep=True)
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.style is None
+            and not isinstance(key, str)
+            and str(key) != node.value
+        ):
+            return node.value
+        return key
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if not isinstance(node, yaml.MappingNode):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"expected a mapping node, but found {node.id}", node.start_mark
+            )
         seen: dict[str, int] = {}
         for key_node, _value in node.value:
-            key = self.construct_object(key_node, deep=True)
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.mapping_key(key_node)
             line = key_node.start_mark.line + 1
             if not isinstance(key, (str, int, float, bool)):
                 continue
@@ -818,12 +849,66 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     f"and {line}); YAML would silently keep the last one. Keep one of them."
                 )
             seen[name] = line
-        return super().construct_mapping(node, deep)
+        self.flatten_mapping(node)
+        mapping: dict = {}
+        for key_node, value_node in node.value:
+            key = self.mapping_key(key_node)
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found unhashable key",
+                    key_node.start_mark,
+                )
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping
 )
+
+
+def _check_expansion(node: yaml.Node) -> None:
+    """Refuse a document nested deeper than :data:`MAX_DEPTH` or expanding to more than
+    :data:`MAX_VALUES` values, before it is built (aliases share one node, so this is quick)."""
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height)
+
+    def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
+        if depth > MAX_DEPTH:
+            raise ConfigError(
+                f"It nests lists and mappings more than {MAX_DEPTH} levels deep (line "
+                f"{node.start_mark.line + 1}); a configuration needs a few. Remove the nesting."
+            )
+        if id(node) in sizes:
+            values, height = sizes[id(node)]
+            if depth + height > MAX_DEPTH:
+                measure_fresh(node, depth)
+            return values, height
+        return measure_fresh(node, depth)
+
+    def measure_fresh(node: yaml.Node, depth: int) -> tuple[int, int]:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        values, height = 1, 0
+        for child in children:
+            child_values, child_height = measure(child, depth + 1)
+            values += child_values
+            height = max(height, child_height + 1)
+            if values > MAX_VALUES:
+                raise ConfigError(
+                    f"It expands to more than {MAX_VALUES:,} values (line "
+                    f"{node.start_mark.line + 1}): its aliases (*name) repeat what their "
+                    f"anchors (&name) hold, over and over. Write the values out, or use fewer "
+                    f"aliases."
+                )
+        sizes[id(node)] = (values, height)
+        return values, height
+
+    measure(node, 0)
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -837,8 +922,21 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"Cannot read the configuration file {path}: {error.strerror}.") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {error.start + 1} is not UTF-8): save it as UTF-8."
+        ) from None
+    loader = _UniqueKeyLoader(text)
     try:
-        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node)
+        document = None if node is None else loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: it nests lists and mappings more than {MAX_DEPTH} levels deep; a "
+            f"configuration needs a few. Remove the nesting."
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -846,6 +944,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{path} is not valid YAML{where}: {problem}.") from None
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
+    finally:
+        loader.dispose()
     if document is None:
         raise ConfigError(
             f"{path} is empty. Write a configuration there, or create one with "

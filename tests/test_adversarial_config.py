@@ -1,0 +1,225 @@
+"""Adversarial: a careless or hostile YAML configuration file.
+
+A bad configuration is exit 2 with a message naming the key path, the problem and the fix; never
+a traceback (exit 4), never minutes of work, never silently another meaning. Before: an alias
+bomb took minutes to validate, a deeply nested value or a non-UTF-8 file was an internal error
+(exit 4), and a column named ``on``, ``NO``, ``null`` or ``010`` was looked up as ``True``,
+``False``, ``None`` or ``8`` (YAML 1.1 reads those keys so): exit 3, "Column 'True' does not
+exist".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tclose.cli import main
+from tclose.config import load_config
+from tclose.errors import ConfigError
+
+BASE = """source: {{url: 'sqlite:///{db}', table: discharges, key: patient_id}}
+target: {{table: s25y_anon}}
+attributes:
+  name: identifier
+  age: {{role: quasi_identifier}}
+  zip: {{role: quasi_identifier}}
+  length_of_stay: {{role: quasi_identifier}}
+  charge: {{role: confidential}}
+  admission_day: other
+  procedures: other
+  diagnoses: other
+  severity: other
+  ward: other
+privacy: {{k: 3, t: 0.2}}
+"""
+
+
+def _run(tmp_path: Path, capsys, content: str | bytes) -> tuple[int, str]:
+    path = tmp_path / "s25y_run.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    code = main(["-q", "run", str(path)])
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def base(demo_db: Path) -> str:
+    return BASE.format(db=demo_db)
+
+
+def _published(demo_db: Path) -> bool:
+    with sqlite3.connect(demo_db) as connection:
+        tables = connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        return "s25y_anon" in {row[0] for row in tables}
+
+
+def test_an_alias_bomb_is_refused_at_once(tmp_path, capsys, base, demo_db):
+    """Nine lines that expand to 9**9 values: before, the validation walked them for minutes."""
+    bomb = "  options:\n    a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"    {c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    )
+    started = time.perf_counter()
+    code, err = _run(tmp_path, capsys, base + "algorithm:\n  name: t-first\n" + bomb)
+    assert time.perf_counter() - started < 10
+    assert code == 2, err
+    assert "expands to more than 1,000,000 values" in err and "aliases" in err
+    assert not _published(demo_db)
+
+
+def test_aliases_and_merge_keys_still_work(tmp_path, capsys, base, demo_db):
+    """A reused anchor is ordinary YAML; ``<<: *anchor`` merges (it was refused: "could not
+    determine a constructor for the tag 'tag:yaml.org,2002:merge'")."""
+    text = base.replace("  age: {role: quasi_identifier}", "  age: &qi {role: quasi_identifier}")
+    text = text.replace("  zip: {role: quasi_identifier}", "  zip: *qi")
+    text = text.replace(
+        "  length_of_stay: {role: quasi_identifier}",
+        "  length_of_stay: {<<: *qi, type: numeric}",
+    )
+    code, err = _run(tmp_path, capsys, text)
+    assert code == 0, err
+    config = load_config(tmp_path / "s25y_run.yaml")
+    assert config.quasi_identifiers == ["age", "zip", "length_of_stay"]
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: "])
+def test_deep_nesting_is_a_configuration_error(tmp_path, capsys, base, opening):
+    """Before: RecursionError, exit 4."""
+    closing = "]" if opening == "[" else "}"
+    deep = opening * 3000 + ("" if opening == "[" else "1") + closing * 3000
+    code, err = _run(tmp_path, capsys, base + f"report: {deep}\n")
+    assert code == 2, err
+    assert "more than 100 levels deep" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: text.replace("ward: other", "w\xe9rd: other").encode("latin-1"),
+        lambda text: text.encode("utf-16"),
+    ],
+    ids=["latin-1", "utf-16"],
+)
+def test_a_file_that_is_not_utf8_is_a_configuration_error(tmp_path, capsys, base, encode):
+    """Before: UnicodeDecodeError, exit 4."""
+    code, err = _run(tmp_path, capsys, encode(base))
+    assert code == 2, err
+    assert "is not UTF-8 text" in err and "save it as UTF-8" in err
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: b"\xef\xbb\xbf" + text.encode(),
+        lambda text: text.replace("\n", "\r\n").encode(),
+    ],
+    ids=["bom", "crlf"],
+)
+def test_a_bom_and_crlf_line_ends_are_accepted(tmp_path, capsys, base, demo_db, encode):
+    code, err = _run(tmp_path, capsys, encode(base))
+    assert code == 0, err
+    assert _published(demo_db)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("", "is empty"),
+        ("# only a comment\n", "is empty"),
+        ("- source\n- target\n", "At the top level\nExpected a mapping"),
+        ("{base}---\n{base}", "found another document"),
+        ("{tabbed}", "found character '\\t'"),
+    ],
+    ids=["empty", "comment", "list", "two-documents", "tab"],
+)
+def test_a_file_of_the_wrong_shape_is_a_configuration_error(
+    tmp_path, capsys, base, demo_db, content, expected
+):
+    text = content.format(base=base, tabbed=base.replace("  age:", "\tage:"))
+    code, err = _run(tmp_path, capsys, text)
+    assert code == 2, err
+    assert expected in err
+    assert "Traceback" not in err and not _published(demo_db)
+
+
+YAML_11_NAMES = ["on", "NO", "yes", "null", "~", "true", "010", "0x1F", "1_000", "1:30"]
+
+
+def test_column_names_yaml_reads_as_other_values_name_those_columns(tmp_path, capsys):
+    """``on:`` names the column ``on`` (YAML 1.1 reads the key as true): each column, unquoted,
+    is found, and each has the role written for it."""
+    database = tmp_path / "s25y_names.db"
+    columns = ", ".join(f'"{name}" INTEGER' for name in YAML_11_NAMES)
+    with sqlite3.connect(database) as connection:
+        connection.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, {columns}, c INTEGER)")
+        connection.executemany(
+            f"INSERT INTO t VALUES ({', '.join('?' * (len(YAML_11_NAMES) + 2))})",
+            [(i, *((i * 7 + j) % 13 for j in range(len(YAML_11_NAMES))), i % 5) for i in range(30)],
+        )
+    roles = {"on": "quasi_identifier", "NO": "identifier", "010": "quasi_identifier"}
+    lines = "".join(f"  {name}: {roles.get(name, 'other')}\n" for name in YAML_11_NAMES)
+    text = (
+        f"source: {{url: 'sqlite:///{database}', table: t, key: id}}\n"
+        f"target: {{table: s25y_anon}}\nattributes:\n{lines}  c: confidential\n"
+        f"privacy: {{k: 3, t: 0.5}}\noutput: {{seed: 1}}\n"
+    )
+    # role other on columns unique per row would fail the linkage check: allow it
+    text = text.replace(": other\n", ": {role: other, allow_unique: true}\n")
+    code, err = _run(tmp_path, capsys, text)
+    assert code == 0, err
+    config = load_config(tmp_path / "s25y_run.yaml")
+    assert list(config.attributes) == [*YAML_11_NAMES, "c"]
+    assert config.quasi_identifiers == ["on", "010"] and config.identifiers == ["NO"]
+    with sqlite3.connect(database) as connection:
+        published = [d[0] for d in connection.execute("SELECT * FROM s25y_anon").description]
+    assert "NO" not in published and {"on", "010", "~", "null"} <= set(published)
+
+
+def test_two_spellings_of_one_yaml_boolean_are_two_keys(tmp_path):
+    """``on:`` and ``yes:`` were one key (``True``), refused as a repeated key; they are two
+    columns. ``1:`` and ``"1":`` are still one."""
+    path = tmp_path / "s25y_keys.yaml"
+    path.write_text("source: {url: 'sqlite:///x.db', table: t}\nattributes: {on: a, yes: b}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "appears twice" not in str(caught.value)
+    path.write_text("attributes: {on: other, 1: x, '1': y}\n")
+    with pytest.raises(ConfigError, match=r"The key '1' appears twice in the same mapping"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        ('"5"', "Got '5' instead. It is text (quoted?): write 5 without quotes."),
+        ("true", "Got True instead."),
+        ("5.0", "Got 5.0 instead."),
+        ("1e300", "write 1.0e+300"),
+        ("-3", "Got -3 instead."),
+        ("[3]", "Got [3] instead."),
+    ],
+)
+def test_k_of_the_wrong_type_names_the_key(tmp_path, capsys, base, k, expected):
+    code, err = _run(tmp_path, capsys, base.replace("k: 3", f"k: {k}"))
+    assert code == 2, err
+    assert "==> At privacy ==> At key: k (line 14)" in err and expected in err
+
+
+@pytest.mark.parametrize(
+    ("t", "expected"),
+    [
+        ('"0.15"', "write 0.15 without quotes"),
+        ("true", "Got True instead."),
+        ("1e-3", "write 1.0e-3"),
+        ("2024-01-01", "Got datetime.date(2024, 1, 1) instead."),
+        ("15%", "Got '15%' instead."),
+    ],
+)
+def test_t_of_the_wrong_type_names_the_key(tmp_path, capsys, base, t, expected):
+    code, err = _run(tmp_path, capsys, base.replace("t: 0.2", f"t: {t}"))
+    assert code == 2, err
+    assert "==> At privacy ==> At key: t (line 14)" in err and expected in err
