@@ -79,10 +79,15 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     try:
         parsed = make_url(url)
     except (sa.exc.ArgumentError, ValueError) as error:  # ValueError: e.g. a port that is no number
-        detail = f" ({error})" if isinstance(error, ValueError) else ""
-        raise ConfigError(
-            f"Cannot parse the database URL {redact_url(url)!r}{redact_url(detail)}."
-        ) from None
+        # The driver's text is not shown: a raw password's '@' or ':' makes a piece of it the
+        # port, which it quotes ("invalid literal for int() with base 10: 'w0rd'").
+        detail = (
+            ": its port is not a number. A password holding @, :, / or ? must be "
+            "percent-encoded in a URL (or given as ${VAR} or password_file)"
+            if isinstance(error, ValueError)
+            else ""
+        )
+        raise ConfigError(f"Cannot parse the database URL {redact_url(url)!r}{detail}.") from None
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").strip()

@@ -738,8 +738,8 @@ def parse_config(
     report = _report_settings(checker, top.get("report"))
     output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
     seed = output.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise checker.fail(("output", "seed"), f"Expected an integer, got {seed!r}.")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise checker.fail(("output", "seed"), f"Expected an integer >= 0, got {seed!r}.")
     keep_key = checker.boolean(output.get("keep_key", False), ("output", "keep_key"))
     if target is None:
         raise checker.fail(

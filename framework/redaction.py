@@ -94,7 +94,11 @@ def _redact_one(text: str) -> str:
     try:
         parsed = make_url(text)
     except Exception:  # not a URL SQLAlchemy reads: hide everything that could be userinfo/query
-        return re.sub(r"(://)[^/?#]*@", r"\1" + MASK + "@", text.split("?", 1)[0])
+        # up to the last '@': a password written raw may hold '@', '/', '?' or '#' itself
+        head, at, rest = text.rpartition("@")
+        if at and "://" in head:
+            text = head[: head.index("://") + 3] + MASK + at + rest
+        return text.split("?", 1)[0].split("#", 1)[0]
     if not url_secrets(parsed):
         return text  # nothing to hide: unchanged (configuration digests depend on it)
     return redact_parsed(parsed)

@@ -223,3 +223,33 @@ def test_t_of_the_wrong_type_names_the_key(tmp_path, capsys, base, t, expected):
     code, err = _run(tmp_path, capsys, base.replace("t: 0.2", f"t: {t}"))
     assert code == 2, err
     assert "==> At privacy ==> At key: t (line 14)" in err and expected in err
+
+
+#: A password that breaks a URL written raw: its '@' ends the userinfo early, and its ':' makes
+#: a piece of it the port.
+RAW_PASSWORD = "s25y@Se:cr3t/w0rd%#?&x"
+
+
+@pytest.mark.parametrize("how", ["inline", "whole-url-in-env"])
+def test_a_raw_password_in_a_url_never_shows_a_piece(tmp_path, capsys, base, monkeypatch, how):
+    """Before: "Cannot parse the database URL 'postgresql://***@Se:cr3t/w0rd%#' (invalid literal
+    for int() with base 10: 'cr3t')": all of the password but its first characters."""
+    url = f"postgresql+psycopg://u:{RAW_PASSWORD}@127.0.0.1:1/db"
+    if how == "whole-url-in-env":
+        monkeypatch.setenv("S25Y_DATABASE_URL", url)
+        url = "${S25Y_DATABASE_URL}"
+    code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url))
+    assert code == 2, err
+    for piece in ("Se:cr3t", "cr3t", "w0rd", "%#", "?&x"):
+        assert piece not in err, err
+    assert "'postgresql+psycopg://***@127.0.0.1:1/db'" in err
+    assert "must be percent-encoded" in err
+
+
+@pytest.mark.parametrize("seed", ["-1", "1.5", "true", "'7'"])
+def test_a_seed_that_is_not_a_non_negative_integer_names_the_key(tmp_path, capsys, base, seed):
+    """Before: ``seed: -1`` was an internal error (exit 4, NumPy's "expected non-negative
+    integer")."""
+    code, err = _run(tmp_path, capsys, base + f"output: {{seed: {seed}}}\n")
+    assert code == 2, err
+    assert "==> At output ==> At key: seed (line 15)" in err and "integer >= 0" in err
