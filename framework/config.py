@@ -911,6 +911,75 @@ def _check_expansion(node: yaml.Node) -> None:
     measure(node, 0)
 
 
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+
+
+def _misread(node: yaml.ScalarNode) -> str | None:
+    """What YAML 1.1 makes of an unquoted ``node`` when that is not the text written and not what
+    a category of that spelling could mean (``yes`` → true, ``~`` → null, ``010`` → 8,
+    ``1_000`` → 1000, ``1:30`` → 90); ``None`` for the others (``true``, ``7``, ``1.5``, text)."""
+    if node.style is not None:
+        return None
+    text = node.value
+    if node.tag.endswith(":bool") and text.lower() not in ("true", "false"):
+        return "the boolean " + ("true" if text.lower() in ("yes", "on") else "false")
+    if node.tag.endswith(":null"):
+        return "null (no value)"
+    if node.tag.endswith(":int") and not _DECIMAL.fullmatch(text):
+        return f"the number {yaml.safe_load(text)}"
+    if node.tag.endswith(":float") and ("_" in text or ":" in text):
+        return f"the number {yaml.safe_load(text)}"
+    return None
+
+
+def _refuse_misread_categories(root: yaml.Node, checker: _Checker) -> None:
+    """Refuse an unquoted item of ``attributes.<column>.categories`` (or of an inline
+    ``hierarchy``) that YAML 1.1 reads as another value (:func:`_misread`): ``categories: [no,
+    yes]`` became the categories ``False`` and ``True``, which no text value matched (exit 3,
+    "2 distinct value(s) not in categories", the values not shown), and ``[01, 02, 10]``
+    became ``1``, ``2``, ``10``."""
+
+    def scalars(node: yaml.Node) -> list[yaml.ScalarNode]:
+        if isinstance(node, yaml.ScalarNode):
+            return [node]
+        if isinstance(node, yaml.SequenceNode):
+            return [leaf for item in node.value for leaf in scalars(item)]
+        if isinstance(node, yaml.MappingNode):
+            return [leaf for _key, value in node.value for leaf in scalars(value)]
+        return []
+
+    def entries(node: yaml.Node) -> list[tuple[str, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            return []
+        return [(k.value, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+
+    for top, attributes in entries(root):
+        if top != "attributes":
+            continue
+        for column, body in entries(attributes):
+            for key, value in entries(body):
+                if key not in ("categories", "hierarchy"):
+                    continue
+                for leaf in scalars(value) if not isinstance(value, yaml.ScalarNode) else []:
+                    what = _misread(leaf)
+                    if what is None:
+                        continue
+                    raise checker.fail(
+                        ("attributes", column, key),
+                        f"YAML 1.1 reads the unquoted {leaf.value} (line "
+                        f"{leaf.start_mark.line + 1}) as {what}, not as the text "
+                        f"{leaf.value!r}, and values are matched as text. Quote it "
+                        f"('{leaf.value}') for the text; "
+                        + (
+                            "write true or false for a boolean column."
+                            if "boolean" in what
+                            else "leave null values to 'missing'."
+                            if "null" in what
+                            else f"write {yaml.safe_load(leaf.value)} for the number."
+                        ),
+                    )
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a YAML configuration file (safe loader).
 
@@ -951,4 +1020,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             f"{path} is empty. Write a configuration there, or create one with "
             f"`tclose init URL TABLE -o {path}`."
         )
-    return parse_config(document, _line_map(text), base=path.parent)
+    lines = _line_map(text)
+    if node is not None:
+        try:
+            _refuse_misread_categories(node, _Checker(lines))
+        except ConfigError as error:
+            raise ConfigError(f"{path}: {error}") from None
+    return parse_config(document, lines, base=path.parent)

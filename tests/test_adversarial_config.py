@@ -253,3 +253,47 @@ def test_a_seed_that_is_not_a_non_negative_integer_names_the_key(tmp_path, capsy
     code, err = _run(tmp_path, capsys, base + f"output: {{seed: {seed}}}\n")
     assert code == 2, err
     assert "==> At output ==> At key: seed (line 15)" in err and "integer >= 0" in err
+
+
+@pytest.mark.parametrize(
+    ("categories", "expected"),
+    [
+        ("[no, yes]", "reads the unquoted no (line 13) as the boolean false"),
+        ("[on, off]", "reads the unquoted on (line 13) as the boolean true"),
+        ("['01', 02, '10']", "reads the unquoted 02 (line 13) as the number 2"),
+        ("[a, ~]", "reads the unquoted ~ (line 13) as null"),
+        ("[a, 010]", "reads the unquoted 010 (line 13) as the number 8"),
+    ],
+)
+def test_categories_yaml_reads_as_other_values_are_refused(
+    tmp_path, capsys, base, categories, expected
+):
+    """Before: ``categories: [no, yes]`` became ``False`` and ``True``, which no text matched:
+    exit 3 after reading the table, "2 distinct value(s) not in attributes.ward.categories"
+    (the values not shown), nothing saying why."""
+    spec = f"{{role: quasi_identifier, type: ordinal, categories: {categories}}}"
+    code, err = _run(tmp_path, capsys, base.replace("  ward: other", f"  ward: {spec}"))
+    assert code == 2, err
+    assert "==> At attributes.ward ==> At key: categories (line 13)" in err
+    assert expected in err and "Quote it" in err
+
+
+def test_categories_written_as_numbers_booleans_or_quoted_text_are_accepted(tmp_path):
+    """Guards: ``[1, 2, 10]``, ``[false, true]``, ``['no', 'yes']``, ``[1.5, 2.0]``, dates and
+    an inline hierarchy whose keys YAML would misread (keys are the text written)."""
+    path = tmp_path / "s25y_cats.yaml"
+    path.write_text(
+        "source: {url: 'sqlite:///x.db', table: t}\ntarget: {table: u}\nattributes:\n"
+        "  a: {role: quasi_identifier, type: ordinal, categories: [1, 2, 10]}\n"
+        "  b: {role: quasi_identifier, type: ordinal, categories: [false, true]}\n"
+        "  c: {role: quasi_identifier, type: nominal, categories: ['no', 'yes']}\n"
+        "  d: {role: quasi_identifier, type: ordinal, categories: [1.5, 2.0, 2024-01-01]}\n"
+        "  e: {role: quasi_identifier, type: nominal, hierarchy: {any: {on: [x], off: [y]}}}\n"
+        "privacy: {k: 2}\n"
+    )
+    attributes = load_config(path).attributes
+    assert attributes["a"].categories == ("1", "2", "10")
+    assert attributes["b"].categories == ("False", "True")
+    assert attributes["c"].categories == ("no", "yes")
+    assert attributes["d"].categories == ("1.5", "2.0", "2024-01-01")
+    assert attributes["e"].hierarchy.children["any"] == ["on", "off"]
