@@ -11,6 +11,7 @@ that names it. Passwords never appear in messages: URLs are shown redacted.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -325,7 +326,15 @@ class _Checker:
 
     def string(self, value: Any, path: tuple[str, ...]) -> str:
         if not isinstance(value, str) or not value:
-            raise self.fail(path, f"Expected a non-empty text value here, got {_kind(value)}.")
+            hint = (
+                " YAML reads an unquoted number, date, yes/no/on/off or true/false as such: "
+                "quote a name that looks like one ('2024', 'on')."
+                if isinstance(value, (bool, int, float, dt.date))
+                else ""
+            )
+            raise self.fail(
+                path, f"Expected a non-empty text value here, got {_kind(value)}.{hint}"
+            )
         return value
 
     def boolean(self, value: Any, path: tuple[str, ...]) -> bool:

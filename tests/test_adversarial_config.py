@@ -297,3 +297,17 @@ def test_categories_written_as_numbers_booleans_or_quoted_text_are_accepted(tmp_
     assert attributes["c"].categories == ("no", "yes")
     assert attributes["d"].categories == ("1.5", "2.0", "2024-01-01")
     assert attributes["e"].hierarchy.children["any"] == ["on", "off"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ("table: discharges", "table: 2024", "At source ==> At key: table"),
+        ("table: s25y_anon", "table: on", "At target ==> At key: table"),
+        ("key: patient_id", "key: 010", "At source ==> At key: key"),
+    ],
+)
+def test_a_name_yaml_reads_as_a_value_says_to_quote_it(tmp_path, capsys, base, old, new, named):
+    code, err = _run(tmp_path, capsys, base.replace(old, new))
+    assert code == 2, err
+    assert named in err and "quote a name that looks like one" in err
