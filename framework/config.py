@@ -732,6 +732,7 @@ def parse_config(
     refuse_nul(checker, document, ())
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
     refuse_non_finite(checker, top, ())
+    _refuse_env_outside_urls(checker, top)
     source = _table_spec(checker, top["source"], "source", is_source=True)
     target = None
     if top.get("target") is not None:
@@ -776,6 +777,34 @@ def parse_config(
         document=dict(document),
         lines=lines or {},
     )
+
+
+def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
+    """Refuse ``${VAR}`` in a table name, file path or key outside ``source.url`` and
+    ``target.url``: only URLs are expanded, and ``report: {json: ${OUT}/r.json}`` wrote the
+    report into a new folder literally named ``${OUT}`` (a ``target.table`` so written would
+    publish a table of that name)."""
+    places = [
+        ((section, str(key)), value)
+        for section in ("source", "target", "report")
+        if isinstance(top.get(section), Mapping)
+        for key, value in top[section].items()
+        if key != "url"
+    ]
+    if isinstance(top.get("attributes"), Mapping):
+        places += [
+            (("attributes", str(name), "hierarchy"), body.get("hierarchy"))
+            for name, body in top["attributes"].items()
+            if isinstance(body, Mapping)
+        ]
+    for path, value in places:
+        found = _ENV_PATTERN.search(value) if isinstance(value, str) else None
+        if found:
+            raise checker.fail(
+                path,
+                f"{found.group(0)} is replaced by an environment variable only in source.url "
+                f"and target.url; here it would be taken literally. Write the value itself.",
+            )
 
 
 def _report_settings(checker: _Checker, raw: Any) -> dict[str, Any]:

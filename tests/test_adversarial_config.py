@@ -311,3 +311,38 @@ def test_a_name_yaml_reads_as_a_value_says_to_quote_it(tmp_path, capsys, base, o
     code, err = _run(tmp_path, capsys, base.replace(old, new))
     assert code == 2, err
     assert named in err and "quote a name that looks like one" in err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        (
+            "target: {table: s25y_anon}",
+            "target: {table: 's25y_${S25Y_T}'}",
+            "At target ==> At key: table",
+        ),
+        (
+            "key: patient_id",
+            "key: patient_id, password_file: '${S25Y_T}'",
+            "At source ==> At key: password_file",
+        ),
+        ("privacy:", "report: {json: '${S25Y_T}/r.json'}\nprivacy:", "At report ==> At key: json"),
+        (
+            "  ward: other",
+            "  ward: {role: other, hierarchy: '${S25Y_T}.csv'}",
+            "At attributes.ward ==> At key: hierarchy",
+        ),
+    ],
+    ids=["target.table", "password_file", "report.json", "hierarchy"],
+)
+def test_a_variable_outside_a_url_is_refused(
+    tmp_path, capsys, base, demo_db, monkeypatch, old, new, named
+):
+    """Only URLs are expanded. Before: ``report: {json: '${OUT}/r.json'}`` published and wrote
+    the report into a new folder literally named ``${OUT}`` (exit 0)."""
+    monkeypatch.setenv("S25Y_T", "x")
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(tmp_path, capsys, base.replace(old, new))
+    assert code == 2, err
+    assert named in err and "only in source.url and target.url" in err
+    assert not _published(demo_db) and not (tmp_path / "${S25Y_T}").exists()
