@@ -92,8 +92,10 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
         try:
             password = Path(password_file).read_text(encoding="utf-8").strip()
         except OSError as error:
+            # The value is not shown: a careless user writes the password itself there.
             raise ConfigError(
-                f"Cannot read password_file {password_file}: {error.strerror}."
+                f"Cannot read the password_file: {error.strerror} (its value is not shown, in "
+                f"case it is a password written in place of the file's path)."
             ) from None
         parsed = parsed.set(password=password)
     for secret in url_secrets(parsed):

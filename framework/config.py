@@ -484,6 +484,15 @@ def _table_spec(
     password_file = spec.get("password_file", default_password_file if "url" not in spec else None)
     if password_file is not None:
         checker.string(password_file, (path, "password_file"))
+        if not Path(password_file).is_file():
+            where = (
+                (path, "password_file") if "password_file" in spec else ("source", "password_file")
+            )
+            raise checker.fail(
+                where,
+                "No such file. It names the file that holds the password (its value is not "
+                "shown, in case it is a password written in place of the file's path).",
+            )
     chunk_size = spec.get("chunk_size", 50_000)
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
         raise checker.fail(

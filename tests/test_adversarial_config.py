@@ -346,3 +346,16 @@ def test_a_variable_outside_a_url_is_refused(
     assert code == 2, err
     assert named in err and "only in source.url and target.url" in err
     assert not _published(demo_db) and not (tmp_path / "${S25Y_T}").exists()
+
+
+@pytest.mark.parametrize("section", ["source", "target"])
+def test_a_password_written_in_place_of_password_file_is_never_shown(
+    tmp_path, capsys, base, section
+):
+    """Before: "Cannot read password_file Hunter2-s25y: No such file or directory." (the
+    password a careless user wrote there), without the key path."""
+    old = "key: patient_id" if section == "source" else "table: s25y_anon"
+    code, err = _run(tmp_path, capsys, base.replace(old, f"{old}, password_file: Hunter2-s25y"))
+    assert code == 2, err
+    assert "Hunter2" not in err
+    assert f"==> At {section} ==> At key: password_file" in err and "No such file" in err
