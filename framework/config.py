@@ -792,7 +792,9 @@ def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
     """Refuse ``${VAR}`` in a table name, file path or key outside ``source.url`` and
     ``target.url``: only URLs are expanded, and ``report: {json: ${OUT}/r.json}`` wrote the
     report into a new folder literally named ``${OUT}`` (a ``target.table`` so written would
-    publish a table of that name)."""
+    publish a table of that name). Refuse a URL given as a table or key name too: on SQLite
+    ``report.table: 'postgresql://u:PASSWORD@h/db'`` was created as a table of that name, the
+    password in the log and the report."""
     places = [
         ((section, str(key)), value)
         for section in ("source", "target", "report")
@@ -807,6 +809,14 @@ def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
             if isinstance(body, Mapping)
         ]
     for path, value in places:
+        if path[-1] in ("table", "key") and isinstance(value, str) and "://" in value:
+            # a pasted URL became a table of that name, its password in the report and log
+            raise checker.fail(
+                path,
+                "This looks like a database URL, not a table or column name (the value is not "
+                "shown: it may hold a password). Put the URL under 'url' and the table's name "
+                "here.",
+            )
         found = _ENV_PATTERN.search(value) if isinstance(value, str) else None
         if found:
             raise checker.fail(

@@ -359,3 +359,20 @@ def test_a_password_written_in_place_of_password_file_is_never_shown(
     assert code == 2, err
     assert "Hunter2" not in err
     assert f"==> At {section} ==> At key: password_file" in err and "No such file" in err
+
+
+@pytest.mark.parametrize("where", ["target", "report"])
+def test_a_url_pasted_as_a_table_name_is_refused_unseen(tmp_path, capsys, base, demo_db, where):
+    """Before (SQLite): a table named ``postgresql://u:Hunter2-s25y@h/db`` was published or
+    made the audit table, the password in the log and the JSON report (exit 0)."""
+    pasted = "'postgresql://u:Hunter2-s25y@h/db'"
+    text = base + f"report: {{json: {tmp_path / 'r.json'}}}\n"
+    if where == "target":
+        text = text.replace("table: s25y_anon", f"table: {pasted}")
+    else:
+        text = text.replace("report: {", f"report: {{table: {pasted}, ")
+    code, err = _run(tmp_path, capsys, text)
+    assert code == 2, err
+    assert "Hunter2" not in err and "looks like a database URL" in err
+    assert f"==> At {where} ==> At key: table" in err
+    assert not _published(demo_db) and not (tmp_path / "r.json").exists()
