@@ -32,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import os
 import secrets
 import string
+import traceback
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -101,6 +103,19 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
     for secret in url_secrets(parsed):
         remember_secret(secret)
     return parsed
+
+
+def _raised_in(error: BaseException, module: Any) -> bool:
+    """Whether ``error`` was raised by ``module`` (a DBAPI driver), or by its ``connect()``
+    refusing the arguments SQLAlchemy made of the URL (then the last frame is SQLAlchemy's)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1]
+    if last.name == "connect" and last.filename.endswith(os.path.join("engine", "default.py")):
+        return True
+    folder = os.path.dirname(getattr(module, "__file__", None) or "")
+    return bool(folder) and last.filename.startswith(folder)
 
 
 class RenameTable(sa.schema.ExecutableDDLElement):
@@ -323,6 +338,12 @@ class SQLDatabase:
         except sa.exc.NoSuchTableError as error:
             raise DataError(f"Table {error} does not exist in {self.redacted_url}.") from None
         except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
+            raise self.describe(error, action) from None
+        except TypeError as error:
+            # PyMySQL's connect() takes the URL's query string as keyword arguments, and an
+            # unknown one (?foo=bar) was an internal error; libpq's is a driver error (exit 3).
+            if not _raised_in(error, self.engine.dialect.loaded_dbapi):
+                raise
             raise self.describe(error, action) from None
 
     def describe(self, error: BaseException | None, action: str) -> DataError:

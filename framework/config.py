@@ -54,6 +54,7 @@ _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
 _REPORT_KEYS = {"json", "html", "table", "interval_p"}
 _OUTPUT_KEYS = {"seed", "keep_key"}
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -480,6 +481,13 @@ def _table_spec(
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
     url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
+    if not _URL_SCHEME.match(url):
+        raise checker.fail(
+            (path, "url") if "url" in spec else ("source", "url"),
+            "Expected a database URL starting with its scheme, such as "
+            "postgresql+psycopg://user@host/db, sqlite:///file.db or parquet:///file.parquet "
+            "(the value is not shown: it may hold a password).",
+        )
     # A target without its own url is in the source's database, reached with its credentials.
     password_file = spec.get("password_file", default_password_file if "url" not in spec else None)
     if password_file is not None:

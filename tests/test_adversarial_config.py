@@ -376,3 +376,24 @@ def test_a_url_pasted_as_a_table_name_is_refused_unseen(tmp_path, capsys, base, 
     assert "Hunter2" not in err and "looks like a database URL" in err
     assert f"==> At {where} ==> At key: table" in err
     assert not _published(demo_db) and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("url", ["root:Hunter2-s25y@127.0.0.1:3306/test", "localhost/test"])
+def test_a_url_without_its_scheme_is_a_configuration_error(tmp_path, capsys, base, url):
+    """Before: exit 4, "ValueError: too many values to unpack" (the whole text taken for the
+    dialect's name, which the message would have shown, password included)."""
+    code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url))
+    assert code == 2, err
+    assert "==> At source ==> At key: url (line 1)" in err and "starting with its scheme" in err
+    assert "Hunter2" not in err
+
+
+@pytest.mark.mysql
+def test_a_query_option_pymysql_does_not_take_is_a_connection_error(tmp_path, capsys, base, maria):
+    """Before: exit 4, "TypeError: Connection.__init__() got an unexpected keyword argument
+    'foo'"; PostgreSQL's driver refuses it as a connection error (exit 3): so does MySQL's."""
+    url = maria.engine.url.set(drivername="mysql+pymysql", query={"foo": "bar"})
+    url_text = url.render_as_string(hide_password=False)
+    code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url_text))
+    assert code == 3, err
+    assert "unexpected keyword argument 'foo'" in err and "internal error" not in err
