@@ -53,7 +53,9 @@ CREDENTIAL_PARAMETERS = frozenset(
 )
 MASK = "***"
 
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+#: A URL in a text; a trailing ':', ',' or ';' is the sentence's ("on URL: message"), not the
+#: URL's (it was read as part of the database name, and shown as ``test%3A``).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`:,;]")
 _SECRETS: set[str] = set()
 _LOCK = threading.Lock()
 

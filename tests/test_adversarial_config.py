@@ -397,3 +397,12 @@ def test_a_query_option_pymysql_does_not_take_is_a_connection_error(tmp_path, ca
     code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url_text))
     assert code == 3, err
     assert "unexpected keyword argument 'foo'" in err and "internal error" not in err
+
+
+def test_a_url_before_a_colon_keeps_its_database_name():
+    """Before: "Database error while ... on postgresql://u:***@h:5432/test%3A connection
+    failed": the sentence's colon was read as part of the database name."""
+    from tclose.redaction import redact_url
+
+    text = redact_url("on postgresql+psycopg://u:s25y-pw@h:5432/test: connection failed")
+    assert text == "on postgresql+psycopg://u:***@h:5432/test: connection failed"
