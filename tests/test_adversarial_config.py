@@ -406,3 +406,14 @@ def test_a_url_before_a_colon_keeps_its_database_name():
 
     text = redact_url("on postgresql+psycopg://u:s25y-pw@h:5432/test: connection failed")
     assert text == "on postgresql+psycopg://u:***@h:5432/test: connection failed"
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///${S25Y_EMPTY}"])
+def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypatch, url):
+    """Before: exit 0, "verified: yes", "published: table s25y_anon: 400 rows", in a database
+    that vanished when the process exited (an empty variable made ``sqlite:///`` one too)."""
+    monkeypatch.setenv("S25Y_EMPTY", "")
+    text = base.replace("target: {table: s25y_anon", f"target: {{url: '{url}', table: s25y_anon")
+    code, err = _run(tmp_path, capsys, text)
+    assert code == 2, err
+    assert "==> At target ==> At key: url (line 2)" in err and "in-memory database" in err
