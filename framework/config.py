@@ -822,7 +822,7 @@ def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
     publish a table of that name). Refuse a URL given as a table or key name too: on SQLite
     ``report.table: 'postgresql://u:PASSWORD@h/db'`` was created as a table of that name, the
     password in the log and the report."""
-    places = [
+    places: list[tuple[tuple[str, ...], Any]] = [
         ((section, str(key)), value)
         for section in ("source", "target", "report")
         if isinstance(top.get(section), Mapping)
