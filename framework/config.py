@@ -609,7 +609,7 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
         spec = checker.mapping(body, path, _ATTRIBUTE_KEYS, ("role",))
         role = checker.choice(spec["role"], (*path, "role"), ROLES)
         attr_type = spec.get("type", "numeric")
-        if role in ("quasi_identifier", "confidential") and attr_type not in ATTRIBUTE_TYPES:
+        if attr_type not in ATTRIBUTE_TYPES:  # on every role: a typo is a typo
             raise checker.fail(
                 (*path, "type"),
                 f"Unknown attribute type {attr_type!r}. Allowed: {', '.join(ATTRIBUTE_TYPES)}.",

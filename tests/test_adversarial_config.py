@@ -417,3 +417,20 @@ def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypat
     code, err = _run(tmp_path, capsys, text)
     assert code == 2, err
     assert "==> At target ==> At key: url (line 2)" in err and "in-memory database" in err
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("  ward: other\n", "  ward: {role: other, type: bogus}\n"),
+        ("  name: identifier\n", "  name: {role: identifier, type: nominl}\n"),
+    ],
+)
+def test_an_unknown_type_on_any_role_names_the_key(tmp_path, capsys, base, demo_db, old, new):
+    """Before: ``type:`` was checked on quasi-identifiers and confidential attributes only, so a
+    misspelled type on a pass-through or identifier column ran (exit 0)."""
+    assert old in base
+    code, err = _run(tmp_path, capsys, base.replace(old, new))
+    assert code == 2, err
+    assert "At key: type" in err and "Unknown attribute type" in err
+    assert not _published(demo_db)
