@@ -42,6 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from tclose.atomic import name_max
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
@@ -273,14 +274,6 @@ def _temporary(path: Path, run_id: str) -> Path:
     )
 
 
-def _name_max(folder: Path) -> int | None:
-    """The longest file name ``folder`` takes, in bytes (``None``: unknown)."""
-    try:
-        return os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        return None
-
-
 def _holds_parquet(path: Path) -> bool:
     """Whether ``path`` is empty or starts and ends with Parquet's magic bytes ``PAR1``."""
     size = path.stat().st_size
@@ -399,7 +392,7 @@ class FileDatabase(DuckDBDatabase):
                 f"==> At {path}\nThe folder {self.path.parent} of the target file does not "
                 f"exist: create it first (tclose creates no folders)."
             )
-        longest = _name_max(self.path.parent)
+        longest = name_max(self.path.parent)
         if longest is not None and len(os.fsencode(_temporary(self.path, "").name)) > longest:
             raise ConfigError(
                 f"==> At {path.split('.')[0]}.url\nThe target file's name is too long for its "

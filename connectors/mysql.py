@@ -66,6 +66,12 @@ LOCK_WAIT_SECONDS = 30
 RECORD_CHANGED = 1020
 
 
+def error_code(error: BaseException | None) -> int | None:
+    """The server's error number of a driver error (``errno``, else its first argument)."""
+    args = getattr(error, "args", None)
+    return getattr(error, "errno", None) or (args[0] if args else None)
+
+
 #: SQLAlchemy driver name -> (the module it imports, the distribution to name in messages).
 DRIVERS = {
     "mysqldb": ("MySQLdb", "mysqlclient"),
@@ -622,10 +628,7 @@ class MySQLSession(DriverSession):
         try:
             found = self.execute(f"SELECT COUNT(*) FROM {quoted} LOCK IN SHARE MODE")[0][0]
         except sa.exc.OperationalError as error:
-            args = getattr(error.orig, "args", None)
-            if (getattr(error.orig, "errno", None) or (args[0] if args else None)) != (
-                RECORD_CHANGED
-            ):
+            if error_code(error.orig) != RECORD_CHANGED:
                 raise
             found = None  # snapshot isolation: a row committed by another session
         if found != self.rows_written:
@@ -734,9 +737,7 @@ class MySQLDatabase(SQLDatabase):
         return "`" + name.replace("`", "``") + "`"
 
     def describe(self, error: BaseException | None, action: str) -> DataError:
-        args = getattr(error, "args", None)
-        code = getattr(error, "errno", None) or (args[0] if args else None)
-        if code == RECORD_CHANGED:
+        if error_code(error) == RECORD_CHANGED:
             return DataError(
                 f"The source table changed while tclose was reading it (another transaction "
                 f"wrote to it after the snapshot was taken), while {action} on "

@@ -448,7 +448,7 @@ class SQLDatabase:
     def files(self) -> list[Path]:
         """The files that hold this database, side files included, existing or not (none for
         a server): no report and no file target may be one of them
-        (:func:`tclose.guards.refuse_database_files`)."""
+        (:func:`tclose.guards.refuse_output_paths`)."""
         return []
 
     def _size(self, name: str) -> int:

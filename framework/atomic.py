@@ -13,6 +13,14 @@ from pathlib import Path
 ATOMIC_NAME_EXTRA = 14
 
 
+def name_max(folder: str | Path) -> int | None:
+    """The longest file name ``folder`` takes, in bytes (``None``: unknown)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return None
+
+
 def write_atomically(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path``, creating parent folders; all or nothing."""
     path = Path(path)

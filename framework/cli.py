@@ -29,7 +29,7 @@ from typing import IO, Any
 import yaml
 
 from . import __version__
-from .atomic import ATOMIC_NAME_EXTRA
+from .atomic import ATOMIC_NAME_EXTRA, name_max
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
@@ -615,11 +615,8 @@ def _check_writable(path: str | None, key: str) -> None:
     if not probe.is_dir():
         return
     name = os.fsencode(Path(path).name)
-    try:
-        longest = os.pathconf(probe, "PC_NAME_MAX")
-    except (OSError, ValueError):  # no such limit known here
-        return
-    if len(name) + ATOMIC_NAME_EXTRA > longest:  # the temporary file is named longer
+    longest = name_max(probe)
+    if longest is not None and len(name) + ATOMIC_NAME_EXTRA > longest:  # its temporary file
         raise ConfigError(
             f"==> At report ==> At key: {key.split('.')[-1]}\nCannot write the "
             f"{key} file {path}: its name is {len(name)} bytes long, and the folder takes names "

@@ -27,7 +27,12 @@ from urllib.parse import quote
 import yaml
 
 from .errors import ConfigError
-from .redaction import redact_url, redacted_document, remember_secret  # noqa: F401 (re-exported)
+from .redaction import (  # noqa: F401 (re-exported)
+    URL_SCHEME,
+    redact_url,
+    redacted_document,
+    remember_secret,
+)
 
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
@@ -54,7 +59,7 @@ _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
 _REPORT_KEYS = {"json", "html", "table", "interval_p"}
 _OUTPUT_KEYS = {"seed", "keep_key"}
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_URL_SCHEME = re.compile(URL_SCHEME)
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -257,8 +262,8 @@ def _encoded_spans(url: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _line_map(text: str) -> dict[tuple[str, ...], int]:
-    """Map every mapping key path of the YAML document to its 1-based line."""
+def _line_map(root: yaml.Node | None) -> dict[tuple[str, ...], int]:
+    """Map every mapping key path of the composed YAML document ``root`` to its 1-based line."""
     lines: dict[tuple[str, ...], int] = {}
 
     def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
@@ -268,10 +273,6 @@ def _line_map(text: str) -> dict[tuple[str, ...], int]:
                 lines[key_path] = key_node.start_mark.line + 1
                 walk(value_node, key_path)
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
     if root is not None:
         walk(root, ())
     return lines
@@ -1084,6 +1085,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         node = loader.get_single_node()
         if node is not None:
             _check_expansion(node)
+        lines = _line_map(node)  # before construction flattens merge keys (<<) into the nodes
         document = None if node is None else loader.construct_document(node)
     except RecursionError:
         raise ConfigError(
@@ -1104,7 +1106,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             f"{path} is empty. Write a configuration there, or create one with "
             f"`tclose init URL TABLE -o {path}`."
         )
-    lines = _line_map(text)
     if node is not None:
         try:
             _refuse_misread_categories(node, _Checker(lines))

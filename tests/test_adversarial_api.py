@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,16 @@ def frame(n: int = N) -> pd.DataFrame:
             "charge": rng.integers(1, 5, n) * 100,
         }
     )
+
+
+def _roles(role: str, column: str, spec: Any = None) -> dict[str, Any]:
+    """``anonymize()``'s keyword arguments giving ``column`` the ``role`` (``quasi_identifier``
+    beside ``age``, or ``confidential``) and the frame's other columns a role: ``spec`` is
+    ``column``'s type or full spec, or ``None`` for the list form (numeric)."""
+    if role == "quasi_identifier":
+        named = ["age", column] if spec is None else {"age": "numeric", column: spec}
+        return {"quasi_identifiers": named, "other": ["zip"]}
+    return {"confidential": [column] if spec is None else {column: spec}, "identifiers": ["charge"]}
 
 
 def anonymize(df: pd.DataFrame, **kwargs) -> tclose.AnonymizationResult:
@@ -184,11 +195,7 @@ def test_dates_beyond_the_nanosecond_range_are_refused_not_wrapped(role):
     # NumPy's cast to datetime64[ns] wrapped 2500-01-01 to 1915-06-14, published as verified
     when = np.array(["2500-01-01", "1990-05-01", "1990-05-02"] * (N // 3), dtype="datetime64[s]")
     df = frame().assign(when=when)
-    roles = (
-        {"quasi_identifiers": {"age": "numeric", "when": "date"}, "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": {"when": "date"}, "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "when", "date")
     with pytest.raises(DataError, match=r"'when' holds 8 date\(s\) outside the range .* 2262"):
         anonymize(df, **roles)
 
@@ -231,11 +238,7 @@ def test_cli_refuses_a_sqlite_date_beyond_the_nanosecond_range(tmp_path):
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_values_that_are_not_real_numbers_are_refused_in_a_numeric_column(values, message, role):
     df = frame().assign(v=values)
-    roles = (
-        {"quasi_identifiers": ["age", "v"], "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": ["v"], "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "v")
     with pytest.raises(DataError, match=f"column 'v' is declared numeric but .*{message}"):
         anonymize(df, **roles)
 
@@ -243,11 +246,7 @@ def test_values_that_are_not_real_numbers_are_refused_in_a_numeric_column(values
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_list_or_dict_cells_in_a_nominal_column_are_a_data_error(role):
     df = frame().assign(v=[[1], {"a": 2}, (3,)] * (N // 3))
-    roles = (
-        {"quasi_identifiers": {"age": "numeric", "v": "nominal"}, "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": {"v": "nominal"}, "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "v", "nominal")
     with pytest.raises(DataError, match=r"'v' holds 16 value\(s\) that are not single values"):
         anonymize(df, **roles)
 
@@ -398,11 +397,7 @@ def test_values_equal_but_spelled_apart_are_categories_not_a_crash(values, role)
     # pandas.unique takes 0.0 and -0.0 (or 1, 1.0 and True) as one value, their texts differ:
     # the ordering of the categories raised KeyError: '-0.0'
     df = frame().assign(f=list(values) * (N // 4))
-    roles = (
-        {"quasi_identifiers": {"age": "numeric", "f": "nominal"}, "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": {"f": "nominal"}, "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "f", "nominal")
     result = anonymize(df, **roles)
     assert {repr(v) for v in result.data["f"]} <= {repr(v) for v in df["f"]}
     assert result.data["f"].dtype == df["f"].dtype
@@ -415,11 +410,7 @@ def test_the_text_tclose_names_null_by_is_refused_in_a_category_column(role, mis
     # computed on other values than those published; under missing: category it became NULL
     df = frame().assign(s=["(missing)", "a", "b", "a"] * (N // 4))
     spec = {"type": "nominal", "missing": missing}
-    roles = (
-        {"quasi_identifiers": {"age": "numeric", "s": spec}, "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": {"s": spec}, "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "s", spec)
     with pytest.raises(DataError, match=r"'s' holds the text '\(missing\)' in 6 row\(s\)"):
         anonymize(df, **roles)
 
@@ -453,11 +444,7 @@ def test_cli_refuses_the_text_tclose_names_null_by(tmp_path):
 def test_numbers_beyond_the_double_range_are_a_data_error(big, role):
     # pandas.to_numeric raised OverflowError on the int; the Decimal was called "infinite"
     df = frame().assign(v=pd.Series([big, 1, 2] * (N // 3), dtype=object))
-    roles = (
-        {"quasi_identifiers": ["age", "v"], "other": ["zip"]}
-        if role == "quasi_identifier"
-        else {"confidential": ["v"], "identifiers": ["charge"]}
-    )
+    roles = _roles(role, "v")
     with pytest.raises(DataError, match=r"'v' holds .*beyond the double precision range"):
         anonymize(df, **roles)
 

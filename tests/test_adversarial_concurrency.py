@@ -123,6 +123,18 @@ def _waiting_on_lock(db, seconds: float = 3) -> None:
     time.sleep(seconds)
 
 
+def _second_waits_for_first(db, tmp_path, runs, configs, reports):
+    """(first, second): the first run of ``configs`` paused before its publish, the second
+    started and given time to wait on the run lock; each writes its report of ``reports``."""
+    first = runs(
+        tmp_path, "first", ["-q", "run", configs[0], "--report", str(reports[0])], "publish"
+    )
+    first.wait_paused()
+    second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
+    _waiting_on_lock(db)
+    return first, second
+
+
 @pytest.mark.parametrize("if_exists", ["fail", "replace"])
 def test_two_runs_on_one_target_serialize(db, tmp_path, runs, capsys, if_exists):
     """The second run names the target with its schema: the same table, the same lock."""
@@ -136,12 +148,7 @@ def test_two_runs_on_one_target_serialize(db, tmp_path, runs, capsys, if_exists)
         document["target"]["if_exists"] = if_exists
         configs.append(str(db.write_config(document, f"run{i}.yaml")))
         reports.append(tmp_path / f"report{i}.json")
-    first = runs(
-        tmp_path, "first", ["-q", "run", configs[0], "--report", str(reports[0])], "publish"
-    )
-    first.wait_paused()
-    second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
-    _waiting_on_lock(db)
+    first, second = _second_waits_for_first(db, tmp_path, runs, configs, reports)
     code1, _, err1 = first.finish()
     code2, _, err2 = second.finish()
     assert code1 == 0, err1
@@ -177,12 +184,7 @@ def test_a_run_killed_while_another_waits_lets_the_waiting_one_publish(db, tmp_p
         document = db.config(source, target)
         configs.append(str(db.write_config(document, f"run{i}.yaml")))
         reports.append(tmp_path / f"report{i}.json")
-    first = runs(
-        tmp_path, "first", ["-q", "run", configs[0], "--report", str(reports[0])], "publish"
-    )
-    first.wait_paused()
-    second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
-    _waiting_on_lock(db)
+    first, second = _second_waits_for_first(db, tmp_path, runs, configs, reports)
     first.kill()
     code, _, err = second.finish()
     assert db.rows(source, order="patient_id") == before
