@@ -81,9 +81,9 @@ def test_mariadb_role_without_drop_leaves_an_empty_registered_staging_table(mari
     maria.execute(f"CREATE USER '{user}'@'%'")
     try:
         maria.execute(
-            f"GRANT SELECT, INSERT, CREATE, CREATE TEMPORARY TABLES ON `{database}`.* TO '{user}'@'%'"
+            f"GRANT SELECT, INSERT, DELETE, CREATE, CREATE TEMPORARY TABLES ON `{database}`.* "
+            f"TO '{user}'@'%'"  # DELETE for the registry tclose_owned, which may not exist yet
         )
-        maria.execute(f"GRANT DELETE ON `{database}`.`tclose_owned` TO '{user}'@'%'")
         document = maria.config(source, target)
         document["source"]["url"] = maria.engine.url.set(username=user).render_as_string(False)
         document["target"]["if_exists"] = "replace"
@@ -99,6 +99,29 @@ def test_mariadb_role_without_drop_leaves_an_empty_registered_staging_table(mari
     # The next run that may drop tables removes it: it is registered as tclose's.
     assert main(["-q", "run", str(maria.write_config(maria.config(source, maria.name("b"))))]) == 0
     assert maria.tables() == {source, target, maria.name("b")}
+
+
+def test_mariadb_a_session_frees_its_locks_before_its_connection_closes(maria):
+    """A closed connection's named locks are freed only once the server has handled the
+    disconnect; under load a next run asked ``IS_FREE_LOCK`` before that and kept this run's
+    leftover staging table for one run more. The session frees them itself as it ends."""
+    from tclose.connectors.mysql import MySQLDatabase, run_lock_name
+
+    database = MySQLDatabase(maria.url)
+    staging = sa.Table(maria.name("stage"), sa.MetaData(), sa.Column("x", sa.Integer))
+    staging.info["run_id"] = maria.prefix
+    target_lock = run_lock_name(maria.engine.url.database, staging.name)
+    free = "SELECT IS_FREE_LOCK(:lock)"
+    try:
+        with database.session(staging) as session:
+            held = [session.run_lock, target_lock]
+            assert [maria.execute(free, {"lock": lock}) for lock in held] == [[(0,)], [(0,)]]
+            session.end()
+            assert not session.connection.closed
+            assert [maria.execute(free, {"lock": lock}) for lock in held] == [[(1,)], [(1,)]]
+    finally:
+        database.engine.dispose()
+    assert maria.tables() == set()
 
 
 def _with_column(db, source: str, column: str) -> None:
