@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -693,6 +694,35 @@ class DuckDBDatabase(SQLDatabase):
             where = ("file", stat.st_dev, stat.st_ino)
         return ("duckdb", where, found[0].lower(), found[1].lower())
 
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names
+        (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively.
+        DuckDB keeps no record of what a view reads, and binds its names only when it is read."""
+        found: list[tuple] = []
+        names = [name]
+        while names:
+            table = names.pop()
+            identity = self.table_identity(table)
+            if identity is None or identity in found:
+                continue
+            found.append(identity)
+            with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
+                definition = c.execute(
+                    sa.text(
+                        "SELECT sql FROM duckdb_views() WHERE NOT internal AND "
+                        "database_name IN (current_database(), 'temp') AND "
+                        "lower(schema_name) = :s AND lower(view_name) = :t"
+                    ),
+                    {"s": identity[2], "t": identity[3]},
+                ).scalar()
+                if definition is None:
+                    continue
+                tree = c.execute(
+                    sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
+                ).scalar()
+            names.extend(_base_tables(json.loads(tree) if isinstance(tree, str) else tree))
+        return found
+
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
         a float type of more than 24 bits (or unknown precision) becomes ``DOUBLE``. A decimal
@@ -712,6 +742,29 @@ class DuckDBDatabase(SQLDatabase):
             if generic.precision > widest:
                 return sa.Numeric(widest, min(generic.scale or 0, widest))
         return generic
+
+
+def _view_select(definition: str) -> str:
+    """The ``SELECT`` of a view's ``CREATE VIEW name [(columns)] AS SELECT ...;``: what follows
+    the first ``AS`` keyword (DuckDB's tokenizer, so that a quoted name holding `` AS `` is
+    passed over)."""
+    import duckdb
+
+    for offset, kind in duckdb.tokenize(definition):
+        if kind == duckdb.token_type.keyword and definition[offset : offset + 2].upper() == "AS":
+            return definition[offset + 2 :].strip().rstrip(";")
+    return definition
+
+
+def _base_tables(tree: Any) -> list[TableName]:
+    """Every ``BASE_TABLE`` of a parsed statement (``json_serialize_sql``), as a name."""
+    if isinstance(tree, list):
+        return [name for item in tree for name in _base_tables(item)]
+    if not isinstance(tree, dict):
+        return []
+    if tree.get("type") == "BASE_TABLE" and tree.get("table_name"):
+        return [TableName(tree.get("schema_name") or None, tree["table_name"])]
+    return [name for value in tree.values() for name in _base_tables(value)]
 
 
 class DuckDBConnector:

@@ -151,6 +151,11 @@ def driver_description(url: sa.URL) -> str:
 REGISTRY_TABLE = "tclose_owned"
 
 
+#: Two quoted names joined by a dot, as a view's stored definition names a table
+#: (`schema`.`table`; also `alias`.`column`, whose "table" then does not exist).
+_QUALIFIED_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+
+
 def run_lock_name(schema: str, target: str) -> str:
     """The named lock (``GET_LOCK``) of the runs that write ``schema.target``; 47 characters,
     within MySQL's limit of 64."""
@@ -779,6 +784,33 @@ class MySQLDatabase(SQLDatabase):
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
         return ("mysql", host, int(port), datadir, *stored)
+
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The identities of ``name`` and, if it is a view, of every table its definition names
+        (``information_schema.views``, where the server writes each table as
+        ``schema``.``table``), transitively. A view whose definition this account may not see
+        (no ``SHOW VIEW``) counts as reading nothing more."""
+        found: list[tuple] = []
+        names = [name]
+        while names:
+            table = names.pop()
+            identity = self.table_identity(table)
+            if identity is None or identity in found:
+                continue
+            found.append(identity)
+            query = (
+                "SELECT view_definition FROM information_schema.views "
+                "WHERE table_schema = %s AND table_name = %s"
+            )
+            with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
+                if c.dialect.paramstyle == "qmark":
+                    query = query.replace("%s", "?")
+                definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
+            names.extend(
+                TableName(schema.replace("``", "`"), name.replace("``", "`"))
+                for schema, name in _QUALIFIED_NAME.findall(definition or "")
+            )
+        return found
 
     def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
         """The reflected table, with exactly the columns the server's catalog lists:

@@ -679,12 +679,27 @@ class PostgreSQLDatabase(SQLDatabase):
         """The cluster's ``system_identifier`` (else the postmaster's start time and port), the
         database and the table's OID, as ``to_regclass`` resolves the quoted name (the
         ``search_path`` for an unqualified one)."""
+        identities = self._identities("SELECT to_regclass(%(name)s)::oid", name)
+        return identities[0] if identities else None
+
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The identities of ``name`` and of every relation whose rows reading it reads: the
+        relations a view's rule reads (``pg_rewrite`` and ``pg_depend``), and the partitions and
+        inheriting tables (``pg_inherits``) of each, transitively."""
+        return self._identities(_READS, name)
+
+    def tables_dropped(self, name: TableName) -> list[tuple]:
+        """The identities of ``name`` and of the partitions a ``DROP TABLE`` of it drops with
+        it (those of a partitioned table, transitively)."""
+        return self._identities(_DROPPED_WITH, name)
+
+    def _identities(self, query: str, name: TableName) -> list[tuple]:
+        """:meth:`table_identity` of each OID ``query`` gives for the quoted ``name``."""
         with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
-            oid = connection.exec_driver_sql(
-                "SELECT to_regclass(%(name)s)::oid", {"name": self.qualified(name)}
-            ).scalar()
-            if oid is None:
-                return None
+            rows = connection.exec_driver_sql(query, {"name": self.qualified(name)}).all()
+            oids = [int(oid) for (oid,) in rows if oid is not None]
+            if not oids:
+                return []
             try:
                 with connection.begin_nested():
                     server = connection.exec_driver_sql(
@@ -695,7 +710,7 @@ class PostgreSQLDatabase(SQLDatabase):
                     "SELECT pg_postmaster_start_time()::text || ':' || current_setting('port')"
                 ).scalar()
             database = connection.exec_driver_sql("SELECT current_database()").scalar()
-        return ("postgresql", server, database, int(oid))
+        return [("postgresql", server, database, oid) for oid in oids]
 
     def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
         """``format_type`` of each column (``point``, ``xml``, a composite type qualified when
@@ -711,6 +726,36 @@ class PostgreSQLDatabase(SQLDatabase):
         if isinstance(column_type, postgresql.ENUM):
             column_type.create_type = False  # the type exists: the source uses it
         return column_type
+
+
+#: The OIDs of a relation (``%(name)s``, quoted) and of every relation it reads, as
+#: :meth:`PostgreSQLDatabase.tables_read` says.
+_READS = """
+WITH RECURSIVE reads(oid) AS (
+    SELECT to_regclass(%(name)s)::oid
+    UNION
+    SELECT next.oid FROM reads CROSS JOIN LATERAL (
+        SELECT d.refobjid AS oid FROM pg_rewrite w JOIN pg_depend d
+            ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+            AND d.refclassid = 'pg_class'::regclass
+        WHERE w.ev_class = reads.oid AND d.refobjid <> reads.oid
+        UNION ALL
+        SELECT inhrelid FROM pg_inherits WHERE inhparent = reads.oid
+    ) next
+)
+SELECT oid FROM reads WHERE oid IS NOT NULL
+"""
+
+#: The OIDs of a relation (``%(name)s``, quoted) and of the partitions dropped with it.
+_DROPPED_WITH = """
+WITH RECURSIVE dropped(oid) AS (
+    SELECT to_regclass(%(name)s)::oid
+    UNION
+    SELECT i.inhrelid FROM dropped JOIN pg_class c ON c.oid = dropped.oid AND c.relkind = 'p'
+    JOIN pg_inherits i ON i.inhparent = dropped.oid
+)
+SELECT oid FROM dropped WHERE oid IS NOT NULL
+"""
 
 
 #: Zero bytes after a chunk's rows: a value gathered at a NULL field's position stays inside

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
@@ -360,6 +361,34 @@ class SQLiteDatabase(SQLDatabase):
                 if row is not None:
                     return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
         return None
+
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The identities of ``name`` and of every table SQLite reads to read it (a view's
+        tables, transitively): the tables its authorizer is asked about while it prepares
+        ``SELECT * FROM name``."""
+        identity = self.table_identity(name)
+        if identity is None:
+            return []
+        read: set[tuple[str, str]] = set()
+
+        def authorize(action: int, table: str | None, _column, schema: str | None, _view) -> int:
+            if action == sqlite3.SQLITE_READ and table and schema:
+                read.add((schema, table))
+            return sqlite3.SQLITE_OK
+
+        with self.errors(f"reading the definition of {name}"), self.engine.connect() as c:
+            raw: Any = c.connection.driver_connection
+            raw.set_authorizer(authorize)
+            try:
+                raw.execute(f"SELECT * FROM {self.qualified(name)} LIMIT 0").fetchall()
+            finally:
+                raw.set_authorizer(None)
+        found = [identity]
+        for schema, table in sorted(read):
+            other = self.table_identity(TableName(schema, table))
+            if other is not None and other not in found:
+                found.append(other)
+        return found
 
     def files(self) -> list[Path]:
         """Each database file of the connection (``PRAGMA database_list``: the main one and

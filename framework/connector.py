@@ -13,6 +13,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`RunLock`: runs on one target exclude each other;
 - :class:`ReadHold`: ``tclose verify`` reads a table whole while a run publishes it;
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
+- :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
@@ -309,6 +310,26 @@ class TableIdentity(Protocol):
         ...
 
 
+class TableDependencies(Protocol):
+    """Optional, on a :class:`Database` with :class:`TableIdentity`: which tables a name reads
+    and which a ``DROP`` of it drops.
+
+    Fallback: the guard compares the source's and the target's own identities only, so a
+    target that is a table the source view reads, or a partition of the source, is not refused
+    (replacing it changes the source)."""
+
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The :meth:`~TableIdentity.table_identity` of ``name`` and of every table whose rows a
+        read of ``name`` reads (the tables a view reads, partitions, inheriting tables),
+        transitively; empty when there is no such table."""
+        ...
+
+    def tables_dropped(self, name: TableName) -> list[tuple]:
+        """The identity of ``name`` and of every table a ``DROP TABLE`` of it drops with it (the
+        partitions of a partitioned table); empty when there is no such table."""
+        ...
+
+
 class DatabaseFiles(Protocol):
     """Optional, on a :class:`Database`: the files that hold it.
 
@@ -452,6 +473,7 @@ OPTIONAL = {
     "RunLock": RunLock,
     "ReadHold": ReadHold,
     "TableIdentity": TableIdentity,
+    "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,

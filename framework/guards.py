@@ -3,7 +3,9 @@ output file overwrites something that is not an output of tclose.
 
 - :func:`refuse_same_table`: source, target and audit table are compared by the identity the
   database itself gives them (server, database, schema, folded name, real file, catalog object
-  id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling.
+  id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling; nor may
+  the target or the audit table be a table the source reads (a view's, a partition, an
+  inheriting table: :class:`tclose.connector.TableDependencies`).
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
 - :func:`refuse_output_paths`: no report path, and no file target, is a file of the source's or
@@ -29,7 +31,10 @@ def refuse_same_table(
     source_db: Any, source: Any, target_db: Any, target: Any, audit: Any = None
 ) -> None:
     """:class:`ConfigError` (exit 2) when the target (or the audit table, ``report.table``)
-    is the source table under another name or URL, or the audit table is the target."""
+    is the source table under another name or URL, or the audit table is the target; or when
+    the target (or a partition dropped with it), or the audit table, is a table whose rows the
+    source reads: a table the source view reads, a partition or an inheriting table of the
+    source."""
     if not all(hasattr(db, "table_identity") for db in (source_db, target_db)):
         # A connector that cannot say what its tables are: compare what is known.
         def identify(db: Any, name: Any) -> tuple | None:
@@ -50,6 +55,14 @@ def refuse_same_table(
             f"{source} (the same table in the same database, named another way); tclose never "
             f"modifies its source. Choose another target table."
         )
+    read = _related(source_db, "tables_read", source, source_id)
+    if target_id is not None and read & _related(target_db, "tables_dropped", target, target_id):
+        raise ConfigError(
+            f"==> At target ==> At key: table\nThe target table {target} holds rows that the "
+            f"source {source} reads (through a view, a partition or an inherited table); "
+            f"replacing it would change the source, and tclose never modifies its source. "
+            f"Choose another target table."
+        )
     if audit is not None:
         audit_id = identify(target_db, audit)
         if audit_id is not None and audit_id in (source_id, target_id):
@@ -58,6 +71,21 @@ def refuse_same_table(
                 f"==> At report ==> At key: table\nThe audit table {audit} is the {which} "
                 f"table. Choose another name for report.table."
             )
+        if audit_id is not None and audit_id in read:
+            raise ConfigError(
+                f"==> At report ==> At key: table\nThe audit table {audit} holds rows that the "
+                f"source {source} reads (through a view, a partition or an inherited table); "
+                f"a row appended to it would change the source. Choose another name for "
+                f"report.table."
+            )
+
+
+def _related(db: Any, method: str, name: Any, identity: tuple) -> set[tuple]:
+    """The identities ``db.<method>(name)`` gives (``tables_read`` or ``tables_dropped``, see
+    :class:`tclose.connector.TableDependencies`); only ``identity`` for a connector without
+    it."""
+    related = getattr(db, method, None)
+    return set(related(name)) | {identity} if callable(related) else {identity}
 
 
 def refuse_foreign_file(path: str | None, key: str, where: str | None = None) -> None:

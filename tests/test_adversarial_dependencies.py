@@ -1,0 +1,131 @@
+"""Adversarial: the target is not the source, but holds rows the source reads.
+
+A source may be a view, a partitioned table or a parent of inherited tables; replacing one of
+the tables it reads (or a partitioned table that holds the source partition: dropping it drops
+its partitions) destroys the source as surely as replacing the source itself. Before, the
+partition and the child were replaced on PostgreSQL (the source lost their rows, exit 0), and the
+view's table on MariaDB and DuckDB (the source then read the release, or nothing, exit 0). Every
+such target must be refused with exit 2 before anything is written, and the source must read
+what it read before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tclose.cli import main
+
+
+def _view(db, name: str, select: str) -> None:
+    db.execute(f"CREATE VIEW {db.quote(name)} AS {select}")
+
+
+def _drop_views(db, *names: str) -> None:
+    for name in names:
+        db.execute(f"DROP VIEW IF EXISTS {db.quote(name)}")
+
+
+def _refused(db, capsys, source: str, target: str, order: str = "patient_id", **report) -> str:
+    """Run ``source`` into ``target`` (replace): exit 2, the source reads as before; the error."""
+    before = db.rows(source, order=order)
+    document = db.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    if report:
+        document["report"] = report
+    code = main(["-q", "run", str(db.write_config(document))])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert db.rows(source, order=order) == before
+    return err
+
+
+def test_a_table_that_the_source_view_reads_is_refused_as_target(db, capsys):
+    """Through an alias and a second view: ``v2`` reads ``v1``, which reads ``base AS a``."""
+    base, v1, v2 = db.name("base"), db.name("v1"), db.name("v2")
+    db.create_patients(base, n=40)
+    try:
+        _view(db, v1, f"SELECT a.* FROM {db.quote(base)} AS a")
+        _view(db, v2, f"SELECT * FROM {db.quote(v1)}")
+        for source in (v1, v2):
+            err = _refused(db, capsys, source, base)
+            assert f"The target table {base} holds rows that the source {source} reads" in err
+        assert len(db.rows(base)) == 40
+    finally:
+        _drop_views(db, v2, v1)
+    assert db.tables() == {base}
+
+
+def test_the_audit_table_may_not_be_a_table_the_source_view_reads(db, capsys):
+    base, view = db.name("base"), db.name("v")
+    db.create_patients(base, n=40)
+    try:
+        _view(db, view, f"SELECT * FROM {db.quote(base)}")
+        err = _refused(db, capsys, view, db.name("anon"), table=base)
+        assert f"The audit table {base} holds rows that the source {view} reads" in err
+    finally:
+        _drop_views(db, view)
+    assert db.tables() == {base}
+
+
+def test_a_view_source_publishes_into_a_table_it_does_not_read(db, capsys):
+    """No false alarm: a view that reads ``base`` may be published into another table."""
+    base, view, target = db.name("base"), db.name("v"), db.name("anon")
+    db.create_patients(base, n=40)
+    try:
+        _view(db, view, f"SELECT * FROM {db.quote(base)}")
+        assert main(["-q", "run", str(db.write_config(db.config(view, target)))]) == 0
+        assert len(db.rows(target)) == 40
+        assert len(db.rows(view)) == 40
+    finally:
+        _drop_views(db, view)
+
+
+def _partitions(pg) -> tuple[str, str, str]:
+    """A table partitioned by ``patient_id`` into two partitions, filled with 40 patients."""
+    parent, low, high = pg.name("p"), pg.name("p_low"), pg.name("p_high")
+    rows = pg.name("rows")
+    pg.create_patients(rows, n=40)
+    pg.execute(f"CREATE TABLE {parent} (LIKE {rows}) PARTITION BY RANGE (patient_id)")
+    pg.execute(f"CREATE TABLE {low} PARTITION OF {parent} FOR VALUES FROM (MINVALUE) TO (20)")
+    pg.execute(f"CREATE TABLE {high} PARTITION OF {parent} FOR VALUES FROM (20) TO (MAXVALUE)")
+    pg.execute(f"INSERT INTO {parent} SELECT * FROM {rows}")
+    pg.execute(f"DROP TABLE {rows}")
+    return parent, low, high
+
+
+@pytest.mark.postgres
+def test_postgresql_a_partition_of_the_source_is_refused_as_target(pg, capsys):
+    parent, low, high = _partitions(pg)
+    try:
+        err = _refused(pg, capsys, parent, high)
+        assert f"The target table {high} holds rows that the source {parent} reads" in err
+        assert len(pg.rows(parent)) == 40
+    finally:
+        pg.execute(f"DROP TABLE {parent}")  # and its partitions
+
+
+@pytest.mark.postgres
+def test_postgresql_the_table_that_holds_the_source_partition_is_refused_as_target(pg, capsys):
+    """Dropping a partitioned table drops its partitions: the source partition with it."""
+    parent, low, high = _partitions(pg)
+    try:
+        err = _refused(pg, capsys, low, parent)
+        assert f"The target table {parent} holds rows that the source {low} reads" in err
+        assert len(pg.rows(parent)) == 40  # the other partition too
+    finally:
+        pg.execute(f"DROP TABLE {parent}")
+
+
+@pytest.mark.postgres
+def test_postgresql_a_table_that_inherits_from_the_source_is_refused_as_target(pg, capsys):
+    parent, child = pg.name("parent"), pg.name("child")
+    pg.create_patients(parent, n=40)
+    pg.execute(f"CREATE TABLE {child} () INHERITS ({parent})")
+    pg.execute(f"INSERT INTO {child} SELECT * FROM ONLY {parent} WHERE patient_id >= 20")
+    pg.execute(f"DELETE FROM ONLY {parent} WHERE patient_id >= 20")
+    try:
+        err = _refused(pg, capsys, parent, child)
+        assert f"The target table {child} holds rows that the source {parent} reads" in err
+        assert len(pg.rows(parent)) == 40
+    finally:
+        pg.execute(f"DROP TABLE {child}")
