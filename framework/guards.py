@@ -6,6 +6,7 @@ output file overwrites something that is not an output of tclose.
   id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling; nor may
   the target or the audit table be a table the source reads (a view's, a partition, an
   inheriting table: :class:`tclose.connector.TableDependencies`).
+- :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
 - :func:`refuse_output_paths`: no report path, and no file target, is a file of the source's or
@@ -78,6 +79,25 @@ def refuse_same_table(
                 f"a row appended to it would change the source. Choose another name for "
                 f"report.table."
             )
+
+
+def refuse_foreign_audit_table(db: Any, name: Any) -> None:
+    """:class:`ConfigError` (exit 2) when the audit table ``name`` (``report.table``) exists
+    without the columns of tclose's audit table: its row could not be written, which stops a
+    publish on SQLite and PostgreSQL after all the work and, on MariaDB/MySQL, where the row is
+    written after the publish, left a release without its audit row (a warning, exit 0)."""
+    from tclose.plugins.audit_table import COLUMNS
+
+    if not db.exists(name):
+        return
+    present = set(db.table(name).columns.keys())
+    missing = [column for column in COLUMNS if column not in present]
+    if missing:
+        raise ConfigError(
+            f"==> At report ==> At key: table\nThe audit table {name} exists but lacks the "
+            f"column(s) {', '.join(missing)}; point report.table at a new table name, or at an "
+            f"audit table of tclose. Nothing was written."
+        )
 
 
 def _related(db: Any, method: str, name: Any, identity: tuple) -> set[tuple]:

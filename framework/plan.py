@@ -33,7 +33,12 @@ from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
 from .connector import capability
 from .errors import ConfigError, DataError
-from .guards import refuse_foreign_file, refuse_output_paths, refuse_same_table
+from .guards import (
+    refuse_foreign_audit_table,
+    refuse_foreign_file,
+    refuse_output_paths,
+    refuse_same_table,
+)
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
 from .options import validate_options
@@ -212,6 +217,8 @@ def build_plan(
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
     audit = TableName.parse(config.report_table) if config.report_table else None
     refuse_same_table(source_db, source, target_db, target, audit)
+    if audit is not None:
+        refuse_foreign_audit_table(target_db, audit)
     refuse_foreign_file(report_path or config.report_json, "json")
     refuse_foreign_file(config.report_html, "html")
     target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)

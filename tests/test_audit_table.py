@@ -68,20 +68,23 @@ def test_a_failed_verification_is_recorded(sqlite_run, singletons_registry):
     assert "discharges_anon" not in sqlite_run.tables()
 
 
-def test_an_incompatible_table_warns_after_a_dry_run_and_stops_a_publish(sqlite_run, capsys):
+def test_an_incompatible_table_is_refused_before_any_work(sqlite_run, capsys):
+    """Its row could not be written: before, a dry run warned after the work, a publish stopped
+    after it (exit 3) and, on MariaDB, published without the row (``test_audit_in_publish``)."""
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("CREATE TABLE tclose_audit (run_id TEXT PRIMARY KEY, note TEXT)")
     document = sqlite_run.config()
     document["report"] = {"table": "tclose_audit"}
     config = str(sqlite_run.write(document))
-    assert main(["run", config, "--dry-run"]) == 0  # recorded after the run: a warning only
-    err = capsys.readouterr().err
-    assert "WARNING" in err and "lacks the column(s) started_at" in err
-    # Publishing writes the row in the publish transaction (tests/test_audit_in_publish.py):
-    # a row that cannot be written stops the release.
-    assert main(["run", config]) == 3
-    assert "lacks the column(s) started_at" in capsys.readouterr().err
+    for dry_run in (["--dry-run"], []):
+        assert main(["run", config, *dry_run]) == 2
+        err = capsys.readouterr().err
+        assert "==> At report ==> At key: table" in err
+        assert "lacks the column(s) started_at" in err and "Nothing was written" in err
+        assert "partitioning" not in err
     assert "discharges_anon" not in sqlite_run.tables()
+    with sqlite3.connect(sqlite_run.db) as connection:
+        assert connection.execute("SELECT count(*) FROM tclose_audit").fetchone() == (0,)
 
 
 def test_no_table_configured_writes_nothing(sqlite_run):
