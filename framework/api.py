@@ -307,7 +307,7 @@ def _verify_release(
         len(data),
         encoded.confidential,
     )
-    add_linkage_check(verification, frame_linking_columns(data, attributes))
+    add_linkage_check(verification, *frame_linking_columns(data, attributes))
     return verification
 
 

@@ -66,10 +66,16 @@ def _check_missing(values: pd.Series, spec: Any, role: str) -> np.ndarray:
     missing = missing_mask(values)
     policy = getattr(spec, "missing", "error")
     if missing.any() and policy == "error":
+        # 'category' is offered only where the configuration accepts it (ordinal, nominal)
+        policies = (
+            "'category' or 'exclude-rows'"
+            if spec.type in ("ordinal", "nominal")
+            else "'exclude-rows'"
+        )
         raise DataError(
             f"The {role} column {spec.name!r} has {int(missing.sum())} missing (NULL) value(s) "
             f"in {len(values)} rows (rows {_rows(missing, values.index)}). Set "
-            f"attributes.{spec.name}.missing to 'category' or 'exclude-rows', or fill them."
+            f"attributes.{spec.name}.missing to {policies}, or fill them."
         )
     if missing.any() and policy == "category" and spec.type not in ("ordinal", "nominal"):
         raise DataError(

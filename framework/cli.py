@@ -307,7 +307,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             f"comment was removed, or its database keeps none): the run id was not compared."
         )
     if run_id is not None:
-        _echo(f"run   published by tclose run {run_id} (the table's comment)")
+        _echo(f"run   published by tclose run {run_id} (the table's run mark)")
         _rebuild_audit_record(config, run_id, verification, checks, report)
     _echo("verdict: " + ("verified" if passed else "NOT verified"))
     return 0 if passed else 1

@@ -238,10 +238,13 @@ def checked_columns(attributes: Mapping[str, Any], present: Iterable[str]) -> tu
     )
 
 
-def frame_linking_columns(data: pd.DataFrame, attributes: Mapping[str, Any]) -> list[str]:
-    """The linking pass-through columns of a published DataFrame (the API's release)."""
-    checked, _allowed = checked_columns(attributes, data.columns)
-    return [c for c in checked if is_linking(data[c])]
+def frame_linking_columns(
+    data: pd.DataFrame, attributes: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """The linking pass-through columns of a published DataFrame (the API's release), and the
+    pass-through columns allowed to be unique, as :func:`add_linkage_check` takes them."""
+    checked, allowed = checked_columns(attributes, data.columns)
+    return [c for c in checked if is_linking(data[c])], allowed
 
 
 def add_linkage_check(verification: Any, linking: Sequence[str], allowed: Sequence[str] = ()):

@@ -1,0 +1,198 @@
+"""The user docs (README.md, docs/*.md) tell the truth: their links resolve, they name no path of
+one machine, and their examples run and print what the docs show."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import tclose
+from tclose.cli import main
+from tclose.config import load_config
+from tclose.demo import create_demo_database
+from tclose.runner import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def _prose(text: str) -> str:
+    """The Markdown outside code blocks and inline code."""
+    return re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))
+
+
+def _code_blocks(path: Path, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", FENCE.sub("", path.read_text()), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.replace("`", "").replace("*", "").lower().strip())
+        slug = slug.replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_every_relative_link_of_the_docs_points_at_an_existing_file_and_anchor():
+    broken = []
+    links = 0
+    for doc in DOCS:
+        for link in re.findall(r"\]\(([^)\s]+)\)", _prose(doc.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z][a-z0-9+.-]*:", link):
+                continue  # https://, mailto:
+            links += 1
+            path, _, anchor = link.partition("#")
+            target = (doc.parent / path).resolve() if path else doc
+            if not target.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
+    assert links > 50, "the link pattern found almost no link: is it still right?"
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_every_file_and_test_the_docs_name_exists():
+    """`tests/x.py::test_y*`, `bench/...`, `examples/...`, `configs/...` named in the docs."""
+    missing = []
+    pattern = r"\b((?:tests|bench|examples|configs)/[\w.*/-]+\w)(?:::(\w[\w*]*))?"
+    for doc in DOCS:
+        for path, test in re.findall(pattern, doc.read_text(encoding="utf-8")):
+            files = list(ROOT.glob(path))
+            if not files:
+                missing.append(f"{doc.relative_to(ROOT)}: {path}")
+                continue
+            if test:
+                name = re.compile(r"^def " + test.replace("*", r"\w*") + r"\(", re.M)
+                if not any(name.search(f.read_text(encoding="utf-8")) for f in files):
+                    missing.append(f"{doc.relative_to(ROOT)}: {path}::{test}")
+    assert not missing, "the docs name what does not exist:\n" + "\n".join(missing)
+
+
+def test_no_doc_config_or_bench_script_names_a_path_of_this_machine():
+    """Docs and scripts say `../shared/data/...`, never where one machine keeps it."""
+    found = []
+    files = [*DOCS, *(ROOT / "bench").rglob("*.py"), *(ROOT / "configs").rglob("*.yaml")]
+    files += [p for p in (ROOT / "examples").rglob("*") if p.suffix in (".py", ".md", ".toml")]
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"(?<![\w.@])/(?:work|root|home|Users)/", line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "absolute paths of a machine:\n" + "\n".join(found)
+
+
+def _patients(n: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    return pd.DataFrame(
+        {
+            "name": [f"p{i}" for i in range(n)],
+            "age": rng.integers(20, 80, n),
+            "zip": rng.integers(1000, 1010, n),
+            "charge": rng.normal(1000.0, 200.0, n),
+            "ward": rng.choice(["a", "b", "c"], n),
+        }
+    )
+
+
+def test_the_readme_python_example_runs_as_written():
+    df = _patients()
+    published = tclose.anonymize(
+        df, ["age", "zip"], ["charge"], k=5, identifiers=["name"], other=["ward"], keep_order=True
+    ).data
+    namespace = {"df": df, "original_df": df, "published_df": published}
+    (block,) = [b for b in _code_blocks(ROOT / "README.md", "python") if "anonymize" in b]
+    exec(block, namespace)
+    result = namespace["result"]
+    assert isinstance(result.data.index, pd.RangeIndex) and "name" not in result.data
+    assert result.report["verification"]["passed"]
+    assert 0 <= result.report["risk"]["record_linkage"] <= 1
+
+
+def test_the_evaluate_example_of_reports_md_runs_as_written():
+    df = _patients()
+    published = tclose.anonymize(
+        df, ["age", "zip"], ["charge"], k=5, identifiers=["name"], other=["ward"], keep_order=True
+    ).data
+    namespace = {"original_df": df, "published_df": published}
+    (block,) = [b for b in _code_blocks(ROOT / "docs" / "reports.md", "python") if "evaluate" in b]
+    exec(block, namespace)
+    figures = namespace["figures"]
+    assert 0 <= figures["risk"]["record_linkage"] <= 1 and figures["utility"]["il1s"] > 0
+
+
+def _shape(line: str) -> str:
+    """A line of `tclose verify` with its run id and numbers blanked."""
+    return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"\b[0-9a-f]{32}\b", "RUN", line))
+
+
+def test_tclose_verify_prints_what_reports_md_shows(tmp_path, capsys):
+    """docs/reports.md shows the output of `tclose verify configs/quickstart.yaml` after
+    `tclose demo`: the same lines, in the same order (numbers aside)."""
+    database = tmp_path / "demo.db"
+    create_demo_database(database, n_rows=500, seed=3)
+    document = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    document["source"]["url"] = f"sqlite:///{database}"
+    document["report"]["json"] = str(tmp_path / "report.json")
+    config = tmp_path / "quickstart.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    assert main(["-q", "run", str(config)]) == 0
+    capsys.readouterr()
+
+    assert main(["verify", str(config)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    (shown,) = [b for b in _code_blocks(ROOT / "docs" / "reports.md", "text") if "verdict:" in b]
+    assert [_shape(line) for line in printed] == [_shape(line) for line in shown.splitlines()]
+
+
+def test_a_null_names_only_the_missing_policies_the_attribute_accepts(sqlite_run):
+    """docs/attributes.md: `category` is for ordinal and nominal attributes only, so the advice
+    of a NULL in a numeric column offers `exclude-rows` alone, and following it publishes."""
+    with sqlite3.connect(sqlite_run.db) as connection:
+        connection.execute("UPDATE discharges SET ward = NULL WHERE patient_id < 4")
+        connection.execute("UPDATE discharges SET charge = NULL WHERE patient_id BETWEEN 4 AND 6")
+    document = sqlite_run.config()
+    document["attributes"]["ward"] = {"role": "quasi_identifier", "type": "nominal"}
+    document["attributes"]["ward"]["missing"] = "category"
+    with pytest.raises(tclose.errors.DataError) as numeric:
+        run(load_config(sqlite_run.write(document)))
+    assert "'charge'" in str(numeric.value) and "'exclude-rows'" in str(numeric.value)
+    assert "'category'" not in str(numeric.value)
+
+    document["attributes"]["charge"]["missing"] = "exclude-rows"
+    del document["attributes"]["ward"]["missing"]
+    with pytest.raises(tclose.errors.DataError) as nominal:
+        run(load_config(sqlite_run.write(document)))
+    assert "'ward'" in str(nominal.value)
+    assert "'category' or 'exclude-rows'" in str(nominal.value)
+
+    document["attributes"]["ward"]["missing"] = "category"
+    result = run(load_config(sqlite_run.write(document)))
+    assert result.published and result.report["source"]["rows_set_aside"] == 3
+
+
+def test_the_api_report_lists_the_columns_allowed_to_be_unique_as_a_run_does():
+    """docs/guide.md: a pass-through column with `allow_unique` is published and the report
+    lists it (`verification.allowed_unique`); the API's report listed none."""
+    df = _patients().assign(notes=lambda d: [f"n{i}" for i in range(len(d))])
+    result = tclose.anonymize(
+        df,
+        ["age", "zip"],
+        ["charge"],
+        k=5,
+        identifiers=["name"],
+        other={"ward": {}, "notes": {"allow_unique": True}},
+    )
+    assert result.report["verification"]["allowed_unique"] == ["notes"]
+    assert result.report["verification"]["linking_columns"] == []
+    assert result.data["notes"].is_unique
