@@ -3,6 +3,7 @@ one machine, and their examples run and print what the docs show."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import sqlite3
 from pathlib import Path
@@ -90,6 +91,40 @@ def test_no_doc_config_or_bench_script_names_a_path_of_this_machine():
             if re.search(r"(?<![\w.@])/(?:work|root|home|Users)/", line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "absolute paths of a machine:\n" + "\n".join(found)
+
+
+USER_DOCS = [ROOT / "README.md"] + [
+    ROOT / "docs" / f"{name}.md"
+    for name in ("guide", "attributes", "reports", "plugins", "databases")
+]
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+    return False
+
+
+def test_every_tclose_name_the_user_docs_give_exists():
+    """`tclose.measures.evaluate`, `tclose.testing.check_connector`, ...: a user who imports
+    what the docs name finds it."""
+    names = {
+        (name, doc.name)
+        for doc in USER_DOCS
+        for name in re.findall(r"`(tclose(?:\.[A-Za-z_]\w*)+)", doc.read_text(encoding="utf-8"))
+    }
+    assert len(names) > 30
+    missing = sorted(f"{doc}: {name}" for name, doc in names if not _resolves(name))
+    assert not missing, "the docs name what tclose does not have:\n" + "\n".join(missing)
 
 
 def _patients(n: int = 200) -> pd.DataFrame:
@@ -196,3 +231,59 @@ def test_the_api_report_lists_the_columns_allowed_to_be_unique_as_a_run_does():
     assert result.report["verification"]["allowed_unique"] == ["notes"]
     assert result.report["verification"]["linking_columns"] == []
     assert result.data["notes"].is_unique
+
+
+def test_the_attributes_md_examples_run_as_written(tmp_path):
+    """docs/attributes.md's attribute block, its CSV hierarchy and its YAML hierarchy (given to
+    `roof`) on a table of those columns: published, every type kept, NULL incomes set aside."""
+    import datetime
+
+    attributes_block, hierarchy_block = _code_blocks(ROOT / "docs" / "attributes.md", "yaml")[:2]
+    document = yaml.safe_load(attributes_block)
+    hierarchy = yaml.safe_load(hierarchy_block)["hierarchy"]
+    document["attributes"]["roof"]["hierarchy"] = hierarchy
+    roofs = [leaf for leaves in hierarchy["any"].values() for leaf in leaves]
+    chapters = ["A01", "A02", "B01", "B02", "C01"]
+    (tmp_path / "icd_chapters.csv").write_text("".join(f"{x};{x[0]};any\n" for x in chapters))
+    rng = np.random.default_rng(2)
+    rows = [
+        (
+            i,
+            int(rng.integers(18, 90)),
+            ["none", "primary", "secondary", "tertiary"][i % 4],
+            "FM"[i % 2],
+            (
+                datetime.date(2020, 1, 1) + datetime.timedelta(days=int(rng.integers(700)))
+            ).isoformat(),
+            None if i % 17 == 0 else roofs[i % len(roofs)],
+            None if i % 23 == 0 else float(rng.normal(30000, 5000)),
+            chapters[i % len(chapters)],
+        )
+        for i in range(300)
+    ]
+    database = tmp_path / "people.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "CREATE TABLE people (id INTEGER PRIMARY KEY, age INTEGER, education TEXT, sex TEXT, "
+            "admitted DATE, roof TEXT, income REAL, diagnosis TEXT)"
+        )
+        connection.executemany("INSERT INTO people VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    document["source"] = {"url": f"sqlite:///{database}", "table": "people"}
+    document["target"] = {"table": "people_anon"}
+    document["privacy"] = {"k": 5, "t": 0.3}
+    config = tmp_path / "people.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+
+    result = run(load_config(config))
+    assert result.published and result.report["verification"]["passed"]
+    assert result.report["source"]["rows_set_aside_by_column"] == {"income": 14}
+    assert result.report["target"]["rows"] == 300 - 14
+    with sqlite3.connect(database) as connection:
+        published = connection.execute(
+            "SELECT age, education, admitted, roof, diagnosis FROM people_anon"
+        ).fetchall()
+    assert all(isinstance(age, int) for age, *_ in published)  # round: true keeps INTEGER
+    assert {row[1] for row in published} <= {"none", "primary", "secondary", "tertiary"}
+    assert all(datetime.date.fromisoformat(row[2]) for row in published)
+    assert {row[3] for row in published} <= {*roofs, None}
+    assert {row[4] for row in published} == set(chapters)
