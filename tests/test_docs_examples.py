@@ -4,6 +4,7 @@ one machine, and their examples run and print what the docs show."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -287,3 +288,65 @@ def test_the_attributes_md_examples_run_as_written(tmp_path):
     assert all(datetime.date.fromisoformat(row[2]) for row in published)
     assert {row[3] for row in published} <= {*roofs, None}
     assert {row[4] for row in published} == set(chapters)
+
+
+def test_the_natural_order_of_text_categories_is_their_code_point_order():
+    """docs/attributes.md: without `categories`, numbers in number order, other text in code-point
+    order (`Z` before `a`), which the report's distributions follow."""
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame(
+        {
+            "level": rng.choice(["10", "9", "100"], 120),
+            "grade": rng.choice(["b", "a", "Z"], 120),
+            "charge": rng.normal(0.0, 1.0, 120),
+        }
+    )
+    report = tclose.anonymize(df, {"level": "ordinal", "grade": "ordinal"}, "charge", k=5).report
+    assert report["distributions"]["level"]["categories"] == ["9", "10", "100"]
+    assert report["distributions"]["grade"]["categories"] == ["Z", "a", "b"]
+
+
+def _documented_report_fields() -> set[str]:
+    """The fields the table of docs/reports.md ("The JSON report") names: `clusters.count`,
+    `.min` (a sibling of the field before it), ..."""
+    text = (ROOT / "docs" / "reports.md").read_text(encoding="utf-8")
+    table = text[text.index("## The JSON report") : text.index("### Definitions")]
+    fields: set[str] = set()
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        parent = ""
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
+            if name.startswith("."):
+                name = parent + name
+            parent = name.rsplit(".", 1)[0] if "." in name else name
+            fields.add(name)
+    return fields
+
+
+def test_the_report_holds_every_field_reports_md_describes_and_no_other(sqlite_run, tmp_path):
+    """Every field of the table is in a run's report, and every field of the report's first two
+    levels is in the table (below `config`, `attributes`, `distributions` and the like, which
+    are keyed by column or copied)."""
+    report_path = tmp_path / "report.json"
+    document = sqlite_run.config(report={"json": str(report_path), "table": "tclose_audit"})
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    documented = _documented_report_fields()
+
+    def present(field: str) -> bool:
+        node = report
+        for part in field.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    assert sorted(f for f in documented if not present(f)) == []
+    undocumented = [
+        f"{key}.{inner}" if inner else key
+        for key, value in report.items()
+        for inner in (value if isinstance(value, dict) and key not in documented else [""])
+        if (f"{key}.{inner}" if inner else key) not in documented
+    ]
+    assert undocumented == []
