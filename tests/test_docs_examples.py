@@ -350,3 +350,22 @@ def test_the_report_holds_every_field_reports_md_describes_and_no_other(sqlite_r
         if (f"{key}.{inner}" if inner else key) not in documented
     ]
     assert undocumented == []
+
+
+def test_tclose_compare_prints_what_reports_md_shows(tmp_path, capsys):
+    """The table of `tclose compare` in docs/reports.md: the same columns and rows (numbers and
+    their padding aside)."""
+    database = tmp_path / "demo.db"
+    create_demo_database(database, n_rows=300, seed=3)
+    document = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    document["source"]["url"] = f"sqlite:///{database}"
+    config = tmp_path / "quickstart.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    argv = ["compare", str(config), "--algorithms", "t-first,merge,mdav", "--t", "0.1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    (shown,) = [b for b in _code_blocks(ROOT / "docs" / "reports.md", "text") if "max EMD" in b]
+    assert printed[0] == shown.splitlines()[0]
+    assert [_shape(line).split() for line in printed] == [
+        _shape(line).split() for line in shown.splitlines()
+    ]
