@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .arrays import dense_labels
-from .errors import DataError, PluginFailure, TcloseError, VerificationError
+from .errors import ConfigError, DataError, PluginFailure, TcloseError, VerificationError
 from .interfaces import FittedDistance, Partition
 from .kernel_notice import compile_notice
 
@@ -66,7 +66,7 @@ def cluster_rows(
     with compile_notice():
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
-            with plugin_call(distance, "Distance"):
+            with plugin_call(distance, "Distance"), options_of(column):
                 model = distance.fit(values, {**options, **distance_options.get(column, {})})
             model.column = column
             fitted.append(model)
@@ -137,6 +137,16 @@ def plugin_label(plugin: Any, kind: str = "Algorithm") -> str:
     """``Algorithm 'name' (module.Class)``: how messages name a plugin."""
     cls = type(plugin)
     return f"{kind} {getattr(plugin, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+
+
+@contextmanager
+def options_of(column: str) -> Iterator[None]:
+    """A :class:`ConfigError` raised within (a distance plugin refusing its options when it
+    fits ``column``) is located at ``attributes.<column>.distance_options``."""
+    try:
+        yield
+    except ConfigError as error:
+        raise ConfigError(f"==> At attributes.{column}.distance_options {error}") from None
 
 
 @contextmanager

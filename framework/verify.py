@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .arrays import equal_row_classes
-from .clustering import plugin_call, plugin_label
+from .clustering import options_of, plugin_call, plugin_label
 from .interfaces import EMD_TOLERANCE, Distance
 from .kernel_notice import compile_notice
 
@@ -191,7 +191,7 @@ def verify_rows(
             class_emds[column] = np.zeros(0)
             continue
         where = f" while verifying {column!r}"
-        with compile_notice(), plugin_call(distance, "Distance", where):
+        with compile_notice(), plugin_call(distance, "Distance", where), options_of(column):
             fitted = distance.fit(values, options)  # a first run compiles the EMD kernels here
             emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
         class_emds[column] = emds

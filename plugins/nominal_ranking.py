@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tclose.errors import ConfigError
 from tclose.hierarchy import Hierarchy
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option
@@ -57,10 +58,17 @@ class NominalRankingDistance:
         hierarchy = options.get("hierarchy")
         if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
             hierarchy = Hierarchy.load(hierarchy)
+        order = options.get("order", "auto")
+        if order == "hierarchy" and hierarchy is None:
+            raise ConfigError(
+                "==> At key: order\nThe order 'hierarchy' needs the attribute's hierarchy: give "
+                "the attribute a 'hierarchy', or choose another order (frequency, marginality, "
+                "listed)."
+            )
         return NominalEMD.fit(
             values,
             hierarchy=hierarchy,
-            order=options.get("order", "auto"),
+            order=order,
             listed=options.get("categories"),
         )
 

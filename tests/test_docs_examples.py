@@ -369,3 +369,20 @@ def test_tclose_compare_prints_what_reports_md_shows(tmp_path, capsys):
     assert [_shape(line).split() for line in printed] == [
         _shape(line).split() for line in shown.splitlines()
     ]
+
+
+def test_order_hierarchy_without_a_hierarchy_is_a_configuration_error(sqlite_run):
+    """docs/attributes.md: `order: hierarchy` orders the leaves of the attribute's hierarchy.
+    Without one it was exit 4, "a bug in the plugin"; it is exit 2 naming the key."""
+    document = sqlite_run.config()
+    document["attributes"]["ward"] = {
+        "role": "confidential",
+        "type": "nominal",
+        "distance_options": {"order": "hierarchy"},
+    }
+    config = sqlite_run.write(document)
+    with pytest.raises(tclose.errors.ConfigError) as error:
+        run(load_config(config))
+    assert "attributes.ward.distance_options ==> At key: order" in str(error.value)
+    assert "hierarchy" in str(error.value).splitlines()[-1]
+    assert main(["-q", "run", str(config)]) == 2
