@@ -620,6 +620,19 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             raise checker.fail(
                 (*path, "distance"), "A distance is only used for confidential attributes."
             )
+        if "distance_options" in spec and role != "confidential":
+            raise checker.fail(
+                (*path, "distance_options"),
+                "Distance options are only used for confidential attributes.",
+            )
+        if role not in ("quasi_identifier", "confidential"):
+            for key in ("categories", "hierarchy", "missing"):  # read for those roles only
+                if key in spec:
+                    raise checker.fail(
+                        (*path, key),
+                        f"'{key}' applies to quasi-identifiers and confidential attributes "
+                        f"only; a column with role {role} would ignore it.",
+                    )
         # No distance named: the registry's default for the type, chosen when the plugins are
         # resolved (tclose.plan.resolve_distances).
         distance_options = spec.get("distance_options") or {}

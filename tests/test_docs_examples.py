@@ -386,3 +386,37 @@ def test_order_hierarchy_without_a_hierarchy_is_a_configuration_error(sqlite_run
     assert "attributes.ward.distance_options ==> At key: order" in str(error.value)
     assert "hierarchy" in str(error.value).splitlines()[-1]
     assert main(["-q", "run", str(config)]) == 2
+
+
+@pytest.mark.parametrize(
+    ("column", "spec", "key"),
+    [
+        ("ward", {"role": "other", "missing": "category"}, "missing"),
+        ("ward", {"role": "other", "categories": ["a", "b"]}, "categories"),
+        ("ward", {"role": "identifier", "hierarchy": {"any": ["a", "b"]}}, "hierarchy"),
+        ("zip", {"role": "quasi_identifier", "distance_options": {}}, "distance_options"),
+        ("ward", {"role": "other", "distance_options": {}}, "distance_options"),
+        ("charge", {"role": "confidential", "weight": 2}, "weight"),
+        ("age", {"role": "quasi_identifier", "categories": [1, 2]}, "categories"),
+    ],
+    ids=[
+        "missing-other",
+        "categories-other",
+        "hierarchy-identifier",
+        "distance_options-qi",
+        "distance_options-other",
+        "weight-confidential",
+        "categories-numeric",
+    ],
+)
+def test_a_key_the_attribute_would_ignore_is_refused(sqlite_run, capsys, column, spec, key):
+    """docs/attributes.md: keys apply to some roles and types only; elsewhere they were ignored
+    in silence (`missing`, `categories`, `hierarchy` on a pass-through column, `distance_options`
+    on a quasi-identifier)."""
+    document = sqlite_run.config()
+    document["attributes"][column] = spec
+    config = sqlite_run.write(document)
+    assert main(["run", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"At attributes.{column} ==> At key: {key}" in err, err
+    assert not {"discharges_anon"} & sqlite_run.tables()
