@@ -205,7 +205,8 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
         "#     Every column needs a role: an unlisted column is an error. The row key's role is",
         "#     identifier (not published; output.keep_key: true publishes it).",
         "#     At least one quasi_identifier is required; privacy.t needs a confidential column.",
-        "#     Quasi-identifier and confidential columns must hold no NULL.",
+        "#     A NULL in a quasi-identifier or confidential column stops the run unless its",
+        "#     `missing` is `category` (ordinal, nominal) or `exclude-rows`.",
         f"#  2. Check each `type` (supported for quasi-identifiers and confidential attributes: "
         f"{', '.join(ATTRIBUTE_TYPES)}).",
         "#  3. Choose k and t under `privacy`, and the algorithm.",
@@ -239,7 +240,8 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
         "  t: 0.15  # EMD between any cluster's confidential values and the table's, at most t",
         "           # (in (0, 1]; smaller is more private and loses more information)",
         "algorithm:",
-        "  name: t-first  # t-first (fastest, the paper's best) | merge | k-first | mdav (k only)",
+        "  name: t-first  # t-first (fastest, the paper's best) | auto (least loss) | merge | "
+        "k-first | mdav (k only)",
         "  options: {}    # `tclose plugins` lists the algorithms; unknown options are errors",
         "report:",
         f"  json: {_scalar('reports/' + base + '.json')}  # the audit report",
