@@ -429,3 +429,24 @@ def test_a_key_the_attribute_would_ignore_is_refused(sqlite_run, capsys, column,
     err = capsys.readouterr().err
     assert f"At attributes.{column} ==> At key: {key}" in err, err
     assert not {"discharges_anon"} & sqlite_run.tables()
+
+
+def test_the_guide_gives_the_signature_of_anonymize():
+    """docs/guide.md, "The Python API": every parameter of `tclose.anonymize`, in order, with
+    its default."""
+    import inspect
+
+    text = " ".join((ROOT / "docs" / "guide.md").read_text(encoding="utf-8").split())
+    (written,) = re.findall(r"`tclose\.anonymize\((df, .*?)\)`", text)
+    shown = [p.strip() for p in written.split(",")]
+    actual = []
+    for parameter in inspect.signature(tclose.anonymize).parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and "*" not in actual:
+            actual.append("*")
+        if parameter.kind is parameter.VAR_KEYWORD:
+            actual.append(f"**{parameter.name}")
+        elif parameter.default is parameter.empty:
+            actual.append(parameter.name)
+        else:
+            actual.append(f"{parameter.name}={parameter.default!r}")
+    assert shown == actual
