@@ -140,14 +140,32 @@ def _read_inputs(
     # column may bear the same name.
     keys = frame.iloc[:, 0].to_numpy()
     if len(keys) and (pd.isna(frame.iloc[:, 0]).any() or len(pd.unique(keys)) != len(keys)):
-        raise DataError(
-            f"The row key of {config.source.table} is not unique and non-null; "
-            f"name a unique, non-null column as source.key."
-        )
+        raise DataError(_key_problem(config, frame.iloc[:, 0]))
     frame = frame.iloc[:, 1:]
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
     encoded = encode_table(frame, list(config.attributes.values()))
     return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+
+
+def _key_problem(config: Config, keys: pd.Series) -> str:
+    """The message for row keys that are NULL or repeated: how many, and the first repeated
+    values (error messages name rows by their key)."""
+    named = f"row key {config.source.key!r}" if config.source.key else "row key"
+    problems = []
+    nulls = int(keys.isna().sum())
+    if nulls:
+        problems.append(f"{nulls} row(s) with NULL")
+    repeated = keys[keys.duplicated(keep=False) & keys.notna()]
+    if len(repeated):
+        values = repeated.unique()
+        shown = ", ".join(str(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+        problems.append(
+            f"{len(values)} value(s) held by more than one row ({len(repeated)} rows): {shown}"
+        )
+    return (
+        f"The {named} of {config.source.table} is not unique and non-null: "
+        f"{'; '.join(problems)}. Name a unique, non-null column as source.key."
+    )
 
 
 def _database_values(values: np.ndarray, spec) -> np.ndarray:

@@ -11,6 +11,7 @@ what it read before.
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tclose.cli import main
@@ -129,3 +130,59 @@ def test_postgresql_a_table_that_inherits_from_the_source_is_refused_as_target(p
         assert len(pg.rows(parent)) == 40
     finally:
         pg.execute(f"DROP TABLE {child}")
+
+
+@pytest.mark.parametrize(
+    ("select", "problem"),
+    [
+        (
+            "SELECT * FROM {base} UNION ALL SELECT * FROM {base} WHERE patient_id <= 3",
+            "3 value(s) held by more than one row (6 rows): 1, 2, 3",
+        ),
+        (
+            "SELECT * FROM {base} WHERE patient_id > 2 UNION ALL SELECT * FROM {base} WHERE patient_id <= 2",
+            None,
+        ),
+    ],
+)
+def test_a_view_source_whose_key_repeats_is_refused_naming_the_rows(db, capsys, select, problem):
+    """A view has no primary key to vouch for ``source.key``: a key a join or a union repeats
+    is refused (exit 3), the message naming the key column, the problem and the rows."""
+    base, view, target = db.name("base"), db.name("v"), db.name("anon")
+    db.create_patients(base, n=40)
+    try:
+        _view(db, view, select.format(base=db.quote(base)))
+        document = db.config(view, target)
+        document["source"]["key"] = "patient_id"
+        code = main(["-q", "run", str(db.write_config(document))])
+        err = capsys.readouterr().err
+        if problem is None:
+            assert code == 0, err
+        else:
+            assert code == 3, err
+            assert (
+                f"The row key 'patient_id' of {view} is not unique and non-null: {problem}" in err
+            )
+            assert db.tables() == {base}
+    finally:
+        _drop_views(db, view)
+
+
+def test_the_key_message_counts_nulls_and_repeated_values():
+    from tclose.config import parse_config
+    from tclose.runner import _key_problem
+
+    config = parse_config(
+        {
+            "source": {"url": "sqlite:///x.db", "table": "src", "key": "id"},
+            "target": {"table": "out"},
+            "attributes": {"a": {"role": "quasi_identifier"}, "c": {"role": "confidential"}},
+            "privacy": {"k": 2, "t": 0.5},
+        }
+    )
+    keys = pd.Series([1, None, 2, 2, None, 3, *range(4, 10), *range(4, 10)], dtype="Int64")
+    assert _key_problem(config, keys) == (
+        "The row key 'id' of src is not unique and non-null: 2 row(s) with NULL; 7 value(s) "
+        "held by more than one row (14 rows): 2, 4, 5, 6, 7, .... Name a unique, non-null "
+        "column as source.key."
+    )
