@@ -498,8 +498,8 @@ class PostgreSQLSession(DriverSession):
         return {str(name): str(kind) for name, kind in rows}
 
     def relation_kind(self, table: sa.Table) -> str | None:
-        """``"view"``, ``"materialized view"`` or ``"foreign table"`` when the name (resolved as
-        the ``search_path`` resolves it) stands for one, ``"table with row-level security"``
+        """``"view"``, ``"materialized view"``, ``"foreign table"``, ``"index"``, ``"sequence"``
+        or ``"type"`` when the name (resolved as the ``search_path`` resolves it) stands for one, ``"table with row-level security"``
         when its rows depend on the session (a policy may hide rows from others than the
         auditor, whom as owner or superuser it does not filter), else ``None``."""
         rows = self.execute(
@@ -509,7 +509,15 @@ class PostgreSQLSession(DriverSession):
         kind, secured = rows[0] if rows else ("", False)
         if kind in ("r", "p") and secured:
             return "table with row-level security"
-        return {"v": "view", "m": "materialized view", "f": "foreign table"}.get(str(kind))
+        return {
+            "v": "view",
+            "m": "materialized view",
+            "f": "foreign table",
+            "i": "index",
+            "I": "index",
+            "S": "sequence",
+            "c": "type",
+        }.get(str(kind))
 
     def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
         """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),

@@ -6,6 +6,7 @@ output file overwrites something that is not an output of tclose.
   id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling; nor may
   the target or the audit table be a table the source reads (a view's, a partition, an
   inheriting table: :class:`tclose.connector.TableDependencies`).
+- :func:`refuse_non_table_target`: an existing target must be a table (not a view, ...).
 - :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
@@ -97,6 +98,29 @@ def refuse_foreign_audit_table(db: Any, name: Any) -> None:
             f"==> At report ==> At key: table\nThe audit table {name} exists but lacks the "
             f"column(s) {', '.join(missing)}; point report.table at a new table name, or at an "
             f"audit table of tclose. Nothing was written."
+        )
+
+
+#: The kinds of relation (``relation_kind``) a run never replaces: it swaps one table for another.
+NOT_TABLES = ("view", "materialized view", "foreign table", "index", "sequence", "type")
+
+
+def refuse_non_table_target(db: Any, name: Any) -> None:
+    """:class:`ConfigError` (exit 2) when the existing target is not a table (a view, ...):
+    the database refuses to drop it as a table at the publish, after all the work (PostgreSQL,
+    SQLite, DuckDB), or the release replaced a user's view (MariaDB)."""
+    import sqlalchemy as sa
+
+    with db.session(read_only=True) as session:
+        relation_kind = getattr(session, "relation_kind", None)
+        if not callable(relation_kind):
+            return
+        kind = relation_kind(sa.Table(name.name, sa.MetaData(), schema=name.schema))
+    if kind in NOT_TABLES:
+        raise ConfigError(
+            f"==> At target ==> At key: table\nThe target {name} is a {kind}, not a table; "
+            f"publishing replaces a table (if_exists: replace), never a {kind}. Drop it, or "
+            f"choose another target table."
         )
 
 

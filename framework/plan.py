@@ -36,6 +36,7 @@ from .errors import ConfigError, DataError
 from .guards import (
     refuse_foreign_audit_table,
     refuse_foreign_file,
+    refuse_non_table_target,
     refuse_output_paths,
     refuse_same_table,
 )
@@ -227,11 +228,13 @@ def build_plan(
     refuse_output_paths(reports, source_db, target_db, target_file)
     source_table = source_db.table(source)
     config, key = _resolve_columns(config, source_db, source_table, source)
-    if target_db.exists(target) and config.target.if_exists == "fail" and not dry_run:
-        raise DataError(
-            f"The target table {target} already exists and target.if_exists is "
-            f"'fail'. Set if_exists: replace, or choose another target table."
-        )
+    if target_db.exists(target):
+        if config.target.if_exists == "fail" and not dry_run:
+            raise DataError(
+                f"The target table {target} already exists and target.if_exists is "
+                f"'fail'. Set if_exists: replace, or choose another target table."
+            )
+        refuse_non_table_target(target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]

@@ -166,3 +166,45 @@ def test_init_never_overwrites_a_database_file(sqlite_run, capsys):
     assert main(["init", url, "discharges", "-o", str(sqlite_run.db), "--force"]) == 2
     assert "is a SQLite database file" in capsys.readouterr().err
     assert sqlite_run.db.stat().st_size == size and len(sqlite_run.rows("discharges")) == 400
+
+
+def test_a_target_that_is_a_view_is_refused_before_any_work(db, capsys):
+    """Publishing swaps a table for another: PostgreSQL, SQLite and DuckDB refused to drop a
+    view as a table at the publish, after all the work (exit 3), and MariaDB replaced the
+    user's view with the release (exit 0)."""
+    source, view = db.name("src"), db.name("v")
+    db.create_patients(source, n=30)
+    db.execute(f"CREATE VIEW {db.quote(view)} AS SELECT patient_id FROM {db.quote(source)}")
+    try:
+        document = db.config(source, view)
+        document["target"]["if_exists"] = "replace"
+        for dry_run in (["--dry-run"], []):
+            assert main(["-q", "run", str(db.write_config(document)), *dry_run]) == 2
+            err = capsys.readouterr().err
+            assert f"The target {view} is a view, not a table" in err
+        assert len(db.rows(view)) == 30
+    finally:
+        db.execute(f"DROP VIEW {db.quote(view)}")
+    assert db.tables() == {source}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("create", "kind"),
+    [
+        ("CREATE MATERIALIZED VIEW {name} AS SELECT 1 AS a", "materialized view"),
+        ("CREATE SEQUENCE {name}", "sequence"),
+        ("CREATE INDEX {name} ON {source} (age)", "index"),
+    ],
+)
+def test_postgresql_a_target_that_is_not_a_table_is_refused(pg, capsys, create, kind):
+    source, name = pg.name("src"), pg.name("other")
+    pg.create_patients(source, n=30)
+    pg.execute(create.format(name=name, source=source))
+    try:
+        document = pg.config(source, name)
+        document["target"]["if_exists"] = "replace"
+        assert main(["-q", "run", str(pg.write_config(document))]) == 2
+        assert f"The target {name} is a {kind}, not a table" in capsys.readouterr().err
+    finally:
+        pg.execute(f"DROP {kind.upper()} IF EXISTS {name}")
