@@ -537,7 +537,8 @@ def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[
     numeric → the values in their own exact type (:func:`exact_numbers`: integers, floats,
     ``Decimal``); date/datetime → ``int64`` nanoseconds; ordinal → the rank of each value in
     the declared order; nominal → strings (NULL as ``(missing)`` under ``missing: category``), with
-    the attribute's ``hierarchy`` and ``categories`` passed to the distance.
+    the attribute's ``hierarchy`` and ``categories`` passed to the distance. With a hierarchy,
+    ``(missing)`` is added as a leaf under its root: at distance 1 from every value.
     """
     missing = _check_missing(values, spec, "confidential")
     if spec.type in ("numeric", "date", "datetime"):
@@ -546,10 +547,15 @@ def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[
     if spec.type == "ordinal":
         return codes, {}
     extra: dict[str, Any] = {}
-    if getattr(spec, "hierarchy", None) is not None:
-        extra["hierarchy"] = spec.hierarchy
-        if isinstance(spec.hierarchy, Hierarchy):
-            _check_leaves(spec.hierarchy, values, categories, codes, spec.name)
+    hierarchy = getattr(spec, "hierarchy", None)
+    if hierarchy is not None:
+        if isinstance(hierarchy, Hierarchy):
+            _check_leaves(hierarchy, values, categories, codes, spec.name)
+        if MISSING in categories:
+            # NULL is a value of its own, at distance 1 from every other (as for a QI)
+            tree = Hierarchy.load(hierarchy, f"attributes.{spec.name}.hierarchy")
+            hierarchy = tree.with_leaf_under_root(MISSING)
+        extra["hierarchy"] = hierarchy
     if getattr(spec, "categories", None) is not None:
         extra["categories"] = categories
     return np.array([categories[c] for c in codes], dtype=object), extra

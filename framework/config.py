@@ -545,6 +545,7 @@ def _type_details(
     base: Path | None,
 ) -> dict[str, Any]:
     """Validate categories, hierarchy, missing and weight of one attribute."""
+    from .attributes import MISSING
     from .hierarchy import Hierarchy
 
     details: dict[str, Any] = {}
@@ -574,6 +575,13 @@ def _type_details(
             details["hierarchy"] = Hierarchy.load(hierarchy, ".".join((*path, "hierarchy")), base)
         except ConfigError as error:
             raise checker.fail((*path, "hierarchy"), str(error).split("\n")[-1]) from None
+        if MISSING in details["hierarchy"].parent:
+            raise checker.fail(
+                (*path, "hierarchy"),
+                f"The hierarchy names the value {MISSING!r}, which is how tclose names NULL "
+                f"(missing: category puts it under the root, at distance 1 from every value). "
+                f"Rename that value.",
+            )
     missing = spec.get("missing", "error")
     checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
     if missing == "category" and attr_type not in ("ordinal", "nominal"):

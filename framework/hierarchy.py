@@ -108,17 +108,39 @@ class Hierarchy:
 
     @classmethod
     def from_csv(cls, file: str | Path) -> Hierarchy:
-        """Build from a CSV of leaf-to-root paths; a missing common root is added as ``*``."""
+        """Build from a CSV of leaf-to-root paths; a missing common root is added as ``*``.
+
+        The file is UTF-8 text (a byte order mark is skipped). Blank lines are skipped, cells
+        are stripped of surrounding spaces, and empty cells at the end of a line (a spreadsheet
+        pads shorter lines so) are dropped; an empty cell before the line's last value is a
+        :class:`ConfigError` naming the line."""
         try:
-            text = Path(file).read_text(encoding="utf-8")
+            text = Path(file).read_text(encoding="utf-8-sig")
         except OSError as error:
             raise ConfigError(f"Cannot read the hierarchy file {file}: {error.strerror}.") from None
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"The hierarchy file {file} is not UTF-8 text (byte {error.start + 1} is not "
+                f"UTF-8): give a CSV file of leaf-to-root paths, saved as UTF-8."
+            ) from None
         delimiter = ";" if text.count(";") >= text.count(",") else ","
-        paths = [
-            [cell.strip() for cell in row]
-            for row in csv.reader(text.splitlines(), delimiter=delimiter)
-            if row and any(cell.strip() for cell in row)
-        ]
+        paths: list[list[str]] = []
+        lines: list[int] = []
+        reader = csv.reader(text.splitlines(), delimiter=delimiter)
+        for row in reader:
+            line = reader.line_num
+            cells = [cell.strip() for cell in row]
+            while cells and not cells[-1]:
+                cells.pop()
+            if not cells:
+                continue
+            if "" in cells:
+                raise ConfigError(
+                    f"Hierarchy file {file}, line {line}: value {cells.index('') + 1} of the "
+                    f"path is empty; every value from the leaf to the root must be named."
+                )
+            paths.append(cells)
+            lines.append(line)
         if not paths:
             raise ConfigError(f"The hierarchy file {file} is empty.")
         tops = {p[-1] for p in paths}
@@ -126,7 +148,8 @@ class Hierarchy:
             paths = [[*p, "*"] for p in paths]
         children: dict[str, list[str]] = {}
         parents: dict[str, str] = {}
-        for line, row in enumerate(paths, 1):
+        first_child_line: dict[str, int] = {}
+        for line, row in zip(lines, paths):
             for child, parent in zip(row[:-1], row[1:]):
                 if parents.setdefault(child, parent) != parent:
                     raise ConfigError(
@@ -134,8 +157,16 @@ class Hierarchy:
                         f"parents ({parents[child]!r} and {parent!r})."
                     )
                 siblings = children.setdefault(parent, [])
+                first_child_line.setdefault(parent, line)
                 if child not in siblings:
                     siblings.append(child)
+        for line, row in zip(lines, paths):
+            if len(row) > 1 and row[0] in children:
+                raise ConfigError(
+                    f"Hierarchy file {file}, line {line}: {row[0]!r} begins the line, so it "
+                    f"is a leaf, but it is the parent of other values (line "
+                    f"{first_child_line[row[0]]}). A value is either a leaf or an inner node."
+                )
         return cls(paths[0][-1], children)
 
     @classmethod
@@ -149,6 +180,13 @@ class Hierarchy:
                 file = base / file
             return cls.from_csv(file)
         return cls.from_mapping(spec, path)
+
+    def with_leaf_under_root(self, leaf: str) -> Hierarchy:
+        """A copy with ``leaf`` added as the root's last child: at ground distance 1 from every
+        other leaf (the height stays the same)."""
+        children = {node: list(kids) for node, kids in self.children.items()}
+        children.setdefault(self.root, []).append(leaf)
+        return Hierarchy(self.root, children)
 
     def check_values(self, values: Iterable[Any], column: str) -> None:
         """:class:`DataError` counting the data values that are not leaves of the hierarchy

@@ -298,17 +298,16 @@ def _inner_nodes(hierarchy: Hierarchy, categories: list[str]) -> list[tuple[floa
     which present leaves lie under each child."""
     index = {v: i for i, v in enumerate(categories)}
     height = hierarchy.height
-    below: dict[str, list[int]] = {}
-
-    def leaves_under(node: str) -> list[int]:
-        if node not in below:
-            kids = hierarchy.children.get(node, [])
-            below[node] = (
-                ([index[node]] if node in index else [])
-                if not kids
-                else [i for kid in kids for i in leaves_under(kid)]
-            )
-        return below[node]
+    below: dict[str, list[int]] = {}  # node → the present leaves under it
+    # deepest nodes first, so that a node's children are done before it (no recursion: a
+    # hierarchy may be thousands of levels deep)
+    for node in sorted(hierarchy.depth, key=hierarchy.depth.__getitem__, reverse=True):
+        kids = hierarchy.children.get(node, [])
+        below[node] = (
+            [i for kid in kids for i in below[kid]]
+            if kids
+            else ([index[node]] if node in index else [])
+        )
 
     nodes = []
     for node, kids in hierarchy.children.items():
@@ -316,7 +315,7 @@ def _inner_nodes(hierarchy: Hierarchy, categories: list[str]) -> list[tuple[floa
             continue
         membership = np.zeros((len(categories), len(kids)))
         for j, kid in enumerate(kids):
-            membership[leaves_under(kid), j] = 1.0
+            membership[below[kid], j] = 1.0
         if membership.any():
             nodes.append(((height - hierarchy.depth[node]) / height, membership))
     return nodes

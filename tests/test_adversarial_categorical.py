@@ -1,0 +1,347 @@
+"""Adversarial: categorical data as a careless user or an attacker feeds it to tclose.
+
+Hierarchy files as spreadsheets and editors write them (byte order mark, CRLF, padded lines,
+quoted cells), files that are not hierarchies at all, and the hierarchical EMD checked against an
+independent brute force: the minimum transport cost of the paper's EMD definition, solved as a
+linear program with the ground distance ``(H - depth(LCA)) / H`` recomputed from the tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import unicodedata
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import linprog
+
+import tclose
+from tclose.attributes import MISSING
+from tclose.cli import main
+from tclose.config import load_config
+from tclose.errors import ConfigError, DataError
+from tclose.hierarchy import Hierarchy
+from tclose.plugins.kernels.nominal import NominalEMD
+
+WARDS = {"medical": ["cardiology", "neurology", "oncology"], "surgical": ["general", "orthopedics"]}
+WARD_LINES = [f"{leaf};{group};*" for group, leaves in WARDS.items() for leaf in leaves] + [
+    "maternity;*"
+]
+
+
+def _ward_config(sqlite_run, hierarchy, **ward) -> dict:
+    """The demo table with ``ward`` as the nominal confidential attribute (``charge``, unique per
+    row, dropped)."""
+    document = sqlite_run.config()
+    attributes = document["attributes"]
+    attributes["charge"] = {"role": "identifier"}
+    attributes["ward"] = {"role": "confidential", "type": "nominal", "hierarchy": hierarchy, **ward}
+    document["privacy"] = {"k": 3, "t": 0.3}
+    return document
+
+
+# --- the brute force ---------------------------------------------------------------------------
+
+
+def _ground(tree: Hierarchy, leaves: list[str]) -> np.ndarray:
+    """``(H - depth(LCA)) / H`` from the tree's parent links, by walking both paths to the
+    root."""
+    height = max(1, max(tree.depth[leaf] for leaf in tree.leaves))
+
+    def path(node: str) -> list[str]:
+        out = [node]
+        while tree.parent[out[-1]] is not None:
+            out.append(tree.parent[out[-1]])
+        return out
+
+    out = np.zeros((len(leaves), len(leaves)))
+    for (i, a), (j, b) in itertools.product(enumerate(leaves), repeat=2):
+        if a != b:
+            lca = next(node for node in path(a) if node in set(path(b)))
+            out[i, j] = (height - tree.depth[lca]) / height
+    return out
+
+
+def _transport_emd(p: np.ndarray, q: np.ndarray, ground: np.ndarray) -> float:
+    """The EMD as the paper defines it: the minimum cost of a flow moving ``p`` onto ``q``."""
+    m = len(p)
+    rows = [np.kron(np.eye(m)[i], np.ones(m)) for i in range(m)]  # mass leaving bin i
+    cols = [np.kron(np.ones(m), np.eye(m)[j]) for j in range(m)]  # mass reaching bin j
+    solved = linprog(
+        ground.reshape(-1),
+        A_eq=np.array(rows + cols),
+        b_eq=np.concatenate([p, q]),
+        bounds=(0, None),
+        method="highs",
+    )
+    assert solved.success
+    return float(solved.fun)
+
+
+def _class_emds(values: np.ndarray, classes: np.ndarray, tree: Hierarchy) -> list[float]:
+    leaves = sorted(set(values))
+    ground = _ground(tree, leaves)
+    whole = np.array([(values == v).mean() for v in leaves])
+    return [
+        _transport_emd(
+            np.array([(values[classes == c] == v).mean() for v in leaves]), whole, ground
+        )
+        for c in np.unique(classes)
+    ]
+
+
+TREES = [
+    {"*": {"X": ["a", "b"], "Y": ["c", "d"]}},
+    {"*": {"X": {"P": ["a", "b"], "Q": ["c"]}, "e": None, "Y": ["d"]}},  # leaves at depths 1-3
+    {"*": {"W": {"V": {"U": ["a"]}}, "b": None, "c": None}},  # a chain of single children
+    {"R": {"S": {"X": ["a", "b"], "Y": ["c", "d", "e"]}}},  # a root with one child
+]
+
+
+@pytest.mark.parametrize("spec", TREES, ids=["balanced", "unbalanced", "chain", "one-child-root"])
+def test_hierarchical_emd_is_the_minimum_transport_cost(spec):
+    """Guard: the closed form (a sum over inner nodes) equals the linear program's optimum for
+    random groups, on trees whose leaves are not all at the same depth too."""
+    tree = Hierarchy.from_mapping(spec)
+    rng = np.random.default_rng(5)
+    for _ in range(25):
+        n = int(rng.integers(3, 13))
+        values = rng.choice(tree.leaves, n)
+        labels = np.unique(rng.integers(0, 3, n), return_inverse=True)[1]
+        fitted = NominalEMD.fit(values, hierarchy=tree)
+        assert fitted.cluster_emd(labels) == pytest.approx(
+            _class_emds(values, labels, tree), abs=1e-9
+        )
+
+
+@pytest.mark.parametrize("algorithm", ["t-first", "merge", "k-first"])
+def test_reported_and_verified_t_are_the_transport_emd_of_the_written_classes(algorithm):
+    """Guard: the report's ``t_achieved`` is the largest minimum-transport EMD over the classes
+    of the published rows (grouped by their written QI values), and it is at most t."""
+    spec = TREES[1]
+    tree = Hierarchy.from_mapping(spec)
+    rng = np.random.default_rng(11)
+    frame = pd.DataFrame(
+        {
+            "age": rng.integers(20, 80, 60),
+            "dx": rng.choice(tree.leaves, 60, p=[0.3, 0.2, 0.1, 0.2, 0.2]),
+        }
+    )
+    result = tclose.anonymize(
+        frame,
+        quasi_identifiers=["age"],
+        confidential={"dx": {"type": "nominal", "hierarchy": spec}},
+        k=3,
+        t=0.25,
+        algorithm=algorithm,
+        seed=1,
+    )
+    classes = result.data.groupby("age").ngroup().to_numpy()
+    emds = _class_emds(result.data["dx"].to_numpy(), classes, tree)
+    assert result.report["verification"]["passed"]
+    assert result.report["privacy"]["t_achieved"]["dx"] == pytest.approx(max(emds), abs=1e-9)
+    assert max(emds) <= 0.25 + 1e-9
+
+
+# --- hierarchy files ---------------------------------------------------------------------------
+
+
+def _tree_from(tmp_path, data: bytes) -> Hierarchy:
+    path = tmp_path / "h.csv"
+    path.write_bytes(data)
+    return Hierarchy.from_csv(path)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "\ufeffa;X;*\nb;X;*\nc;*\n".encode(),  # a spreadsheet's UTF-8 byte order mark
+        b"a;X;*\r\nb;X;*\r\nc;*\r\n",
+        b"\n\na;X;*\n\n \nb;X;*\nc;*\n\n",
+        b"a;X;*;\nb;X;*;\nc;*;;\n",  # lines padded to the longest one by a spreadsheet
+        b'"a";"X";*\n"b";X;"*"\nc;*\n',
+        b" a , X , * \nb,X,*\nc,*\n",
+    ],
+    ids=["bom", "crlf", "blank-lines", "padded", "quoted", "comma-and-spaces"],
+)
+def test_a_hierarchy_file_reads_as_its_author_meant(tmp_path, data):
+    """Before: a byte order mark became part of the first leaf (``'\\ufeffa'``: the data's
+    ``a`` was "not a leaf", exit 3), and a line padded with separators gained an empty-named
+    root, one level more: every ground distance shrank (``a``-``c`` from 1 to 2/3), so every
+    EMD was computed smaller than the hierarchy the user wrote and t was weaker than asked."""
+    tree = _tree_from(tmp_path, data)
+    assert (tree.root, tree.leaves, tree.height) == ("*", ["a", "b", "c"], 2)
+    assert tree.parent == {"*": None, "X": "*", "a": "X", "b": "X", "c": "*"}
+    assert tree.leaf_distance_matrix(["a", "b", "c"])[0].tolist() == [0.0, 0.5, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"a;X;*\n\nb;;*\n", "line 3: value 2 of the path is empty"),
+        (b"a;X;*\nX;*\n", "line 2: 'X' begins the line, so it is a leaf, but it is the parent"),
+        (b"a;X;*\nc;a;X;*\n", "line 1: 'a' begins the line, so it is a leaf, but it is the par"),
+        (b"a;b;a\n", "line 1: 'a' begins the line"),  # a cycle
+        (b"a;b\nb;a\n", "line 2: 'b' has two parents"),  # a cycle through the added root
+        (b"a;X;*\nX;Y;*\n", "line 2: 'X' has two parents"),  # one label at two levels
+        (b"a;a;*\n", "line 1: 'a' has two parents"),
+        (b"\n\n", "is empty"),
+    ],
+    ids=[
+        "empty-cell",
+        "leaf-is-inner",
+        "leaf-is-inner-later",
+        "cycle",
+        "cycle-2",
+        "two-levels",
+        "own-parent",
+        "empty",
+    ],
+)
+def test_a_malformed_hierarchy_file_is_refused_naming_the_line(tmp_path, data, said):
+    """Before: an empty cell became a node named ``''`` and a leaf that another line gives
+    children was silently an inner node; line numbers skipped blank lines."""
+    with pytest.raises(ConfigError, match="h.csv") as error:
+        _tree_from(tmp_path, data)
+    assert said in str(error.value)
+
+
+def test_the_database_file_given_as_hierarchy_is_a_config_error(sqlite_run, capsys):
+    """Before: ``hierarchy: demo.db`` (or any file not in UTF-8, a Latin-1 export) was exit 4,
+    "internal error: UnicodeDecodeError"."""
+    before = sqlite_run.rows("discharges")
+    path = sqlite_run.write(_ward_config(sqlite_run, str(sqlite_run.db)))
+    assert main(["-q", "run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "attributes.ward" in err and "hierarchy" in err and "is not UTF-8 text" in err, err
+    (sqlite_run.tmp_path / "latin.csv").write_bytes("caf\xe9;*\n".encode("latin-1"))
+    path = sqlite_run.write(_ward_config(sqlite_run, "latin.csv"))
+    assert main(["-q", "run", str(path)]) == 2
+    assert "is not UTF-8 text (byte 4" in capsys.readouterr().err
+    assert sqlite_run.rows("discharges") == before
+    assert "discharges_anon" not in sqlite_run.tables()
+
+
+def test_a_relative_hierarchy_path_is_the_config_files_not_the_working_folders(
+    sqlite_run, tmp_path, monkeypatch
+):
+    """Guard: a ``h.csv`` in the working folder is not read in place of the config's."""
+    (tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "h.csv").write_text("cardiology;*\n")  # would leave every other ward unknown
+    monkeypatch.chdir(elsewhere)
+    config = load_config(sqlite_run.write(_ward_config(sqlite_run, "h.csv")))
+    assert config.attributes["ward"].hierarchy.height == 2
+    assert main(["-q", "run", str(tmp_path / "run.yaml")]) == 0
+
+
+def test_a_hierarchy_thousands_of_levels_deep_is_no_internal_error(tmp_path):
+    """Before: ``RecursionError`` (exit 4) when a shorter line came first."""
+    levels = ";".join(f"n{i}" for i in range(3000))
+    tree = _tree_from(tmp_path, f"b;n2999\na;{levels}\n".encode())
+    assert tree.height == 3000
+    values = np.array(["a", "b", "a", "b", "a", "a"])
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    fitted = NominalEMD.fit(values, hierarchy=tree)
+    assert fitted.cluster_emd(labels) == pytest.approx(_class_emds(values, labels, tree))
+
+
+# --- NULL as a category with a hierarchy -------------------------------------------------------
+
+
+def test_missing_category_of_a_confidential_attribute_with_a_hierarchy(sqlite_run):
+    """Before: the documented ``missing: category`` on a nominal confidential attribute with a
+    hierarchy was exit 3, "Column 'column': 1 distinct value(s) are not leaves of its
+    hierarchy" (not even the column's name). NULL is now a value at distance 1 from every
+    other, as for a quasi-identifier, and the EMD is the transport cost with that distance."""
+    with sqlite3.connect(sqlite_run.db) as connection:
+        connection.execute("UPDATE discharges SET ward = NULL WHERE patient_id % 9 = 0")
+    (sqlite_run.tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
+    document = _ward_config(sqlite_run, "h.csv", missing="category")
+    report = sqlite_run.tmp_path / "r.json"
+    assert main(["-q", "run", str(sqlite_run.write(document)), "--report", str(report)]) == 0
+    assert main(["-q", "verify", str(sqlite_run.tmp_path / "run.yaml"), "--source"]) == 0
+    out = pd.DataFrame(
+        sqlite_run.rows("discharges_anon"), columns=sqlite_run.columns("discharges_anon")
+    )
+    assert out["ward"].isna().sum() == 400 // 9
+    tree = Hierarchy.from_mapping({"*": {**WARDS, "maternity": None, MISSING: None}})
+    classes = out.groupby(["age", "zip", "length_of_stay"]).ngroup().to_numpy()
+    emds = _class_emds(out["ward"].fillna(MISSING).to_numpy(), classes, tree)
+    t_achieved = json.loads(report.read_text())["privacy"]["t_achieved"]["ward"]
+    assert t_achieved == pytest.approx(max(emds), abs=1e-9) and t_achieved <= 0.3 + 1e-9
+
+
+def test_a_hierarchy_naming_the_missing_value_is_refused(sqlite_run, capsys):
+    """``(missing)`` is NULL's name under ``missing: category`` (the data may not hold that
+    text); a hierarchy placing it somewhere would give NULL another distance as a
+    quasi-identifier (always 1) than as a confidential attribute."""
+    (sqlite_run.tmp_path / "h.csv").write_text("\n".join([*WARD_LINES, f"{MISSING};*"]) + "\n")
+    path = sqlite_run.write(_ward_config(sqlite_run, "h.csv", missing="category"))
+    assert main(["-q", "run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "attributes.ward" in err and "names the value '(missing)'" in err, err
+
+
+# --- nominal and ordinal values ----------------------------------------------------------------
+
+SPELLINGS = ["A", "a", " a", "a ", "é", unicodedata.normalize("NFD", "é"), "ﬁ", "fi"]
+
+
+def _anonymize(frame: pd.DataFrame, quasi, confidential, t: float = 0.5):
+    return tclose.anonymize(
+        frame, quasi_identifiers=quasi, confidential=confidential, k=3, t=t, seed=1
+    )
+
+
+def test_values_spelled_apart_by_case_spaces_or_unicode_form_stay_apart():
+    """Guard: values are matched as text, exactly: no case folding, trimming or Unicode
+    normalization merges two values, changes a published one or lets an undeclared spelling
+    through a ``categories`` list."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"q": rng.choice(SPELLINGS, 80), "c": rng.choice(SPELLINGS, 80)})
+    result = _anonymize(frame, {"q": "nominal"}, {"c": "nominal"}, t=0.6)
+    assert sorted(result.data["c"]) == sorted(frame["c"])  # published unchanged, byte for byte
+    assert set(result.data["q"]) <= set(SPELLINGS)
+    assert result.data.groupby("q").size().min() >= 3 and result.report["verification"]["passed"]
+    declared = [s for s in SPELLINGS if unicodedata.is_normalized("NFC", s)]  # NFD é is out
+    with pytest.raises(DataError, match=r"'q' holds 1 distinct value\(s\) not in") as err:
+        _anonymize(frame, {"q": {"type": "nominal", "categories": declared}}, {"c": "nominal"})
+    assert unicodedata.normalize("NFD", "é") not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "categories",
+    [["a", "b", "a"], [1, "1", 2], [True, "True"]],
+    ids=["repeat", "1-and-'1'", "bool"],
+)
+def test_a_category_listed_twice_is_refused(categories):
+    """Guard: a repeated category (as text) would give one value two ranks."""
+    frame = pd.DataFrame({"o": ["a", "b", "1", "2"] * 3, "c": range(12)})
+    with pytest.raises(ConfigError, match="non-empty list of distinct values"):
+        _anonymize(frame, {"o": {"type": "ordinal", "categories": categories}}, {"c": "numeric"})
+
+
+def test_booleans_and_a_single_category_round_trip():
+    """Guard: a boolean column stays boolean (QI and confidential), a column of one value is
+    published as that value with an EMD of 0."""
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "flag": rng.choice([True, False], 30),
+            "only": ["x"] * 30,
+            "sick": rng.choice([True, False], 30),
+            "same": ["y"] * 30,
+        }
+    )
+    result = _anonymize(
+        frame, {"flag": "nominal", "only": "ordinal"}, {"sick": "nominal", "same": "nominal"}
+    )
+    assert result.data["flag"].dtype == bool and result.data["sick"].dtype == bool
+    assert sorted(result.data["sick"]) == sorted(frame["sick"])
+    assert set(result.data["only"]) == {"x"} and set(result.data["same"]) == {"y"}
+    assert result.report["privacy"]["t_achieved"]["same"] == 0.0
