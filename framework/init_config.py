@@ -1,10 +1,13 @@
 """``tclose init``: from a table's definition to a commented YAML skeleton of a run.
 
 The skeleton lists every column on its own line with the column's SQL type, a proposed attribute
-type and the role ``other`` (pass through unchanged; the row key ``identifier``, never published),
-so that every column has a declared fate and the user's only job is to choose the roles. Comments explain each choice. Once at least one column is
-a ``quasi_identifier`` (and, with ``privacy.t``, one is ``confidential``), the file loads with
-:func:`tclose.config.load_config` as written.
+type and the role ``other`` (pass through unchanged), so that every column has a declared fate
+and the user's only job is to choose the roles. A column the skeleton would be unsafe to publish
+unchanged starts as ``identifier`` (never published) instead: the row key, a column declared
+unique (a ``UNIQUE`` constraint or index: it links the release to the source), and a column whose
+name looks like a direct identifier (:func:`looks_identifying`). Comments explain each choice.
+Once at least one column is a ``quasi_identifier`` (and, with ``privacy.t``, one is
+``confidential``), the file loads with :func:`tclose.config.load_config` as written.
 
 Only the table's definition is read: no row, no count, no data value.
 """
@@ -29,9 +32,17 @@ PASSWORD_VARIABLE = "TCLOSE_DB_PASSWORD"
 
 _IDENTIFIER_HINTS = re.compile(
     r"(^|_)(name|first_?name|last_?name|surname|email|e_?mail|phone|mobile|ssn|passport|"
-    r"address|street|iban|account|license|licence|ip|username|login)($|_)",
-    re.IGNORECASE,
+    r"address|street|iban|account|license|licence|ip|username|login|id|uuid|guid|mrn)($|_)"
 )
+
+
+def looks_identifying(name: str) -> bool:
+    """Whether a column name looks like a direct identifier (``email``, ``last_name``,
+    ``customer_id``): its words, split at non-letters and at camelCase humps (``emailAddress``,
+    ``First Name``, ``E-Mail``), include one of :data:`_IDENTIFIER_HINTS`."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    words = re.sub(r"[^0-9a-zA-Z]+", "_", words).lower()
+    return _IDENTIFIER_HINTS.search(words) is not None
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,8 @@ class ColumnInfo:
     attribute_type: str
     primary_key: bool = False
     nullable: bool = True
+    #: declared unique on its own (a ``UNIQUE`` constraint or unique index of this column alone)
+    unique: bool = False
 
 
 def attribute_type_of(column_type: sa.types.TypeEngine) -> str:
@@ -59,6 +72,14 @@ def attribute_type_of(column_type: sa.types.TypeEngine) -> str:
 
 def describe_columns(table: sa.Table, dialect: sa.Dialect | None = None) -> list[ColumnInfo]:
     """The :class:`ColumnInfo` of every column of a reflected table, in table order."""
+    unique = {
+        next(iter(c.columns)).name
+        for c in table.constraints
+        if isinstance(c, sa.UniqueConstraint) and len(c.columns) == 1
+    }
+    unique |= {
+        next(iter(i.columns)).name for i in table.indexes if i.unique and len(i.columns) == 1
+    }
     infos = []
     for column in table.columns:
         try:
@@ -72,6 +93,7 @@ def describe_columns(table: sa.Table, dialect: sa.Dialect | None = None) -> list
                 attribute_type_of(column.type),
                 bool(column.primary_key),
                 bool(column.nullable),
+                bool(column.unique) or column.name in unique,
             )
         )
     return infos
@@ -147,6 +169,11 @@ def url_for_file(url: str) -> str:
     return scrub(text)
 
 
+#: The longest mapping key YAML reads on one line (``name: value``) is 1024 characters; a
+#: longer column name is written as an explicit key (``? name`` and ``: value`` below it).
+_SIMPLE_KEY_MAX = 1000
+
+
 def _key(name: str) -> str:
     """``name`` as a YAML mapping key on one line (quoted when YAML needs it)."""
     key = yaml.safe_dump({str(name): 0}, allow_unicode=True, width=10_000).rsplit(": 0", 1)[0]
@@ -172,13 +199,16 @@ def _comment(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _hint(column: ColumnInfo, key: str | None) -> str:
+def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
+    """The role the skeleton proposes for ``column`` and the comment that says why."""
     sql_type = _comment(column.sql_type)
     if column.name == key:
-        return f"{sql_type}; the row key: never published (output.keep_key)"
-    if _IDENTIFIER_HINTS.search(column.name):
-        return f"{sql_type}; looks like a direct identifier"
-    return sql_type
+        return "identifier", f"{sql_type}; the row key: never published (output.keep_key)"
+    if column.unique:
+        return "identifier", f"{sql_type}; UNIQUE: would link the release to the source"
+    if looks_identifying(column.name):
+        return "identifier", f"{sql_type}; looks like a direct identifier: not published"
+    return "other", sql_type
 
 
 def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
@@ -186,13 +216,15 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
     primary = [c.name for c in columns if c.primary_key]
     key = primary[0] if len(primary) == 1 else None
     base = table.rpartition(".")[2]
-    width = max([len(_key(c.name)) for c in columns] + [4])
+    width = max([len(_key(c.name)) for c in columns if len(_key(c.name)) <= 60] + [4])
     today = dt.date.today().isoformat()
     lines = [
         f"# tclose configuration for table {_comment(table)}, written by `tclose init` on {today}.",
         "#",
         "# To do before `tclose run THIS_FILE`:",
-        "#  1. Give every column under `attributes` a role (all start as `other`):",
+        "#  1. Give every column under `attributes` a role. All start as `other`, except the",
+        "#     row key, UNIQUE columns and names that look like direct identifiers (e-mail,",
+        "#     name, ..._id): these start as `identifier`, not published. Check them all:",
         "#       identifier        a direct identifier (name, e-mail, ...): dropped from the output",
         "#       quasi_identifier  could identify someone in combination (age, zip, dates, ...):",
         "#                         replaced by its cluster's mean, so that k rows look alike",
@@ -230,10 +262,14 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
         "attributes:",
     ]
     for column in columns:
-        name = (_key(column.name) + ":").ljust(width + 1)
-        role = "identifier" if column.name == key else "other"
+        role, hint = _role_and_hint(column, key)
         body = f"{{role: {role}, type: {column.attribute_type}}}"
-        lines.append(f"  {name} {body:<31}  # {_hint(column, key)}")
+        if len(_key(column.name)) > _SIMPLE_KEY_MAX:  # YAML reads no longer key on one line
+            lines.append(f"  ? {_key(column.name)}")
+            lines.append(f"  : {body:<31}  # {hint}")
+            continue
+        name = (_key(column.name) + ":").ljust(width + 1)
+        lines.append(f"  {name} {body:<31}  # {hint}")
     lines += [
         "privacy:",
         "  k: 5     # every published row shares its quasi-identifier values with >= k-1 others",

@@ -16,6 +16,7 @@ import unicodedata
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy.optimize import linprog
 
 import tclose
@@ -345,3 +346,83 @@ def test_booleans_and_a_single_category_round_trip():
     assert sorted(result.data["sick"]) == sorted(frame["sick"])
     assert set(result.data["only"]) == {"x"} and set(result.data["same"]) == {"y"}
     assert result.report["privacy"]["t_achieved"]["same"] == 0.0
+
+
+# --- tclose init -------------------------------------------------------------------------------
+
+
+def _init(database, table: str, tmp_path, capsys) -> str:
+    output = tmp_path / "init.yaml"
+    assert main(["-q", "init", f"sqlite:///{database}", table, "-o", str(output)]) == 0, (
+        capsys.readouterr().err
+    )
+    return output.read_text(encoding="utf-8")
+
+
+def test_init_never_proposes_publishing_an_identifier_unchanged(tmp_path, capsys):
+    """Before: every column but the key started as ``other``: a user who set the quasi-
+    identifiers and the confidential column and ran published ``email``, ``First Name``,
+    ``customerId`` and a ``UNIQUE`` badge number unchanged (only the comment said "looks like
+    a direct identifier", and not for ``First Name``, ``E-Mail`` or ``customerId``; the
+    linkage check catches a column unique per row, not e-mails shared by a household)."""
+    database = tmp_path / "people.db"
+    identifying = ["email", "First Name", "customerId", "E-Mail", "phone_number", "badge", "code"]
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            'CREATE TABLE people (pid INTEGER PRIMARY KEY, email TEXT, "First Name" TEXT, '
+            '"customerId" INTEGER, "E-Mail" TEXT, phone_number TEXT, badge TEXT UNIQUE, '
+            "code TEXT, age INTEGER, ward TEXT, valid INTEGER, paid REAL)"
+        )
+        connection.execute("CREATE UNIQUE INDEX people_code ON people (code)")
+        connection.executemany(
+            "INSERT INTO people VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    i,
+                    f"h{i % 20}@x.org",
+                    f"N{i % 20}",
+                    i % 20,
+                    f"h{i % 20}@y.org",
+                    f"5{i % 20}",
+                    f"b{i}",
+                    f"c{i}",
+                    20 + i % 30,
+                    "ab"[i % 2],
+                    i % 2,
+                    float(i % 3),
+                )
+                for i in range(60)
+            ],
+        )
+    # the user sets the two roles the run needs and accepts every other line as written
+    document = yaml.safe_load(_init(database, "people", tmp_path, capsys))
+    document["attributes"]["age"]["role"] = "quasi_identifier"
+    document["attributes"]["ward"]["role"] = "confidential"
+    document["report"] = {"json": str(tmp_path / "r.json"), "html": str(tmp_path / "r.html")}
+    path = tmp_path / "init.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    config = load_config(path)
+    assert set(config.identifiers) == {"pid", *identifying}
+    assert [n for n, a in config.attributes.items() if a.role == "other"] == ["valid", "paid"]
+    assert main(["-q", "run", str(path)]) == 0
+    with sqlite3.connect(database) as connection:
+        published = [d[1] for d in connection.execute("PRAGMA table_info(people_anon)")]
+    assert set(published) == {"tclose_row", "age", "ward", "valid", "paid"}
+
+
+def test_init_writes_hostile_and_very_long_column_names_as_loadable_keys(tmp_path, capsys):
+    """Before: a column name over 1024 characters (SQLite allows it) was written as a one-line
+    key, which YAML cannot read: the skeleton did not load ("could not find expected ':'")."""
+    names = ["x" * 1100, "y" * 5000, "~", "#x", " lead", "trail ", ":", "ü\u0301", "no", "%t"]
+    database = tmp_path / "odd.db"
+    columns = ", ".join('"' + name + '" INTEGER' for name in names)
+    with sqlite3.connect(database) as connection:
+        connection.execute(f"CREATE TABLE t (k INTEGER PRIMARY KEY, {columns})")
+    text = _init(database, "t", tmp_path, capsys)
+    assert max(len(line) for line in text.splitlines() if len(line) < 1000) < 160  # aligned
+    text = text.replace("{role: other", "{role: quasi_identifier", 1)
+    text = text.replace("{role: other", "{role: confidential", 1)
+    (tmp_path / "init.yaml").write_text(text, encoding="utf-8")
+    config = load_config(tmp_path / "init.yaml")
+    assert list(config.attributes) == ["k", *names]
+    assert config.quasi_identifiers == [names[0]] and config.confidential == [names[1]]

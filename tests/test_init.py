@@ -48,9 +48,11 @@ def test_skeleton_lists_every_column_with_type_and_role_other(skeleton_file):
     text = skeleton_file.read_text()
     document = yaml.safe_load(text)
     assert list(document["attributes"]) == DEMO_COLUMNS
-    # issue 10: the row key is written with role identifier (never published), the rest other
+    # issue 10: the row key is written with role identifier (never published), and so is a
+    # column whose name looks like a direct identifier; the rest other
     roles = {c: a["role"] for c, a in document["attributes"].items()}
-    assert roles.pop("patient_id") == "identifier" and set(roles.values()) == {"other"}
+    assert roles.pop("patient_id") == "identifier" and roles.pop("name") == "identifier"
+    assert set(roles.values()) == {"other"}
     assert document["attributes"]["age"]["type"] == "numeric"
     assert document["attributes"]["ward"]["type"] == "nominal"
     assert document["source"]["key"] == "patient_id"
@@ -64,7 +66,6 @@ def test_skeleton_needs_roles_then_loads_and_runs(skeleton_file, tmp_path, monke
     with pytest.raises(ConfigError, match="No attribute has role quasi_identifier"):
         load_config(skeleton_file)
     text = skeleton_file.read_text()
-    text = _set_role(text, "name", "identifier")
     for column in ("age", "zip", "length_of_stay"):
         text = _set_role(text, column, "quasi_identifier")
     text = _set_role(text, "charge", "confidential")
