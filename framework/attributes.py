@@ -323,11 +323,17 @@ class QuasiIdentifier:
         np.add.at(counts, (labels, self.codes), 1.0)
         if self.hierarchy is None:
             return counts.argmax(axis=1)
-        cost = (
-            counts @ self.ground_distances()
-        )  # cost[c, v]: total distance of cluster c's records to value v
-        cost[counts == 0] = np.inf  # the medoid is a member value
-        return cost.argmin(axis=1)
+        # cost[c, v]: H times the total distance of cluster c's records to value v, in integers
+        # so that equal costs are equal (6 * 2/3 is 4.0 but 2 * 1/3 + 5 * 2/3 is 3.9999999999999996)
+        steps = np.rint(self.ground_distances() * self.hierarchy.height).astype(np.int64)
+        cost = counts.astype(np.int64) @ steps
+        cost[counts == 0] = np.iinfo(np.int64).max  # the medoid is a member value
+        leaf_order = {leaf: i for i, leaf in enumerate(self.hierarchy.leaves)}
+        by_leaf = np.array(
+            sorted(range(m), key=lambda v: leaf_order.get(self.categories[v], len(leaf_order) + v)),
+            dtype=np.int64,
+        )  # ties: the first in leaf order ((missing) last)
+        return by_leaf[cost[:, by_leaf].argmin(axis=1)]
 
     def _decode(self, codes: np.ndarray) -> np.ndarray:
         table = np.array([None if c == MISSING else c for c in self.categories], dtype=object)

@@ -20,9 +20,9 @@ import yaml
 from scipy.optimize import linprog
 
 import tclose
-from tclose.attributes import MISSING
+from tclose.attributes import MISSING, encode_quasi_identifier
 from tclose.cli import main
-from tclose.config import load_config
+from tclose.config import AttributeSpec, load_config
 from tclose.errors import ConfigError, DataError
 from tclose.hierarchy import Hierarchy
 from tclose.plugins.kernels.nominal import NominalEMD
@@ -426,3 +426,28 @@ def test_init_writes_hostile_and_very_long_column_names_as_loadable_keys(tmp_pat
     config = load_config(tmp_path / "init.yaml")
     assert list(config.attributes) == ["k", *names]
     assert config.quasi_identifiers == [names[0]] and config.confidential == [names[1]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "counts", "medoid"),
+    [
+        ({"*": {"X": ["b", "a"], "Y": ["c"]}}, {"a": 1, "b": 1}, "b"),
+        # x and y both cost 7 (in units of the ground distance); in floating point y's sum came
+        # out smaller and y was published
+        (
+            {"*": {"P": {"Q": ["u", "x"], "R": ["w", "y"]}, "Z": {"S": ["z"]}}},
+            {"w": 4, "x": 7, "y": 5, "z": 1},
+            "x",
+        ),
+    ],
+    ids=["leaf-order", "floating-point-tie"],
+)
+def test_a_nominal_qi_medoid_tie_goes_to_the_first_leaf(spec, counts, medoid):
+    """Before: ties went to the first value in alphabetical order, not in leaf order as
+    documented, and a tie could be broken by rounding (costs summed in floating point)."""
+    values = pd.Series([value for value, count in counts.items() for _ in range(count)])
+    attribute = AttributeSpec(
+        "q", "quasi_identifier", "nominal", hierarchy=Hierarchy.from_mapping(spec)
+    )
+    published = encode_quasi_identifier(values, attribute).aggregate(np.zeros(len(values), int))
+    assert set(published) == {medoid}
