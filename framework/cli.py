@@ -208,6 +208,7 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
     from .published import SUMMED_TWIN
+    from .report import hierarchy_checks
     from .runner import published_run_id, verify_published
 
     config = load_config(args.config)
@@ -253,6 +254,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
             }
         )
         checks.append(content_digest_check(report, verification))
+        checks += hierarchy_checks(report, config.attributes)
     recorded_run = ((report or {}).get("run") or {}).get("id")
     if report is not None and run_id is not None and recorded_run:
         # The table's mark names the run that published it: the report must be that run's.

@@ -23,6 +23,8 @@ have depth ``H``).
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,6 +182,18 @@ class Hierarchy:
                 file = base / file
             return cls.from_csv(file)
         return cls.from_mapping(spec, path)
+
+    def digest(self) -> str:
+        """SHA-256 of the tree as canonical JSON (root, then every inner node's children in
+        the order given): two hierarchies with the same digest give the same distances and
+        leaf order, however they were written (YAML mapping or CSV file)."""
+        inner = sorted(self.parent, key=lambda node: (self.depth[node], node))
+        tree = [
+            self.root,
+            [[node, self.children[node]] for node in inner if self.children.get(node)],
+        ]
+        text = json.dumps(tree, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def with_leaf_under_root(self, leaf: str) -> Hierarchy:
         """A copy with ``leaf`` added as the root's last child: at ground distance 1 from every

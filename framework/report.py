@@ -32,6 +32,7 @@ from .atomic import write_atomically
 from .attributes import MISSING, EncodedTable
 from .config import json_document, redact_url
 from .errors import ConfigError, DataError
+from .hierarchy import Hierarchy
 from .interfaces import EMD_TOLERANCE
 from .redaction import redacted_document
 from .registry import dialect_of
@@ -467,7 +468,51 @@ def _privacy_section(context: RunContext) -> dict[str, Any]:
         "emd_definitions": {c: distance_definition(d) for c, (d, _) in resolved.distances.items()},
         "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
         "emd_histogram": emd_histograms(class_emds, t),
+        "hierarchies": hierarchy_digests(context.config.attributes if context.config else {}),
     }
+
+
+def hierarchy_digests(attributes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Attribute → the ``sha256`` (:meth:`tclose.hierarchy.Hierarchy.digest`), ``height`` and
+    number of ``leaves`` of its hierarchy, for every attribute that has one: a hierarchy given as
+    a file is named in the configuration by its path only, and its content defines the
+    distances (so what t means)."""
+    return {
+        name: {
+            "sha256": attribute.hierarchy.digest(),
+            "height": attribute.hierarchy.height,
+            "leaves": len(attribute.hierarchy.leaves),
+        }
+        for name, attribute in attributes.items()
+        if isinstance(getattr(attribute, "hierarchy", None), Hierarchy)
+    }
+
+
+def hierarchy_checks(
+    report: Mapping[str, Any], attributes: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """``tclose verify --report``: one check ``hierarchy_sha256:<column>`` per attribute with a
+    hierarchy in the report or in the configuration: the hierarchy read now must be the run's
+    (a file edited after the run changes the distances, so what t means, while the
+    configuration digest, which holds the file's path, stays the same). None for a report
+    written before reports recorded hierarchies."""
+    recorded = (report.get("privacy") or {}).get("hierarchies")
+    if recorded is None:
+        return []
+    current = hierarchy_digests(attributes)
+    checks = []
+    for column in sorted(set(recorded) | set(current)):
+        expected = (recorded.get(column) or {}).get("sha256")
+        actual = (current.get(column) or {}).get("sha256")
+        checks.append(
+            {
+                "name": f"hierarchy_sha256:{column}",
+                "passed": expected == actual,
+                "expected": expected,
+                "actual": actual,
+            }
+        )
+    return checks
 
 
 def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
@@ -695,6 +740,7 @@ REPORT_SHAPE: dict[str, Any] = {
         "emd_definition": "text?",
         "emd_definitions": ("none", {"*": "any"}),
         "emd_histogram": ("none", {"*": _HISTOGRAM}),
+        "hierarchies": ("none", {"*": {"sha256!": "text", "*": "any"}}),
         "*": "any",
     },
     "clusters": {"size_histogram": ("none", {"*": "count"}), "*": "any"},

@@ -451,3 +451,28 @@ def test_a_nominal_qi_medoid_tie_goes_to_the_first_leaf(spec, counts, medoid):
     )
     published = encode_quasi_identifier(values, attribute).aggregate(np.zeros(len(values), int))
     assert set(published) == {medoid}
+
+
+def test_verify_refuses_a_hierarchy_file_changed_since_the_run(sqlite_run, capsys):
+    """Before: the configuration names a hierarchy file by its path only; after the file was
+    edited (here two levels added above the root: every ground distance, so every EMD, shrinks
+    by half) ``tclose verify --report`` checked t with the new tree and said "verified", the
+    configuration digest unchanged. The report now records each hierarchy's digest, and verify
+    compares it with the hierarchy it reads."""
+    hierarchy = sqlite_run.tmp_path / "h.csv"
+    hierarchy.write_text("\n".join(WARD_LINES) + "\n")
+    config = sqlite_run.write(_ward_config(sqlite_run, "h.csv"))
+    report_path = sqlite_run.tmp_path / "r.json"
+    assert main(["-q", "run", str(config), "--report", str(report_path)]) == 0
+    recorded = json.loads(report_path.read_text())["privacy"]["hierarchies"]
+    same_tree = Hierarchy.from_mapping({"*": {**WARDS, "maternity": None}})
+    assert recorded == {"ward": {"sha256": same_tree.digest(), "height": 2, "leaves": 6}}
+    capsys.readouterr()
+    assert main(["verify", str(config), "--report", str(report_path)]) == 0
+    assert "PASS  hierarchy_sha256:ward" in capsys.readouterr().out
+
+    hierarchy.write_text("\n".join(f"{line};World;Everything" for line in WARD_LINES) + "\n")
+    assert main(["verify", str(config), "--report", str(report_path)]) == 1
+    out = capsys.readouterr().out
+    assert "PASS  config_sha256" in out and "PASS  t_closeness:ward" in out
+    assert "FAIL  hierarchy_sha256:ward" in out and "verdict: NOT verified" in out
