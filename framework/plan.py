@@ -45,6 +45,10 @@ from .naming import ROW_COLUMN, STAGING_MARK, TableName
 from .options import validate_options
 from .registry import Registry, dialect_of
 
+#: Distance options set from the attribute's own keys (:func:`with_attribute_options`), never in
+#: ``distance_options``.
+ATTRIBUTE_OPTIONS = ("hierarchy", "categories")
+
 #: Write strategies: build the staging table inside the source's database and snapshot, or stream
 #: the source again through the client into the target's database.
 JOIN, STREAM = "join", "stream"
@@ -109,6 +113,13 @@ def resolve_distances(
                 f"==> At {path}\nDistance {distance.name} does not accept {attribute.type} "
                 f"attributes (it accepts: {', '.join(distance.attribute_types)})."
             )
+        for key in ATTRIBUTE_OPTIONS:
+            if key in attribute.distance_options:
+                raise ConfigError(
+                    f"==> At attributes.{attribute.name}.distance_options\n{key!r} is set from "
+                    f"the attribute's own key: write it as attributes.{attribute.name}.{key} "
+                    f"(a hierarchy file there is read relative to the YAML file, and checked)."
+                )
         distances[attribute.name] = (
             distance,
             validate_options(

@@ -476,3 +476,28 @@ def test_verify_refuses_a_hierarchy_file_changed_since_the_run(sqlite_run, capsy
     out = capsys.readouterr().out
     assert "PASS  config_sha256" in out and "PASS  t_closeness:ward" in out
     assert "FAIL  hierarchy_sha256:ward" in out and "verdict: NOT verified" in out
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"order": "hierarchy"}, "order 'hierarchy' ranks the categories by the attribute's"),
+        ({"hierarchy": "h.csv"}, "'hierarchy' is set from the attribute's own key"),
+        ({"categories": ["general"]}, "'categories' is set from the attribute's own key"),
+    ],
+    ids=["order-without-hierarchy", "hierarchy-option", "categories-option"],
+)
+def test_distance_options_that_belong_to_the_attribute_are_config_errors(
+    sqlite_run, tmp_path, monkeypatch, capsys, options, said
+):
+    """Before: ``order: hierarchy`` without a hierarchy was exit 4 ("ValueError ... a bug in
+    the plugin"); a ``hierarchy`` given in ``distance_options`` was read relative to the
+    working folder (another ``h.csv`` there was used), unchecked and unrecorded."""
+    (tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
+    monkeypatch.chdir(tmp_path)
+    document = _ward_config(sqlite_run, None, distance_options=options)
+    del document["attributes"]["ward"]["hierarchy"]
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    err = capsys.readouterr().err
+    assert "attributes.ward.distance_options" in err and said in err, err
+    assert "discharges_anon" not in sqlite_run.tables()
