@@ -62,9 +62,16 @@ _SECRETS: set[str] = set()
 _LOCK = threading.Lock()
 
 
+#: Words that make any query parameter holding them a credential (``motherduck_token``,
+#: ``aws_secret_access_key``, ``db_password``): a driver's own names are not all listed above.
+CREDENTIAL_WORDS = ("password", "passwd", "passphrase", "secret", "token", "api_key", "apikey")
+
+
 def is_credential(parameter: str) -> bool:
-    """Whether a URL query parameter carries a credential."""
-    return parameter.lower() in CREDENTIAL_PARAMETERS
+    """Whether a URL query parameter carries a credential: one of
+    :data:`CREDENTIAL_PARAMETERS`, or a name holding one of :data:`CREDENTIAL_WORDS`."""
+    name = parameter.lower()
+    return name in CREDENTIAL_PARAMETERS or any(word in name for word in CREDENTIAL_WORDS)
 
 
 def remember_secret(value: str | None) -> None:

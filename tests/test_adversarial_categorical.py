@@ -25,7 +25,9 @@ from tclose.cli import main
 from tclose.config import AttributeSpec, load_config
 from tclose.errors import ConfigError, DataError
 from tclose.hierarchy import Hierarchy
+from tclose.init_config import skeleton, url_for_file
 from tclose.plugins.kernels.nominal import NominalEMD
+from tclose.redaction import redact_url
 
 WARDS = {"medical": ["cardiology", "neurology", "oncology"], "surgical": ["general", "orthopedics"]}
 WARD_LINES = [f"{leaf};{group};*" for group, leaves in WARDS.items() for leaf in leaves] + [
@@ -501,3 +503,19 @@ def test_distance_options_that_belong_to_the_attribute_are_config_errors(
     err = capsys.readouterr().err
     assert "attributes.ward.distance_options" in err and said in err, err
     assert "discharges_anon" not in sqlite_run.tables()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "duckdb:///md:analytics?motherduck_token=Zq8secretVALUE",
+        "postgresql://ann@db/x?aws_secret_access_key=Zq8secretVALUE&application_name=etl",
+        "mysql+pymysql://ann@db/x?db_password=Zq8secretVALUE",
+    ],
+)
+def test_init_never_writes_a_credential_parameter_of_any_name(url):
+    """Before: only listed parameter names were credentials; a MotherDuck token or an AWS
+    secret in the URL was written into the skeleton (and shown in reports and logs) as is."""
+    written = skeleton(url, "t", [])
+    assert "Zq8secretVALUE" not in written and "Zq8secretVALUE" not in redact_url(url)
+    assert url_for_file(url).count("${TCLOSE_DB_") == 1
