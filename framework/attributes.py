@@ -449,9 +449,28 @@ def _squared_gap(original: np.ndarray, published: np.ndarray, std: float) -> np.
     return gap**2
 
 
+def _refuse_binary(values: pd.Series, spec: Any) -> None:
+    """:class:`DataError` naming the rows of an ordinal or nominal QI that hold binary values
+    (``BLOB``, ``bytea``): a category is published as text, and the text of ``b'\\x01'`` is
+    no value of the column (PostgreSQL refused it in a message showing the value; SQLite
+    published it)."""
+    if values.dtype != object:
+        return
+    binary = np.array([isinstance(v, (bytes, bytearray, memoryview)) for v in values], dtype=bool)
+    if binary.any():
+        raise DataError(
+            f"The quasi-identifier column {spec.name!r} ({spec.type}) holds binary values "
+            f"(BLOB, bytea) in {int(binary.sum())} row(s) (rows {_rows(binary, values.index)}); "
+            f"its categories would be published as text that is no value of the column. Give "
+            f"it role identifier or other, or convert it to text first."
+        )
+
+
 def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     """Encode one QI column (see the module docstring for the distance it realizes)."""
     missing = _check_missing(values, spec, "quasi-identifier")
+    if spec.type in ("ordinal", "nominal"):
+        _refuse_binary(values, spec)
     weight = float(getattr(spec, "weight", 1.0))
     scale = np.sqrt(weight)
     if spec.type in ("numeric", "date", "datetime"):

@@ -519,3 +519,36 @@ def test_init_never_writes_a_credential_parameter_of_any_name(url):
     written = skeleton(url, "t", [])
     assert "Zq8secretVALUE" not in written and "Zq8secretVALUE" not in redact_url(url)
     assert url_for_file(url).count("${TCLOSE_DB_") == 1
+
+
+@pytest.mark.parametrize("kind", ["nominal", "ordinal"])
+def test_binary_values_in_a_categorical_qi_are_refused_naming_the_rows(tmp_path, capsys, kind):
+    """Before: a BLOB in a nominal or ordinal QI was published as the text ``b'\\x01'`` (SQLite;
+    a value the source never held), and on PostgreSQL the write failed with a message that
+    showed the value."""
+    database = tmp_path / "blob.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, q, age INTEGER, c TEXT)")
+        connection.executemany(
+            "INSERT INTO t VALUES (?,?,?,?)",
+            [(i, b"\x01" if i in (4, 9) else "x", 20 + i % 7, "ab"[i % 2]) for i in range(30)],
+        )
+    document = {
+        "source": {"url": f"sqlite:///{database}", "table": "t", "key": "id"},
+        "target": {"table": "t_anon"},
+        "attributes": {
+            "q": {"role": "quasi_identifier", "type": kind},
+            "age": {"role": "quasi_identifier"},
+            "c": {"role": "confidential", "type": "nominal"},
+        },
+        "privacy": {"k": 3, "t": 0.5},
+    }
+    config = tmp_path / "blob.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    assert main(["-q", "run", str(config)]) == 3
+    err = capsys.readouterr().err
+    assert "'q'" in err and "binary values" in err and "(rows 4, 9)" in err, err
+    assert "\\x01" not in err and "b'" not in err
+    with sqlite3.connect(database) as connection:
+        tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}
+    assert tables == {"t"}
