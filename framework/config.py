@@ -582,6 +582,15 @@ def _type_details(
                 f"(missing: category puts it under the root, at distance 1 from every value). "
                 f"Rename that value.",
             )
+        leaves = set(details["hierarchy"].leaves)
+        outside = [c for c in details.get("categories", ()) if c not in leaves and c != MISSING]
+        if outside:
+            raise checker.fail(
+                (*path, "categories"),
+                f"{len(outside)} of the categories are not leaves of the attribute's hierarchy "
+                f"({', '.join(map(repr, outside[:5]))}{', ...' if len(outside) > 5 else ''}); "
+                f"every category must be a leaf.",
+            )
     missing = spec.get("missing", "error")
     checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
     if missing == "category" and attr_type not in ("ordinal", "nominal"):

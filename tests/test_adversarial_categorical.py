@@ -552,3 +552,18 @@ def test_binary_values_in_a_categorical_qi_are_refused_naming_the_rows(tmp_path,
     with sqlite3.connect(database) as connection:
         tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}
     assert tables == {"t"}
+
+
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_a_category_outside_the_hierarchy_is_a_config_error(sqlite_run, capsys, role):
+    """Before: exit 3, "Column 'ward': 1 distinct value(s) are not leaves of its hierarchy
+    (rows ; values are not shown)": no row holds the value, the configuration lists it."""
+    (sqlite_run.tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
+    categories = [*WARDS["medical"], *WARDS["surgical"], "maternity", "icu"]
+    document = _ward_config(sqlite_run, "h.csv", categories=categories)
+    document["attributes"]["ward"]["role"] = role
+    if role == "quasi_identifier":
+        document["attributes"]["charge"] = {"role": "confidential"}
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
+    err = capsys.readouterr().err
+    assert "attributes.ward" in err and "categories" in err and "('icu')" in err, err
