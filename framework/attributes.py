@@ -240,6 +240,7 @@ def _categories(
                 f"The {role} column {spec.name!r} holds {len(unknown)} distinct value(s) not "
                 f"in attributes.{spec.name}.categories (rows "
                 f"{_rows(np.isin(strings, unknown), values.index)}; values are not shown)."
+                + _spacing_hint(unknown, categories, "a category")
             )
     else:
         non_missing = [v for v in present if v != MISSING]
@@ -521,6 +522,20 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     return column
 
 
+def _spacing_hint(unknown: Collection[str], known: Collection[str], what: str) -> str:
+    """A sentence for an error about ``unknown`` values, when some of them are ``known`` ones
+    with surrounding spaces (a ``CHAR(n)`` column pads its values: PostgreSQL returns them
+    padded), else ``""``. Counts only: values are data."""
+    padded = sum(1 for value in unknown if value != value.strip() and value.strip() in known)
+    if not padded:
+        return ""
+    return (
+        f" {padded} of them equal {what} once their surrounding spaces are removed (a CHAR(n) "
+        f"column pads its values with spaces): trim them in the source, or read a view "
+        f"that trims them."
+    )
+
+
 def _check_leaves(
     hierarchy: Hierarchy, values: pd.Series, categories: list[str], codes: np.ndarray, name: str
 ) -> None:
@@ -528,10 +543,11 @@ def _check_leaves(
     leaves = set(hierarchy.leaves)
     bad = np.array([c != MISSING and c not in leaves for c in categories], dtype=bool)
     if bad.any():
+        unknown = [c for c, b in zip(categories, bad) if b]
         raise DataError(
             f"Column {name!r}: {int(bad.sum())} distinct value(s) are not leaves of its "
             f"hierarchy (rows {_rows(bad[codes], values.index)}; values are not shown). Add "
-            f"them to the hierarchy."
+            f"them to the hierarchy." + _spacing_hint(unknown, leaves, "a leaf")
         )
 
 

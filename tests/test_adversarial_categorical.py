@@ -567,3 +567,32 @@ def test_a_category_outside_the_hierarchy_is_a_config_error(sqlite_run, capsys, 
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
     err = capsys.readouterr().err
     assert "attributes.ward" in err and "categories" in err and "('icu')" in err, err
+
+
+@pytest.mark.postgres
+def test_char_padded_values_get_a_hint_not_a_riddle(pg, capsys):
+    """Before: a PostgreSQL ``char(12)`` column returns its values padded with spaces, so not one
+    matched the hierarchy or ``categories``: exit 3 "3 distinct value(s) are not leaves", with
+    the values (rightly) not shown and nothing to tell why. The message now counts the values
+    that match once trimmed, still without showing them."""
+    source = pg.name("src")
+    pg.execute(
+        f"CREATE TABLE {source} (id int PRIMARY KEY, ward char(12), age int); INSERT INTO "
+        f"{source} SELECT i, (ARRAY['cardiology', 'neurology', 'general'])[1 + i % 3], "
+        f"20 + i % 17 FROM generate_series(1, 60) i"
+    )
+    tree = {"*": {"medical": ["cardiology", "neurology"], "surgical": ["general"]}}
+    for ward in ({"hierarchy": tree}, {"categories": ["cardiology", "neurology", "general"]}):
+        document = {
+            "source": {"url": pg.url, "table": source, "key": "id"},
+            "target": {"table": pg.name("anon")},
+            "attributes": {
+                "ward": {"role": "confidential", "type": "nominal", **ward},
+                "age": {"role": "quasi_identifier"},
+            },
+            "privacy": {"k": 3, "t": 0.5},
+        }
+        assert main(["-q", "run", str(pg.write_config(document))]) == 3
+        err = capsys.readouterr().err
+        assert "'ward'" in err and "3 of them equal a" in err and "CHAR(n)" in err, err
+        assert "cardiology" not in err
