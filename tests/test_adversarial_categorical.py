@@ -120,30 +120,32 @@ def test_hierarchical_emd_is_the_minimum_transport_cost(spec):
         )
 
 
+@pytest.mark.parametrize("with_nulls", [False, True], ids=["values", "nulls-as-category"])
 @pytest.mark.parametrize("algorithm", ["t-first", "merge", "k-first"])
-def test_reported_and_verified_t_are_the_transport_emd_of_the_written_classes(algorithm):
+def test_reported_and_verified_t_are_the_transport_emd_of_the_written_classes(
+    algorithm, with_nulls
+):
     """Guard: the report's ``t_achieved`` is the largest minimum-transport EMD over the classes
-    of the published rows (grouped by their written QI values), and it is at most t."""
+    of the published rows (grouped by their written QI values), and it is at most t; with
+    ``missing: category``, NULL is a leaf under the root (the compiled k-first included)."""
     spec = TREES[1]
-    tree = Hierarchy.from_mapping(spec)
     rng = np.random.default_rng(11)
-    frame = pd.DataFrame(
-        {
-            "age": rng.integers(20, 80, 60),
-            "dx": rng.choice(tree.leaves, 60, p=[0.3, 0.2, 0.1, 0.2, 0.2]),
-        }
-    )
+    leaves = Hierarchy.from_mapping(spec).leaves
+    dx = rng.choice(leaves, 60, p=[0.3, 0.2, 0.1, 0.2, 0.2]).astype(object)
+    if with_nulls:
+        dx[rng.choice(60, 9, replace=False)] = None
     result = tclose.anonymize(
-        frame,
+        pd.DataFrame({"age": rng.integers(20, 80, 60), "dx": dx}),
         quasi_identifiers=["age"],
-        confidential={"dx": {"type": "nominal", "hierarchy": spec}},
+        confidential={"dx": {"type": "nominal", "hierarchy": spec, "missing": "category"}},
         k=3,
         t=0.25,
         algorithm=algorithm,
         seed=1,
     )
+    tree = Hierarchy.from_mapping({"*": {**spec["*"], MISSING: None}})
     classes = result.data.groupby("age").ngroup().to_numpy()
-    emds = _class_emds(result.data["dx"].to_numpy(), classes, tree)
+    emds = _class_emds(result.data["dx"].fillna(MISSING).to_numpy(), classes, tree)
     assert result.report["verification"]["passed"]
     assert result.report["privacy"]["t_achieved"]["dx"] == pytest.approx(max(emds), abs=1e-9)
     assert max(emds) <= 0.25 + 1e-9
