@@ -28,6 +28,7 @@ nominal attributes NULL becomes a value of its own, written back as NULL), or ``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -240,7 +241,7 @@ def _categories(
                 f"The {role} column {spec.name!r} holds {len(unknown)} distinct value(s) not "
                 f"in attributes.{spec.name}.categories (rows "
                 f"{_rows(np.isin(strings, unknown), values.index)}; values are not shown)."
-                + _spacing_hint(unknown, categories, "a category")
+                + _near_miss_hint(unknown, categories, "a category")
             )
     else:
         non_missing = [v for v in present if v != MISSING]
@@ -522,18 +523,35 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     return column
 
 
-def _spacing_hint(unknown: Collection[str], known: Collection[str], what: str) -> str:
-    """A sentence for an error about ``unknown`` values, when some of them are ``known`` ones
-    with surrounding spaces (a ``CHAR(n)`` column pads its values: PostgreSQL returns them
-    padded), else ``""``. Counts only: values are data."""
-    padded = sum(1 for value in unknown if value != value.strip() and value.strip() in known)
-    if not padded:
-        return ""
-    return (
-        f" {padded} of them equal {what} once their surrounding spaces are removed (a CHAR(n) "
-        f"column pads its values with spaces): trim them in the source, or read a view "
-        f"that trims them."
-    )
+def _near_miss_hint(unknown: Collection[str], known: Collection[str], what: str) -> str:
+    """Sentences for an error about ``unknown`` values (matched as text, exactly): how many are
+    ``known`` ones with surrounding spaces (a ``CHAR(n)`` column pads its values: PostgreSQL
+    returns them padded), and how many equal one as numbers (``1.0`` read from a REAL column
+    and the category ``1``); ``""`` if none. Counts only: values are data."""
+    numbers: dict[float, str] = {}
+    for value in known:
+        with contextlib.suppress(ValueError):
+            numbers.setdefault(float(value), value)
+    padded = numeric = 0
+    for value in unknown:
+        if value != value.strip() and value.strip() in known:
+            padded += 1
+            continue
+        with contextlib.suppress(ValueError):
+            numeric += float(value) in numbers
+    hint = ""
+    if padded:
+        hint += (
+            f" {padded} of them equal {what} once their surrounding spaces are removed (a "
+            f"CHAR(n) column pads its values with spaces): trim them in the source, or read a "
+            f"view that trims them."
+        )
+    if numeric:
+        hint += (
+            f" {numeric} of them equal {what} as numbers but are spelled otherwise (1.0 read "
+            f"from a REAL column is not the text 1): write them as the column holds them."
+        )
+    return hint
 
 
 def _check_leaves(
@@ -547,7 +565,7 @@ def _check_leaves(
         raise DataError(
             f"Column {name!r}: {int(bad.sum())} distinct value(s) are not leaves of its "
             f"hierarchy (rows {_rows(bad[codes], values.index)}; values are not shown). Add "
-            f"them to the hierarchy." + _spacing_hint(unknown, leaves, "a leaf")
+            f"them to the hierarchy." + _near_miss_hint(unknown, leaves, "a leaf")
         )
 
 

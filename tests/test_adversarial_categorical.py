@@ -598,3 +598,14 @@ def test_char_padded_values_get_a_hint_not_a_riddle(pg, capsys):
         err = capsys.readouterr().err
         assert "'ward'" in err and "3 of them equal a" in err and "CHAR(n)" in err, err
         assert "cardiology" not in err
+
+
+def test_a_real_column_against_integer_categories_gets_a_hint():
+    """Before: ``categories: [1, 2.5, 3]`` on a REAL column (read as 1.0, 2.5, 3.0) was
+    "2 distinct value(s) not in categories", values not shown and no clue that 1.0 is not the
+    text 1. The hint counts them, without showing them."""
+    frame = pd.DataFrame({"z": [1.0, 2.5, 3.0] * 10, "c": np.arange(30.0)})
+    spec = {"type": "ordinal", "categories": [1, 2.5, 3]}
+    with pytest.raises(DataError, match="2 of them equal a category as numbers") as error:
+        _anonymize(frame, {"z": spec}, {"c": "numeric"})
+    assert "1.0" not in str(error.value).split("(1.0 read")[0]
