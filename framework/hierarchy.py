@@ -91,10 +91,17 @@ class Hierarchy:
             if isinstance(body, Mapping):
                 kids = list(body.items())
             elif isinstance(body, (list, tuple)):
-                kids = [
-                    (item, None) if not isinstance(item, Mapping) else next(iter(item.items()))
-                    for item in body
-                ]
+                kids = []
+                for item in body:
+                    if isinstance(item, Mapping):  # every key of a mapping item is a child
+                        kids += list(item.items())
+                    elif isinstance(item, (list, tuple)):
+                        raise ConfigError(
+                            f"==> At {path}\nUnder {node!r}: a list holds values and mappings "
+                            f"mappings ({{Europe: [Spain, France]}}), not lists."
+                        )
+                    else:
+                        kids.append((item, None))
             else:
                 raise ConfigError(
                     f"==> At {path}\nUnder {node!r}: expected a mapping, a list or "

@@ -609,3 +609,16 @@ def test_a_real_column_against_integer_categories_gets_a_hint():
     with pytest.raises(DataError, match="2 of them equal a category as numbers") as error:
         _anonymize(frame, {"z": spec}, {"c": "numeric"})
     assert "1.0" not in str(error.value).split("(1.0 read")[0]
+
+
+def test_an_inline_hierarchy_keeps_every_key_of_a_mapping_in_a_list():
+    """Before: in ``[{Europe: [Spain]}, {Asia: [China], Africa: [Kenya]}]`` only the first
+    key of each mapping was read: Africa and Kenya vanished from the tree, and a list inside
+    a list became a leaf named ``"['a', 'b']"``."""
+    tree = Hierarchy.from_mapping(
+        {"Any": [{"Europe": ["Spain"]}, {"Asia": ["China"], "Africa": ["Kenya"]}, "Oceania"]}
+    )
+    assert tree.leaves == ["Spain", "China", "Kenya", "Oceania"]
+    assert tree.parent["Kenya"] == "Africa" and tree.parent["Africa"] == "Any"
+    with pytest.raises(ConfigError, match="Under 'Any': a list holds values and mappings"):
+        Hierarchy.from_mapping({"Any": [["a", "b"], "c"]})
