@@ -1,7 +1,7 @@
 """Value hierarchies (taxonomies) of nominal attributes.
 
 A hierarchy is a tree whose leaves are the values that may occur in the data. It can be given in
-YAML as a nested mapping (a list holds leaves; ``null`` marks a leaf)::
+YAML as a nested mapping (a list holds leaves and mappings of subtrees; ``null`` marks a leaf)::
 
     hierarchy:
       Any:
