@@ -485,7 +485,7 @@ def test_verify_refuses_a_hierarchy_file_changed_since_the_run(sqlite_run, capsy
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        ({"order": "hierarchy"}, "order 'hierarchy' ranks the categories by the attribute's"),
+        ({"order": "hierarchy"}, "The order 'hierarchy' needs the attribute's hierarchy"),
         ({"hierarchy": "h.csv"}, "'hierarchy' is set from the attribute's own key"),
         ({"categories": ["general"]}, "'categories' is set from the attribute's own key"),
     ],
