@@ -14,7 +14,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
@@ -220,18 +219,27 @@ def _numbers(text: str | None, default: Any, kind: type, option: str) -> list:
     return values
 
 
+def _names(text: str | None, default: str) -> list[str]:
+    if text is None:
+        return [default]
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):  # "" ran the config's algorithm, ",," no setting at all (exit 0)
+        raise ConfigError(
+            f"--algorithms takes comma-separated algorithm names; got {text!r}, with an empty "
+            f"one. Name each algorithm (e.g. --algorithms t-first,merge), or leave the option "
+            f"out for the configuration's."
+        )
+    return names
+
+
 def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> int:
     """``tclose compare``: exit 0 when every setting verified, 1 otherwise."""
     from .guards import refuse_foreign_file
 
     config = load_config(args.config)
     # before the runs: the page never replaces a file that is not one (the source database...)
-    refuse_foreign_file(args.html, "html", "--html: ")
-    algorithms = (
-        [a.strip() for a in args.algorithms.split(",") if a.strip()]
-        if args.algorithms
-        else [config.algorithm]
-    )
+    refuse_foreign_file(args.html, "html", "--html: ", page="map")
+    algorithms = _names(args.algorithms, config.algorithm)
     ks = _numbers(args.k, config.k, int, "k")
     ts = _numbers(args.t, config.t, float, "t")
     for k in ks:
@@ -287,7 +295,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained page: the risk–utility map (inline SVG) and the table of runs."""
-    from .html_report import _CSS, _table
+    from .html_report import _CSS, _table, escape
 
     source = result.get("source", {})
     title = f"tclose compare: {source.get('table')} ({source.get('rows')} rows)"
@@ -313,7 +321,7 @@ def render_html(result: dict[str, Any]) -> str:
 
 def risk_utility_map(runs: Sequence[dict[str, Any]], width: int = 640, height: int = 400) -> str:
     """Scatter plot: SSE on x, record linkage on y, one labelled point per run."""
-    from .html_report import _nice_ticks, _number
+    from .html_report import _nice_ticks, _number, escape
 
     left, right, top, bottom = 60, 20, 16, 46
     plot_w, plot_h = width - left - right, height - top - bottom

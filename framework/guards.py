@@ -132,10 +132,13 @@ def _related(db: Any, method: str, name: Any, identity: tuple) -> set[tuple]:
     return set(related(name)) | {identity} if callable(related) else {identity}
 
 
-def refuse_foreign_file(path: str | None, key: str, where: str | None = None) -> None:
+def refuse_foreign_file(
+    path: str | None, key: str, where: str | None = None, page: str = "report"
+) -> None:
     """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote
     (``key``: ``json`` or ``html``; ``where``: the message's first line, by default the
-    config's ``report.<key>``)."""
+    config's ``report.<key>``; ``page``: the kind of page an ``html`` path may replace, a
+    :data:`PAGE_TITLES` key: an audit page is never replaced by a map, nor a map by one)."""
     if not path:
         return
     where = f"==> At report ==> At key: {key}\n" if where is None else where
@@ -158,6 +161,11 @@ def refuse_foreign_file(path: str | None, key: str, where: str | None = None) ->
         )
     if file.stat().st_size == 0:
         return  # an empty file holds nothing to lose
+    other = _other_page(head, key, page)
+    if other:
+        raise ConfigError(
+            f"{where}The report path {path} is {other}; it is not overwritten. Choose another path."
+        )
     if not _is_report(file, head, key):
         raise ConfigError(
             f"{where}The report path {path} exists and is not a report of tclose; it is not "
@@ -224,8 +232,24 @@ def refuse_output_paths(
         )
 
 
-#: The titles that open tclose's pages (``tclose run --html``, ``tclose compare --html``).
-_PAGE_TITLES = ("<title>tclose audit report: ", "<title>tclose compare: ")
+#: The title that opens each kind of tclose's pages: the audit report (``tclose run --html``,
+#: ``tclose report``) and the risk-utility map (``tclose compare --html``).
+PAGE_TITLES = {"report": "<title>tclose audit report: ", "map": "<title>tclose compare: "}
+
+#: What each kind of page is, in a message.
+_PAGE_NAMES = {"report": "the audit page of a run", "map": "a risk-utility map of tclose compare"}
+
+
+def _other_page(head: bytes, key: str, page: str) -> str | None:
+    """What the page ``head`` opens is when it is tclose's page of a kind other than ``page``
+    (a run's audit page that ``compare --html`` must not replace, say); ``None`` otherwise."""
+    if key != "html":
+        return None
+    text = head.decode("utf-8", "replace")
+    if not text.startswith("<!DOCTYPE html>"):
+        return None
+    others = [kind for kind, title in PAGE_TITLES.items() if kind != page and title in text]
+    return _PAGE_NAMES[others[0]] if others else None
 
 
 def _is_report(file: Path, head: bytes, key: str) -> bool:
@@ -234,7 +258,7 @@ def _is_report(file: Path, head: bytes, key: str) -> bool:
     ``tclose`` with a ``verification``."""
     if key == "html":
         text = head.decode("utf-8", "replace")
-        return text.startswith("<!DOCTYPE html>") and any(t in text for t in _PAGE_TITLES)
+        return text.startswith("<!DOCTYPE html>") and any(t in text for t in PAGE_TITLES.values())
     try:
         document = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -1,0 +1,281 @@
+"""Adversarial: the commands around a run, as a careless user and an attacker use them.
+
+``tclose compare`` takes lists typed by hand (``--t 0.1,,0.2``, ``--t nan``,
+``--algorithms ""``): anything that is not a setting is a usage error (exit 2) before a row is
+read. It writes nothing but its page: no table, no report of the configuration, no file beside
+the database; its page never replaces a file that is not such a page (a run's audit page
+included). Every figure it prints is the one an independent computation from the source rows
+and the partition gives. Its page shows names from the data as the audit page does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tclose.clustering
+import tclose.runner
+from tclose.cli import main
+
+QIS = ("age", "zip", "length_of_stay")
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["-q", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _state(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file under ``folder`` (relative path): its SHA-256 and its mtime (ns)."""
+    return {
+        str(p.relative_to(folder)): (
+            hashlib.sha256(p.read_bytes()).hexdigest(),
+            p.stat().st_mtime_ns,
+        )
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+# --- tclose compare: the lists typed by hand -----------------------------------------------
+
+
+@pytest.fixture
+def unreadable(sqlite_run) -> str:
+    """A configuration whose source table does not exist: reading it would be exit 3, so an
+    exit 2 shows the setting was refused before any row was read."""
+    document = sqlite_run.config()
+    document["source"]["table"] = "no_such_table"
+    return str(sqlite_run.write(document))
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--t", "0.1,,0.2"),
+        ("--t", ""),
+        ("--t", "nan"),
+        ("--t", "0.2,nan"),
+        ("--t", "-1"),
+        ("--t", "0"),
+        ("--t", "1e309"),
+        ("--t", "inf"),
+        ("--t", "0x1"),
+        ("--k", "3,,5"),
+        ("--k", "0"),
+        ("--k", "-3"),
+        ("--k", "3.0"),
+        ("--k", "1e3"),
+        ("--k", ""),
+    ],
+)
+def test_compare_refuses_a_malformed_number_before_reading(unreadable, option, value):
+    """A NaN t compares false with every EMD (a NaN-tolerant check would pass anything), an
+    empty item is not a setting, 1e309 is infinity: each is exit 2 naming the option or the
+    parameter, before the source is read (its table does not exist: reading it is exit 3)."""
+    code, _out, err = _cli("compare", unreadable, option, value)
+    assert code == 2, err
+    assert f"'{option[2:]}'" in err or f"{option} takes" in err, err
+    assert "no_such_table" not in err
+
+
+@pytest.mark.parametrize("value", ["", ",", " , ,", "t-first,,merge", "t-first, "])
+def test_compare_refuses_an_empty_algorithm_name_before_reading(unreadable, value):
+    """Before: ``--algorithms ""`` silently ran the configuration's algorithm, and
+    ``--algorithms ,,`` ran no setting at all and exited 0 with an empty table (every one of no
+    settings verified); an empty item among names was dropped. Now each is exit 2, as an empty
+    item of ``--t`` or ``--k`` is."""
+    code, out, err = _cli("compare", unreadable, "--algorithms", value)
+    assert code == 2, out + err
+    assert "--algorithms" in err and "no_such_table" not in err, err
+    assert out == ""
+
+
+def test_compare_runs_a_setting_given_twice_once(sqlite_run, capsys):
+    """The same algorithm, k or t twice (``0.2,0.20``, ``t-first,t-first``, a t for an algorithm
+    that ignores it) is one setting, run once."""
+    config = str(sqlite_run.write(sqlite_run.config()))
+    arguments = ["--algorithms", "t-first,t-first,mdav", "--k", "3,3", "--t", " 0.2 ,0.20"]
+    assert main(["-q", "compare", config, *arguments, "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["algorithm"], r["k"], r["t"]) for r in runs] == [
+        ("t-first", 3, 0.2),
+        ("mdav", 3, None),
+    ]
+
+
+# --- tclose compare: honest figures ---------------------------------------------------------
+
+
+def _ordered_emd(values: np.ndarray, whole: np.ndarray) -> float:
+    """EMD with the ordered distance over the distinct values of ``whole``: the mean over the
+    m - 1 gaps of the absolute cumulative difference of the two distributions."""
+    distinct = np.unique(whole)
+    share = np.array([np.mean(values == v) for v in distinct])
+    table = np.array([np.mean(whole == v) for v in distinct])
+    return float(np.abs(np.cumsum(share - table))[:-1].sum() / (len(distinct) - 1))
+
+
+def _expected_row(x: np.ndarray, charge: np.ndarray, labels: np.ndarray, p: float) -> dict:
+    """One row of ``tclose compare`` from the source values and the partition alone, by the
+    definitions of docs/reports.md (numeric QIs: the published value is the cluster mean)."""
+    n = len(x)
+    published = np.empty_like(x)
+    for label in np.unique(labels):
+        published[labels == label] = x[labels == label].mean(axis=0)
+    mean, population_sd, sample_sd = x.mean(axis=0), x.std(axis=0), x.std(axis=0, ddof=1)
+    change = np.abs(x - published)
+    z, z_published = (x - mean) / population_sd, (published - mean) / population_sd
+    distances = np.sqrt(((z[:, None, :] - z_published[None, :, :]) ** 2).sum(axis=2))
+    nearest = distances <= distances.min(axis=1, keepdims=True) + 1e-9
+    linkage = np.mean([nearest[i, i] / nearest[i].sum() for i in range(n)])
+    within = change <= p * sample_sd + 1e-12 * np.maximum(1.0, np.abs(x))
+    classes: dict[tuple, list[int]] = {}
+    for i, row in enumerate(map(tuple, published)):
+        classes.setdefault(row, []).append(i)
+    original = np.column_stack([x, charge])
+    released = np.column_stack([published, charge])
+    return {
+        "sse": float(np.mean(((x - published) / population_sd) ** 2)),
+        "il1s": float(np.mean(change / (np.sqrt(2) * sample_sd))),
+        "record_linkage": float(linkage),
+        "interval_disclosure": float(np.mean(within.all(axis=1))),
+        "clusters": len(np.unique(labels)),
+        "k_achieved": min(len(c) for c in classes.values()),
+        "reidentification_max": 1 / min(len(c) for c in classes.values()),
+        "t_achieved": max(_ordered_emd(charge[c], charge) for c in classes.values()),
+        "correlation_max_diff": float(
+            np.abs(np.corrcoef(original.T) - np.corrcoef(released.T)).max()
+        ),
+    }
+
+
+def test_every_figure_compare_prints_is_recomputed_independently(sqlite_run, monkeypatch, capsys):
+    """Two settings (t-first k = 4, t = 0.15; mdav k = 4): SSE, IL1s, record linkage, interval
+    disclosure, clusters, k and t achieved, re-identification and the correlation change that
+    ``tclose compare --json`` prints equal the same figures computed here with plain NumPy
+    from the source rows (read with sqlite3) and the partition the algorithm returned, and the
+    printed table shows the same numbers rounded."""
+    partitions, keys = [], []
+    cluster_rows, read_inputs = tclose.clustering.cluster_rows, tclose.runner._read_inputs
+
+    def recording_cluster_rows(*args, **kwargs):
+        result = cluster_rows(*args, **kwargs)
+        partitions.append(result[0].copy())
+        return result
+
+    def recording_read_inputs(*args, **kwargs):
+        result = read_inputs(*args, **kwargs)
+        keys.append(result[0].copy())
+        return result
+
+    monkeypatch.setattr(tclose.clustering, "cluster_rows", recording_cluster_rows)
+    monkeypatch.setattr(tclose.runner, "_read_inputs", recording_read_inputs)
+    config = str(sqlite_run.write(sqlite_run.config()))
+    settings = ["--algorithms", "t-first,mdav", "--k", "4", "--t", "0.15"]
+    assert main(["-q", "compare", config, *settings, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert main(["compare", config, *settings]) == 0
+    table = capsys.readouterr().out.splitlines()[1:]
+
+    with sqlite3.connect(sqlite_run.db) as connection:
+        rows = {
+            r[0]: r[1:]
+            for r in connection.execute(
+                f"SELECT patient_id, {', '.join(QIS)}, charge FROM discharges"
+            )
+        }
+    source = np.array([rows[k] for k in keys[0].tolist()], dtype=float)
+    x, charge = source[:, :-1], source[:, -1]
+    assert result["source"] == {"table": "discharges", "rows": len(rows)}
+    assert [(r["algorithm"], r["k"], r["t"]) for r in result["runs"]] == [
+        ("t-first", 4, 0.15),
+        ("mdav", 4, None),
+    ]
+    for run, labels, line in zip(result["runs"], partitions[:2], table, strict=True):
+        expected = _expected_row(x, charge, labels, result["interval_p"])
+        for figure, value in expected.items():
+            assert run[figure] == pytest.approx(value, rel=1e-9, abs=1e-12), figure
+        assert run["k_achieved"] >= 4 and run["verified"] is True
+        if run["t"] is not None:
+            assert run["t_achieved"] <= 0.15 + 1e-9
+        cells = line.split()
+        shown = [expected[f] for f in ("sse", "il1s", "record_linkage", "interval_disclosure")]
+        assert cells[3:7] == [f"{v:.4f}" for v in shown], line
+        assert int(cells[7]) == expected["clusters"] and cells[8] == f"{expected['t_achieved']:.4f}"
+
+
+# --- tclose compare: writes nothing but its page ---------------------------------------------
+
+
+def test_compare_writes_no_table_no_report_and_no_file_but_its_page(sqlite_run, tmp_path):
+    """The configuration names a JSON and an HTML report and an audit table, and its target
+    exists: compare writes none of them, leaves every file in the folder (the database and
+    its side files included) byte for byte and untouched (mtime), and adds its page only."""
+    document = sqlite_run.config()
+    document["report"] = {
+        "json": str(tmp_path / "reports" / "run.json"),
+        "html": str(tmp_path / "reports" / "run.html"),
+        "table": "tclose_audit",
+    }
+    config = sqlite_run.write(document)
+    with sqlite3.connect(sqlite_run.db) as connection:
+        connection.execute("CREATE TABLE discharges_anon (x INTEGER)")
+    tables, before = sqlite_run.tables(), _state(tmp_path)
+    code, out, err = _cli("compare", str(config), "--k", "3,5", "--html", str(tmp_path / "m.html"))
+    assert code == 0, out + err
+    after = _state(tmp_path)
+    assert after.pop("m.html") and after == before
+    assert sqlite_run.tables() == tables and sqlite_run.rows("discharges_anon") == []
+    assert not (tmp_path / "reports").exists()
+
+
+def test_compare_html_never_replaces_the_audit_page_of_a_run(sqlite_run, tmp_path):
+    """Before: ``tclose compare CONFIG --html reports/run.html`` replaced a run's audit page
+    (any page with one of tclose's titles was accepted) with a risk-utility map, although the
+    docs promise that only "such a page" (a map) is replaced; and ``tclose run --html`` or
+    ``tclose report -o`` replaced a map with an audit page. Each command now replaces only a
+    page of its own kind (exit 2 otherwise, nothing written)."""
+    audit, page = tmp_path / "run.html", tmp_path / "map.html"
+    document = sqlite_run.config()
+    document["report"] = {"json": str(tmp_path / "run.json"), "html": str(audit)}
+    config = str(sqlite_run.write(document))
+    assert _cli("run", config, "--dry-run")[0] == 0
+    assert _cli("compare", config, "--html", str(page))[0] == 0
+    before = _state(tmp_path)
+    code, _out, err = _cli("compare", config, "--html", str(audit))
+    assert code == 2 and "--html: The report path" in err, err
+    code, _out, err = _cli("report", str(tmp_path / "run.json"), "-o", str(page))
+    assert code == 2 and "-o: The report path" in err, err
+    code, _out, err = _cli("run", config, "--dry-run", "--html", str(page))
+    assert code == 2 and "At key: html" in err, err
+    assert _state(tmp_path) == before
+    # and each still replaces its own
+    assert _cli("compare", config, "--html", str(page))[0] == 0
+    assert _cli("report", str(tmp_path / "run.json"), "-o", str(audit))[0] == 0
+
+
+def test_compare_page_shows_control_characters_and_bidi_overrides_as_escapes(sqlite_run, tmp_path):
+    """Before: the map's title and heading held the table's name as the database gives it, with
+    a right-to-left override (U+202E) and terminal escapes raw (the audit page shows them as
+    ``\\u202e``, docs/reports.md): the override reversed the text after it on the page."""
+    name = "dis\u202echarges\x1b[2J"
+    with sqlite3.connect(sqlite_run.db) as connection:
+        connection.execute(f'CREATE TABLE "{name}" AS SELECT * FROM discharges')
+    document = sqlite_run.config()
+    document["source"]["table"] = name
+    page = tmp_path / "map.html"
+    code, out, err = _cli("compare", str(sqlite_run.write(document)), "--html", str(page))
+    assert code == 0, out + err
+    text = page.read_text(encoding="utf-8")
+    assert not any(c in text for c in "\u202e\x1b"), "a raw control character"
+    assert "dis\\u202echarges\\x1b[2J" in text
