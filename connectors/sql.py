@@ -47,6 +47,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
+from tclose.atomic import read_text
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import (  # noqa: F401 (re-exported: the names connectors share with the core)
@@ -92,7 +93,7 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
         raise ConfigError(f"Cannot parse the database URL {redact_url(url)!r}{detail}.") from None
     if password_file:
         try:
-            password = Path(password_file).read_text(encoding="utf-8").strip()
+            password = read_text(password_file).strip()
         except OSError as error:
             # The value is not shown: a careless user writes the password itself there.
             raise ConfigError(

@@ -1,11 +1,14 @@
 """Files written whole or not at all: a temporary file beside the target, flushed to disk, then
 renamed over it (``os.replace`` is atomic on POSIX and Windows). A full disk or a kill leaves the
-previous file (or none), never a truncated one."""
+previous file (or none), never a truncated one. Files read whole (:func:`read_text`) are never a
+device."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,6 +22,23 @@ def name_max(folder: str | Path) -> int | None:
         return os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         return None
+
+
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """The text of the file at ``path`` (as :meth:`Path.read_text`), refusing a device:
+    ``/dev/zero`` or ``/dev/urandom`` given as a configuration, report, hierarchy or password
+    file never ends, and reading it whole filled the memory (exit 4 at best). A pipe (``<(...)``,
+    ``/dev/stdin`` from a pipe) is read.
+
+    Raises:
+        OSError: the file cannot be opened or read, or is a device (``strerror`` says so).
+        UnicodeDecodeError: the file is not in ``encoding``.
+    """
+    with open(path, encoding=encoding) as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise OSError(errno.ENODEV, "it is a device, not a file")
+        return handle.read()
 
 
 def write_atomically(path: str | Path, text: str) -> None:

@@ -29,7 +29,7 @@ from typing import IO, Any
 import yaml
 
 from . import __version__
-from .atomic import ATOMIC_NAME_EXTRA, name_max
+from .atomic import ATOMIC_NAME_EXTRA, name_max, read_text
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
@@ -427,7 +427,7 @@ def _read_report(path: str) -> dict[str, Any]:
     from .report import report_shape_problem
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as error:
         raise ConfigError(f"Cannot read the report {path}: {error.strerror}.") from None
     except UnicodeDecodeError as error:

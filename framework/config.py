@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 import yaml
 
+from .atomic import read_text
 from .errors import ConfigError
 from .redaction import (  # noqa: F401 (re-exported)
     URL_SCHEME,
@@ -1103,7 +1104,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as error:
         raise ConfigError(f"Cannot read the configuration file {path}: {error.strerror}.") from None
     except UnicodeDecodeError as error:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import read_text
 from .errors import ConfigError, DataError
 
 
@@ -124,7 +125,7 @@ class Hierarchy:
         pads shorter lines so) are dropped; an empty cell before the line's last value is a
         :class:`ConfigError` naming the line."""
         try:
-            text = Path(file).read_text(encoding="utf-8-sig")
+            text = read_text(file, encoding="utf-8-sig")
         except OSError as error:
             raise ConfigError(f"Cannot read the hierarchy file {file}: {error.strerror}.") from None
         except UnicodeDecodeError as error:

@@ -279,3 +279,54 @@ def test_compare_page_shows_control_characters_and_bidi_overrides_as_escapes(sql
     text = page.read_text(encoding="utf-8")
     assert not any(c in text for c in "\u202e\x1b"), "a raw control character"
     assert "dis\\u202echarges\\x1b[2J" in text
+
+
+# --- every command: the files it reads and writes ------------------------------------------
+
+_DEVICE_RUNNER = """
+import contextlib, io, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # a regression fails, not the host
+from tclose.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["-q", *argv])
+    results.append((code, err.getvalue()))
+print(json.dumps(results))
+"""
+
+
+def test_a_device_given_as_an_input_file_is_refused_not_read_forever(sqlite_run, tmp_path):
+    """Before: ``tclose report /dev/zero``, ``verify --report /dev/urandom``, ``run /dev/zero``
+    (the configuration) or a hierarchy file ``/dev/zero`` read the device whole:
+    it never ends, so the command filled the memory and died with exit 4 (``MemoryError``,
+    or the OOM killer first). Each is now exit 2 naming the file as a device."""
+    import subprocess
+    import sys
+
+    config = str(sqlite_run.write(sqlite_run.config()))
+    hierarchy = sqlite_run.config()
+    hierarchy["attributes"]["ward"] = {
+        "role": "quasi_identifier",
+        "type": "nominal",
+        "hierarchy": "/dev/zero",
+    }
+    cases = [
+        ["report", "/dev/zero", "-o", str(tmp_path / "z.html")],
+        ["verify", config, "--report", "/dev/urandom"],
+        ["run", "/dev/zero"],
+        ["compare", "/dev/zero"],
+        ["run", "--dry-run", str(sqlite_run.write(hierarchy, "hierarchy.yaml"))],
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _DEVICE_RUNNER, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for argv, (code, err) in zip(cases, json.loads(done.stdout), strict=True):
+        assert code == 2 and "device, not a file" in err, (argv, code, err)
+    assert sqlite_run.tables() == {"discharges"} and not (tmp_path / "z.html").exists()
