@@ -7,7 +7,8 @@ the message says whether the target was published). A closed stdout (``| head``)
 
 Output: results on stdout; progress, warnings and errors on stderr. On a terminal the phases show
 as a live line; elsewhere as plain lines. ``--quiet`` prints errors only, ``--verbose`` adds the
-log of every phase. Neither ever prints a data value of a row or a password.
+log of every phase. Neither ever prints a data value of a row or a password. An option that takes
+a value may be given once (twice: exit 2).
 """
 
 from __future__ import annotations
@@ -43,9 +44,42 @@ VERIFY_ATTEMPTS = 3
 log = logging.getLogger("tclose")
 
 
+class _Once(argparse._StoreAction):
+    """``store``, except that an option given twice is a usage error: argparse keeps the last
+    value, so ``tclose compare --k 3 --k 5`` compared k = 5 only, and ``tclose run --report
+    a.json --report b.json`` wrote b.json only, without a word."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = namespace.__dict__.setdefault("_options_given", set())
+        if self.dest in given and option_string is not None:
+            several = (
+                f" (several values go in one, comma-separated: {option_string} {self.metavar})"
+                if "," in str(self.metavar)
+                else ""
+            )
+            raise argparse.ArgumentError(self, f"given twice; give it once{several}")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of a command: its options that take a value may be given once (:class:`_Once`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+
 def _parser() -> argparse.ArgumentParser:
     """The ``tclose`` argument parser: global options, then one sub-parser per command."""
-    noise = argparse.ArgumentParser(add_help=False)
+    noise = _Parser(add_help=False)
     quiet_or_verbose = noise.add_mutually_exclusive_group()
     quiet_or_verbose.add_argument(
         "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print errors only"
@@ -62,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
         parents=[noise],
     )
     parser.add_argument("--version", action="version", version=f"tclose {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     run = commands.add_parser("run", parents=[noise], help="anonymize, verify and publish a table")
     run.add_argument("config", help="YAML configuration file")

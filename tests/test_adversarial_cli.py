@@ -330,3 +330,33 @@ def test_a_device_given_as_an_input_file_is_refused_not_read_forever(sqlite_run,
     for argv, (code, err) in zip(cases, json.loads(done.stdout), strict=True):
         assert code == 2 and "device, not a file" in err, (argv, code, err)
     assert sqlite_run.tables() == {"discharges"} and not (tmp_path / "z.html").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "{config}", "--k", "3", "--k", "5"],
+        ["compare", "{config}", "--t", "0.1", "--t=0.2"],
+        ["compare", "{config}", "--algorithms", "mdav", "--algorithms", "merge"],
+        ["compare", "{config}", "--html", "{tmp}/a.html", "--html", "{tmp}/b.html"],
+        ["run", "{config}", "--report", "{tmp}/a.json", "--report", "{tmp}/b.json"],
+        ["run", "{config}", "--html", "{tmp}/a.html", "--html", "{tmp}/b.html"],
+        ["verify", "{config}", "--report", "{tmp}/a.json", "--report", "{tmp}/b.json"],
+        ["report", "{tmp}/a.json", "-o", "{tmp}/a.html", "--output", "{tmp}/b.html"],
+        ["init", "sqlite:///{tmp}/demo.db", "discharges", "-o", "{tmp}/a", "-o", "{tmp}/b"],
+        ["demo", "--dir", "{tmp}/d", "--rows", "50", "--rows", "60"],
+    ],
+)
+def test_an_option_given_twice_is_a_usage_error(sqlite_run, tmp_path, argv):
+    """Before: argparse kept the last value without a word: ``compare --k 3 --k 5`` compared
+    k = 5 only, ``run --report a.json --report b.json`` wrote b.json only (a script that
+    appends options ran with another setting than it showed). Now exit 2 naming the option,
+    and nothing is run or written."""
+    config = str(sqlite_run.write(sqlite_run.config()))
+    before = _state(tmp_path)
+    argv = [a.format(config=config, tmp=tmp_path) for a in argv]
+    code, out, err = _cli(*argv)
+    option = next(a for a in reversed(argv) if a.startswith("-")).split("=")[0]
+    assert code == 2 and "given twice; give it once" in err, out + err
+    assert f"argument {option}" in err or f"/{option}:" in err, err
+    assert _state(tmp_path) == before and sqlite_run.tables() == {"discharges"}
