@@ -582,7 +582,18 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
     write_html(report, output)
     if not args.quiet:
         _echo(f"wrote {output}")
+        _echo(f"verdict in the report: {_report_verdict(report['verification'])}")
     return 0
+
+
+def _report_verdict(verification: dict[str, Any]) -> str:
+    """The verdict a report states, with its failed checks (as its page shows it); ``tclose
+    verify --report`` checks it against the table."""
+    checks = verification.get("checks") or []
+    failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
+    if verification.get("passed") is True and checks and not failed:
+        return f"verified ({len(checks)} checks passed)"
+    return f"NOT verified (failed: {', '.join(failed) or 'no check ran'})"
 
 
 def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:

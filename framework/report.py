@@ -913,4 +913,42 @@ def report_shape_problem(report: Any) -> str | None:
             f"its check {str(failed[0].get('name'))[:80]!r} failed" if failed else "no check ran"
         )
         return f"verification.passed is true, but {which}"
+    if verification.get("passed") is True:
+        problem = _verdict_problem(report, verification["checks"])
+        if problem:
+            return f"verification.passed is true, but {problem}"
     return None
+
+
+def _verdict_problem(report: dict[str, Any], checks: list[dict[str, Any]]) -> str | None:
+    """Why the passed ``checks`` of ``report`` do not make its verdict: the verifier always
+    checks k, and t for every confidential attribute when the algorithm enforces it; a report
+    edited to drop the check that failed, or to mark a failed check passed, is refused."""
+    named = {c["name"]: c for c in checks if isinstance(c.get("name"), str)}
+    privacy = report.get("privacy") or {}
+    needed = ["k_anonymity"]
+    if privacy.get("t") is not None and privacy.get("t_enforced", True) is not False:
+        needed += [f"t_closeness:{c}" for c in privacy.get("t_achieved") or {}]
+    for name in needed:
+        if name not in named:
+            return f"it has no {name[:80]} check"
+        check = named[name]
+        expected: Any = check.get("expected")
+        actual: Any = check.get("actual")
+        if not _finite(expected):
+            return f"its check {name[:80]!r} expects {_shown(expected)}, not a finite number"
+        if name == "k_anonymity" and not (_finite(actual) and actual >= expected):
+            return f"its check {name!r} passed with {_shown(actual)} < {expected}"
+        if name != "k_anonymity" and not (_finite(actual) and actual <= expected + EMD_TOLERANCE):
+            return f"its check {name[:80]!r} passed with {_shown(actual)} > {expected}"
+    return None
+
+
+def _finite(value: Any) -> bool:
+    """A finite number a float can hold (a figure a passed check can have)."""
+    return _is_number(value) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    """A figure of a check in a message: a number, or what else it is (never a long text)."""
+    return str(value) if value is None or _finite(value) else _json_kind(value)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import tclose.clustering
+import tclose.compare
 import tclose.runner
 from tclose.cli import main
 
@@ -360,3 +361,151 @@ def test_an_option_given_twice_is_a_usage_error(sqlite_run, tmp_path, argv):
     assert code == 2 and "given twice; give it once" in err, out + err
     assert f"argument {option}" in err or f"/{option}:" in err, err
     assert _state(tmp_path) == before and sqlite_run.tables() == {"discharges"}
+
+
+def test_a_dry_run_onto_an_existing_target_changes_no_table_and_adds_no_file(sqlite_run, tmp_path):
+    """``if_exists: replace`` and ``--dry-run``: the target keeps its rows, no table is added
+    or left behind (the staging table is dropped), and without a report path no file appears
+    beside the database (no report, no page, no journal)."""
+    document = sqlite_run.config()
+    document["target"]["if_exists"] = "replace"
+    config = str(sqlite_run.write(document))
+    with sqlite3.connect(sqlite_run.db) as connection:
+        connection.execute("CREATE TABLE discharges_anon (x INTEGER)")
+        connection.execute("INSERT INTO discharges_anon VALUES (1), (2)")
+    source, files = sqlite_run.rows("discharges"), set(_state(tmp_path))
+    code, out, err = _cli("run", config, "--dry-run")
+    assert code == 0, out + err
+    assert sqlite_run.tables() == {"discharges", "discharges_anon"}
+    assert sqlite_run.rows("discharges_anon") == [(1,), (2,)]
+    assert sqlite_run.rows("discharges") == source
+    assert set(_state(tmp_path)) == files
+
+
+# --- exit codes --------------------------------------------------------------------------------
+
+
+def test_compare_exits_1_when_a_setting_fails_verification(
+    sqlite_run, singletons_registry, monkeypatch, tmp_path
+):
+    """README: exit 1 is a failed verification. An algorithm that breaks k (every row its own
+    cluster) is shown as ``NO`` and a red point, beside the settings that verified."""
+    monkeypatch.setattr(tclose.compare, "load_registry", lambda: singletons_registry)
+    config, page = str(sqlite_run.write(sqlite_run.config())), tmp_path / "map.html"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["compare", config, "--algorithms", "t-first,singletons", "--html", str(page)])
+    assert code == 1
+    lines = out.getvalue().splitlines()
+    assert lines[1].split()[0] == "t-first" and lines[1].split()[-2] == "yes"
+    assert lines[2].split()[0] == "singletons" and lines[2].split()[-2] == "NO"
+    text = page.read_text(encoding="utf-8")
+    assert text.count('fill="#c0392b"') == 1 and text.count('fill="#2f6fb0"') == 1
+
+
+def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatch, tmp_path):
+    """Ctrl-C during the second setting: exit 130, ``interrupted.``, no page, no JSON."""
+    calls = []
+    cluster_rows = tclose.clustering.cluster_rows
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return cluster_rows(*args, **kwargs)
+
+    monkeypatch.setattr(tclose.clustering, "cluster_rows", interrupted)
+    config, page = str(sqlite_run.write(sqlite_run.config())), tmp_path / "map.html"
+    code, out, err = _cli("compare", config, "--k", "3,4", "--json", "--html", str(page))
+    assert code == 130 and "interrupted." in err and out == ""
+    assert not page.exists() and sqlite_run.tables() == {"discharges"}
+
+
+# --- tclose report: a report edited by hand -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dry_report(tmp_path_factory) -> dict:
+    """The report of a dry run (k = 3, t = 0.2 on charge), parsed."""
+    from tclose.demo import create_demo_database
+    from tests.conftest import _base_config
+
+    folder = tmp_path_factory.mktemp("dry_report")
+    create_demo_database(folder / "demo.db", n_rows=400, seed=1)
+    document = _base_config(folder / "demo.db")
+    document["report"] = {"json": str(folder / "run.json")}
+    config = folder / "run.yaml"
+    config.write_text(json.dumps(document), encoding="utf-8")
+    code, out, err = _cli("run", str(config), "--dry-run")
+    assert code == 0, out + err
+    return json.loads((folder / "run.json").read_text(encoding="utf-8"))
+
+
+def _check(report: dict, name: str) -> dict:
+    return next(c for c in report["verification"]["checks"] if c["name"] == name)
+
+
+def _drop_check(name: str):
+    def edit(report: dict) -> None:
+        checks = report["verification"]["checks"]
+        checks.remove(_check(report, name))
+
+    return edit
+
+
+def _set(name: str, **fields):
+    def edit(report: dict) -> None:
+        _check(report, name).update(fields)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (_drop_check("k_anonymity"), "no k_anonymity check"),
+        (_drop_check("t_closeness:charge"), "no t_closeness:charge check"),
+        (_set("k_anonymity", actual=1), "its check 'k_anonymity' passed with 1 < 3"),
+        (_set("k_anonymity", actual=None), "its check 'k_anonymity' passed with None < 3"),
+        (_set("t_closeness:charge", actual=0.9), "'t_closeness:charge' passed with 0.9 > 0.2"),
+        (_set("t_closeness:charge", actual=None), "'t_closeness:charge' passed with None > 0.2"),
+    ],
+)
+def test_a_report_whose_checks_do_not_make_its_verdict_is_not_shown_as_verified(
+    dry_report, tmp_path, edit, said
+):
+    """Before: a report edited by hand to drop the check that failed (the k or t check),
+    or whose k or t check says ``passed`` beside figures that fail it, rendered as "Verified"
+    (green banner, exit 0): only ``passed`` against the other checks was compared. A verdict
+    now needs the k check, a t check per enforced confidential attribute, and figures that
+    pass them; otherwise exit 2 naming the check, and no page."""
+    import copy
+
+    report = copy.deepcopy(dry_report)
+    edit(report)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    code, out, err = _cli("report", str(path), "-o", str(tmp_path / "p.html"))
+    assert code == 2 and said in err, out + err
+    assert "verification.passed is true, but" in err and not (tmp_path / "p.html").exists()
+
+
+def test_tclose_report_prints_the_verdict_and_the_checks_that_failed(dry_report, tmp_path, capsys):
+    """Before: ``tclose report`` of a failed run printed only ``wrote FILE``; now it also says
+    the report's verdict and names its failed checks (the page shows them as FAIL rows)."""
+    import copy
+
+    report = copy.deepcopy(dry_report)
+    report["verification"]["passed"] = False
+    _set("t_closeness:charge", passed=False, actual=0.3)(report)
+    _set("linkage", passed=False)(report)
+    path = tmp_path / "failed.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict in the report: NOT verified (failed: t_closeness:charge, linkage)" in out
+    text = (tmp_path / "failed.html").read_text(encoding="utf-8")
+    assert "Verification FAILED" in text and text.count(">FAIL<") == 2
+    path.write_text(json.dumps(dry_report), encoding="utf-8")
+    assert main(["report", str(path)]) == 0
+    assert "verdict in the report: verified (5 checks passed)" in capsys.readouterr().out
