@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from .runner import Resolved
 
 
+def refuse_too_few_rows(n: int, k: int, set_aside: int = 0) -> None:
+    """:class:`DataError` (exit 3) when ``n`` rows (left once ``missing: exclude-rows`` set
+    ``set_aside`` aside) are fewer than ``k``: no k-anonymous release is possible."""
+    if n < k:
+        left = f" left once missing: exclude-rows set {set_aside} row(s) aside" if set_aside else ""
+        raise DataError(
+            f"The table has {n} rows{left}, fewer than k = {k}: no k-anonymous release "
+            f"is possible. Lower k or add rows."
+        )
+
+
 def cluster_rows(
     x: np.ndarray,
     confidential: Mapping[str, np.ndarray],
@@ -54,12 +65,7 @@ def cluster_rows(
             :class:`TcloseError` (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
     """
     n = x.shape[0]
-    if n < k:
-        left = f" left once missing: exclude-rows set {set_aside} row(s) aside" if set_aside else ""
-        raise DataError(
-            f"The table has {n} rows{left}, fewer than k = {k}: no k-anonymous release "
-            f"is possible. Lower k or add rows."
-        )
+    refuse_too_few_rows(n, k, set_aside)
     fitted = []
     algorithm = resolved.algorithm
     before = _fingerprint(x)

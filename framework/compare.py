@@ -152,8 +152,9 @@ def compare(
 
     Raises:
         ConfigError: an unknown algorithm or a bad k or t (before any row is read);
-        DataError: the source cannot be read or encoded.
+        DataError: the source cannot be read or encoded, or has fewer rows than a k.
     """
+    from .clustering import refuse_too_few_rows
     from .runner import _read_inputs
 
     registry = registry or load_registry()
@@ -164,7 +165,10 @@ def compare(
     )
     line = f"reading {config.source.table}"
     say(line)
-    keys, encoded, _set_aside = _read_inputs(database, config, progress, line)
+    keys, encoded, set_aside = _read_inputs(database, config, progress, line)
+    # every k at once, before the first setting: a k too large for the table ended the command
+    # after the settings before it had run, and their rows were lost
+    refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
     rows = []
     line = f"running {len(runs)} settings on {len(keys)} rows"
     say(line, done=0, total=len(runs))

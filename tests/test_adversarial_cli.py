@@ -509,3 +509,23 @@ def test_tclose_report_prints_the_verdict_and_the_checks_that_failed(dry_report,
     path.write_text(json.dumps(dry_report), encoding="utf-8")
     assert main(["report", str(path)]) == 0
     assert "verdict in the report: verified (5 checks passed)" in capsys.readouterr().out
+
+
+def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
+    sqlite_run, monkeypatch
+):
+    """Before: ``--k 3,4,5,401`` on 400 rows ran k = 3, 4 and 5, then stopped at 401 (exit 3)
+    and their rows were lost; a long comparison lost every setting before the last. Now exit 3
+    naming the k right after reading, before any setting runs."""
+    ran = []
+    cluster_rows = tclose.clustering.cluster_rows
+
+    def counted(*args, **kwargs):
+        ran.append(args[4])
+        return cluster_rows(*args, **kwargs)
+
+    monkeypatch.setattr(tclose.clustering, "cluster_rows", counted)
+    config = str(sqlite_run.write(sqlite_run.config()))
+    code, out, err = _cli("compare", config, "--k", "3,401,5")
+    assert code == 3 and "has 400 rows, fewer than k = 401" in err, out + err
+    assert ran == []
