@@ -30,7 +30,7 @@ from typing import IO, Any
 import yaml
 
 from . import __version__
-from .atomic import ATOMIC_NAME_EXTRA, name_max, read_text
+from .atomic import read_text
 from .compare import add_parser as add_compare_parser
 from .config import Config, load_config, parse_config, redact_url
 from .errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
@@ -528,7 +528,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
     from .atomic import write_atomically
-    from .guards import SQLITE_HEADER
+    from .guards import SQLITE_HEADER, refuse_unwritable
     from .init_config import (
         PASSWORD_VARIABLE,
         inspect_table,
@@ -550,6 +550,7 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
         sys.stdout.write(text)
         return 0
     path = Path(args.output)
+    refuse_unwritable(args.output, "file", "")  # first: a name too long makes exists() raise
     if path.exists() and not args.force:
         raise ConfigError(f"{path} already exists; choose another file or add --force.")
     if path.is_file():
@@ -571,15 +572,20 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
 
 
 def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
-    from .guards import refuse_foreign_file
+    from .guards import refuse_foreign_file, refuse_unwritable
     from .report import write_html
 
     report = _read_report(args.json)
     if "verification" not in report:
         raise ConfigError(f"{args.json} is not an audit report: it has no verification section.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
-    refuse_foreign_file(output, "html", "-o: " if args.output else "")
-    write_html(report, output)
+    where = "-o: " if args.output else ""
+    refuse_unwritable(output, "page", where)  # first: a name too long makes exists() raise
+    refuse_foreign_file(output, "html", where)
+    try:
+        write_html(report, output)
+    except OSError as error:
+        raise ConfigError(f"{where}Cannot write the page {output}: {error.strerror}.") from None
     if not args.quiet:
         _echo(f"wrote {output}")
         _echo(f"verdict in the report: {_report_verdict(report['verification'])}")
@@ -616,6 +622,11 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     from .guards import refuse_foreign_file
     from .runner import run
 
+    text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
+    document = yaml.safe_load(text)
+    k = document["privacy"]["k"]
+    if args.rows < k:  # before: a negative count was exit 4, 0 left a database behind (exit 3)
+        raise ConfigError(f"--rows {args.rows}: the demo needs at least k = {k} rows.")
     folder = Path(args.dir)
     database = folder / "demo.db"
     started = time.perf_counter()
@@ -623,8 +634,6 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     refuse_foreign_file((folder / "report.json").as_posix(), "json")
     refuse_foreign_file((folder / "report.html").as_posix(), "html")
     create_demo_database(database, n_rows=args.rows)
-    text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
-    document = yaml.safe_load(text)
     document["source"]["url"] = f"sqlite:///{database.as_posix()}"
     document["report"]["json"] = (folder / "report.json").as_posix()
     document["report"]["html"] = (folder / "report.html").as_posix()
@@ -650,27 +659,10 @@ def _compare(args: argparse.Namespace, progress: Progress | None) -> int:
 
 def _check_writable(path: str | None, key: str) -> None:
     """Fail before any work if a report file cannot be written (exit 2)."""
-    if not path:
-        return
-    folder = Path(path).parent
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise ConfigError(
-            f"==> At report ==> At key: {key.split('.')[-1]}\nCannot write the "
-            f"{key} file {path}: {probe} is not a folder."
-        )
-    if not probe.is_dir():
-        return
-    name = os.fsencode(Path(path).name)
-    longest = name_max(probe)
-    if longest is not None and len(name) + ATOMIC_NAME_EXTRA > longest:  # its temporary file
-        raise ConfigError(
-            f"==> At report ==> At key: {key.split('.')[-1]}\nCannot write the "
-            f"{key} file {path}: its name is {len(name)} bytes long, and the folder takes names "
-            f"of at most {longest} bytes ({ATOMIC_NAME_EXTRA} more for its temporary file)."
-        )
+    from .guards import refuse_unwritable
+
+    where = f"==> At report ==> At key: {key.split('.')[-1]}\n"
+    refuse_unwritable(path, f"{key} file", where)
 
 
 _PATH = re.compile(r"^==> At (?P<path>[^\n]*?)(?: \(line \d+\))?$", re.MULTILINE)

@@ -238,10 +238,11 @@ def _names(text: str | None, default: str) -> list[str]:
 
 def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> int:
     """``tclose compare``: exit 0 when every setting verified, 1 otherwise."""
-    from .guards import refuse_foreign_file
+    from .guards import refuse_foreign_file, refuse_unwritable
 
     config = load_config(args.config)
     # before the runs: the page never replaces a file that is not one (the source database...)
+    refuse_unwritable(args.html, "page", "--html: ")  # first: a name too long makes exists() raise
     refuse_foreign_file(args.html, "html", "--html: ", page="map")
     algorithms = _names(args.algorithms, config.algorithm)
     ks = _numbers(args.k, config.k, int, "k")

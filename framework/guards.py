@@ -10,6 +10,7 @@ output file overwrites something that is not an output of tclose.
 - :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
+- :func:`refuse_unwritable`: an output file's folder is a folder, and its name fits it.
 - :func:`refuse_output_paths`: no report path, and no file target, is a file of the source's or
   the target's database (compared as files, not as spellings), and the two reports are two files.
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import ATOMIC_NAME_EXTRA, name_max
 from .errors import ConfigError, DataError
 
 #: The first bytes of every SQLite database file.
@@ -170,6 +172,30 @@ def refuse_foreign_file(
         raise ConfigError(
             f"{where}The report path {path} exists and is not a report of tclose; it is not "
             f"overwritten. Choose another path, or remove the file."
+        )
+
+
+def refuse_unwritable(path: str | None, what: str, where: str) -> None:
+    """:class:`ConfigError` (exit 2), before any work, when the file ``path`` cannot be written:
+    a file is in the way of its folder, or its name is too long for the folder once the
+    temporary file's bytes (:data:`~tclose.atomic.ATOMIC_NAME_EXTRA`) are added. ``what``: the
+    file in the message (``report.json file``); ``where``: the message's first line."""
+    if not path:
+        return
+    probe = Path(path).parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"{where}Cannot write the {what} {path}: {probe} is not a folder.")
+    if not probe.is_dir():
+        return
+    name = os.fsencode(Path(path).name)
+    longest = name_max(probe)
+    if longest is not None and len(name) + ATOMIC_NAME_EXTRA > longest:  # its temporary file
+        raise ConfigError(
+            f"{where}Cannot write the {what} {path}: its name is {len(name)} bytes long, and "
+            f"the folder takes names of at most {longest} bytes ({ATOMIC_NAME_EXTRA} more for "
+            f"its temporary file)."
         )
 
 

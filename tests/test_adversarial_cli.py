@@ -529,3 +529,38 @@ def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
     code, out, err = _cli("compare", config, "--k", "3,401,5")
     assert code == 3 and "has 400 rows, fewer than k = 401" in err, out + err
     assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["report", "{report}", "-o", "{tmp}/afile/p.html"], "-o: Cannot write the page"),
+        (["report", "{report}", "-o", "{tmp}/{long}.html"], "-o: Cannot write the page"),
+        (["compare", "{config}", "--html", "{tmp}/afile/m.html"], "--html: Cannot write the"),
+        (["compare", "{config}", "--html", "{tmp}/{long}.html"], "--html: Cannot write the"),
+        (["init", "sqlite:///{db}", "discharges", "-o", "{tmp}/afile/x"], "Cannot write"),
+        (["init", "sqlite:///{db}", "discharges", "-o", "{tmp}/{long}"], "Cannot write the"),
+        (["demo", "--rows", "-5", "--dir", "{tmp}/d"], "--rows -5: the demo needs"),
+        (["demo", "--rows", "0", "--dir", "{tmp}/d"], "--rows 0: the demo needs"),
+        (["demo", "--rows", "4", "--dir", "{tmp}/d"], "--rows 4: the demo needs"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
+    sqlite_run, dry_report, tmp_path, argv, said
+):
+    """Before: ``tclose report -o afile/p.html`` (a file where a folder must be) and any output
+    name longer than the folder takes (``report -o``, ``compare --html``, ``init -o``) were
+    exit 4, "internal error" (``FileExistsError``, ``OSError: File name too long``), and
+    ``compare --html afile/m.html`` ran every setting before failing; ``demo --rows -5`` was
+    exit 4 and ``--rows 0`` left a database behind (exit 3). ``run`` refused such paths
+    already. Each is now exit 2 before anything is read or written."""
+    (tmp_path / "afile").write_text("precious", encoding="utf-8")
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(dry_report), encoding="utf-8")
+    config = str(sqlite_run.write(sqlite_run.config()))
+    before = _state(tmp_path)
+    values = {"report": report, "config": config, "tmp": tmp_path, "db": sqlite_run.db}
+    argv = [a.format(**values, long="x" * 300) for a in argv]
+    code, out, err = _cli(*argv)
+    assert code == 2 and said in err, out + err
+    assert _state(tmp_path) == before and not (tmp_path / "d").exists()
