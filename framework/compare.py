@@ -40,11 +40,28 @@ COLUMNS = (
 )
 
 
+#: The most settings (distinct algorithms × k × t) one comparison runs.
+MAX_SETTINGS = 10_000
+
+
 def plan(
     config: Config, algorithms: Sequence[str], ks: Sequence[int], ts: Sequence[float | None]
 ) -> list[tuple[str, int, float | None]]:
     """The settings to run: every algorithm × k × t (an algorithm that does not use t, such as
-    ``mdav``, runs once per k)."""
+    ``mdav``, runs once per k).
+
+    Raises:
+        ConfigError: more than :data:`MAX_SETTINGS` (``--k $(seq -s, 1 5000)`` with 1000 t
+            built and validated 15 million settings, minutes and gigabytes before any row was
+            read).
+    """
+    count = len(set(algorithms)) * len(set(ks)) * len(set(ts))
+    if count > MAX_SETTINGS:
+        raise ConfigError(
+            f"--algorithms, --k and --t make up to {count:,} settings ({len(set(algorithms))} × "
+            f"{len(set(ks))} × {len(set(ts))}); a comparison runs at most {MAX_SETTINGS:,}, "
+            f"each on the whole table. Give fewer values."
+        )
     settings: list[tuple[str, int, float | None]] = []
     for name in algorithms:
         for k in ks:

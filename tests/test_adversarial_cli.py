@@ -564,3 +564,22 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
     code, out, err = _cli(*argv)
     assert code == 2 and said in err, out + err
     assert _state(tmp_path) == before and not (tmp_path / "d").exists()
+
+
+def test_compare_refuses_more_settings_than_it_runs_before_reading(unreadable):
+    """Before: ``--k 1,...,5000`` with 1000 values of t and three algorithms built and validated
+    15 million settings, four minutes of CPU and gigabytes before the first row was read. More
+    than ``MAX_SETTINGS`` is exit 2 at once, with the count; the limit itself is accepted."""
+    import time
+
+    from tclose.compare import MAX_SETTINGS
+
+    ks = ",".join(str(k) for k in range(1, 5001))
+    ts = ",".join(str(t / 1000) for t in range(1, 1001))
+    started = time.perf_counter()
+    code, _out, err = _cli("compare", unreadable, "--k", ks, "--t", ts, "--algorithms", "mdav")
+    assert code == 2 and "make up to 5,000,000 settings (1 × 5000 × 1000)" in err, err
+    assert time.perf_counter() - started < 30
+    ks = ",".join(str(k) for k in range(1, MAX_SETTINGS // 2 + 1))
+    code, _out, err = _cli("compare", unreadable, "--k", ks, "--t", "0.1,0.2")
+    assert code == 3 and "no_such_table" in err, err  # read: the settings were accepted
