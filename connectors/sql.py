@@ -100,6 +100,11 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
                 f"Cannot read the password_file: {error.strerror} (its value is not shown, in "
                 f"case it is a password written in place of the file's path)."
             ) from None
+        except UnicodeDecodeError as error:  # was exit 4, "internal error"
+            raise ConfigError(
+                f"The password_file is not UTF-8 text (byte {error.start + 1} is not UTF-8): "
+                f"save it as UTF-8."
+            ) from None
         parsed = parsed.set(password=password)
     for secret in url_secrets(parsed):
         remember_secret(secret)

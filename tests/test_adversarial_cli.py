@@ -583,3 +583,25 @@ def test_compare_refuses_more_settings_than_it_runs_before_reading(unreadable):
     ks = ",".join(str(k) for k in range(1, MAX_SETTINGS // 2 + 1))
     code, _out, err = _cli("compare", unreadable, "--k", ks, "--t", "0.1,0.2")
     assert code == 3 and "no_such_table" in err, err  # read: the settings were accepted
+
+
+@pytest.mark.parametrize("key", ["hierarchy", "password_file"])
+def test_a_hierarchy_or_password_file_that_is_not_utf8_is_a_usage_error(sqlite_run, key):
+    """Before: a Latin-1 hierarchy CSV or password file was exit 4, "internal error:
+    UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9": for the password file, a byte of
+    the password itself was printed. Now exit 2 naming the file and the byte's position only."""
+    secret = sqlite_run.tmp_path / "latin1.txt"
+    secret.write_bytes(b"s\xe9cret;top\nother;top\n")
+    document = sqlite_run.config()
+    if key == "hierarchy":
+        document["attributes"]["ward"] = {
+            "role": "quasi_identifier",
+            "type": "nominal",
+            "hierarchy": str(secret),
+        }
+    else:
+        document["source"]["password_file"] = str(secret)
+    code, out, err = _cli("run", "--dry-run", str(sqlite_run.write(document)))
+    assert code == 2 and "is not UTF-8 text (byte 2 is not UTF-8)" in err, out + err
+    assert "0xe9" not in err and "xe9" not in err and "cret" not in err
+    assert sqlite_run.tables() == {"discharges"}
