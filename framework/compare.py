@@ -80,7 +80,13 @@ def resolve_all(
     resolved, seen = [], set()
     for name, k, t in settings:
         options = config.algorithm_options if name == config.algorithm else {}
-        t_used = t if registry.get("algorithm", name, "--algorithms").requires_t else None
+        requires_t = registry.get("algorithm", name, "--algorithms").requires_t
+        if requires_t and t is None:  # the run's message names privacy.t: here --t is the way
+            raise ConfigError(
+                f"==> At --t\nAlgorithm {name} needs t: give --t (comma-separated values in "
+                f"(0, 1]), or privacy.t in the configuration."
+            )
+        t_used = t if requires_t else None
         variant = dataclasses.replace(
             config, algorithm=name, algorithm_options=options, k=k, t=t_used
         )

@@ -605,3 +605,14 @@ def test_a_hierarchy_or_password_file_that_is_not_utf8_is_a_usage_error(sqlite_r
     assert code == 2 and "is not UTF-8 text (byte 2 is not UTF-8)" in err, out + err
     assert "0xe9" not in err and "xe9" not in err and "cret" not in err
     assert sqlite_run.tables() == {"discharges"}
+
+
+def test_compare_without_t_for_an_algorithm_that_needs_it_names_the_option(sqlite_run):
+    """A configuration of mdav (no privacy.t) compared with t-first and no ``--t``: exit 2
+    naming ``--t`` (before: the run's message, pointing at privacy.t and a line of the YAML
+    that holds no t), before any row is read."""
+    document = sqlite_run.config(privacy={"k": 3}, algorithm={"name": "mdav", "options": {}})
+    document["source"]["table"] = "no_such_table"
+    config = str(sqlite_run.write(document))
+    code, out, err = _cli("compare", config, "--algorithms", "mdav,t-first")
+    assert code == 2 and "==> At --t\nAlgorithm t-first needs t: give --t" in err, out + err
