@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -253,8 +254,9 @@ def test_compare_html_never_replaces_the_audit_page_of_a_run(sqlite_run, tmp_pat
     assert _cli("run", config, "--dry-run")[0] == 0
     assert _cli("compare", config, "--html", str(page))[0] == 0
     before = _state(tmp_path)
-    code, _out, err = _cli("compare", config, "--html", str(audit))
-    assert code == 2 and "--html: The report path" in err, err
+    for report in (audit, tmp_path / "run.json"):
+        code, _out, err = _cli("compare", config, "--html", str(report))
+        assert code == 2 and "--html: The report path" in err, err
     code, _out, err = _cli("report", str(tmp_path / "run.json"), "-o", str(page))
     assert code == 2 and "-o: The report path" in err, err
     code, _out, err = _cli("run", config, "--dry-run", "--html", str(page))
@@ -280,6 +282,9 @@ def test_compare_page_shows_control_characters_and_bidi_overrides_as_escapes(sql
     text = page.read_text(encoding="utf-8")
     assert not any(c in text for c in "\u202e\x1b"), "a raw control character"
     assert "dis\\u202echarges\\x1b[2J" in text
+    # self-contained: the only URL is SVG's namespace; nothing is loaded
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) == {"http://www.w3.org/2000/svg"}
+    assert not re.search(r"\b(src|href)\s*=|@import|url\(|<script|<link", text)
 
 
 # --- every command: the files it reads and writes ------------------------------------------
