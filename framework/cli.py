@@ -8,7 +8,7 @@ the message says whether the target was published). A closed stdout (``| head``)
 Output: results on stdout; progress, warnings and errors on stderr. On a terminal the phases show
 as a live line; elsewhere as plain lines. ``--quiet`` prints errors only, ``--verbose`` adds the
 log of every phase. Neither ever prints a data value of a row or a password. An option that takes
-a value may be given once (twice: exit 2).
+a value may be given once, and not empty (exit 2).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ log = logging.getLogger("tclose")
 class _Once(argparse._StoreAction):
     """``store``, except that an option given twice is a usage error: argparse keeps the last
     value, so ``tclose compare --k 3 --k 5`` compared k = 5 only, and ``tclose run --report
-    a.json --report b.json`` wrote b.json only, without a word."""
+    a.json --report b.json`` wrote b.json only, without a word. An empty value is one too:
+    ``--report ""`` (a script's unset variable) ran as if the option were not given."""
 
     def __call__(
         self,
@@ -56,6 +57,9 @@ class _Once(argparse._StoreAction):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        if option_string is not None and values == "":
+            # "--report $UNSET" read as no option: the config's path, or no file, silently
+            raise argparse.ArgumentError(self, "is empty; give a value or leave the option out")
         given = namespace.__dict__.setdefault("_options_given", set())
         if self.dest in given and option_string is not None:
             several = (

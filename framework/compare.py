@@ -250,7 +250,7 @@ def _names(text: str | None, default: str) -> list[str]:
     if text is None:
         return [default]
     names = [part.strip() for part in text.split(",")]
-    if not all(names):  # "" ran the config's algorithm, ",," no setting at all (exit 0)
+    if not all(names):  # ",," ran no setting at all (exit 0), "a,,b" dropped the empty one
         raise ConfigError(
             f"--algorithms takes comma-separated algorithm names; got {text!r}, with an empty "
             f"one. Name each algorithm (e.g. --algorithms t-first,merge), or leave the option "

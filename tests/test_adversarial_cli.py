@@ -86,7 +86,7 @@ def test_compare_refuses_a_malformed_number_before_reading(unreadable, option, v
     parameter, before the source is read (its table does not exist: reading it is exit 3)."""
     code, _out, err = _cli("compare", unreadable, option, value)
     assert code == 2, err
-    assert f"'{option[2:]}'" in err or f"{option} takes" in err, err
+    assert any(s in err for s in (f"'{option[2:]}'", f"{option} takes", f"argument {option}:"))
     assert "no_such_table" not in err
 
 
@@ -113,6 +113,30 @@ def test_compare_runs_a_setting_given_twice_once(sqlite_run, capsys):
         ("t-first", 3, 0.2),
         ("mdav", 3, None),
     ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{config}", "--report", ""],
+        ["run", "{config}", "--html="],
+        ["compare", "{config}", "--html", ""],
+        ["verify", "{config}", "--report", ""],
+        ["report", "{tmp}/r.json", "-o", ""],
+        ["init", "sqlite:///{tmp}/demo.db", "discharges", "--output", ""],
+        ["demo", "--dir", ""],
+    ],
+)
+def test_an_empty_option_value_is_a_usage_error(sqlite_run, tmp_path, argv):
+    """Before: ``--report ""`` (a script's ``--report "$OUT"`` with OUT unset) ran as if the
+    option were not given: the configuration's report path or none, ``report -o ""`` the
+    default page, ``init -o ""`` stdout, ``demo --dir ""`` the current folder. Now exit 2
+    naming the option, nothing written."""
+    config = str(sqlite_run.write(sqlite_run.config()))
+    before = _state(tmp_path)
+    code, out, err = _cli(*[a.format(config=config, tmp=tmp_path) for a in argv])
+    assert code == 2 and "is empty; give a value or leave the option out" in err, out + err
+    assert _state(tmp_path) == before and sqlite_run.tables() == {"discharges"}
 
 
 # --- tclose compare: honest figures ---------------------------------------------------------
