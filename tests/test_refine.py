@@ -118,6 +118,18 @@ def test_refinement_never_breaks_k_or_t_and_never_raises_sse(table):
     assert np.array_equal(again, refined)
 
 
+def test_pairs_of_singletons_are_not_split_again_for_rounding_noise():
+    """Found by the property above: with k = 1 every cluster is one row (SSE 0 up to rounding).
+    Two singletons pooled have a current SSE of about 0, which made the re-split's limit
+    negative, i.e. no limit: each pair was "split again" into the same two rows (12 counted),
+    and the safety net then reverted the result over a rounding difference."""
+    x = standardize(np.array([[5.0, 2.0, 0.0], [5.0, 5.0, 0.0], [5.0, 6.0, 1.0]]))
+    labels = np.array([1, 2, 0])
+    refined, info = refine(x, labels, [OrderedEMD.fit(np.array([0.0, 1.0, 2.0]))], 1, 0.5)
+    assert np.array_equal(refined, labels)
+    assert info["resplits"] == 0 and "reverted" not in info
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_without_t_only_k_is_kept(table):

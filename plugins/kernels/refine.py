@@ -216,7 +216,9 @@ def refine(
         swaps=int(counts[2]),
         passes=done,
     )
-    if after > before or _invalid(result, distances, k, t):
+    # The SSE of a partition with nothing left to gain is 0 up to rounding (sse_of subtracts).
+    rounding = 1e-12 * max(float((x * x).sum()), 1.0)
+    if after > before + rounding or _invalid(result, distances, k, t):
         info["reverted"] = True  # the safety net: never reached by a correct kernel
         result, after = dense, before
     info["sse_after"] = after / scale
@@ -772,6 +774,8 @@ def _resplit_pass(
             sa = _gather(head, nxt, a, rows)
             s = sa + _gather(head, nxt, b, rows[sa:])
             current = _sse_of_rows(x, rows[:sa], sa) + _sse_of_rows(x, rows[sa:s], s - sa)
+            if current <= 1e-9:  # nothing to gain; and a negative limit would mean no limit
+                continue
             limit = current - 1e-9 * max(current, 1.0)
             cut = _best_split(
                 x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
