@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import glob
 import json
 import os
 import re
@@ -696,7 +697,9 @@ class DuckDBDatabase(SQLDatabase):
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names
-        (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively.
+        (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively, and
+        of every file it reads (``read_parquet('x.parquet')``, ``FROM 'x.csv'``; the identity of
+        a Parquet or CSV target, :meth:`tclose.connectors.files.FileDatabase.table_identity`).
         DuckDB keeps no record of what a view reads, and binds its names only when it is read."""
         found: list[tuple] = []
         names = [name]
@@ -720,7 +723,9 @@ class DuckDBDatabase(SQLDatabase):
                 tree = c.execute(
                     sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
                 ).scalar()
-            names.extend(_base_tables(json.loads(tree) if isinstance(tree, str) else tree))
+            tree = json.loads(tree) if isinstance(tree, str) else tree
+            names.extend(_base_tables(tree))
+            found.extend(i for i in _files_read(tree) if i not in found)
         return found
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
@@ -765,6 +770,50 @@ def _base_tables(tree: Any) -> list[TableName]:
     if tree.get("type") == "BASE_TABLE" and tree.get("table_name"):
         return [TableName(tree.get("schema_name") or None, tree["table_name"])]
     return [name for value in tree.values() for name in _base_tables(value)]
+
+
+def _files_read(tree: Any) -> list[tuple]:
+    """The ``("file", device, inode)`` identity of every existing file a parsed statement may
+    read: each text constant in a table function's arguments (``read_parquet(['a.parquet',
+    'b/*.parquet'])``, globs expanded from the working folder, as DuckDB reads them) and each
+    table name that is a file's path (``FROM 'x.csv'``)."""
+    paths: list[str] = []
+
+    def strings(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                strings(item)
+        elif isinstance(node, dict):
+            literal = node.get("literal")
+            if isinstance(literal, dict) and isinstance(literal.get("text"), str):
+                paths.append(literal["text"])
+            value = node.get("value")  # DuckDB before 1.2: {"value": {"value": "x.parquet"}}
+            if isinstance(value, dict) and isinstance(value.get("value"), str):
+                paths.append(value["value"])
+            for item in node.values():
+                strings(item)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            if node.get("type") == "TABLE_FUNCTION":
+                strings(node.get("function"))
+            elif node.get("type") == "BASE_TABLE" and node.get("table_name"):
+                paths.append(node["table_name"])
+            for item in node.values():
+                visit(item)
+
+    visit(tree)
+    found = []
+    for path in paths:
+        pattern = any(c in path for c in "*?[")
+        for file in glob.glob(os.path.expanduser(path)) if pattern else [path]:
+            if os.path.isfile(file):
+                stat = os.stat(file)
+                found.append(("file", stat.st_dev, stat.st_ino))
+    return found
 
 
 class DuckDBConnector:

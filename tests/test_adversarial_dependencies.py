@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 
 from tclose.cli import main
 
@@ -186,3 +187,42 @@ def test_the_key_message_counts_nulls_and_repeated_values():
         "held by more than one row (14 rows): 2, 4, 5, 6, 7, .... Name a unique, non-null "
         "column as source.key."
     )
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize(
+    "reads", ["read_parquet(['{file}'])", "'{file}'", "read_parquet('{glob}')"]
+)
+def test_duckdb_a_file_that_the_source_view_reads_is_refused_as_target(
+    tmp_path, duckdb_file, duck, capsys, reads
+):
+    """A DuckDB view over a Parquet file, published into that file (``parquet:///``): before,
+    the file was replaced (exit 0) and the source view read the release."""
+    url = duckdb_file(tmp_path / "views.duckdb")
+    data = tmp_path / "data" / "patients.parquet"
+    data.parent.mkdir()
+    connection = duck.connect(str(tmp_path / "views.duckdb"))
+    connection.execute(
+        f"COPY (SELECT range AS id, 20 + range % 50 AS age, range % 7 AS ward, "
+        f"(range * 37) % 1000 AS charge FROM range(60)) TO '{data}' (FORMAT parquet)"
+    )
+    select = reads.format(file=data, glob=data.parent / "*.parquet")
+    connection.execute(f"CREATE VIEW v AS SELECT * FROM {select}")
+    connection.close()
+    before = data.read_bytes()
+    document = {
+        "source": {"url": url, "table": "v", "key": "id"},
+        "target": {"url": f"parquet:///{data}", "table": "patients", "if_exists": "replace"},
+        "attributes": {
+            "age": {"role": "quasi_identifier", "type": "numeric"},
+            "ward": {"role": "quasi_identifier", "type": "numeric"},
+            "charge": {"role": "confidential", "type": "numeric"},
+        },
+        "privacy": {"k": 5, "t": 0.5},
+        "algorithm": {"name": "t-first"},
+    }
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    assert main(["-q", "run", str(config)]) == 2
+    assert "holds rows that the source v reads" in capsys.readouterr().err
+    assert data.read_bytes() == before
