@@ -63,6 +63,7 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     bits_as_text,
     driver_connection,
     random_suffix,
+    tables_read_through,
 )
 
 if TYPE_CHECKING:
@@ -701,32 +702,26 @@ class DuckDBDatabase(SQLDatabase):
         of every file it reads (``read_parquet('x.parquet')``, ``FROM 'x.csv'``; the identity of
         a Parquet or CSV target, :meth:`tclose.connectors.files.FileDatabase.table_identity`).
         DuckDB keeps no record of what a view reads, and binds its names only when it is read."""
-        found: list[tuple] = []
-        names = [name]
-        while names:
-            table = names.pop()
-            identity = self.table_identity(table)
-            if identity is None or identity in found:
-                continue
-            found.append(identity)
-            with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
-                definition = c.execute(
-                    sa.text(
-                        "SELECT sql FROM duckdb_views() WHERE NOT internal AND "
-                        "database_name IN (current_database(), 'temp') AND "
-                        "lower(schema_name) = :s AND lower(view_name) = :t"
-                    ),
-                    {"s": identity[2], "t": identity[3]},
-                ).scalar()
-                if definition is None:
-                    continue
-                tree = c.execute(
-                    sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
-                ).scalar()
-            tree = json.loads(tree) if isinstance(tree, str) else tree
-            names.extend(_base_tables(tree))
-            found.extend(i for i in _files_read(tree) if i not in found)
-        return found
+        return tables_read_through(self, name, self._view_reads)
+
+    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
+        """The tables and the files the ``SELECT`` of view ``table`` names (none for a table)."""
+        with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
+            definition = c.execute(
+                sa.text(
+                    "SELECT sql FROM duckdb_views() WHERE NOT internal AND "
+                    "database_name IN (current_database(), 'temp') AND "
+                    "lower(schema_name) = :s AND lower(view_name) = :t"
+                ),
+                {"s": identity[2], "t": identity[3]},
+            ).scalar()
+            if definition is None:
+                return [], []
+            tree = c.execute(
+                sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
+            ).scalar()
+        tree = json.loads(tree) if isinstance(tree, str) else tree
+        return _base_tables(tree), _files_read(tree)
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so

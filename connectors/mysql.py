@@ -56,6 +56,7 @@ from .sql import (
     _connection,
     driver_connection,
     random_suffix,
+    tables_read_through,
 )
 
 log = logging.getLogger("tclose")
@@ -798,27 +799,23 @@ class MySQLDatabase(SQLDatabase):
         (``information_schema.views``, where the server writes each table as
         ``schema``.``table``), transitively. A view whose definition this account may not see
         (no ``SHOW VIEW``) counts as reading nothing more."""
-        found: list[tuple] = []
-        names = [name]
-        while names:
-            table = names.pop()
-            identity = self.table_identity(table)
-            if identity is None or identity in found:
-                continue
-            found.append(identity)
-            query = (
-                "SELECT view_definition FROM information_schema.views "
-                "WHERE table_schema = %s AND table_name = %s"
-            )
-            with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
-                if c.dialect.paramstyle == "qmark":
-                    query = query.replace("%s", "?")
-                definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
-            names.extend(
-                TableName(schema.replace("``", "`"), name.replace("``", "`"))
-                for schema, name in _QUALIFIED_NAME.findall(definition or "")
-            )
-        return found
+        return tables_read_through(self, name, self._view_reads)
+
+    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
+        """The tables the definition of view ``table`` names (none for a table)."""
+        query = (
+            "SELECT view_definition FROM information_schema.views "
+            "WHERE table_schema = %s AND table_name = %s"
+        )
+        with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
+            if c.dialect.paramstyle == "qmark":
+                query = query.replace("%s", "?")
+            definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
+        names = [
+            TableName(schema.replace("``", "`"), name.replace("``", "`"))
+            for schema, name in _QUALIFIED_NAME.findall(definition or "")
+        ]
+        return names, []
 
     def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
         """The reflected table, with exactly the columns the server's catalog lists:

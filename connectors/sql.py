@@ -237,6 +237,28 @@ def _native_portable(
     return (factory(), "") if factory is not None else (None, "")
 
 
+def tables_read_through(
+    database: Any,
+    name: TableName,
+    reads: Callable[[TableName, tuple], tuple[Iterable[TableName], Iterable[tuple]]],
+) -> list[tuple]:
+    """The walk behind the dialects' ``tables_read``: the identity of ``name`` and of every
+    table that ``reads(table, identity)`` names (its first item, walked in turn), with the
+    identities it gives as they are (its second item: files a view reads, say), each once."""
+    found: list[tuple] = []
+    names = [name]
+    while names:
+        table = names.pop()
+        identity = database.table_identity(table)
+        if identity is None or identity in found:
+            continue
+        found.append(identity)
+        more, others = reads(table, identity)
+        names.extend(more)
+        found.extend(other for other in others if other not in found)
+    return found
+
+
 def bare_table(name: TableName) -> sa.Table:
     """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
