@@ -295,7 +295,13 @@ class QuasiIdentifier:
         if self.type in ("numeric", "date", "datetime"):
             assert self.values is not None  # set for every numeric/date attribute
             counts = np.bincount(labels, minlength=n_clusters)
-            means = _cluster_means(labels, self.values, counts, n_clusters)
+            if len(self.values) and self.values.min() == self.values.max():
+                # a constant column publishes its value: the mean of three 0.1 computes as
+                # 0.10000000000000002, of seven as 0.09999999999999999, and their rounding
+                # noise would be the only variation (and correlation) the column has
+                means = np.full(n_clusters, self.values[0])
+            else:
+                means = _cluster_means(labels, self.values, counts, n_clusters)
             out = means[labels]
             if self.type == "numeric":
                 if self.round and self.integers is not None:
@@ -373,16 +379,21 @@ class QuasiIdentifier:
 def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
     """``(divisor, centre, spread, std)``: the z-score of ``x`` is
     ``(x / divisor - centre) / spread`` and ``std`` the population standard deviation (1 for a
-    constant column). Values so large that the plain formula overflows (near ``1e308``) are
-    divided by their largest magnitude first, so the z-scores and the deviation stay finite.
-    No values (an empty table) standardize as a constant column."""
+    constant column, whose values all map to 0). Values so large that the plain formula
+    overflows (near ``1e308``), or so small that its squares underflow (a deviation below
+    :data:`_TINY_STD`), are divided by their largest magnitude first, so the z-scores and the
+    deviation stay finite and exact. No values (an empty table) standardize as a constant
+    column."""
     if numbers.size == 0:
         return 1.0, 0.0, 1.0, 1.0
-    with np.errstate(over="ignore", invalid="ignore"):
+    if numbers.min() == numbers.max():  # a constant column: every z-score 0, exactly
+        # (its computed mean and deviation need not be: three 0.1 average 0.10000000000000002,
+        # and a deviation of 1e-17 made the rounding of a published mean a distance of ~1)
+        return 1.0, float(numbers.flat[0]), 1.0, 1.0
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         mean, std = numbers.mean(), numbers.std()
-    if np.isfinite(mean) and np.isfinite(std):
-        std = float(std) or 1.0
-        return 1.0, float(mean), std, std
+    if np.isfinite(mean) and np.isfinite(std) and std >= _TINY_STD:
+        return 1.0, float(mean), float(std), float(std)
     magnitude = float(np.abs(numbers).max())
     scaled = numbers / magnitude
     centre = float(scaled.mean())
@@ -390,6 +401,11 @@ def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
     if spread == 0.0:
         return magnitude, centre, 1.0, 1.0
     return magnitude, centre, spread, spread * magnitude
+
+
+#: Below this population deviation the squares of the differences underflow (``[0, 1e-300]``
+#: had a computed deviation of 0, and standardized as a constant column).
+_TINY_STD = 1e-150
 
 
 def standardized(numbers: np.ndarray) -> tuple[np.ndarray, float]:

@@ -311,8 +311,8 @@ def interval_disclosure(
     """Share of rows whose every column satisfies ``|x − x'| ≤ p·sd`` (SDID, sdcMicro ``dRisk``).
 
     ``original`` and ``published`` are ``(n, q)``; ``sd`` the ``q`` standard deviations of the
-    source columns. A rounding allowance of ``1e-12·max(1, |x|)`` absorbs the floating-point
-    error of a cluster mean.
+    source columns. A rounding allowance of ``1e-12·|x|`` absorbs the floating-point error of
+    a cluster mean (relative, so that the measure does not depend on the unit of a column).
 
     >>> interval_disclosure(np.array([[1.0], [2.0], [9.0]]), np.array([[1.0], [2.2], [9.0]]),
     ...                     np.array([2.0]))
@@ -325,7 +325,7 @@ def interval_disclosure(
     spread = p * np.asarray(sd, dtype=np.float64)
     inside = np.ones(original.shape[0], dtype=bool)
     for j in range(original.shape[1]):  # one column at a time: n-sized temporaries only
-        allowance = 1e-12 * np.maximum(1.0, np.abs(original[:, j]))
+        allowance = 1e-12 * np.abs(original[:, j])
         allowance += spread[j]
         inside &= np.abs(original[:, j] - published[:, j]) <= allowance
     return float(inside.mean())
@@ -353,6 +353,8 @@ def correlation_matrix(values: np.ndarray) -> np.ndarray:
     """Pearson correlations of the columns of ``values`` (a constant column correlates 0)."""
     values = np.asarray(values, dtype=np.float64)
     centred = values - values.mean(axis=0)
+    if len(values):
+        centred[:, _constant(values)] = 0.0  # not the rounding noise of their mean
     norm = np.sqrt((centred**2).sum(axis=0))
     centred /= np.where(norm > 0, norm, 1.0)  # in place: one (n, q) copy of the values
     return centred.T @ centred
@@ -387,7 +389,9 @@ def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, flo
     """
     original, published = rescaled(original, published)
     mean, mean_after = float(np.mean(original)), float(np.mean(published))
-    var, var_after = float(np.var(original)), float(np.var(published))
+    var, var_after = (
+        float(np.var(a)) if len(a) and a.min() != a.max() else 0.0 for a in (original, published)
+    )
     return {
         "mean": (mean_after - mean) / abs(mean) if mean != 0 else None,
         "variance": (var_after - var) / var if var != 0 else None,
@@ -604,9 +608,26 @@ def _continuous_measures(
     before = np.column_stack([b for b, _ in pairs])
     after = np.column_stack([a for _, a in pairs])
     del pairs
-    n = len(before)
-    sd = before.std(axis=0, ddof=1) if n > 1 else np.zeros(len(continuous))
-    return interval_disclosure(before, after, sd, p), il1s(before, after, sd)
+    return interval_disclosure(before, after, sample_sd(before), p), il1s(
+        before, after, sample_sd(before)
+    )
+
+
+def sample_sd(values: np.ndarray) -> np.ndarray:
+    """Sample standard deviation of each column of ``(n, q)`` ``values``; exactly 0 for a
+    constant column (the computed one need not be: three 0.1 give 1.7e-17) and with one row.
+
+    >>> sample_sd(np.array([[0.1, 1.0], [0.1, 2.0], [0.1, 3.0]]))
+    array([0., 1.])
+    """
+    if len(values) < 2:
+        return np.zeros(values.shape[1])
+    return np.where(_constant(values), 0.0, values.std(axis=0, ddof=1))
+
+
+def _constant(values: np.ndarray) -> np.ndarray:
+    """Which columns of ``(n, q)`` ``values`` hold one value (``-0.0`` equals ``0.0``)."""
+    return values.min(axis=0) == values.max(axis=0)
 
 
 def _release_linkage(
@@ -680,12 +701,14 @@ def _correlations(encoded, published, confidential_types, confidential) -> float
 
 def rescaled(original: np.ndarray, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Both columns divided by one power of two when their magnitude nears the float64 limit
-    (above ``2**500``), so that sums of squares cannot overflow; unchanged otherwise. Dividing
-    by a power of two is exact, and every measure that uses it is scale-invariant (IL1s,
-    interval disclosure, relative moments, correlations)."""
+    (above ``2**500``), so that sums of squares cannot overflow, or multiplied by one when it
+    is below ``2**-500`` (squares of ``1e-300`` underflow to 0: a deviation of 0 made such a
+    column constant); unchanged otherwise. Scaling by a power of two is exact, and every
+    measure that uses it is scale-invariant (IL1s, interval disclosure, relative moments,
+    correlations)."""
     arrays = [np.asarray(a, dtype=np.float64) for a in (original, published)]
     top = max((float(np.max(np.abs(a))) for a in arrays if len(a)), default=0.0)
-    if not math.isfinite(top) or top < 2.0**500:
+    if not math.isfinite(top) or top == 0.0 or 2.0**-500 <= top < 2.0**500:
         return arrays[0], arrays[1]
     exponent = math.frexp(top)[1]  # top < 2**exponent (which may itself not be a float64)
     return np.ldexp(arrays[0], -exponent), np.ldexp(arrays[1], -exponent)

@@ -53,8 +53,7 @@ def interval_reference(original, published, sd, p):
     hits = 0
     for i in range(len(original)):
         hits += all(
-            abs(original[i, j] - published[i, j])
-            <= p * sd[j] + 1e-12 * max(1.0, abs(original[i, j]))
+            abs(original[i, j] - published[i, j]) <= p * sd[j] + 1e-12 * abs(original[i, j])
             for j in range(original.shape[1])
         )
     return hits / len(original)
