@@ -425,7 +425,12 @@ def _risk_section(report: Mapping[str, Any]) -> str:
             "The same chance averaged over all people.",
         ),
     ]
-    bars = _share_bars([r[0] for r in rows], [float(r[1] or 0.0) for r in rows])
+    reasons = risk.get("not_computed") or {}
+    for index, name in ((0, "record_linkage"), (1, "interval_disclosure")):
+        if rows[index][1] is None:  # not a 0 % bar: the page says why there is no figure
+            why = reasons.get(name, "not computed for this release")
+            rows[index] = (rows[index][0], None, f"Not computed: {why}.")
+    bars = _share_bars([r[0] for r in rows], [r[1] for r in rows])
     parts = [
         "<h2>Disclosure risk</h2>",
         "<p>Measured on the source rows and the rows actually published (definitions and "
@@ -476,6 +481,11 @@ def _utility_details(report: Mapping[str, Any]) -> str:
             "confidential) changed by more than this (correlations range from -1 to 1).",
         ),
     ]
+    reasons = utility.get("not_computed") or {}
+    for index, name in enumerate(("il1s", "correlation_max_diff")):
+        if utility.get(name) is None:
+            why = reasons.get(name, "not computed for this release")
+            rows[index] = (rows[index][0], "-", f"Not computed: {why}.")
     parts = [_table(("measure", "value", "what it means"), rows)]
     moments = utility.get("moments") or {}
     if moments:
@@ -698,8 +708,9 @@ def _category_bars(
     return "".join(out)
 
 
-def _share_bars(labels: Sequence[str], values: Sequence[float]) -> str:
-    """Horizontal bars of shares on a fixed 0 to 100 % axis."""
+def _share_bars(labels: Sequence[str], values: Sequence[float | None]) -> str:
+    """Horizontal bars of shares on a fixed 0 to 100 % axis; ``None`` (a figure not computed)
+    draws no bar and reads ``not computed``."""
     left, row = 190, 24
     height = _TOP + row * len(labels) + 30
     plot_w = _WIDTH - left - _RIGHT - 50
@@ -710,11 +721,14 @@ def _share_bars(labels: Sequence[str], values: Sequence[float]) -> str:
     ]
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         y = _TOP + i * row
-        width = plot_w * min(max(float(value), 0.0), 1.0)
         out.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
         out.append(
             f'<rect x="{left}" y="{y + 3}" width="{plot_w}" height="{row - 6}" fill="#eef1f4"/>'
         )
+        if value is None:
+            out.append(f'<text x="{left + 6}" y="{y + 15}">not computed</text>')
+            continue
+        width = plot_w * min(max(float(value), 0.0), 1.0)
         out.append(
             f'<rect x="{left}" y="{y + 3}" width="{max(width, 0.5):.1f}" height="{row - 6}" '
             f'fill="{_LIMIT}"><title>{escape(label)}: {_percent(value)}</title></rect>'

@@ -590,7 +590,41 @@ def measure_release(
         },
         "measure_definitions": {k: DEFINITIONS[k] for k in _UTILITY},
     }
+    risk["not_computed"], utility["not_computed"] = _not_computed(risk, utility, linked)
     return {"risk": risk, "utility": utility}
+
+
+#: Why a measure is ``null`` (:func:`_not_computed`).
+UNLINKED = (
+    "needs each published row's source row, and the published table was read without the "
+    "source key (the run's report has it; or publish with output.keep_key: true)"
+)
+NO_CONTINUOUS = "no numeric, date or datetime quasi-identifier"
+FEW_NUMERIC = "fewer than two numeric attributes (quasi-identifiers and confidential)"
+ZERO_MOMENT = "the original {} is 0: a relative change is undefined"
+
+
+def _not_computed(
+    risk: Mapping[str, Any], utility: Mapping[str, Any], linked: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Measure → why it is ``null``, for the risk and the utility sections (only the null ones;
+    a moment is named ``moments.<column>.mean`` or ``.variance``)."""
+    risk_reasons: dict[str, str] = {}
+    utility_reasons: dict[str, str] = {}
+    for section, reasons, name in (
+        (risk, risk_reasons, "record_linkage"),  # null only without the link
+        (risk, risk_reasons, "interval_disclosure"),
+        (utility, utility_reasons, "il1s"),
+    ):
+        if section[name] is None:
+            reasons[name] = NO_CONTINUOUS if linked else UNLINKED
+    if utility["correlation_max_diff"] is None:
+        utility_reasons["correlation_max_diff"] = FEW_NUMERIC
+    for column, moments in utility["moments"].items():
+        for moment in ("mean", "variance"):
+            if moments[moment] is None:
+                utility_reasons[f"moments.{column}.{moment}"] = ZERO_MOMENT.format(moment)
+    return risk_reasons, utility_reasons
 
 
 _UTILITY = ("il1s", "correlation_max_diff")
@@ -840,6 +874,10 @@ def measure_lines(measures: Mapping[str, Any] | None) -> list[str]:
             "note  record linkage, interval disclosure and IL1s need each published row's source "
             "row: the run's report has them (or publish with output.keep_key: true)."
         )
+    reasons = {**risk.get("not_computed", {}), **utility.get("not_computed", {})}
+    for name, reason in reasons.items():
+        if reason != UNLINKED and not name.startswith("moments."):
+            lines.append(f"note  {name.replace('_', ' ')} not computed: {reason}.")
     return lines
 
 

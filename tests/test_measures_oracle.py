@@ -360,3 +360,118 @@ def test_measures_do_not_depend_on_the_unit(scale: float) -> None:
     assert_same(figures, reference_measures(frame, published, qis, {"y": "numeric"}))
     unit = evaluate(frame / scale, published / scale, ["x"], ["y"])
     assert_same(figures, unit)
+
+
+# --- a run in blocks, its report, and tclose verify --source on the rows read back -------------
+
+
+def _mixed_table(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    level = rng.choice(np.array(["lo", "mid", "hi", None], dtype=object), n)
+    return pd.DataFrame(
+        {
+            "pid": np.arange(100, 100 + n),
+            "age": rng.integers(20, 30, n).astype(float),
+            "flat": np.full(n, 0.1),
+            "level": level,
+            "sex": rng.choice(np.array(["f", "m", None], dtype=object), n),
+            "admitted": [f"2024-03-{d:02d}" for d in rng.integers(1, 6, n)],
+            "charge": rng.choice([10.0, 20.0, 35.0, 80.0], n),
+            "ward": rng.choice(["a", "b", "c"], n),
+        }
+    )
+
+
+def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) -> None:
+    """One release, three computations: the run's report (the kernel in 2 blocks), ``tclose
+    verify --source`` on the table read back through SQL (``measure_published``, linked by the
+    kept key) and the references on the source and the published rows joined by that key."""
+    import json
+    import sqlite3
+
+    import yaml
+
+    from tclose.cli import main
+    from tclose.config import load_config
+    from tclose.runner import verify_published
+
+    db = tmp_path / "m.db"
+    source = _mixed_table(90, seed=3)
+    with sqlite3.connect(db) as connection:
+        source.to_sql("src", connection, index=False)
+    qis = {
+        "age": {"type": "numeric"},
+        "flat": {"type": "numeric", "weight": 0.5},
+        "level": {"type": "ordinal", "categories": ["lo", "mid", "hi"], "missing": "category"},
+        "sex": {"type": "nominal", "missing": "category"},
+        "admitted": {"type": "date"},
+    }
+    confidential = {"charge": "numeric", "ward": "nominal"}
+    document = {
+        "source": {"url": f"sqlite:///{db}", "table": "src", "key": "pid"},
+        "target": {"table": "pub"},
+        "attributes": {
+            **{name: {"role": "quasi_identifier", **spec} for name, spec in qis.items()},
+            "charge": {"role": "confidential", "type": "numeric"},
+            "ward": {"role": "confidential", "type": "nominal"},
+        },
+        "privacy": {"k": 3, "t": 0.5},
+        "algorithm": {"name": "t-first", "options": {"blocks": 2, "workers": 1}},
+        "output": {"seed": 5, "keep_key": True},
+    }
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    report_path = tmp_path / "run.json"
+    assert main(["run", str(config), "--report", str(report_path), "-q"]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["algorithm"]["info"]["blocks"] == 2
+
+    with sqlite3.connect(db) as connection:
+        published = pd.read_sql('SELECT * FROM "pub"', connection)
+    published = published.set_index("pid").loc[source["pid"]].reset_index()
+    expected = reference_measures(source, published, qis, confidential)
+    assert_same(report, expected)
+
+    measures = verify_published(load_config(config), against_source=True).measures
+    assert measures["risk"]["linked"] is True
+    assert_same(measures, expected)
+
+
+# --- a figure that cannot be computed, and what the measures never show ------------------------
+
+
+def test_a_measure_that_cannot_be_computed_is_null_with_its_reason() -> None:
+    """Only categorical QIs and a constant numeric one: no interval disclosure or IL1s over a
+    continuous QI... The JSON says null and why; the page draws no 0 % bar for a figure it does
+    not have (it drew interval disclosure as a 0.00 % risk), and says why."""
+    from tclose.html_report import render_html
+    from tclose.measures import FEW_NUMERIC, NO_CONTINUOUS, ZERO_MOMENT
+
+    n = 12
+    frame = pd.DataFrame(
+        {
+            "sex": ["f", "m"] * (n // 2),
+            "level": ["lo", "mid", "hi"] * (n // 3),
+            "ward": ["a", "b", "c", "d"] * (n // 4),
+        }
+    )
+    qis = {"sex": "nominal", "level": {"type": "ordinal", "categories": ["lo", "mid", "hi"]}}
+    result = tclose.anonymize(frame, qis, {"ward": "nominal"}, k=3, t=0.5, algorithm="merge")
+    risk, utility = result.report["risk"], result.report["utility"]
+    assert risk["interval_disclosure"] is None and utility["il1s"] is None
+    assert risk["not_computed"] == {"interval_disclosure": NO_CONTINUOUS}
+    assert utility["not_computed"] == {"il1s": NO_CONTINUOUS, "correlation_max_diff": FEW_NUMERIC}
+    page = render_html(result.report)
+    assert page.count("not computed") == 1  # the bar
+    assert page.count(f"Not computed: {NO_CONTINUOUS}.") == 2  # interval disclosure and IL1s
+    assert f"Not computed: {FEW_NUMERIC}." in page
+    assert "Interval disclosure (p = 0.05): 0.00 %" not in page
+
+    flat = evaluate(pd.DataFrame({"x": [0.0] * 4}), pd.DataFrame({"x": [0.0] * 4}), ["x"])
+    assert flat["utility"]["moments"] == {"x": {"mean": None, "variance": None}}
+    assert flat["utility"]["not_computed"] == {
+        "correlation_max_diff": FEW_NUMERIC,
+        "moments.x.mean": ZERO_MOMENT.format("mean"),
+        "moments.x.variance": ZERO_MOMENT.format("variance"),
+    }
+    assert flat["risk"]["not_computed"] == {}
