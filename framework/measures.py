@@ -45,6 +45,8 @@ from .errors import ConfigError, DataError
 
 #: Two distances that differ by at most this (in standard deviations) are a tie in record linkage.
 LINK_TOLERANCE = 1e-9
+#: A mean within this share of its column's largest magnitude is 0 in :func:`moment_changes`.
+MEAN_NOISE = 1e-12
 #: Default ``p`` of interval disclosure (sdcMicro's ``dRisk`` default ``k = 0.05``).
 INTERVAL_P = 0.05
 _CONTINUOUS = ("numeric", "date", "datetime")
@@ -382,7 +384,10 @@ def _max_off_diagonal(before: np.ndarray, after: np.ndarray) -> float:
 def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, float | None]:
     """Relative change of the mean and of the (population) variance of one column.
 
-    ``None`` where the original moment is 0.
+    ``None`` where the original moment is 0: a variance when the column is constant, a mean
+    when it is within :data:`MEAN_NOISE` of the column's largest magnitude (``[-3e300] * 5 +
+    [5e300] * 3`` sums to 0 in float64 and to 1e284 exactly: a relative change of such a mean is
+    rounding noise, reported as -100 % or +50 %).
 
     >>> moment_changes(np.array([1.0, 3.0]), np.array([2.0, 2.0]))
     {'mean': 0.0, 'variance': -1.0}
@@ -392,8 +397,9 @@ def moment_changes(original: np.ndarray, published: np.ndarray) -> dict[str, flo
     var, var_after = (
         float(np.var(a)) if len(a) and a.min() != a.max() else 0.0 for a in (original, published)
     )
+    top = float(np.abs(original).max()) if len(original) else 0.0
     return {
-        "mean": (mean_after - mean) / abs(mean) if mean != 0 else None,
+        "mean": (mean_after - mean) / abs(mean) if abs(mean) > MEAN_NOISE * top else None,
         "variance": (var_after - var) / var if var != 0 else None,
     }
 

@@ -26,7 +26,10 @@ from hypothesis import strategies as st
 import tclose
 from tclose.measures import evaluate
 
-TIE = Decimal("1e-9")  # docs/reports.md: distances within 1e-9 of the minimum tie
+TIE = Decimal("1e-9")
+MEAN_NOISE = Decimal(
+    "1e-12"
+)  # a mean within 1e-12 of the largest magnitude is 0  # docs/reports.md: distances within 1e-9 of the minimum tie
 MISSING = object()  # a NULL of an ordinal or nominal QI (missing: category)
 
 
@@ -102,6 +105,10 @@ def _reference(original, published, qis, confidential, p) -> dict[str, Any]:
                     ordinal[c].index(_category(pub[c][j])),
                 )
                 total += w * (Decimal(a - b) / max(len(ordinal[c]) - 1, 1)) ** 2
+            elif "hierarchy" in spec:  # (H - depth(LCA)) / H, H = 2 (test hierarchy TREE)
+                a, b = src[c][i], pub[c][j]
+                depth = 2 if a == b else 1 if PARENT[a] == PARENT[b] else 0
+                total += w * Decimal(2 - depth) / 2
             else:
                 total += w * (_category(src[c][i]) != _category(pub[c][j]))
         return total.sqrt()
@@ -181,9 +188,10 @@ def _reference(original, published, qis, confidential, p) -> dict[str, Any]:
     moments = {}
     for c in (c for c, s in qis.items() if s["type"] == "numeric"):
         mean, mean_after = _mean(numbers[c]), _mean(numbers_pub[c])
+        top = max(abs(v) for v in numbers[c])
         var, var_after = _sd(numbers[c], 0) ** 2, _sd(numbers_pub[c], 0) ** 2
         moments[c] = {
-            "mean": (mean_after - mean) / abs(mean) if mean != 0 else None,
+            "mean": (mean_after - mean) / abs(mean) if abs(mean) > MEAN_NOISE * top else None,
             "variance": (var_after - var) / var if var != 0 else None,
         }
 
@@ -232,6 +240,9 @@ def assert_same(actual: Any, expected: Any, path: str = "", rel: float = 1e-9) -
 # --- generated releases ----------------------------------------------------------------------------
 
 ORDINAL = ["lo", "mid", "hi"]
+#: A hierarchy of height 2 over the same values: lo and mid meet at depth 1, hi at the root.
+TREE = {"any": {"low": ["lo", "mid"], "high": ["hi"]}}
+PARENT = {"lo": "low", "mid": "low", "hi": "high"}
 SCALES = [1.0, 1e-300, 1e300, 1e-12, 1e12]
 
 
@@ -250,7 +261,9 @@ def releases(draw) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
     )
     frame = pd.DataFrame(index=pd.RangeIndex(n))
     qis: dict[str, dict[str, Any]] = {}
-    kinds = draw(st.lists(st.sampled_from(["numeric", "ordinal", "nominal", "date"]), min_size=1))
+    kinds = draw(
+        st.lists(st.sampled_from(["numeric", "ordinal", "nominal", "date", "tree"]), min_size=1)
+    )
     for position, kind in enumerate(kinds[:4]):
         name = f"q{position}"
         if kind == "numeric":
@@ -261,6 +274,9 @@ def releases(draw) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
             days = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
             frame[name] = pd.Timestamp("2020-02-27") + pd.to_timedelta(days, unit="D")
             qis[name] = {"type": "date"}
+        elif kind == "tree":
+            frame[name] = draw(st.lists(st.sampled_from(ORDINAL), min_size=n, max_size=n))
+            qis[name] = {"type": "nominal", "hierarchy": TREE, "weight": 2}
         else:
             null = draw(st.booleans())
             choices = ORDINAL + ([None] if null else [])
@@ -273,7 +289,7 @@ def releases(draw) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
                 qis[name]["categories"] = ORDINAL
             if null:
                 qis[name]["missing"] = "category"
-    frame["c_num"] = draw(st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=n, max_size=n))
+    frame["c_num"] = draw(st.lists(st.sampled_from([0.0, -0.0, 2.0, 5.0]), min_size=n, max_size=n))
     frame["c_nom"] = draw(st.lists(st.sampled_from(["x", "y", "z"]), min_size=n, max_size=n))
     confidential = {"c_num": "numeric", "c_nom": "nominal"}
 
@@ -305,7 +321,7 @@ def _aggregate(spec: Mapping[str, Any], values: list) -> Any:
     return max(sorted(counts, key=order.index), key=lambda v: counts[v])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(releases())
 def test_every_measure_equals_its_documented_definition(release) -> None:
     frame, published, qis, confidential = release
@@ -393,6 +409,7 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
 
     from tclose.cli import main
     from tclose.config import load_config
+    from tclose.measures import UNLINKED
     from tclose.runner import verify_published
 
     db = tmp_path / "m.db"
@@ -436,6 +453,23 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
     assert measures["risk"]["linked"] is True
     assert_same(measures, expected)
 
+    # The same release without the key: the figures that need no link are the same, the
+    # others null with their reason.
+    document["target"]["table"], document["output"]["keep_key"] = "pub2", False
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    assert main(["run", str(config), "-q"]) == 0
+    unlinked = verify_published(load_config(config), against_source=True).measures
+    assert unlinked["risk"]["linked"] is False
+    for section, name in (
+        ("risk", "record_linkage"),
+        ("risk", "interval_disclosure"),
+        ("utility", "il1s"),
+    ):
+        assert unlinked[section][name] is None
+        assert unlinked[section]["not_computed"][name] == UNLINKED
+        expected[section][name] = None
+    assert_same(unlinked, expected)
+
 
 # --- a figure that cannot be computed, and what the measures never show ------------------------
 
@@ -475,3 +509,49 @@ def test_a_measure_that_cannot_be_computed_is_null_with_its_reason() -> None:
         "moments.x.variance": ZERO_MOMENT.format("variance"),
     }
     assert flat["risk"]["not_computed"] == {}
+
+
+def _leaves(node: Any, path: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{path}.{key}")
+    elif isinstance(node, (list, tuple)):
+        for index, value in enumerate(node):
+            yield from _leaves(value, f"{path}[{index}]")
+    else:
+        yield path, node
+
+
+def test_the_measures_hold_no_data_value() -> None:
+    """Every figure of ``risk`` and of the measures in ``utility`` is a share, a count, a
+    relative change or a text of tclose: no source value (number or category) appears."""
+    rng = np.random.default_rng(8)
+    n = 60
+    frame = pd.DataFrame(
+        {
+            "age": 600.0 + rng.permutation(n) * 7.31,
+            "zone": rng.choice(["Zq-north-4471", "Zq-south-9902", None], n),
+            "level": rng.choice(["Lv-alpha", "Lv-beta", "Lv-gamma"], n),
+            "charge": rng.choice([7777.77, 8181.18, 9292.29], n),
+            "diagnosis": rng.choice(["Dx-secret-1", "Dx-secret-2"], n),
+        }
+    )
+    qis = {
+        "age": "numeric",
+        "zone": {"type": "nominal", "missing": "category"},
+        "level": {"type": "ordinal", "categories": ["Lv-alpha", "Lv-beta", "Lv-gamma"]},
+    }
+    confidential = {"charge": "numeric", "diagnosis": "nominal"}
+    result = tclose.anonymize(frame, qis, confidential, k=4, t=0.6, algorithm="t-first")
+    measured = {"risk": result.report["risk"], "utility": result.report["utility"]}
+    numbers = {float(v) for c in ("age", "charge") for v in frame[c]}
+    texts = {v for c in ("zone", "level", "diagnosis") for v in frame[c].dropna()}
+    leaves = list(_leaves(measured))
+    assert len(leaves) > 30
+    for path, value in leaves:
+        if isinstance(value, str):
+            assert not any(text in value for text in texts), path
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert float(value) not in numbers, path
+    for path in (p for p, _ in leaves):
+        assert not any(text in path for text in texts), path
