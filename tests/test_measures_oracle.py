@@ -398,13 +398,14 @@ def _mixed_table(n: int, seed: int) -> pd.DataFrame:
     )
 
 
-def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) -> None:
-    """One release, three computations: the run's report (the kernel in 2 blocks), ``tclose
-    verify --source`` on the table read back through SQL (``measure_published``, linked by the
-    kept key) and the references on the source and the published rows joined by that key."""
+def test_blocked_run_report_and_verify_source_equal_the_definitions(db, tmp_path) -> None:
+    """One release, three computations, on every database: the run's report (the kernel in 2
+    blocks), ``tclose verify --source`` on the table read back through SQL
+    (``measure_published``, linked by the kept key) and the references on the source and the
+    published rows joined by that key. Then the same release without the key."""
     import json
-    import sqlite3
 
+    import sqlalchemy as sa
     import yaml
 
     from tclose.cli import main
@@ -412,10 +413,23 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
     from tclose.measures import UNLINKED
     from tclose.runner import verify_published
 
-    db = tmp_path / "m.db"
     source = _mixed_table(90, seed=3)
-    with sqlite3.connect(db) as connection:
-        source.to_sql("src", connection, index=False)
+    source["admitted"] = pd.to_datetime(source["admitted"]).dt.date
+    columns = [
+        sa.Column("pid", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("age", sa.Double),
+        sa.Column("flat", sa.Double),
+        sa.Column("level", sa.String(8)),
+        sa.Column("sex", sa.String(8)),
+        sa.Column("admitted", sa.Date),
+        sa.Column("charge", sa.Double),
+        sa.Column("ward", sa.String(8)),
+    ]
+    records = [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+        for r in source.astype(object).where(source.notna(), None).to_dict("records")
+    ]
+    db.create(db.name("src"), columns, records)
     qis = {
         "age": {"type": "numeric"},
         "flat": {"type": "numeric", "weight": 0.5},
@@ -425,8 +439,8 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
     }
     confidential = {"charge": "numeric", "ward": "nominal"}
     document = {
-        "source": {"url": f"sqlite:///{db}", "table": "src", "key": "pid"},
-        "target": {"table": "pub"},
+        "source": {"url": db.url, "table": db.name("src"), "key": "pid"},
+        "target": {"table": db.name("pub")},
         "attributes": {
             **{name: {"role": "quasi_identifier", **spec} for name, spec in qis.items()},
             "charge": {"role": "confidential", "type": "numeric"},
@@ -443,9 +457,7 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
     report = json.loads(report_path.read_text())
     assert report["algorithm"]["info"]["blocks"] == 2
 
-    with sqlite3.connect(db) as connection:
-        published = pd.read_sql('SELECT * FROM "pub"', connection)
-    published = published.set_index("pid").loc[source["pid"]].reset_index()
+    published = db.frame(db.name("pub")).set_index("pid").loc[source["pid"]].reset_index()
     expected = reference_measures(source, published, qis, confidential)
     assert_same(report, expected)
 
@@ -455,7 +467,7 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(tmp_path) ->
 
     # The same release without the key: the figures that need no link are the same, the
     # others null with their reason.
-    document["target"]["table"], document["output"]["keep_key"] = "pub2", False
+    document["target"]["table"], document["output"]["keep_key"] = db.name("pub2"), False
     config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     assert main(["run", str(config), "-q"]) == 0
     unlinked = verify_published(load_config(config), against_source=True).measures
