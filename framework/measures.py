@@ -472,11 +472,14 @@ def reidentification_risk(classes: np.ndarray) -> dict[str, float]:
 
 
 def continuous_values(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
-    """Published values of a numeric or date QI as floats (dates in nanoseconds)."""
+    """Published values of a numeric or date QI as floats (dates in nanoseconds; a NULL is
+    NaN)."""
     if qi.type == "numeric":
         return np.asarray(published, dtype=np.float64)
     instants = np.asarray(published).astype("datetime64[ns]")
-    return instants.astype(np.int64).astype(np.float64)
+    numbers = instants.astype(np.int64).astype(np.float64)
+    numbers[np.isnat(instants)] = np.nan  # a NULL, not the instant -2**63 ns
+    return numbers
 
 
 def category_codes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
@@ -567,10 +570,13 @@ def measure_release(
     confidential = {c: released.get(c, v) for c, v in encoded.confidential.items()}
     columns = [np.asarray(published[q.name]) for q in qis]
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
+    unusable = _unusable_columns(encoded, published, confidential_types, confidential)
+    unusable_qis = {q.name: unusable[q.name] for q in qis if q.name in unusable}
+    distances = linked and not unusable_qis
     # Record linkage first: its (n, d) published embedding is freed before the next arrays.
-    linkage = _release_linkage(encoded, published, classes) if linked else None
-    interval, loss = _continuous_measures(encoded, published, p) if linked else (None, None)
-    risk = {
+    linkage = _release_linkage(encoded, published, classes) if distances else None
+    interval, loss = _continuous_measures(encoded, published, p) if distances else (None, None)
+    risk: dict[str, Any] = {
         "record_linkage": linkage,
         "interval_disclosure": interval,
         "interval_p": p,
@@ -579,11 +585,15 @@ def measure_release(
         "classes": int(classes.max()) + 1 if n else 0,
         "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
     }
-    utility = {
+    utility: dict[str, Any] = {
         "il1s": loss,
-        "correlation_max_diff": _correlations(encoded, published, confidential_types, confidential),
+        "correlation_max_diff": None
+        if unusable
+        else _correlations(encoded, published, confidential_types, confidential),
         "moments": {
-            q.name: moment_changes(_values(q), continuous_values(q, published[q.name]))
+            q.name: {"mean": None, "variance": None}
+            if q.name in unusable
+            else moment_changes(_values(q), continuous_values(q, published[q.name]))
             for q in qis
             if q.type == "numeric"
         },
@@ -596,8 +606,51 @@ def measure_release(
         },
         "measure_definitions": {k: DEFINITIONS[k] for k in _UTILITY},
     }
-    risk["not_computed"], utility["not_computed"] = _not_computed(risk, utility, linked)
+    risk_reasons, utility_reasons = _not_computed(
+        risk, utility, UNLINKED if not linked else _unusable_reason(unusable_qis) or NO_CONTINUOUS
+    )
+    if unusable:  # why the correlations and those columns' moments are null
+        utility_reasons["correlation_max_diff"] = str(_unusable_reason(unusable))
+        for column, count in unusable_qis.items():
+            for moment in ("mean", "variance"):
+                if f"moments.{column}.{moment}" in utility_reasons:
+                    utility_reasons[f"moments.{column}.{moment}"] = str(
+                        _unusable_reason({column: count})
+                    )
+    risk["not_computed"], utility["not_computed"] = risk_reasons, utility_reasons
     return {"risk": risk, "utility": utility}
+
+
+def _unusable_columns(
+    encoded: EncodedTable,
+    published: Mapping[str, np.ndarray],
+    confidential_types: Mapping[str, str],
+    confidential: Mapping[str, np.ndarray],
+) -> dict[str, int]:
+    """Continuous QI or numeric confidential column → how many of its published values are
+    NULL or not finite (a table read back and changed since the run): no distance, difference
+    or correlation is defined on them. Only such columns are listed."""
+    found = {}
+    for qi in encoded.quasi_identifiers:
+        if qi.type in _CONTINUOUS:
+            bad = int((~np.isfinite(continuous_values(qi, published[qi.name]))).sum())
+            if bad:
+                found[qi.name] = bad
+    for column, kind in confidential_types.items():
+        if kind == "numeric" and column in confidential:
+            values = pd.to_numeric(pd.Series(confidential[column]), errors="coerce")
+            bad = int((~np.isfinite(values.to_numpy(dtype=np.float64))).sum())
+            if bad:
+                found[column] = bad
+    return found
+
+
+def _unusable_reason(unusable: Mapping[str, int]) -> str | None:
+    """Why the measures that need numbers are ``null`` (no value shown), or ``None``."""
+    if not unusable:
+        return None
+    listed = ", ".join(f"{column!r} ({count})" for column, count in unusable.items())
+    return f"published values that are NULL or not a finite number, in {listed}"
 
 
 #: Why a measure is ``null`` (:func:`_not_computed`).
@@ -611,10 +664,11 @@ ZERO_MOMENT = "the original {} is 0: a relative change is undefined"
 
 
 def _not_computed(
-    risk: Mapping[str, Any], utility: Mapping[str, Any], linked: bool
+    risk: Mapping[str, Any], utility: Mapping[str, Any], unlinked: str
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Measure → why it is ``null``, for the risk and the utility sections (only the null ones;
-    a moment is named ``moments.<column>.mean`` or ``.variance``)."""
+    a moment is named ``moments.<column>.mean`` or ``.variance``); ``unlinked`` is why record
+    linkage, interval disclosure and IL1s are (when they are)."""
     risk_reasons: dict[str, str] = {}
     utility_reasons: dict[str, str] = {}
     for section, reasons, name in (
@@ -623,7 +677,7 @@ def _not_computed(
         (utility, utility_reasons, "il1s"),
     ):
         if section[name] is None:
-            reasons[name] = NO_CONTINUOUS if linked else UNLINKED
+            reasons[name] = unlinked
     if utility["correlation_max_diff"] is None:
         utility_reasons["correlation_max_diff"] = FEW_NUMERIC
     for column, moments in utility["moments"].items():

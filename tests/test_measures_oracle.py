@@ -567,3 +567,44 @@ def test_the_measures_hold_no_data_value() -> None:
             assert float(value) not in numbers, path
     for path in (p for p, _ in leaves):
         assert not any(text in path for text in texts), path
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, "NaT"])
+def test_published_values_that_are_not_numbers_are_not_measured(bad) -> None:
+    """A release (from elsewhere, or a published table changed since the run) with a NULL or
+    an infinity in a continuous QI: record linkage was 0 ("nobody re-identified": every
+    distance NaN), IL1s and the correlation change NaN, and a NULL date an instant in 1677."""
+    from tclose.measures import measure_lines
+
+    frame = pd.DataFrame(
+        {
+            "age": [30.0, 31.0, 45.0, 46.0, 60.0, 61.0],
+            "day": pd.to_datetime(["2024-01-01", "2024-01-02"] * 3),
+            "charge": [1.0, 2.0, 1.0, 2.0, 1.0, 3.0],
+        }
+    )
+    published = frame.copy()
+    published["age"] = [30.5, 30.5, 45.5, 45.5, 60.5, 60.5]
+    published["day"] = pd.Timestamp("2024-01-01")
+    column = "day" if bad == "NaT" else "age"
+    published[column] = published[column].astype(object)
+    published.loc[[2, 3], column] = pd.NaT if bad == "NaT" else bad
+    published[column] = published[column].astype(frame[column].dtype)
+    figures = evaluate(frame, published, {"age": "numeric", "day": "date"}, ["charge"])
+    risk, utility = figures["risk"], figures["utility"]
+    reason = f"published values that are NULL or not a finite number, in {column!r} (2)"
+    for section, name in (
+        (risk, "record_linkage"),
+        (risk, "interval_disclosure"),
+        (utility, "il1s"),
+        (utility, "correlation_max_diff"),
+    ):
+        assert section[name] is None, name
+        assert section["not_computed"][name] == reason
+    if column == "age":
+        assert utility["moments"]["age"] == {"mean": None, "variance": None}
+        assert utility["not_computed"]["moments.age.mean"] == reason
+    assert risk["reidentification"]["max"] == 1 / 2 and risk["attribute"]["charge"]["distinct_l"]
+    lines = "\n".join(measure_lines(figures))
+    assert f"note  record linkage not computed: {reason}." in lines
+    assert "nan" not in lines and "inf" not in lines
