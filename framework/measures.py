@@ -484,8 +484,7 @@ def continuous_values(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
 
 def category_codes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
     """Published values of an ordinal or nominal QI as codes of the source's categories."""
-    names = pd.Series(np.asarray(published, dtype=object), dtype=object).fillna(MISSING)
-    codes = pd.Index(qi.categories).get_indexer(names.astype(str)).astype(np.int64)
+    codes = _category_indexes(qi, published)
     unknown = codes < 0
     if unknown.any():
         raise DataError(
@@ -493,6 +492,12 @@ def category_codes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
             f"categories of the source (rows {_rows(unknown, pd.RangeIndex(len(unknown)))})."
         )
     return codes
+
+
+def _category_indexes(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
+    """Index of every published value among the source's categories of ``qi`` (-1: none)."""
+    names = pd.Series(np.asarray(published, dtype=object), dtype=object).fillna(MISSING)
+    return pd.Index(qi.categories).get_indexer(names.astype(str)).astype(np.int64)
 
 
 def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
@@ -543,6 +548,7 @@ def measure_release(
     published_confidential: Mapping[str, np.ndarray] | None = None,
     linked: bool = True,
     labels: np.ndarray | None = None,
+    strict: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """The ``risk`` section and the ``utility`` additions of a report.
 
@@ -560,9 +566,16 @@ def measure_release(
         labels: optional cluster of every row, when rows of a cluster share their published
             values (as :meth:`EncodedTable.aggregate` makes them): the classes are then found
             among one row per cluster, which is faster and gives the same classes.
+        strict: whether a published value of an ordinal or nominal QI that is not a category
+            of the source is an error (:class:`DataError`); otherwise (a published table read
+            back by ``tclose verify --source``, whose verdict comes first) the measures that
+            need it are ``None``, with the reason in ``not_computed``.
 
     Returns:
         ``{"risk": {...}, "utility": {...}}`` (JSON-ready).
+
+    Raises:
+        DataError: with ``strict``, a published category the source does not have.
     """
     qis = encoded.quasi_identifiers
     n = len(next(iter(published.values()))) if qis else len(encoded.x)
@@ -572,10 +585,11 @@ def measure_release(
     classes = _release_classes(columns, labels) if qis else np.zeros(n, dtype=np.int64)
     unusable = _unusable_columns(encoded, published, confidential_types, confidential)
     unusable_qis = {q.name: unusable[q.name] for q in qis if q.name in unusable}
-    distances = linked and not unusable_qis
+    unknown = {} if strict else _unknown_categories(encoded, published)
+    numbers = linked and not unusable_qis
     # Record linkage first: its (n, d) published embedding is freed before the next arrays.
-    linkage = _release_linkage(encoded, published, classes) if distances else None
-    interval, loss = _continuous_measures(encoded, published, p) if distances else (None, None)
+    linkage = _release_linkage(encoded, published, classes) if numbers and not unknown else None
+    interval, loss = _continuous_measures(encoded, published, p) if numbers else (None, None)
     risk: dict[str, Any] = {
         "record_linkage": linkage,
         "interval_disclosure": interval,
@@ -598,17 +612,30 @@ def measure_release(
             if q.type == "numeric"
         },
         "categorical_total_variation": {
-            q.name: total_variation(
-                _codes(q), category_codes(q, published[q.name]), len(q.categories)
-            )
+            q.name: None
+            if q.name in unknown
+            else total_variation(_codes(q), category_codes(q, published[q.name]), len(q.categories))
             for q in qis
             if q.type not in _CONTINUOUS
         },
         "measure_definitions": {k: DEFINITIONS[k] for k in _UTILITY},
     }
+    continuous = UNLINKED if not linked else _unusable_reason(unusable_qis) or NO_CONTINUOUS
     risk_reasons, utility_reasons = _not_computed(
-        risk, utility, UNLINKED if not linked else _unusable_reason(unusable_qis) or NO_CONTINUOUS
+        risk,
+        utility,
+        {
+            "record_linkage": UNLINKED
+            if not linked
+            else str(_unusable_reason(unusable_qis, unknown)),
+            "interval_disclosure": continuous,
+            "il1s": continuous,
+        },
     )
+    for column, count in unknown.items():
+        utility_reasons[f"categorical_total_variation.{column}"] = str(
+            _unusable_reason({}, {column: count})
+        )
     if unusable:  # why the correlations and those columns' moments are null
         utility_reasons["correlation_max_diff"] = str(_unusable_reason(unusable))
         for column, count in unusable_qis.items():
@@ -645,12 +672,35 @@ def _unusable_columns(
     return found
 
 
-def _unusable_reason(unusable: Mapping[str, int]) -> str | None:
-    """Why the measures that need numbers are ``null`` (no value shown), or ``None``."""
-    if not unusable:
-        return None
-    listed = ", ".join(f"{column!r} ({count})" for column, count in unusable.items())
-    return f"published values that are NULL or not a finite number, in {listed}"
+def _unknown_categories(
+    encoded: EncodedTable, published: Mapping[str, np.ndarray]
+) -> dict[str, int]:
+    """Ordinal or nominal QI → how many of its published values are not categories of the
+    source (a NULL included, unless NULL is a category): only such columns are listed."""
+    found = {}
+    for qi in encoded.quasi_identifiers:
+        if qi.type not in _CONTINUOUS:
+            codes = _category_indexes(qi, published[qi.name])
+            if (codes < 0).any():
+                found[qi.name] = int((codes < 0).sum())
+    return found
+
+
+def _unusable_reason(
+    unusable: Mapping[str, int], unknown: Mapping[str, int] | None = None
+) -> str | None:
+    """Why the measures that need numbers (``unusable``: column → count of NULL or non-finite
+    values) or categories (``unknown``: column → count of values that are not categories of
+    the source) are ``null``, naming columns and counts, never a value; ``None`` if neither."""
+    parts = [
+        f"{what}, in " + ", ".join(f"{column!r} ({count})" for column, count in columns.items())
+        for what, columns in (
+            ("NULL or not a finite number", unusable),
+            ("not categories of the source", unknown or {}),
+        )
+        if columns
+    ]
+    return "published values that are " + "; ".join(parts) if parts else None
 
 
 #: Why a measure is ``null`` (:func:`_not_computed`).
@@ -664,20 +714,20 @@ ZERO_MOMENT = "the original {} is 0: a relative change is undefined"
 
 
 def _not_computed(
-    risk: Mapping[str, Any], utility: Mapping[str, Any], unlinked: str
+    risk: Mapping[str, Any], utility: Mapping[str, Any], why: Mapping[str, str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Measure → why it is ``null``, for the risk and the utility sections (only the null ones;
-    a moment is named ``moments.<column>.mean`` or ``.variance``); ``unlinked`` is why record
-    linkage, interval disclosure and IL1s are (when they are)."""
+    a moment is named ``moments.<column>.mean`` or ``.variance``); ``why`` gives the reason of
+    record linkage, interval disclosure and IL1s (when they are null)."""
     risk_reasons: dict[str, str] = {}
     utility_reasons: dict[str, str] = {}
     for section, reasons, name in (
-        (risk, risk_reasons, "record_linkage"),  # null only without the link
+        (risk, risk_reasons, "record_linkage"),
         (risk, risk_reasons, "interval_disclosure"),
         (utility, utility_reasons, "il1s"),
     ):
         if section[name] is None:
-            reasons[name] = unlinked
+            reasons[name] = why[name]
     if utility["correlation_max_diff"] is None:
         utility_reasons["correlation_max_diff"] = FEW_NUMERIC
     for column, moments in utility["moments"].items():
@@ -900,7 +950,7 @@ def measure_published(
             frame, linked = frame.iloc[order], True
     values = {name: frame[name].to_numpy() for name in names}
     released = {name: frame[name].to_numpy() for name in kinds}
-    result = measure_release(encoded, values, kinds, p, released, linked=linked)
+    result = measure_release(encoded, values, kinds, p, released, linked=linked, strict=False)
     result["risk"]["linked"] = linked
     return result
 
@@ -937,7 +987,9 @@ def measure_lines(measures: Mapping[str, Any] | None) -> list[str]:
     reasons = {**risk.get("not_computed", {}), **utility.get("not_computed", {})}
     for name, reason in reasons.items():
         if reason != UNLINKED and not name.startswith("moments."):
-            lines.append(f"note  {name.replace('_', ' ')} not computed: {reason}.")
+            measure, _, column = name.partition(".")
+            label = measure.replace("_", " ") + (f" of {column!r}" if column else "")
+            lines.append(f"note  {label} not computed: {reason}.")
     return lines
 
 

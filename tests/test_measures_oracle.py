@@ -608,3 +608,49 @@ def test_published_values_that_are_not_numbers_are_not_measured(bad) -> None:
     lines = "\n".join(measure_lines(figures))
     assert f"note  record linkage not computed: {reason}." in lines
     assert "nan" not in lines and "inf" not in lines
+
+
+@pytest.mark.parametrize(("column", "value"), [("sex", "'zz'"), ("age", "NULL")])
+def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measure_is_null(
+    tmp_path, capsys, column, value
+) -> None:
+    """A published table changed after the run: a category the source does not have stopped
+    ``tclose verify --source`` with exit 3 and no verdict (the measures raised), a NULL number
+    printed "record linkage 0" and "IL1s nan". Now the checks and the verdict come, and the
+    measures that need the value are '-' with a note naming the column and the count."""
+    import sqlite3
+
+    import yaml
+
+    from tclose.cli import main
+
+    db = tmp_path / "m.db"
+    with sqlite3.connect(db) as connection:
+        _mixed_table(60, seed=3).to_sql("src", connection, index=False)
+    other = {"role": "other"}
+    document = {
+        "source": {"url": f"sqlite:///{db}", "table": "src", "key": "pid"},
+        "target": {"table": "pub"},
+        "attributes": {
+            "age": {"role": "quasi_identifier", "type": "numeric"},
+            "sex": {"role": "quasi_identifier", "type": "nominal", "missing": "category"},
+            "charge": {"role": "confidential", "type": "numeric"},
+            **{name: other for name in ("flat", "level", "admitted", "ward")},
+        },
+        "privacy": {"k": 3, "t": 0.5},
+        "algorithm": {"name": "t-first"},
+        "output": {"seed": 5, "keep_key": True},
+    }
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    assert main(["run", str(config), "-q"]) == 0
+    with sqlite3.connect(db) as connection:
+        connection.execute(f"UPDATE pub SET {column} = {value} WHERE pid IN (100, 101, 102)")
+    capsys.readouterr()
+    assert main(["verify", str(config), "--source"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "verdict:" in out and "record linkage -" in out
+    kind = "not categories of the source" if column == "sex" else "NULL or not a finite number"
+    assert f"note  record linkage not computed: published values that are {kind}" in out
+    assert f"in {column!r} (3)." in out
+    assert " nan" not in out.lower()
