@@ -748,6 +748,7 @@ REPORT_SHAPE: dict[str, Any] = {
         "sse_per_attribute": ("none", _NUMBERS),
         "moments": ("none", {"*": {"mean!": "number?", "variance!": "number?", "*": "any"}}),
         "categorical_total_variation": ("none", {"*": "any"}),
+        "not_computed": ("none", {"*": "any"}),
         "*": "any",
     },
     "distributions": (
@@ -778,6 +779,7 @@ REPORT_SHAPE: dict[str, Any] = {
                 "none",
                 {"*": {"distinct_l!": "any", "entropy_l!": "any", "beta!": "any", "*": "any"}},
             ),
+            "not_computed": ("none", {"*": "any"}),
             "*": "any",
         },
     ),

@@ -11,6 +11,7 @@ constant columns, NULL categories, huge and tiny magnitudes, ``-0.0``, mixed QI 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -424,8 +425,6 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(db, tmp_path
     blocks), ``tclose verify --source`` on the table read back through SQL
     (``measure_published``, linked by the kept key) and the references on the source and the
     published rows joined by that key. Then the same release without the key."""
-    import json
-
     import sqlalchemy as sa
     import yaml
 
@@ -696,3 +695,17 @@ def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
     figures = evaluate(frame, published, qis, ["charge"], p=0.05)
     assert_same(figures, reference_measures(frame, published, qis, {"charge": "numeric"}))
     assert figures["risk"]["interval_disclosure"] == 0.0
+
+
+def test_a_report_whose_reasons_are_not_an_object_is_not_an_audit_report() -> None:
+    """``tclose report`` reads ``not_computed`` to write the reasons on the page: a report that
+    holds something else there is refused naming the field (else the page crashed, exit 4)."""
+    from tclose.report import report_shape_problem
+
+    frame = pd.DataFrame({"sex": ["f", "m"] * 4, "ward": ["a", "b", "c", "d"] * 2})
+    report = tclose.anonymize(frame, {"sex": "nominal"}, {"ward": "nominal"}, k=2, t=0.9).report
+    assert report_shape_problem(json.loads(json.dumps(report))) is None
+    for section in ("risk", "utility"):
+        changed = json.loads(json.dumps(report))
+        changed[section]["not_computed"] = ["il1s"]
+        assert f"{section}.not_computed" in str(report_shape_problem(changed))
