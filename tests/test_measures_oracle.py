@@ -713,3 +713,28 @@ def test_a_report_whose_reasons_are_not_an_object_is_not_an_audit_report() -> No
         changed = json.loads(json.dumps(report))
         changed[section]["not_computed"] = ["il1s"]
         assert f"{section}.not_computed" in str(report_shape_problem(changed))
+
+
+@pytest.mark.parametrize("algorithm", ["t-first", "merge", "mdav"])
+def test_variance_change_is_minus_the_attributes_sse(algorithm) -> None:
+    """docs/reports.md: cluster means keep the mean and shrink the variance by the within-
+    cluster part, so the relative variance change of a numeric QI is minus its share of the
+    normalized SSE (two figures of the report computed by different code)."""
+    rng = np.random.default_rng(2)
+    n = 120
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(5, 2, n),
+            "b": rng.integers(0, 9, n).astype(float),
+            "s": rng.choice(["f", "m"], n),
+            "c": rng.choice([1.0, 2.0, 3.0], n),
+        }
+    )
+    t = None if algorithm == "mdav" else 0.3
+    qis = {"a": "numeric", "b": "numeric", "s": "nominal"}
+    report = tclose.anonymize(frame, qis, ["c"], k=4, t=t, algorithm=algorithm).report
+    for column in ("a", "b"):
+        moments = report["utility"]["moments"][column]
+        assert moments["mean"] == pytest.approx(0.0, abs=1e-12)
+        share = report["utility"]["sse_per_attribute"][column]
+        assert moments["variance"] == pytest.approx(-share, rel=1e-9)
