@@ -408,6 +408,16 @@ def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
 _TINY_STD = 1e-150
 
 
+def instant_offsets(nanoseconds: np.ndarray, origin: int) -> np.ndarray:
+    """``nanoseconds - origin`` (``int64``) as floats, rounded once: the 2**20-ns parts are
+    subtracted apart from the rest, so that instants 585 years apart do not overflow ``int64``
+    (and instants a microsecond apart around 2020 keep their exact difference, which as float64
+    nanoseconds since 1970 is rounded to 256 ns)."""
+    step = 1 << 20
+    high = (nanoseconds // step - origin // step).astype(np.float64) * step
+    return high + (nanoseconds % step - origin % step).astype(np.float64)
+
+
 def standardized(numbers: np.ndarray) -> tuple[np.ndarray, float]:
     """Z-scores of ``numbers`` and their population standard deviation (see
     :func:`_standardization`; finite even for values near ``1e308``)."""
@@ -501,7 +511,13 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
             if getattr(spec, "round", False):
                 exact = exact_numbers(values, spec, "quasi-identifier")
                 integers = exact if exact.dtype == np.int64 else None
-        z_scores, std = standardized(numbers)
+        # instants standardized from their exact distance to the earliest: as float64
+        # nanoseconds since 1970 they are rounded to 128-256 ns
+        z_scores, std = standardized(
+            numbers
+            if integers is None or spec.type == "numeric"
+            else instant_offsets(integers, int(integers.min()) if len(integers) else 0)
+        )
         embedding = (z_scores * scale)[:, None]
         column = QuasiIdentifier(
             spec.name,

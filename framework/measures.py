@@ -39,6 +39,7 @@ from .attributes import (
     QuasiIdentifier,
     _hierarchy_embedding,
     _rows,
+    instant_offsets,
     standardized_like,
 )
 from .errors import ConfigError, DataError
@@ -505,9 +506,12 @@ def embed_published(qi: QuasiIdentifier, published: np.ndarray) -> np.ndarray:
     squared Euclidean distances between ``qi.embedding`` rows and these rows are the documented
     mixed distance (:mod:`tclose.attributes`). Equal values embed to equal rows bit for bit."""
     scale = np.sqrt(qi.weight)
-    if qi.type in _CONTINUOUS:
+    if qi.type == "numeric":
         numbers = continuous_values(qi, published)
         return (standardized_like(numbers, _values(qi)) * scale)[:, None]
+    if qi.type in _CONTINUOUS:
+        source, numbers = instant_pair(qi, published)
+        return (standardized_like(numbers, source) * scale)[:, None]
     codes = category_codes(qi, published)
     m = len(qi.categories)
     if qi.type == "ordinal":
@@ -758,25 +762,24 @@ def _continuous_measures(
 
 def _compared_values(qi: QuasiIdentifier, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Source and published values of a continuous QI as floats for the measures that compare
-    them one by one (interval disclosure, IL1s): numbers :func:`rescaled`; instants in
-    nanoseconds after the source's earliest, subtracted in integers (as floats since 1970 they
-    were rounded to 128 or 256 ns, so that instants a microsecond apart differed by 10 %)."""
-    if qi.integers is None or qi.type == "numeric" or not len(qi.integers):
+    them one by one (interval disclosure, IL1s): numbers :func:`rescaled`; instants as
+    :func:`instant_pair` gives them."""
+    if qi.type == "numeric":
         return rescaled(_values(qi), continuous_values(qi, published))
+    return instant_pair(qi, published)
+
+
+def instant_pair(qi: QuasiIdentifier, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Source and published instants of a date or datetime QI in nanoseconds after the
+    source's earliest, subtracted in integers (:func:`tclose.attributes.instant_offsets`; the
+    source's are those its embedding standardizes); a published NULL is NaN."""
+    assert qi.integers is not None, qi.name  # set for every date/datetime attribute
     instants = np.asarray(published).astype("datetime64[ns]")
     missing = np.isnat(instants)
-    origin = int(qi.integers.min())
-    after = _offsets(np.where(missing, origin, instants.astype(np.int64)), origin)
+    origin = int(qi.integers.min()) if len(qi.integers) else 0
+    after = instant_offsets(np.where(missing, origin, instants.astype(np.int64)), origin)
     after[missing] = np.nan
-    return _offsets(qi.integers, origin), after
-
-
-def _offsets(nanoseconds: np.ndarray, origin: int) -> np.ndarray:
-    """``nanoseconds - origin`` as floats, rounded once: the 2**20-ns parts are subtracted
-    apart from the rest, so that instants 585 years apart do not overflow ``int64``."""
-    step = 1 << 20
-    high = (nanoseconds // step - origin // step).astype(np.float64) * step
-    return high + (nanoseconds % step - origin % step).astype(np.float64)
+    return instant_offsets(qi.integers, origin), after
 
 
 def sample_sd(values: np.ndarray) -> np.ndarray:

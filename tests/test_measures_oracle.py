@@ -281,11 +281,9 @@ def releases(draw) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
             days = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
             frame[name] = pd.Timestamp("2020-02-27") + pd.to_timedelta(days, unit="D")
             qis[name] = {"type": "date"}
-        elif kind == "datetime":  # instants an hour apart, 3 years apart (record linkage
-            # compares instants as float64 nanoseconds since 1970, to 128-256 ns: 1 ns apart
-            # they tie)
+        elif kind == "datetime":  # instants a nanosecond, an hour and 3 years apart
             hour = 3600 * 10**9
-            offsets = draw(st.lists(st.sampled_from([0, hour, 10**17]), min_size=n, max_size=n))
+            offsets = draw(st.lists(st.sampled_from([0, 1, hour, 10**17]), min_size=n, max_size=n))
             frame[name] = pd.Timestamp("1999-12-31 23:59:59") + pd.to_timedelta(offsets)
             qis[name] = {"type": "datetime", "weight": 0.5}
         elif kind == "tree":
@@ -681,9 +679,9 @@ def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measu
 
 
 def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
-    """Interval disclosure and IL1s of a datetime QI: as float64 nanoseconds since 1970 the
-    instants were rounded to 256 ns (IL1s 26 % off here), and the rounding allowance
-    ``1e-12·|x|`` was ~1.6 ms, so every record was "disclosed"."""
+    """Record linkage, interval disclosure and IL1s of a datetime QI: as float64 nanoseconds
+    since 1970 the instants were rounded to 256 ns (IL1s 26 % off here), and the rounding
+    allowance ``1e-12·|x|`` was ~1.6 ms, so every record was "disclosed"."""
     start = pd.Timestamp("2021-06-01 08:00:00")
     frame = pd.DataFrame(
         {
@@ -699,6 +697,12 @@ def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
     figures = evaluate(frame, published, qis, ["charge"], p=0.05)
     assert_same(figures, reference_measures(frame, published, qis, {"charge": "numeric"}))
     assert figures["risk"]["interval_disclosure"] == 0.0
+
+    # Published as they are, instants a nanosecond apart: each record links to its own row
+    # alone (as floats since 1970 they were equal: every record tied with the other, 0.5).
+    two = pd.DataFrame({"at": [start, start + pd.Timedelta(nanoseconds=1)], "charge": [1.0, 2.0]})
+    same = evaluate(two, two, qis, ["charge"])
+    assert same["risk"]["record_linkage"] == 1.0 and same["utility"]["il1s"] == 0.0
 
 
 def test_a_report_whose_reasons_are_not_an_object_is_not_an_audit_report() -> None:
