@@ -202,12 +202,13 @@ def _comment(text: str) -> str:
 def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
     """The role the skeleton proposes for ``column`` and the comment that says why."""
     sql_type = _comment(column.sql_type)
+    typed = f"{sql_type}; " if sql_type else ""  # a view's computed column may have no type
     if column.name == key:
-        return "identifier", f"{sql_type}; the row key: never published (output.keep_key)"
+        return "identifier", f"{typed}the row key: never published (output.keep_key)"
     if column.unique:
-        return "identifier", f"{sql_type}; UNIQUE: would link the release to the source"
+        return "identifier", f"{typed}UNIQUE: would link the release to the source"
     if looks_identifying(column.name):
-        return "identifier", f"{sql_type}; looks like a direct identifier: not published"
+        return "identifier", f"{typed}looks like a direct identifier: not published"
     return "other", sql_type
 
 

@@ -115,6 +115,18 @@ def test_odd_column_names_are_quoted(tmp_path):
     assert "# key: COLUMN" in output.read_text()
 
 
+def test_a_view_column_without_a_type_gets_a_clean_comment(tmp_path, capsys):
+    """A view's computed column has no declared type: its comment was "# ; looks like ..."."""
+    database = tmp_path / "view.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE TABLE t (id INTEGER, age INTEGER)")
+        connection.execute("CREATE VIEW v AS SELECT id + 0 AS id, age FROM t")
+    assert main(["init", f"sqlite:///{database}", "v"]) == 0
+    text = capsys.readouterr().out
+    assert "# looks like a direct identifier: not published" in text
+    assert "# ;" not in text
+
+
 def test_init_to_stdout_and_refusing_to_overwrite(demo_db, tmp_path, capsys):
     assert main(["init", f"sqlite:///{demo_db}", "discharges"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["source"]["table"] == "discharges"
