@@ -701,6 +701,14 @@ class PostgreSQLDatabase(SQLDatabase):
         it (those of a partitioned table, transitively)."""
         return self._identities(_DROPPED_WITH, name)
 
+    def replace_blockers(self, name: TableName) -> list[str]:
+        """The views (rules) that read ``name``, the foreign keys of other tables that reference
+        it and the tables that inherit from it (not partitions): ``DROP TABLE`` refuses while
+        any exists."""
+        with self.errors(f"looking for what depends on {name}"), self.engine.connect() as c:
+            rows = c.exec_driver_sql(_BLOCKERS, {"name": self.qualified(name)}).all()
+        return sorted(what for (what,) in rows)
+
     def _identities(self, query: str, name: TableName) -> list[tuple]:
         """:meth:`table_identity` of each OID ``query`` gives for the quoted ``name``."""
         with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
@@ -752,6 +760,22 @@ WITH RECURSIVE reads(oid) AS (
     ) next
 )
 SELECT oid FROM reads WHERE oid IS NOT NULL
+"""
+
+#: What keeps ``DROP TABLE`` of a table (``%(name)s``, quoted) from succeeding, in words.
+_BLOCKERS = """
+SELECT 'view ' || r.ev_class::regclass::text FROM pg_depend d
+    JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+    WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = to_regclass(%(name)s)
+    AND r.ev_class <> d.refobjid
+UNION
+SELECT 'foreign key ' || quote_ident(conname) || ' of ' || conrelid::regclass::text
+    FROM pg_constraint WHERE contype = 'f' AND confrelid = to_regclass(%(name)s)
+    AND conrelid <> confrelid
+UNION
+SELECT 'table ' || i.inhrelid::regclass::text || ' (it inherits from it)' FROM pg_inherits i
+    JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'r'
+    WHERE i.inhparent = to_regclass(%(name)s)
 """
 
 #: The OIDs of a relation (``%(name)s``, quoted) and of the partitions dropped with it.

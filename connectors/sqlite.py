@@ -390,6 +390,25 @@ class SQLiteDatabase(SQLDatabase):
                 found.append(other)
         return found
 
+    def replace_blockers(self, name: TableName) -> list[str]:
+        """The views that read table ``name``: with one, SQLite's ``ALTER TABLE ... RENAME``
+        of the publish fails (it checks every view of the schema)."""
+        identity = self.table_identity(name)
+        if identity is None:
+            return []
+        with self.errors(f"looking for what depends on {name}"), self.engine.connect() as c:
+            schemas = [row[1] for row in c.exec_driver_sql("PRAGMA database_list").fetchall()]
+            views = [
+                TableName(schema, view)
+                for schema in schemas
+                for (view,) in c.exec_driver_sql(
+                    f"SELECT name FROM {self.quote(schema)}."
+                    f"{'sqlite_temp_master' if schema == 'temp' else 'sqlite_master'} "
+                    f"WHERE type = 'view'"
+                ).fetchall()
+            ]
+        return [f"view {view}" for view in views if identity in self.tables_read(view)[1:]]
+
     def files(self) -> list[Path]:
         """Each database file of the connection (``PRAGMA database_list``: the main one and
         any attached one, however the URL spells it) and its ``-wal``, ``-shm`` and

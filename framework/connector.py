@@ -329,6 +329,12 @@ class TableDependencies(Protocol):
         partitions of a partitioned table); empty when there is no such table."""
         ...
 
+    def replace_blockers(self, name: TableName) -> list[str]:
+        """What keeps the publish from replacing table ``name`` (views that read it, foreign
+        keys that reference it, tables that inherit from it), each described in words; empty
+        when nothing does."""
+        ...
+
 
 class DatabaseFiles(Protocol):
     """Optional, on a :class:`Database`: the files that hold it.

@@ -110,7 +110,9 @@ NOT_TABLES = ("view", "materialized view", "foreign table", "index", "sequence",
 def refuse_non_table_target(db: Any, name: Any) -> None:
     """:class:`ConfigError` (exit 2) when the existing target is not a table (a view, ...):
     the database refuses to drop it as a table at the publish, after all the work (PostgreSQL,
-    SQLite, DuckDB), or the release replaced a user's view (MariaDB)."""
+    SQLite, DuckDB), or the release replaced a user's view (MariaDB); or when the database says
+    something keeps the table from being replaced (``replace_blockers``: a view reading it on
+    PostgreSQL or SQLite, say), which also failed at the publish."""
     import sqlalchemy as sa
 
     with db.session(read_only=True) as session:
@@ -123,6 +125,15 @@ def refuse_non_table_target(db: Any, name: Any) -> None:
             f"==> At target ==> At key: table\nThe target {name} is a {kind}, not a table; "
             f"publishing replaces a table (if_exists: replace), never a {kind}. Drop it, or "
             f"choose another target table."
+        )
+    blockers = getattr(db, "replace_blockers", None)
+    found = blockers(name) if callable(blockers) else []
+    if found:
+        raise ConfigError(
+            f"==> At target ==> At key: table\nThe target table {name} cannot be replaced: "
+            f"{'; '.join(found)} depend(s) on it, and {getattr(db, 'dialect', 'the database')} "
+            f"does not drop a table that others depend on. Drop or change them, or choose "
+            f"another target table."
         )
 
 

@@ -208,3 +208,48 @@ def test_postgresql_a_target_that_is_not_a_table_is_refused(pg, capsys, create, 
         assert f"The target {name} is a {kind}, not a table" in capsys.readouterr().err
     finally:
         pg.execute(f"DROP {kind.upper()} IF EXISTS {name}")
+
+
+@pytest.mark.parametrize(
+    "dialect", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_a_target_that_a_view_reads_is_refused_where_the_publish_would_fail(
+    dialect, tmp_path, capsys
+):
+    """PostgreSQL does not drop a table a view reads, and SQLite's rename checks every view:
+    the publish failed after all the work (exit 3). Now exit 2 before it, naming the view."""
+    from tests.conftest import make_database
+
+    db = make_database(dialect, tmp_path)
+    source, target, view = db.name("src"), db.name("anon"), db.name("v")
+    db.create_patients(source, n=30)
+    db.create(target, [sa.Column("old", sa.Integer)], [{"old": 1}])
+    db.execute(f"CREATE VIEW {db.quote(view)} AS SELECT old FROM {db.quote(target)}")
+    try:
+        document = db.config(source, target)
+        document["target"]["if_exists"] = "replace"
+        assert main(["-q", "run", str(db.write_config(document))]) == 2
+        err = capsys.readouterr().err
+        assert f"The target table {target} cannot be replaced: view" in err and view in err
+        assert db.rows(target) == [(1,)]
+    finally:
+        db.execute(f"DROP VIEW {db.quote(view)}")
+        db.drop_all()
+
+
+@pytest.mark.postgres
+def test_postgresql_a_target_referenced_or_inherited_is_refused(pg, capsys):
+    source, target, child, referrer = (pg.name(n) for n in ("src", "anon", "child", "ref"))
+    pg.create_patients(source, n=30)
+    pg.execute(f"CREATE TABLE {target} (id INTEGER PRIMARY KEY)")
+    pg.execute(f"CREATE TABLE {child} () INHERITS ({target})")
+    pg.execute(f"CREATE TABLE {referrer} (id INTEGER REFERENCES {target} (id))")
+    document = pg.config(source, target)
+    document["target"]["if_exists"] = "replace"
+    try:
+        assert main(["-q", "run", str(pg.write_config(document))]) == 2
+        err = capsys.readouterr().err
+        assert f"foreign key {referrer}_id_fkey of {referrer}" in err
+        assert f"table {child} (it inherits from it)" in err
+    finally:
+        pg.execute(f"DROP TABLE {referrer}, {child}")
