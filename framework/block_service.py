@@ -260,8 +260,8 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         VerificationError: the answer of the algorithm's own ``partition_block`` breaks the
             contract (:func:`tclose.clustering.checked_labels`, naming the plugin).
         PluginFailure: the algorithm raised an exception that is not a
-            :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (``SystemExit`` included):
-            a bug in the plugin, as in :func:`tclose.clustering.cluster_rows`; the message names
+            :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (any ``BaseException``
+            but ``KeyboardInterrupt``): a bug in the plugin, as in :func:`tclose.clustering.cluster_rows`; the message names
             the plugin (the wrapped one, for :class:`Blocked`) and the block. The executors
             raise a ``TcloseError`` of a task at once, without retrying it
             (:func:`tclose.executors.run_tasks`).
@@ -275,13 +275,16 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
     with plugin_call(plugin, where=where):
         own = getattr(algorithm, "partition_block", None)
         if own is not None:
-            result = own(block.x, views, shared.k, shared.t, shared.options, strata=block.strata)
+            options = dict(shared.options)  # each block its own: a plugin may change them
+            result = own(block.x, views, shared.k, shared.t, options, strata=block.strata)
             if isinstance(algorithm, Blocked):
                 return result  # checked by Blocked.partition_block, naming the wrapped plugin
             # Checked here, as in process: an answer a pool could not pickle back (a lambda in
             # its info) was retried, then reported as a BlockError that named no plugin.
             return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
-        options = {**shared.options, "blocks": 1} if "blocks" in shared.options else shared.options
+        options = (
+            {**shared.options, "blocks": 1} if "blocks" in shared.options else {**shared.options}
+        )
         result = algorithm.partition(block.x, views, shared.k, shared.t, options)
         return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
 

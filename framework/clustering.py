@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,7 +63,8 @@ def cluster_rows(
         VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
             has been written.
         PluginFailure: the algorithm or a distance raised an exception that is not a
-            :class:`TcloseError` (``SystemExit`` included; ``KeyboardInterrupt`` is left alone).
+            :class:`TcloseError` (any ``BaseException`` but ``KeyboardInterrupt``, which is
+            left alone).
     """
     n = x.shape[0]
     refuse_too_few_rows(n, k, set_aside)
@@ -158,18 +160,31 @@ def options_of(column: str) -> Iterator[None]:
 @contextmanager
 def plugin_call(plugin: Any, kind: str = "Algorithm", where: str = "") -> Iterator[None]:
     """Within the block, an exception of ``plugin`` that is not a :class:`TcloseError` (a clear
-    error of its own) or a ``MemoryError`` (no bug) is a :class:`PluginFailure` naming it and
-    ``where`` it happened (e.g. ``" in block 2 of 4 (100 rows)"``), the exception chained;
-    ``SystemExit`` included (``sys.exit(0)`` would end tclose with 0)."""
+    error of its own), a ``MemoryError`` (no bug) or a ``KeyboardInterrupt`` (Ctrl-C, SIGTERM)
+    is a :class:`PluginFailure` naming it and ``where`` it happened (e.g. ``" in block 2 of 4
+    (100 rows)"``), the exception chained; any ``BaseException`` included (``sys.exit(0)``
+    would end tclose with 0, a ``GeneratorExit`` escaped it with Python's exit status 1). What
+    the plugin prints goes to stderr: stdout holds the command's results."""
     try:
-        yield
-    except (TcloseError, MemoryError):
+        with redirect_stdout(sys.stderr):
+            yield
+    except (TcloseError, MemoryError, KeyboardInterrupt):
         raise
-    except (Exception, SystemExit) as error:
+    except BaseException as error:
         raise PluginFailure(
-            f"{plugin_label(plugin, kind)} failed{where}: {type(error).__name__}: {error} (a bug in "
-            f"the plugin; run with -v for the traceback)."
+            f"{plugin_label(plugin, kind)} failed{where}: {type(error).__name__}: "
+            f"{_message(error)} (a bug in the plugin; run with -v for the traceback)."
         ) from error
+
+
+def _message(error: BaseException, limit: int = 300) -> str:
+    """``str(error)`` on one line, cut to ``limit`` characters (a plugin's message may hold a
+    whole array of the data); a message whose ``str()`` raises is said to be unprintable."""
+    try:
+        text = " ".join(str(error).split())
+    except Exception:
+        return "(its message cannot be shown: str() of it raised)"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _fingerprint(array: np.ndarray) -> str:

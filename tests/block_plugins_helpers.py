@@ -16,6 +16,17 @@ from tclose.errors import DataError
 from tclose.interfaces import Option, Partition
 
 
+class _Unprintable(Exception):
+    """An exception whose ``str()`` raises (a research prototype's broken ``__str__``)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ of the plugin's exception failed")
+
+
+class _Abort(BaseException):
+    """A plugin's own ``BaseException`` subclass (as some libraries define for cancellation)."""
+
+
 class _Unpicklable(Exception):
     """An exception no pool can send back as it is (its ``__init__`` needs two arguments)."""
 
@@ -32,6 +43,12 @@ def _fault(fault: str) -> None:
         raise _Unpicklable("the plugin's own exception", 7)
     elif fault == "data":
         raise DataError("Faulty refuses these rows on purpose.")
+    elif fault == "generator_exit":
+        raise GeneratorExit
+    elif fault == "base_exception":
+        raise _Abort("the plugin gave up")
+    elif fault == "unprintable":
+        raise _Unprintable("secret 4242")
 
 
 class Faulty:
@@ -43,7 +60,21 @@ class Faulty:
     requires_t = True
     options_schema = {
         "fault": Option(
-            str, "zero", "How it fails.", choices=("none", "zero", "exit", "unpicklable", "data")
+            str,
+            "zero",
+            "How it fails.",
+            choices=(
+                "none",
+                "zero",
+                "exit",
+                "unpicklable",
+                "data",
+                "generator_exit",
+                "base_exception",
+                "unprintable",
+                "pops_options",
+                "prints",
+            ),
         ),
         "attempts": Option(str, "", "A file that counts the calls."),
     }
@@ -57,6 +88,12 @@ class Faulty:
                 attempts.write(f"{os.getpid()}\n")
         if options.get("fault") == "unpicklable_result":
             return Partition(_groups(x, k), info={"f": lambda: 0})
+        if options.get("fault") == "pops_options":
+            options.pop("fault")  # a prototype consuming its options: the next block has none
+            return Partition(_groups(x, k))
+        if options.get("fault") == "prints":
+            print("Faulty: debugging output on stdout")
+            return Partition(_groups(x, k))
         _fault(options.get("fault", "zero"))
         return Partition(_groups(x, k))
 
