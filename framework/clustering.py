@@ -97,7 +97,8 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     are not labels) and an ``info`` that JSON can hold (it goes into the report), so that a
     broken answer stops the run, naming the plugin, before anything is written. The sizes of the
     clusters and their EMD are for the verifier, which rebuilds the classes from the written rows
-    (its failure names the algorithm too).
+    (its failure names the algorithm too). ``partition.info`` is replaced by the checked copy
+    (as JSON values), which the report records.
 
     Raises:
         VerificationError: the answer breaks the contract; the message names the algorithm.
@@ -127,12 +128,16 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
             f"{name} returned an info that JSON cannot hold ({error}); the report records it, "
             f"as strict JSON (no NaN or infinity: use null, or a text)."
         ) from None
-    for steps, _text in unstorable_text(json.loads(text)):  # NumPy texts as Python's
+    snapshot = json.loads(text)["info"]
+    for steps, _text in unstorable_text(snapshot):  # NumPy texts as Python's
         raise VerificationError(
             f"{name} returned an info whose {_escaped(dotted(steps))} holds a NUL character or "
             f"a lone surrogate, which the audit row cannot hold (PostgreSQL's jsonb refuses "
             f"it, and with it the publish); the report records the info."
         )
+    # The report records what was checked, not what the plugin puts into its dict later
+    # (module-level statistics that its distance's fit, called again by the verifier, fills).
+    partition.info = snapshot
     return dense_labels(labels)
 
 

@@ -9,10 +9,19 @@ untouched, and the error names the plugin, never blaming tclose.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import tclose
+import tclose.cli
+import tclose.runner
+from tclose.cli import main
+from tclose.interfaces import Partition
+from tclose.registry import load_registry
 
 sys.path.insert(0, str(Path(__file__).parent))
 import block_plugins_helpers as helpers  # noqa: E402
@@ -120,3 +129,105 @@ def test_a_plugin_printing_in_a_block_does_not_write_into_the_results(
     assert blocks._run(sqlite_run, monkeypatch, "prints", workers=1) == 0
     out, err = capsys.readouterr()
     assert "debugging output" not in out and "debugging output" in err
+
+
+# --- State kept after the answer ----------------------------------------------------------------
+
+STATS: dict = {}  # a prototype's module-level statistics, shared by its algorithm and distance
+
+
+def test_an_info_the_plugin_changes_after_its_answer_is_reported_as_checked(
+    sqlite_run, monkeypatch, capsys
+):
+    """``info`` is checked (JSON it can hold) when ``partition`` returns, and the report is
+    written after publishing. An algorithm that returns its module-level statistics as ``info``,
+    which its distance's ``fit`` (called again by the verifier) then fills with NaN and a NumPy
+    array, must leave neither a published table without its report nor a report of an info
+    that was never checked."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Counting(OrderedEMDDistance):
+        name = "counting"
+
+        def fit(self, values, options):
+            STATS["spread"] = float("nan")
+            STATS["values"] = np.asarray(values)
+            return super().fit(values, options)
+
+    class Stateful:
+        name = "stateful"
+        options_schema: dict = {}
+        requires_t = True
+
+        def partition(self, x, distances, k, t, options):
+            STATS.clear()
+            STATS["clusters"] = len(x) // k
+            return Partition(rogue._groups(x, distances, k), info=STATS)
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Counting())
+
+        @tclose.hookimpl
+        def register_algorithms(self, register):
+            register(Stateful())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "stateful", "options": {}})
+    document["privacy"]["t"] = 1.0
+    document["attributes"]["charge"]["distance"] = "counting"
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["algorithm"]["info"] == {"clusters": len(sqlite_run.rows("discharges")) // 3}
+
+
+# --- EMD: the verifier measures it itself -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "column, attribute",
+    [
+        ("charge", {"role": "confidential", "type": "numeric", "distance": "emd-ordered"}),
+        ("ward", {"role": "confidential", "type": "nominal", "distance": "nominal-ranking"}),
+    ],
+    ids=["emd-ordered", "nominal-ranking"],
+)
+def test_an_algorithm_that_rigs_its_distances_is_caught_by_the_verifier(
+    sqlite_run, monkeypatch, capsys, column, attribute
+):
+    """An algorithm that makes its fitted distances answer 0 for every cluster (an instance's
+    ``cluster_emd`` and ``emd_of_counts`` replaced, its counts zeroed where it can) and returns
+    clusters of one confidential value each: the verifier fits every built-in distance again on
+    the written rows, so it measures the real EMD and refuses the release."""
+
+    def rigging(x, distances, k):
+        for fitted in distances:
+            fitted.cluster_emd = lambda labels: np.zeros(int(np.max(labels)) + 1)
+            fitted.emd_of_counts = lambda counts: np.zeros(np.shape(counts)[:-1])
+            if fitted.global_counts.flags.writeable:
+                fitted.global_counts[:] = 0
+        order = np.argsort(distances[0].ranks, kind="stable")  # by the confidential value
+        labels = np.empty(len(x), dtype=np.int64)
+        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
+        return Partition(labels)
+
+    registry = rogue._registry(rigging)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    document["attributes"]["charge"] = {"role": "other"}
+    document["attributes"][column] = attribute
+    document["privacy"]["t"] = 0.05
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"t_closeness:{column}" in err and "algorithm 'rogue'" in err.lower(), err
+    assert "discharges_anon" not in sqlite_run.tables()
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert not report["run"]["published"] and report["privacy"]["t_achieved"][column] > 0.05
