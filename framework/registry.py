@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -156,12 +158,22 @@ def _sqlalchemy_dialect_exists(name: str) -> bool:
 
 
 def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -> tuple[str, str]:
+    """(distribution, version) that provides ``plugin``: its entry point's, tclose for the
+    built-ins, else the installed distribution of its module's top-level package, else
+    ``module <name>`` and ``(not installed)``. An application's plugin (``extra_plugins``) was
+    recorded as tclose's own in every report."""
     for registered, name, version in distributions:
         if registered is plugin:
             return name, version
     from . import __version__
 
-    return "tclose", __version__
+    module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+    if module in DEFAULT_PLUGINS:
+        return "tclose", __version__
+    for name in importlib.metadata.packages_distributions().get(module.split(".")[0], []):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return name, importlib.metadata.version(name)
+    return f"module {module}", "(not installed)"
 
 
 def _allowed_entry_points() -> tuple[bool, list[str]]:

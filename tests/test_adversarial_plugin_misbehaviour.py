@@ -231,3 +231,43 @@ def test_an_algorithm_that_rigs_its_distances_is_caught_by_the_verifier(
     assert "discharges_anon" not in sqlite_run.tables()
     report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
     assert not report["run"]["published"] and report["privacy"]["t_achieved"][column] > 0.05
+
+
+def test_a_distance_plugin_is_the_definition_of_t_and_the_report_says_whose(
+    sqlite_run, monkeypatch, capsys
+):
+    """A third-party distance defines t for its attributes (docs/plugins.md, "Distances"): the
+    verifier has no other definition to measure it by, so one that under-reports its EMD (here
+    0 for every class) gets the release published. What the report must do is say so: the t
+    check and ``privacy.emd_definitions`` name that distance, and ``plugins`` its provider,
+    never tclose's built-ins."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Lying(OrderedEMDDistance):
+        name = "lying"
+        definition = ""  # gives none
+
+        def fit(self, values, options):
+            fitted = super().fit(values, options)
+            fitted.cluster_emd = lambda labels: np.zeros(int(np.max(labels)) + 1)
+            return fitted
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Lying())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
+    document["attributes"]["charge"]["distance"] = "lying"
+    document["privacy"].pop("t")
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
+    report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
+    assert report["privacy"]["t_achieved"]["charge"] == 0.0  # the plugin's word
+    definition = report["privacy"]["emd_definitions"]["charge"]
+    assert definition.startswith("lying: the plugin gives no definition"), definition
+    provider = report["plugins"]["distance:lying"]
+    assert provider == "module tests.test_adversarial_plugin_misbehaviour (not installed)", provider
