@@ -75,7 +75,9 @@ def cluster_rows(
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
             with plugin_call(distance, "Distance"), options_of(column):
-                model = distance.fit(values, {**options, **distance_options.get(column, {})})
+                model = distance.fit(
+                    read_only(values), {**options, **distance_options.get(column, {})}
+                )
             model.column = column
             fitted.append(model)
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
@@ -139,6 +141,15 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     # (module-level statistics that its distance's fit, called again by the verifier, fills).
     partition.info = snapshot
     return dense_labels(labels)
+
+
+def read_only(values: np.ndarray) -> np.ndarray:
+    """A read-only view of ``values``, for a plugin that must not change them (the run's
+    confidential column is also what the verifier compares the written values with): a plugin
+    that writes into it fails, naming itself, instead of changing what the run checks."""
+    view = np.asarray(values).view()
+    view.flags.writeable = False
+    return view
 
 
 def _escaped(text: str) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .arrays import equal_row_classes
-from .clustering import options_of, plugin_call, plugin_label
+from .clustering import options_of, plugin_call, plugin_label, read_only
 from .interfaces import EMD_TOLERANCE, Distance
 from .kernel_notice import compile_notice
 
@@ -192,7 +192,8 @@ def verify_rows(
             continue
         where = f" while verifying {column!r}"
         with compile_notice(), plugin_call(distance, "Distance", where), options_of(column):
-            fitted = distance.fit(values, options)  # a first run compiles the EMD kernels here
+            # a first run compiles the EMD kernels here
+            fitted = distance.fit(read_only(values), options)
             emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
         class_emds[column] = emds
         invalid, problem = emd_problem(column, distance, emds, len(sizes))

@@ -271,3 +271,49 @@ def test_a_distance_plugin_is_the_definition_of_t_and_the_report_says_whose(
     assert definition.startswith("lying: the plugin gives no definition"), definition
     provider = report["plugins"]["distance:lying"]
     assert provider == "module tests.test_adversarial_plugin_misbehaviour (not installed)", provider
+
+
+@pytest.mark.parametrize("where", ["run", "verify"])
+def test_a_distance_that_sorts_a_nominal_column_in_place_is_named(
+    sqlite_run, monkeypatch, capsys, published, where
+):
+    """A nominal distance that sorts its values in place (``values.sort()``, a careless way to
+    get their order). The run's nominal column, and the verifier's, were writable arrays: the
+    sort went through and the run published (exit 0), its EMDs measured on the values of other
+    rows than the classes' (the report's measured t was not the release's; with ``t``, a
+    reordering could pass classes above it). Both are read-only now and the error names the
+    distance."""
+    from tclose.plugins.nominal_ranking import NominalRankingDistance
+
+    calls = []
+
+    class Sorting(NominalRankingDistance):
+        name = "sorting"
+
+        def fit(self, values, options):
+            calls.append(1)
+            if where == "run" or len(calls) > 1:
+                values.sort()
+            return super().fit(values, options)
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Sorting())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
+    document["privacy"].pop("t")
+    document["attributes"]["ward"] = {
+        "role": "confidential",
+        "type": "nominal",
+        "distance": "sorting",
+    }
+    document["target"]["if_exists"] = "replace"
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'sorting' (" in err and "read-only" in err, err
+    assert sqlite_run.rows("discharges_anon") == published
