@@ -130,6 +130,17 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
             f"{name} returned an info that JSON cannot hold ({error}); the report records it, "
             f"as strict JSON (no NaN or infinity: use null, or a text)."
         ) from None
+    except RecursionError:  # a dict or list that holds itself
+        raise VerificationError(
+            f"{name} returned an info that JSON cannot hold: it holds itself (or is nested "
+            f"deeper than Python's recursion limit); the report records it."
+        ) from None
+    for steps, keys in _colliding_keys(partition.info):
+        raise VerificationError(
+            f"{name} returned an info whose {_escaped(dotted(('info', *steps)))} has keys that "
+            f"are one text in JSON ({', '.join(_escaped(repr(k)) for k in keys)}): the report "
+            f"would keep one of their values only."
+        )
     snapshot = json.loads(text)["info"]
     for steps, _text in unstorable_text(snapshot):  # NumPy texts as Python's
         raise VerificationError(
@@ -141,6 +152,22 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
     # (module-level statistics that its distance's fit, called again by the verifier, fills).
     partition.info = snapshot
     return dense_labels(labels)
+
+
+def _colliding_keys(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], list]]:
+    """``(steps, keys)`` of every dict in ``value`` whose keys ``keys`` are one JSON text
+    (``1`` and ``"1"``: JSON keys are texts), depth first. ``value`` is known to be finite."""
+    if isinstance(value, dict):
+        texts: dict[str, list] = {}
+        for key, item in value.items():
+            texts.setdefault(str(key), []).append(key)
+            yield from _colliding_keys(item, (*at, str(key)))
+        for keys in texts.values():
+            if len(keys) > 1:
+                yield at, keys
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _colliding_keys(item, (*at, index))
 
 
 def read_only(values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ untouched, and the error names the plugin, never blaming tclose.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -317,3 +318,46 @@ def test_a_distance_that_sorts_a_nominal_column_in_place_is_named(
     assert code == 4, err
     assert "Distance 'sorting' (" in err and "read-only" in err, err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+def _holding_itself() -> dict:
+    info: dict = {"rounds": []}
+    info["rounds"].append(info)  # a prototype's "parent" link
+    return info
+
+
+@pytest.mark.parametrize(
+    "info, expected",
+    [
+        (_holding_itself(), "holds itself"),
+        ({"sizes": {3: 10, "3": 12}}, r"info\.sizes has keys that are one text in JSON \(3, '3'\)"),
+        ({True: 1, "True": 2}, "one text in JSON"),
+    ],
+    ids=["cycle", "int_and_text_key", "bool_and_text_key"],
+)
+def test_an_info_the_report_cannot_record_faithfully_is_refused(info, expected):
+    """An info that holds itself was a ``RecursionError`` (an internal error blaming tclose);
+    keys that JSON writes as one text (``3`` and ``"3"``) were merged in the report, one value
+    silently lost."""
+    from tclose.clustering import checked_labels
+    from tclose.errors import VerificationError
+
+    labels = np.arange(6) // 3
+    with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*\) returned an info"):
+        try:
+            checked_labels(
+                rogue._registry(rogue._honest).algorithms["rogue"].obj, Partition(labels, info), 6
+            )
+        except VerificationError as error:
+            assert re.search(expected, str(error)), str(error)
+            raise
+
+
+def test_an_info_is_recorded_as_json_values():
+    """NumPy numbers, arrays, tuples and keys that are not texts: recorded as JSON has them."""
+    from tclose.clustering import checked_labels
+
+    partition = Partition(np.arange(6) // 3, {"n": np.int64(3), "c": np.arange(2), (1, 2): (3,)})
+    checked_labels(rogue._registry(rogue._honest).algorithms["rogue"].obj, partition, 6)
+    assert partition.info == {"n": 3, "c": [0, 1], "(1, 2)": [3]}
+    assert type(partition.info["n"]) is int
