@@ -74,12 +74,8 @@ def cluster_rows(
     with compile_notice():
         for column, values in confidential.items():
             distance, options = resolved.distances[column]
-            with plugin_call(distance, "Distance"), options_of(column):
-                model = distance.fit(
-                    read_only(values), {**options, **distance_options.get(column, {})}
-                )
-            model.column = column
-            fitted.append(model)
+            own = {**options, **distance_options.get(column, {})}
+            fitted.append(fit_distance(distance, column, values, own))
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
         with plugin_call(algorithm):
             partition = algorithm.partition(x, fitted, k, t, own)
@@ -182,6 +178,36 @@ def read_only(values: np.ndarray) -> np.ndarray:
 def _escaped(text: str) -> str:
     """``text`` with its control characters and lone surrogates as escapes, for a message."""
     return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+#: What :func:`fit_distance` requires of a fitted distance (:class:`FittedDistance`).
+_FITTED_MEMBERS = ("codes", "m", "global_counts", "ranks", "cluster_emd", "emd_of_counts")
+
+
+def fit_distance(
+    distance: Any, column: str, values: np.ndarray, options: Mapping[str, Any], where: str = ""
+) -> FittedDistance:
+    """``distance.fit`` on a read-only view of ``values`` (:func:`read_only`), its ``column``
+    set, checked to be a fitted distance.
+
+    Raises:
+        PluginFailure: ``fit`` raised (:func:`plugin_call`; ``where`` says when), or returned
+            something that is not a :class:`FittedDistance` (``None``: a forgotten ``return``)
+            or cannot take its ``column``; the message names the distance.
+        ConfigError: ``fit`` refused ``options``, located at the column's
+            ``distance_options`` (:func:`options_of`).
+    """
+    with plugin_call(distance, "Distance", where), options_of(column):
+        model = distance.fit(read_only(values), options)
+        model.column = column
+    missing = [member for member in _FITTED_MEMBERS if not hasattr(model, member)]
+    if missing:
+        raise PluginFailure(
+            f"{plugin_label(distance, 'Distance')} returned a {type(model).__name__} from fit"
+            f"{where}, not a fitted distance (it has no {', '.join(missing)}: see "
+            f"tclose.interfaces.FittedDistance; a bug in the plugin)."
+        )
+    return model
 
 
 def plugin_label(plugin: Any, kind: str = "Algorithm") -> str:

@@ -361,3 +361,43 @@ def test_an_info_is_recorded_as_json_values():
     checked_labels(rogue._registry(rogue._honest).algorithms["rogue"].obj, partition, 6)
     assert partition.info == {"n": 3, "c": [0, 1], "(1, 2)": [3]}
     assert type(partition.info["n"]) is int
+
+
+@pytest.mark.parametrize("answer", ["none", "frozen"])
+def test_a_distance_whose_fit_answers_no_fitted_distance_is_named(
+    sqlite_run, monkeypatch, capsys, published, answer
+):
+    """``fit`` returning ``None`` (a forgotten ``return``), or a fitted distance that cannot
+    take its ``column`` (a frozen dataclass): an internal error blaming tclose
+    (``AttributeError`` when the runner set ``column``)."""
+    import dataclasses
+
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        name: str = "forgetful"
+
+    class Forgetful(OrderedEMDDistance):
+        name = "forgetful"
+
+        def fit(self, values, options):
+            super().fit(values, options)
+            return None if answer == "none" else Frozen()
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Forgetful())
+
+    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    document = sqlite_run.config()
+    document["attributes"]["charge"]["distance"] = "forgetful"
+    document["target"]["if_exists"] = "replace"
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'forgetful' (" in err and "bug in tclose" not in err, err
+    assert sqlite_run.rows("discharges_anon") == published
