@@ -114,7 +114,12 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
         raise VerificationError(f"{name} returned labels NumPy cannot read: {error}.") from None
     if labels.shape != (n,):
         raise VerificationError(f"{name} returned {labels.shape} labels for {n} rows.")
-    if not np.issubdtype(labels.dtype, np.integer):
+    if np.ma.is_masked(partition.labels):  # np.asarray drops the mask: rows of no cluster
+        raise VerificationError(
+            f"{name} returned masked labels ({int(np.ma.count_masked(partition.labels))} rows "
+            f"masked): every row needs a cluster, a label is an integer (int64), one per row."
+        )
+    if labels.dtype.kind not in "iu":  # NumPy counts timedelta64 (NaT too) as an integer
         raise VerificationError(
             f"{name} returned labels of type {labels.dtype}: a cluster label is an integer "
             f"(int64), one per row."

@@ -401,3 +401,24 @@ def test_a_distance_whose_fit_answers_no_fitted_distance_is_named(
     assert code == 4, err
     assert "Distance 'forgetful' (" in err and "bug in tclose" not in err, err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.ma.masked_array(np.arange(6) // 3, mask=[0, 0, 0, 0, 0, 1]),
+        np.array([0, 0, 0, 1, 1, "NaT"], dtype="timedelta64[ns]"),
+        (np.arange(6) // 3).astype("timedelta64[s]"),
+    ],
+    ids=["masked", "timedelta_with_nat", "timedelta"],
+)
+def test_labels_that_only_look_like_integers_are_refused(labels):
+    """A masked array (masked rows: "no cluster") was read without its mask, each masked row
+    put into the cluster of whatever value lay under it; timedelta64 labels passed as integers
+    (NumPy files timedelta64 under ``np.integer``), ``NaT`` a cluster of its own."""
+    from tclose.clustering import checked_labels
+    from tclose.errors import VerificationError
+
+    algorithm = rogue._registry(rogue._honest).algorithms["rogue"].obj
+    with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*\) returned .*labels"):
+        checked_labels(algorithm, Partition(labels), 6)
