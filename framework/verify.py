@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .arrays import equal_row_classes
-from .clustering import fit_distance, plugin_call, plugin_label
+from .clustering import fit_distance, plugin_call, plugin_label, read_only
 from .interfaces import EMD_TOLERANCE, Distance
 from .kernel_notice import compile_notice
 
@@ -194,7 +194,7 @@ def verify_rows(
         with compile_notice():  # a first run compiles the EMD kernels here
             fitted = fit_distance(distance, column, values, options, where)
             with plugin_call(distance, "Distance", where):
-                emds = np.asarray(fitted.cluster_emd(classes), dtype=np.float64)
+                emds = np.asarray(fitted.cluster_emd(read_only(classes)), dtype=np.float64)
         class_emds[column] = emds
         invalid, problem = emd_problem(column, distance, emds, len(sizes))
         worst = float(emds.max()) if problem is None else float("nan")

@@ -41,6 +41,44 @@ def blocked_published(sqlite_run, monkeypatch, capsys):
     return sqlite_run.rows("discharges_anon"), sqlite_run.rows("discharges")
 
 
+class _Rogue:
+    """Algorithm ``rogue``: ``partition(x, distances, k)`` gives its answer."""
+
+    name = "rogue"
+    options_schema: dict = {}
+    requires_t = True
+
+    def __init__(self, partition):
+        self._partition = partition
+
+    def partition(self, x, distances, k, t, options):
+        return self._partition(x, distances, k)
+
+
+def _registry_with(*plugins):
+    """Built-ins plus ``plugins`` (distances and algorithms, told apart by ``fit``)."""
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            for plugin in plugins:
+                if hasattr(plugin, "fit"):
+                    register(plugin)
+
+        @tclose.hookimpl
+        def register_algorithms(self, register):
+            for plugin in plugins:
+                if not hasattr(plugin, "fit"):
+                    register(plugin)
+
+    return load_registry(extra_plugins=[Plugin()], entry_points=False)
+
+
+def _use(monkeypatch, registry):
+    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+
+
 def _raising(error):
     def partition(x, distances, k):
         raise error
@@ -422,3 +460,56 @@ def test_labels_that_only_look_like_integers_are_refused(labels):
     algorithm = rogue._registry(rogue._honest).algorithms["rogue"].obj
     with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*\) returned .*labels"):
         checked_labels(algorithm, Partition(labels), 6)
+
+
+def test_a_distance_that_rewrites_the_classes_changes_no_other_column_s_check(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """The verifier hands every confidential column's distance the same class of every row.
+    A plugin distance whose ``cluster_emd`` sorted or zeroed that array in place (a careless
+    way to group rows) changed the classes the next column's built-in distance measured
+    (zeroed: one class), and the run failed blaming ``emd-ordered`` for giving 1 EMD for 133
+    classes (a reordering that keeps the count measures other classes than the release's).
+    The classes are read-only: the error names the plugin."""
+    from tclose.plugins.nominal_ranking import NominalRankingDistance
+
+    class Lumping(NominalRankingDistance):
+        name = "lumping"
+
+        def fit(self, values, options):
+            fitted = super().fit(values, options)
+            honest = fitted.cluster_emd
+
+            def cluster_emd(labels):
+                emds = honest(labels)
+                labels[:] = 0
+                return emds
+
+            fitted.cluster_emd = cluster_emd
+            return fitted
+
+    class Plugin:
+        @tclose.hookimpl
+        def register_distances(self, register):
+            register(Lumping())
+
+    def by_charge(x, distances, k):  # classes of like charges: far above t for charge
+        order = np.argsort(distances[1].ranks, kind="stable")
+        labels = np.empty(len(x), dtype=np.int64)
+        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
+        return Partition(labels)
+
+    _use(monkeypatch, _registry_with(Lumping(), _Rogue(by_charge)))
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    del document["attributes"]["ward"]  # first, so that its check comes before charge's
+    document["attributes"] = {
+        "ward": {"role": "confidential", "type": "nominal", "distance": "lumping"},
+        **document["attributes"],
+    }
+    document["privacy"]["t"] = 0.1
+    document["target"]["if_exists"] = "replace"
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'lumping' (" in err and "read-only" in err, err
+    assert sqlite_run.rows("discharges_anon") == published
