@@ -262,9 +262,9 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
         PluginFailure: the algorithm raised an exception that is not a
             :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (any ``BaseException``
             but ``KeyboardInterrupt``): a bug in the plugin, as in
-            :func:`tclose.clustering.cluster_rows`; the message names the plugin (the wrapped one, for :class:`Blocked`) and the block. The executors
-            raise a ``TcloseError`` of a task at once, without retrying it
-            (:func:`tclose.executors.run_tasks`).
+            :func:`tclose.clustering.cluster_rows`; the message names the plugin (the wrapped
+            one, for :class:`Blocked`) and the block. The executors raise a ``TcloseError`` of
+            a task at once, without retrying it (:func:`tclose.executors.run_tasks`).
     """
     from tclose.plugins.block_distances import restrict
 
