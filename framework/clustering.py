@@ -212,7 +212,35 @@ def fit_distance(
             f"{where}, not a fitted distance (it has no {', '.join(missing)}: see "
             f"tclose.interfaces.FittedDistance; a bug in the plugin)."
         )
+    problem = _fitted_problem(model, len(values))
+    if problem:
+        raise PluginFailure(
+            f"{plugin_label(distance, 'Distance')} fitted on {column!r}{where} {problem} (see "
+            f"tclose.interfaces.FittedDistance; a bug in the plugin)."
+        )
     return model
+
+
+def _fitted_problem(model: Any, n: int) -> str | None:
+    """What is wrong with the arrays of a fitted distance of ``n`` rows that the algorithms
+    (t-first's strata, the blocks) rely on, or ``None``: ``codes`` ``(n,)`` integers in
+    ``0..m-1``, ``global_counts`` their histogram, ``ranks`` a permutation of ``0..n-1``."""
+    try:
+        m = int(model.m)
+        codes, ranks = np.asarray(model.codes), np.asarray(model.ranks)
+        counts = np.asarray(model.global_counts)
+    except (TypeError, ValueError) as error:
+        return f"has members NumPy cannot read ({error})"
+    for member, array in (("codes", codes), ("ranks", ranks)):
+        if array.shape != (n,) or array.dtype.kind not in "iu":
+            return f"gave {member} of shape {array.shape} and type {array.dtype}, not {n} integers"
+    if n and (codes.min() < 0 or codes.max() >= m):
+        return f"gave codes outside 0..m-1 (m = {m})"
+    if not np.array_equal(counts, np.bincount(codes, minlength=m)):
+        return "gave global_counts that are not the counts of its codes"
+    if n and (ranks.min() < 0 or ranks.max() >= n or not (np.bincount(ranks) == 1).all()):
+        return "gave ranks that are not a permutation of 0..n-1 (ties must be broken by row)"
+    return None
 
 
 def plugin_label(plugin: Any, kind: str = "Algorithm") -> str:

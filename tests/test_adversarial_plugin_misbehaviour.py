@@ -513,3 +513,39 @@ def test_a_distance_that_rewrites_the_classes_changes_no_other_column_s_check(
     assert code == 4, err
     assert "Distance 'lumping' (" in err and "read-only" in err, err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+@pytest.mark.parametrize("fault", ["one_based_ranks", "counts", "codes"])
+def test_a_distance_whose_fitted_arrays_break_their_contract_is_named(
+    sqlite_run, monkeypatch, capsys, published, fault
+):
+    """``ranks`` from 1 (as ``scipy.stats.rankdata`` gives them), ``global_counts`` that are not
+    the counts of the codes, codes past ``m``: t-first failed on them ("Algorithm 't-first' ...
+    failed: ValueError: ranks must be a permutation", a built-in blamed for the distance's bug)
+    or computed its EMDs on them. The fitted distance is checked after ``fit``
+    and the error names it."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Careless(OrderedEMDDistance):
+        name = "careless"
+
+        def fit(self, values, options):
+            fitted = super().fit(values, options)
+            if fault == "one_based_ranks":  # as scipy.stats.rankdata gives them
+                fitted.ranks = fitted.ranks + 1
+            elif fault == "counts":
+                fitted.global_counts = fitted.global_counts + 1
+            else:
+                fitted.codes = fitted.codes + fitted.m
+            return fitted
+
+    _use(monkeypatch, _registry_with(Careless()))
+    document = sqlite_run.config()
+    document["attributes"]["charge"]["distance"] = "careless"
+    document["target"]["if_exists"] = "replace"
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'careless' (" in err and "fitted on 'charge'" in err, err
+    assert "t-first" not in err, err
+    assert sqlite_run.rows("discharges_anon") == published
