@@ -204,6 +204,14 @@ def fit_distance(
     """
     with plugin_call(distance, "Distance", where), options_of(column):
         model = distance.fit(read_only(values), options)
+        used = getattr(model, "column", None)
+        if used is not None:  # the runner sets it: this one was fitted before
+            raise PluginFailure(
+                f"{plugin_label(distance, 'Distance')} answered fit on {column!r}{where} with a "
+                f"fitted distance it had given before (for {used!r}; a cache?): fit must fit "
+                f"the values it is given, which are other rows when the verifier calls it "
+                f"(a bug in the plugin)."
+            )
         model.column = column
     missing = [member for member in _FITTED_MEMBERS if not hasattr(model, member)]
     if missing:

@@ -549,3 +549,43 @@ def test_a_distance_whose_fitted_arrays_break_their_contract_is_named(
     assert "Distance 'careless' (" in err and "fitted on 'charge'" in err, err
     assert "t-first" not in err, err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+def test_a_distance_that_caches_its_fit_is_not_measured_on_the_run_s_rows(
+    sqlite_run, monkeypatch, capsys, published
+):
+    """A distance that memoizes ``fit`` (keyed by the column's length: a research shortcut)
+    answered the verifier's fit on the written rows with its fit of the source's rows, in
+    another order: the verifier measured every class's EMD on the values of other rows, found
+    at most 0.427 and published (exit 0) a release whose classes reach 0.497 > t = 0.45. A fit
+    that returns a fitted distance the runner already named is refused."""
+    from tclose.plugins.emd_ordered import OrderedEMDDistance
+
+    class Caching(OrderedEMDDistance):
+        name = "caching"
+
+        def __init__(self):
+            self.cache = {}
+
+        def fit(self, values, options):
+            if len(values) not in self.cache:
+                self.cache[len(values)] = super().fit(values, options)
+            return self.cache[len(values)]
+
+    def by_charge(x, distances, k):  # classes of like charges: far above t
+        order = np.argsort(distances[0].ranks, kind="stable")
+        labels = np.empty(len(x), dtype=np.int64)
+        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
+        return Partition(labels)
+
+    _use(monkeypatch, _registry_with(Caching(), _Rogue(by_charge)))
+    document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
+    document["attributes"]["charge"]["distance"] = "caching"
+    document["privacy"]["t"] = 0.45
+    document["target"]["if_exists"] = "replace"
+    document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
+    code = main(["-q", "run", str(sqlite_run.write(document))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "Distance 'caching' (" in err and "given before" in err, err
+    assert sqlite_run.rows("discharges_anon") == published
