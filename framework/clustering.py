@@ -267,6 +267,10 @@ def options_of(column: str) -> Iterator[None]:
         raise ConfigError(f"==> At attributes.{column}.distance_options {error}") from None
 
 
+#: The exit codes of errors (``tclose.errors``): a plugin's ``TcloseError`` must have one.
+_ERROR_EXIT_CODES = (1, 2, 3, 4)
+
+
 @contextmanager
 def plugin_call(plugin: Any, kind: str = "Algorithm", where: str = "") -> Iterator[None]:
     """Within the block, an exception of ``plugin`` that is not a :class:`TcloseError` (a clear
@@ -274,11 +278,22 @@ def plugin_call(plugin: Any, kind: str = "Algorithm", where: str = "") -> Iterat
     is a :class:`PluginFailure` naming it and ``where`` it happened (e.g. ``" in block 2 of 4
     (100 rows)"``), the exception chained; any ``BaseException`` included (``sys.exit(0)``
     would end tclose with 0, a ``GeneratorExit`` escaped it with Python's exit status 1). What
-    the plugin prints goes to stderr: stdout holds the command's results."""
+    the plugin prints goes to stderr: stdout holds the command's results. A plugin's own
+    ``TcloseError`` passes as it is, but never marked ``published``, and one whose exit code
+    is not an error's (0 would say "published and verified") is a :class:`PluginFailure`."""
     try:
         with redirect_stdout(sys.stderr):
             yield
-    except (TcloseError, MemoryError, KeyboardInterrupt):
+    except TcloseError as error:
+        error.published = False  # nothing is published while a plugin runs
+        if error.exit_code not in _ERROR_EXIT_CODES:  # 0 said "published and verified"
+            raise PluginFailure(
+                f"{plugin_label(plugin, kind)} failed{where}: {type(error).__name__}: "
+                f"{_message(error)}, with exit code {error.exit_code!r}, which is not an "
+                f"error's (1 to 4; a bug in the plugin)."
+            ) from error
+        raise
+    except (MemoryError, KeyboardInterrupt):
         raise
     except BaseException as error:
         raise PluginFailure(

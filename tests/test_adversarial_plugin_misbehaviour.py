@@ -21,6 +21,7 @@ import tclose
 import tclose.cli
 import tclose.runner
 from tclose.cli import main
+from tclose.errors import DataError, TcloseError
 from tclose.interfaces import Partition
 from tclose.registry import load_registry
 
@@ -589,3 +590,27 @@ def test_a_distance_that_caches_its_fit_is_not_measured_on_the_run_s_rows(
     assert code == 4, err
     assert "Distance 'caching' (" in err and "given before" in err, err
     assert sqlite_run.rows("discharges_anon") == published
+
+
+class _Finished(TcloseError):
+    """A prototype's own "error" to stop early, with an exit code meaning success."""
+
+    exit_code = 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [_Finished("stopping early"), DataError("refused", published=True)],
+    ids=["exit_code_0", "published"],
+)
+def test_a_tclose_error_of_a_plugin_cannot_claim_success(
+    sqlite_run, monkeypatch, capsys, published, error
+):
+    """A plugin may end the run with a ``TcloseError`` of its own (its message, its exit code),
+    but one whose ``exit_code`` is 0 ended ``tclose run`` with 0, and one marked ``published``
+    dropped the "Nothing was published" line: nothing is published while a plugin runs."""
+    code = rogue._run(sqlite_run, monkeypatch, _raising(error))
+    err = capsys.readouterr().err
+    assert code != 0 and "Nothing was published" in err, err
+    assert sqlite_run.rows("discharges_anon") == published
+    assert not (sqlite_run.tmp_path / "r.json").exists()
