@@ -2,9 +2,11 @@
 
 tests/test_adversarial_plugins.py and tests/test_adversarial_block_plugins.py cover wrong answers
 and ordinary exceptions. Here: ``BaseException`` subclasses, exceptions whose ``str()`` fails or
-holds the data, state kept across calls and blocks, output on stdout, and distances that
-under-report their EMD. Whatever the plugin does, nothing unverified is published, the source is
-untouched, and the error names the plugin, never blaming tclose.
+holds the data, errors of tclose that claim success, state kept across calls and blocks (options,
+``info``, cached fits), output on stdout, labels and ``info`` that only look valid, distances
+that write into their input or the verifier's classes, give broken arrays or under-report their
+EMD. Whatever the plugin does, nothing unverified is published, the source is untouched, and the
+error names the plugin, never blaming tclose or a built-in.
 """
 
 from __future__ import annotations
@@ -78,6 +80,19 @@ def _registry_with(*plugins):
 def _use(monkeypatch, registry):
     monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
     monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+
+
+def _alike(attribute):
+    """A ``partition(x, distances, k)`` whose clusters hold rows of like values of confidential
+    attribute number ``attribute`` (``k`` consecutive ranks each): far above any small ``t``."""
+
+    def partition(x, distances, k):
+        order = np.argsort(distances[attribute].ranks, kind="stable")
+        labels = np.empty(len(x), dtype=np.int64)
+        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
+        return Partition(labels)
+
+    return partition
 
 
 def _raising(error):
@@ -204,18 +219,7 @@ def test_an_info_the_plugin_changes_after_its_answer_is_reported_as_checked(
             STATS["clusters"] = len(x) // k
             return Partition(rogue._groups(x, distances, k), info=STATS)
 
-    class Plugin:
-        @tclose.hookimpl
-        def register_distances(self, register):
-            register(Counting())
-
-        @tclose.hookimpl
-        def register_algorithms(self, register):
-            register(Stateful())
-
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    _use(monkeypatch, _registry_with(Counting(), Stateful()))
     document = sqlite_run.config(algorithm={"name": "stateful", "options": {}})
     document["privacy"]["t"] = 1.0
     document["attributes"]["charge"]["distance"] = "counting"
@@ -251,14 +255,9 @@ def test_an_algorithm_that_rigs_its_distances_is_caught_by_the_verifier(
             fitted.emd_of_counts = lambda counts: np.zeros(np.shape(counts)[:-1])
             if fitted.global_counts.flags.writeable:
                 fitted.global_counts[:] = 0
-        order = np.argsort(distances[0].ranks, kind="stable")  # by the confidential value
-        labels = np.empty(len(x), dtype=np.int64)
-        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
-        return Partition(labels)
+        return _alike(0)(x, distances, k)
 
-    registry = rogue._registry(rigging)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    _use(monkeypatch, _registry_with(_Rogue(rigging)))
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["attributes"]["charge"] = {"role": "other"}
     document["attributes"][column] = attribute
@@ -292,14 +291,7 @@ def test_a_distance_plugin_is_the_definition_of_t_and_the_report_says_whose(
             fitted.cluster_emd = lambda labels: np.zeros(int(np.max(labels)) + 1)
             return fitted
 
-    class Plugin:
-        @tclose.hookimpl
-        def register_distances(self, register):
-            register(Lying())
-
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    _use(monkeypatch, _registry_with(Lying()))
     document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
     document["attributes"]["charge"]["distance"] = "lying"
     document["privacy"].pop("t")
@@ -336,14 +328,7 @@ def test_a_distance_that_sorts_a_nominal_column_in_place_is_named(
                 values.sort()
             return super().fit(values, options)
 
-    class Plugin:
-        @tclose.hookimpl
-        def register_distances(self, register):
-            register(Sorting())
-
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    _use(monkeypatch, _registry_with(Sorting()))
     document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
     document["privacy"].pop("t")
     document["attributes"]["ward"] = {
@@ -384,9 +369,7 @@ def test_an_info_the_report_cannot_record_faithfully_is_refused(info, expected):
     labels = np.arange(6) // 3
     with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*\) returned an info"):
         try:
-            checked_labels(
-                rogue._registry(rogue._honest).algorithms["rogue"].obj, Partition(labels, info), 6
-            )
+            checked_labels(_Rogue(rogue._honest), Partition(labels, info), 6)
         except VerificationError as error:
             assert re.search(expected, str(error)), str(error)
             raise
@@ -397,7 +380,7 @@ def test_an_info_is_recorded_as_json_values():
     from tclose.clustering import checked_labels
 
     partition = Partition(np.arange(6) // 3, {"n": np.int64(3), "c": np.arange(2), (1, 2): (3,)})
-    checked_labels(rogue._registry(rogue._honest).algorithms["rogue"].obj, partition, 6)
+    checked_labels(_Rogue(rogue._honest), partition, 6)
     assert partition.info == {"n": 3, "c": [0, 1], "(1, 2)": [3]}
     assert type(partition.info["n"]) is int
 
@@ -424,14 +407,7 @@ def test_a_distance_whose_fit_answers_no_fitted_distance_is_named(
             super().fit(values, options)
             return None if answer == "none" else Frozen()
 
-    class Plugin:
-        @tclose.hookimpl
-        def register_distances(self, register):
-            register(Forgetful())
-
-    registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    _use(monkeypatch, _registry_with(Forgetful()))
     document = sqlite_run.config()
     document["attributes"]["charge"]["distance"] = "forgetful"
     document["target"]["if_exists"] = "replace"
@@ -458,7 +434,7 @@ def test_labels_that_only_look_like_integers_are_refused(labels):
     from tclose.clustering import checked_labels
     from tclose.errors import VerificationError
 
-    algorithm = rogue._registry(rogue._honest).algorithms["rogue"].obj
+    algorithm = _Rogue(rogue._honest)
     with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*\) returned .*labels"):
         checked_labels(algorithm, Partition(labels), 6)
 
@@ -489,18 +465,7 @@ def test_a_distance_that_rewrites_the_classes_changes_no_other_column_s_check(
             fitted.cluster_emd = cluster_emd
             return fitted
 
-    class Plugin:
-        @tclose.hookimpl
-        def register_distances(self, register):
-            register(Lumping())
-
-    def by_charge(x, distances, k):  # classes of like charges: far above t for charge
-        order = np.argsort(distances[1].ranks, kind="stable")
-        labels = np.empty(len(x), dtype=np.int64)
-        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
-        return Partition(labels)
-
-    _use(monkeypatch, _registry_with(Lumping(), _Rogue(by_charge)))
+    _use(monkeypatch, _registry_with(Lumping(), _Rogue(_alike(1))))
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     del document["attributes"]["ward"]  # first, so that its check comes before charge's
     document["attributes"] = {
@@ -573,13 +538,7 @@ def test_a_distance_that_caches_its_fit_is_not_measured_on_the_run_s_rows(
                 self.cache[len(values)] = super().fit(values, options)
             return self.cache[len(values)]
 
-    def by_charge(x, distances, k):  # classes of like charges: far above t
-        order = np.argsort(distances[0].ranks, kind="stable")
-        labels = np.empty(len(x), dtype=np.int64)
-        labels[order] = np.minimum(np.arange(len(x)) // k, len(x) // k - 1)
-        return Partition(labels)
-
-    _use(monkeypatch, _registry_with(Caching(), _Rogue(by_charge)))
+    _use(monkeypatch, _registry_with(Caching(), _Rogue(_alike(0))))
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["attributes"]["charge"]["distance"] = "caching"
     document["privacy"]["t"] = 0.45
