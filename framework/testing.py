@@ -17,9 +17,11 @@ checks that:
   one-sentence ``doc``, every default passes the schema's own constraints, and an unknown option
   is rejected;
 - the algorithm has a ``name`` and ``requires_t``, and returns a
-  :class:`~tclose.interfaces.Partition` whose ``info`` is JSON-serializable (strict JSON: no
-  NaN or infinity);
-- the partition covers every row exactly once: ``labels`` is an integer array of shape ``(n,)``;
+  :class:`~tclose.interfaces.Partition` that the runner accepts
+  (:func:`tclose.clustering.checked_labels`): its ``info`` is JSON the report can hold faithfully
+  (strict JSON: no NaN or infinity, no dict that holds itself, no keys such as ``3`` and ``"3"``);
+- the partition covers every row exactly once: ``labels`` is an integer array of shape ``(n,)``
+  (not masked, not timedeltas);
 - every cluster has at least ``k`` rows;
 - when the algorithm ``requires_t``, every cluster's EMD is at most ``t + EMD_TOLERANCE`` for
   every confidential attribute (a NaN EMD is not);
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import dense_labels, standardize
-from .errors import ConfigError
+from .errors import ConfigError, VerificationError
 from .interfaces import EMD_TOLERANCE, Distance, FittedDistance, Option, Partition
 from .options import validate_options
 from .registry import load_registry
@@ -173,8 +175,13 @@ def check_partition(
         return [f"labels have shape {labels.shape}; expected ({n},): one label per row"]
     if not np.issubdtype(labels.dtype, np.integer):
         return [f"labels have dtype {labels.dtype}; expected an integer dtype"]
+    from .clustering import checked_labels  # imports pandas: only when a check runs
+
+    try:  # the runner's own check of the answer: masked labels, an info the report cannot hold
+        dense = checked_labels(algorithm, first, n)
+    except VerificationError as error:
+        return [str(error)]
     problems = []
-    dense = dense_labels(labels)
     sizes = np.bincount(dense)
     if sizes.min() < k:
         problems.append(
@@ -186,14 +193,6 @@ def check_partition(
             worst = float(np.max(distance.cluster_emd(dense)))
             if not worst <= t + EMD_TOLERANCE:  # NaN fails too
                 problems.append(f"a cluster's EMD for {distance.column} is {worst:.6f} > t = {t}")
-    from .report import to_json  # imports pandas: only when a check runs
-
-    try:
-        to_json({"info": first.info})
-    except (TypeError, ValueError) as error:
-        problems.append(
-            f"Partition.info is not JSON-serializable (strict JSON, as in the report): {error}"
-        )
     if not np.array_equal(x, x_before):
         problems.append("partition modified its input matrix x")
     second = algorithm.partition(x.copy(), distances, k, t, dict(options))

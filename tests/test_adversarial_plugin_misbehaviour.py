@@ -573,3 +573,20 @@ def test_a_tclose_error_of_a_plugin_cannot_claim_success(
     assert code != 0 and "Nothing was published" in err, err
     assert sqlite_run.rows("discharges_anon") == published
     assert not (sqlite_run.tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda x: Partition(np.zeros(len(x), dtype=np.int64), _holding_itself()),
+        lambda x: Partition(np.zeros(len(x), dtype="timedelta64[s]")),
+    ],
+    ids=["info_holding_itself", "timedelta_labels"],
+)
+def test_the_conformance_suite_refuses_what_the_runner_refuses(answer):
+    """``check_algorithm`` crashed with a ``RecursionError`` on an info that holds itself, and
+    passed timedelta labels that a run refuses."""
+    from tclose.testing import ConformanceError, check_algorithm
+
+    with pytest.raises(ConformanceError, match="returned"):
+        check_algorithm(_Rogue(lambda x, distances, k: answer(x)))

@@ -87,7 +87,7 @@ def _broken(**overrides):
                     np.zeros(len(x), dtype=int), {"bad": object()}
                 )
             ),
-            "JSON-serializable",
+            "info that JSON cannot hold",
         ),
         (
             _broken(options_schema={"factor": Option(int, 0, "Bad default.", min=1)}),
