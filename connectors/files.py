@@ -442,6 +442,11 @@ class FileDatabase(DuckDBDatabase):
         stat = self.path.stat()
         return ("file", stat.st_dev, stat.st_ino)
 
+    def tables_read(self, name: TableName) -> list[tuple]:
+        """The file's identity: a file reads nothing else (DuckDB's views do)."""
+        identity = self.table_identity(name)
+        return [] if identity is None else [identity]
+
     def table_comment(self, name: TableName) -> str | None:
         """``tclose run <id>`` from a Parquet file's key-value metadata ``tclose_run``."""
         if self.format != "parquet" or not self.path.is_file():
