@@ -427,7 +427,7 @@ def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str,
 
 
 def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
-    """What ``tclose verify`` cannot detect without ``--report`` or ``--source``, plainly."""
+    """What ``tclose verify`` cannot detect without ``--report`` (and ``--source``), plainly."""
     notes = []
     if not with_source:
         notes.append(
@@ -439,6 +439,13 @@ def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
             "without --report or --source, a changed, added or removed row or value that "
             "keeps k and t within bounds CANNOT be detected: only k, t and linking columns "
             "were checked (use --report REPORT.json to compare the content digest)."
+        )
+    if with_source and not with_report:
+        notes.append(
+            "without --report, a changed quasi-identifier or pass-through value, or a value "
+            "moved to another row, that keeps k, t, the row count and each confidential "
+            "column's values CANNOT be detected: --source compares only those, no published "
+            "row with its source row (use --report REPORT.json to compare the content digest)."
         )
     return notes
 

@@ -1,0 +1,632 @@
+"""An independent oracle for the audit report and ``tclose verify``.
+
+Auditors trust every figure the report states. This file recomputes them from the database
+alone, with plain SQL and pandas/NumPy written from the definitions of docs/reports.md,
+docs/guide.md, docs/attributes.md and the paper (ordered EMD, equal and hierarchical nominal
+EMD), never with tclose's own code: tclose runs only through ``tclose.cli.main`` (``run`` and
+``verify``). From the source and the published table it rebuilds the equivalence classes, k and
+t achieved, every class's EMD, the row counts (in, out, set aside), the cluster sizes, the
+normalized SSE, the verification checks' actual values, and that every published QI is its
+class's documented aggregate and every confidential and pass-through value its source row's.
+Rows are linked through a pass-through column unique per row (``code``, ``allow_unique``).
+
+It also tampers with a published table in ways that keep k and t and checks what ``tclose
+verify`` then claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+from sqlalchemy.pool import NullPool
+
+from tclose.cli import main
+
+MISSING = object()  # NULL as a category of its own (``missing: category``)
+ORDINAL = ["lo", "mid", "hi"]  # ordinal QI ``o`` and confidential ``c3``, declared order
+HIERARCHY = {"any": {"x": ["x1", "x2"], "y": ["y1", "y2"]}}  # nominal confidential ``c2``
+SQL_TYPES = {
+    "id": sa.Integer,
+    "x": sa.Double,
+    "r": sa.Integer,
+    "o": sa.String(10),
+    "s": sa.String(10),
+    "dte": sa.Date,
+    "c1": sa.Integer,
+    "c2": sa.String(10),
+    "c3": sa.String(10),
+    "p": sa.String(10),
+    "code": sa.String(10),
+}
+TOLERANCE = 1e-9
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    capture = io.StringIO()
+    with contextlib.redirect_stdout(capture):
+        code = main(["-q", *args])
+    return code, capture.getvalue()
+
+
+# --- the source table and its configuration ---------------------------------------------------
+
+
+def _create(engine: sa.Engine, name: str, frame: pd.DataFrame) -> None:
+    columns = [
+        sa.Column(c, SQL_TYPES[c], primary_key=c == "id", autoincrement=False) for c in frame
+    ]
+    table = sa.Table(name, sa.MetaData(), *columns)
+    rows = [
+        {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else v) for k, v in r}
+        for r in (
+            list(zip(frame.columns, values, strict=True)) for values in frame.itertuples(False)
+        )
+    ]
+    with engine.begin() as connection:
+        table.create(connection)
+        connection.execute(table.insert(), [{k: _plain(v) for k, v in r.items()} for r in rows])
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def _read(engine: sa.Engine, name: str) -> pd.DataFrame:
+    """Every row of table ``name``, by plain SQL, with dates as ``datetime64``."""
+    quoted = engine.dialect.identifier_preparer.quote(name)
+    with engine.connect() as connection:
+        result = connection.execute(sa.text(f"SELECT * FROM {quoted}"))
+        frame = pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
+    if "dte" in frame:
+        frame["dte"] = pd.to_datetime(frame["dte"].map(lambda v: None if v is None else str(v)))
+    for column in ("x", "r", "c1"):
+        if column in frame:
+            frame[column] = frame[column].map(lambda v: None if v is None else _plain(v))
+    return frame
+
+
+# --- the oracle: each figure from its documented definition -----------------------------------
+
+
+def _key(value):
+    """A published or source value as a hashable key; NULL is ``MISSING``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return MISSING
+    return value
+
+
+def _categories(spec: dict, values: pd.Series) -> list:
+    """The category order of an ordinal or nominal attribute: declared, or natural, and NULL
+    (``(missing)``) last."""
+    present = [v for v in values.map(_key).unique() if v is not MISSING]
+    order = list(spec.get("categories") or sorted(present))
+    if spec.get("hierarchy") and not spec.get("categories"):
+        order = [leaf for group in HIERARCHY["any"].values() for leaf in group]
+    if (values.map(_key) == MISSING).any():
+        order.append(MISSING)
+    return order
+
+
+def _aggregate(spec: dict, values: pd.Series, categories: list):
+    """The documented published value of a cluster whose source values are ``values``."""
+    kind = spec.get("type", "numeric")
+    if kind == "numeric":
+        exact = sum(Fraction(v) for v in values) / len(values)
+        return round(exact) if spec.get("round") else float(exact)  # round(): half to even
+    if kind == "date":
+        days = [v.value // 86_400_000_000_000 for v in values]
+        mean = Fraction(sum(days), len(days))
+        return {math.floor(mean + Fraction(1, 2)), math.ceil(mean - Fraction(1, 2))}  # nearest
+    keys = [_key(v) for v in values]
+    if kind == "ordinal":
+        return sorted(keys, key=categories.index)[(len(keys) - 1) // 2]  # the lower median
+    counts = {c: keys.count(c) for c in categories}
+    return max(categories, key=lambda c: (counts[c], -categories.index(c)))  # mode, first
+
+
+def _qi_distance(spec: dict, a, b, categories: list, sigma: float) -> float:
+    """One QI's term of the SSE between an original value ``a`` and a published value ``b``."""
+    kind = spec.get("type", "numeric")
+    if kind == "numeric":
+        return ((a - b) / sigma) ** 2
+    if kind == "date":
+        return ((a.value - b.value) / sigma) ** 2
+    a, b = _key(a), _key(b)
+    if kind == "ordinal":
+        return ((categories.index(a) - categories.index(b)) / (len(categories) - 1)) ** 2
+    return float(a != b)
+
+
+def _ground(spec: dict, categories: list) -> np.ndarray:
+    """The ground distance matrix of a nominal confidential attribute (hierarchical with a
+    hierarchy: NULL a leaf under the root)."""
+    size = len(categories)
+    if not spec.get("hierarchy"):
+        return 1.0 - np.eye(size)
+    parent = {leaf: group for group, leaves in HIERARCHY["any"].items() for leaf in leaves}
+    height = 2
+    matrix = np.zeros((size, size))
+    for i, a in enumerate(categories):
+        for j, b in enumerate(categories):
+            if a == b:
+                continue
+            same_group = a in parent and b in parent and parent[a] == parent[b]
+            matrix[i, j] = (height - (1 if same_group else 0)) / height
+    return matrix
+
+
+def _emd(spec: dict, rows: pd.Series, column: pd.Series) -> float:
+    """EMD between a class's values ``rows`` and the whole published ``column``."""
+    kind = spec.get("type", "numeric")
+    if kind == "nominal":
+        order = _categories(spec, column)
+    elif kind == "ordinal":  # the distinct values present, in the declared order
+        present = set(column.map(_key))
+        order = [c for c in _categories(spec, column) if c in present]
+    else:
+        order = sorted(column.map(_key).unique())
+    p = np.array([list(rows.map(_key)).count(v) for v in order], dtype=float) / len(rows)
+    q = np.array([list(column.map(_key)).count(v) for v in order], dtype=float) / len(column)
+    if kind != "nominal":
+        m = len(order)
+        return 0.0 if m == 1 else float(np.abs(np.cumsum(p - q)[:-1]).sum() / (m - 1))
+    if not spec.get("hierarchy"):
+        return float(np.abs(p - q).sum() / 2)
+    ground, size = _ground(spec, order), len(order)
+    equalities = np.zeros((2 * size, size * size))
+    for i in range(size):
+        equalities[i, i * size : (i + 1) * size] = 1  # flow out of i is p_i
+        equalities[size + i, i::size] = 1  # flow into i is q_i
+    solved = linprog(ground.ravel(), A_eq=equalities, b_eq=np.concatenate([p, q]))
+    assert solved.success
+    return float(solved.fun)
+
+
+def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dict:
+    """Every checked figure of a release, recomputed from the two tables and the config."""
+    attributes = document["attributes"]
+    quasi = [c for c, s in attributes.items() if s["role"] == "quasi_identifier"]
+    confidential = [c for c, s in attributes.items() if s["role"] == "confidential"]
+    passing = [c for c, s in attributes.items() if s["role"] == "other"]
+    excluded = [c for c, s in attributes.items() if s.get("missing") == "exclude-rows"]
+    null = source[excluded].map(lambda v: _key(v) is MISSING) if excluded else None
+    kept = source[~null.any(axis=1)] if excluded else source
+    figures: dict = {
+        "rows_in": len(source),
+        "rows_set_aside": len(source) - len(kept),
+        "set_aside_by_column": {c: int(null[c].sum()) for c in excluded},
+        "rows_out": len(published),
+    }
+    # Every kept source row published once, linked by its unique ``code``.
+    assert sorted(published["code"]) == sorted(kept["code"]), "rows lost or duplicated"
+    linked = kept.merge(published, on="code", suffixes=("", "_pub"), validate="one_to_one")
+    for column in [*confidential, *passing]:
+        if column == "code":
+            continue
+        original, shown = linked[column].map(_key), linked[f"{column}_pub"].map(_key)
+        assert (original == shown).all(), f"{column}: a published value is not its row's"
+    # Equivalence classes: the published rows sharing every QI value (NULL a value).
+    keys = published[quasi].map(_key).apply(tuple, axis=1)
+    classes = published.groupby(keys, sort=False).groups
+    figures["classes"] = len(classes)
+    figures["class_sizes"] = sorted(len(rows) for rows in classes.values())
+    figures["k_achieved"] = min(figures["class_sizes"])
+    # Each published QI is the aggregate of its class's source values.
+    linked_keys = linked[[f"{c}_pub" for c in quasi]].map(_key).apply(tuple, axis=1)
+    for column in quasi:
+        spec, categories = attributes[column], _categories(attributes[column], kept[column])
+        for key, rows in linked.groupby(linked_keys, sort=False).groups.items():
+            expected = _aggregate(spec, linked.loc[rows, column], categories)
+            shown = _key(key[quasi.index(column)])
+            if spec.get("type") == "date":
+                assert shown.value // 86_400_000_000_000 in expected, column
+            elif spec.get("type", "numeric") == "numeric" and not spec.get("round"):
+                assert math.isclose(shown, expected, rel_tol=1e-12, abs_tol=1e-12), column
+            else:
+                assert shown == expected, f"{column}: {shown!r} is not {expected!r}"
+    # EMD of every class, t achieved.
+    figures["emds"] = {}
+    for column in confidential:
+        spec = attributes[column]
+        emds = [
+            _emd(spec, published.loc[rows, column], published[column]) for rows in classes.values()
+        ]
+        figures["emds"][column] = emds
+    figures["t_achieved"] = {c: max(e) for c, e in figures["emds"].items()}
+    # Normalized SSE (guide.md): per QI the mean over rows of its term, sse their mean.
+    per_attribute, whole = {}, {}
+    for column in quasi:
+        spec, categories = attributes[column], _categories(attributes[column], kept[column])
+        original = kept[column]
+        sigma = 1.0
+        if spec.get("type", "numeric") in ("numeric", "date"):
+            dates = spec.get("type") == "date"
+            numbers = [v.value if dates else v for v in original]
+            sigma = float(np.std(np.array(numbers, dtype=float))) or 1.0
+        per_attribute[column] = float(
+            np.mean(
+                [
+                    _qi_distance(spec, a, b, categories, sigma)
+                    for a, b in zip(linked[column], linked[f"{column}_pub"], strict=True)
+                ]
+            )
+        )
+        single = _aggregate(spec, original, categories)  # one cluster holding every row
+        if spec.get("type") == "date":
+            single = pd.Timestamp(min(single) * 86_400_000_000_000)
+        whole[column] = float(
+            np.mean([_qi_distance(spec, a, single, categories, sigma) for a in original])
+        )
+    figures["sse_per_attribute"] = per_attribute
+    figures["sse"] = float(np.mean(list(per_attribute.values())))
+    figures["sse_raw"] = figures["sse"] * len(published) * len(quasi)
+    sst = float(np.mean(list(whole.values())))
+    figures["sse_sst"] = figures["sse"] / sst if sst else None
+    return figures
+
+
+def _close(a, b) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def check_report(figures: dict, report: dict, document: dict) -> None:
+    """The JSON report states what the oracle computed."""
+    k, t = document["privacy"]["k"], document["privacy"].get("t")
+    assert report["source"]["rows"] == figures["rows_in"]
+    assert report["source"]["rows_set_aside"] == figures["rows_set_aside"]
+    assert report["source"]["rows_set_aside_by_column"] == figures["set_aside_by_column"]
+    assert report["target"]["rows"] == figures["rows_out"]
+    assert report["target"]["rows"] == report["source"]["rows"] - report["source"]["rows_set_aside"]
+    privacy = report["privacy"]
+    assert privacy["k_achieved"] == figures["k_achieved"]
+    assert set(privacy["t_achieved"]) == set(figures["t_achieved"])
+    for column, emds in figures["emds"].items():
+        assert _close(privacy["t_achieved"][column], figures["t_achieved"][column]), column
+        histogram = privacy["emd_histogram"][column]
+        assert histogram["classes"] == figures["classes"] == sum(histogram["counts"])
+        assert _close(histogram["mean"], float(np.mean(emds)))
+        if t is not None:
+            assert histogram["classes_above_t"] == sum(e > t + TOLERANCE for e in emds)
+    clusters = report["clusters"]
+    sizes = {int(size): count for size, count in clusters["size_histogram"].items()}
+    assert clusters["count"] == sum(sizes.values()) >= figures["classes"]
+    assert sum(size * count for size, count in sizes.items()) == figures["rows_out"]
+    assert clusters["min"] == min(sizes) and clusters["max"] == max(sizes)
+    assert _close(clusters["mean"], figures["rows_out"] / clusters["count"])
+    if clusters["count"] == figures["classes"]:  # no two clusters share their QI values
+        assert sorted(s for s, c in sizes.items() for _ in range(c)) == figures["class_sizes"]
+    assert clusters["min"] >= k or not report["verification"]["passed"]
+    utility = report["utility"]
+    assert _close(utility["sse"], figures["sse"])
+    assert _close(utility["sse_raw"], figures["sse_raw"])
+    for column, share in figures["sse_per_attribute"].items():
+        assert _close(utility["sse_per_attribute"][column], share), column
+    if figures["sse_sst"] is not None:
+        assert _close(utility["sse_sst"], figures["sse_sst"])
+    checks = {c["name"]: c for c in report["verification"]["checks"]}
+    assert checks["row_count"]["actual"] == figures["rows_out"]
+    assert checks["row_count"]["expected"] == figures["rows_in"] - figures["rows_set_aside"]
+    assert checks["k_anonymity"]["actual"] == figures["k_achieved"]
+    assert checks["k_anonymity"]["classes"] == figures["classes"]
+    assert checks["k_anonymity"]["classes_below_k"] == sum(s < k for s in figures["class_sizes"])
+    for column, emds in figures["emds"].items():
+        if t is not None:  # a t_closeness check only with a t
+            check = checks[f"t_closeness:{column}"]
+            assert _close(check["actual"], figures["t_achieved"][column])
+            assert check["classes_above_t"] == sum(e > t + TOLERANCE for e in emds)
+        assert checks[f"confidential_multiset:{column}"]["actual"] == "identical"
+    verified = figures["k_achieved"] >= k and (
+        t is None or all(v <= t + TOLERANCE for v in figures["t_achieved"].values())
+    )
+    assert report["verification"]["passed"] == verified
+    assert report["run"]["published"] == verified
+
+
+def check_verify_output(figures: dict, out: str) -> None:
+    """``tclose verify`` prints what the oracle computed."""
+    assert f"{figures['rows_out']} rows, {figures['classes']} classes" in out
+    got = re.search(r"k_anonymity: expected >= \d+, got (\d+)", out)
+    assert got and int(got.group(1)) == figures["k_achieved"], out
+    for column, value in figures["t_achieved"].items():
+        got = re.search(rf"t_closeness:{column}: expected <= \S+, got (\S+)", out)
+        if got is None:  # t measured, not enforced: four decimals
+            got = re.search(rf"info  t of {column} \(measured, not enforced by \S+\): (\S+)", out)
+        assert got and math.isclose(float(got.group(1)), value, rel_tol=1e-5, abs_tol=5e-5), out
+
+
+# --- generated releases on SQLite --------------------------------------------------------------
+
+
+@st.composite
+def releases(draw) -> tuple[pd.DataFrame, dict]:
+    """A small source table (ties, NULLs, dates, ordinal and nominal columns) and a config."""
+    n = draw(st.integers(3, 18))
+    rows = range(n)
+    small = st.integers(0, 3)
+    frame = pd.DataFrame(
+        {
+            "id": list(rows),
+            "x": [draw(st.sampled_from([0.5, 1.0, 2.25, -3.0, 1e6])) for _ in rows],
+            "r": [draw(st.integers(-5, 9)) for _ in rows],
+            "o": [draw(st.sampled_from([*ORDINAL, None])) for _ in rows],
+            "s": [draw(st.sampled_from(["b", "a", "c", None])) for _ in rows],
+            "dte": [pd.Timestamp("2020-02-27") + pd.Timedelta(days=draw(small) * 3) for _ in rows],
+            "c1": [draw(st.one_of(small, st.just(None))) for _ in rows],
+            "c2": [draw(st.sampled_from(["x1", "x2", "y1", "y2", None])) for _ in rows],
+            "c3": [draw(st.sampled_from(ORDINAL)) for _ in rows],
+            "p": [draw(st.sampled_from(["u", "v", None])) for _ in rows],
+            "code": [f"k{i}" for i in rows],
+        }
+    )
+    policy = st.sampled_from(["category", "exclude-rows", "category", "exclude-rows", "error"])
+    attributes: dict = {
+        "x": {"type": "numeric"},
+        "r": {"type": "numeric", "round": True},
+        "o": {"type": "ordinal", "categories": ORDINAL, "missing": draw(policy)},
+        "s": {"type": "nominal", "missing": draw(policy)},
+        "dte": {"type": "date"},
+    }
+    quasi = draw(st.lists(st.sampled_from(sorted(attributes)), min_size=1, unique=True))
+    attributes = {c: {"role": "quasi_identifier", **attributes[c]} for c in quasi}
+    confidential = {
+        "c1": {"type": "numeric", "missing": "exclude-rows"},
+        "c2": {"type": "nominal", "missing": draw(st.sampled_from(["category", "exclude-rows"]))},
+        "c3": {"type": "ordinal", "categories": ORDINAL},
+    }
+    if draw(st.booleans()):
+        confidential["c2"]["hierarchy"] = HIERARCHY
+    for column in draw(st.lists(st.sampled_from(sorted(confidential)), min_size=1, unique=True)):
+        attributes[column] = {"role": "confidential", **confidential[column]}
+    attributes["p"] = {"role": "other", "allow_unique": True}
+    attributes["code"] = {"role": "other", "allow_unique": True}
+    algorithm = draw(st.sampled_from(["t-first", "merge", "k-first", "mdav"]))
+    k = draw(st.sampled_from([1, 2, 3, n]))
+    privacy: dict = {"k": k}
+    if algorithm != "mdav":
+        privacy["t"] = draw(st.sampled_from([1.0, 0.5, 0.3]))
+    frame = frame[["id", *[c for c in frame if c in attributes]]]
+    document = {
+        "source": {"table": "src", "key": "id"},
+        "target": {"table": "anon"},
+        "attributes": attributes,
+        "privacy": privacy,
+        "algorithm": {"name": algorithm},
+        "output": {"seed": draw(st.integers(0, 99))},
+    }
+    return frame, document
+
+
+def _run(engine: sa.Engine, url: str, folder: Path, frame: pd.DataFrame, document: dict):
+    """Create the source, run tclose, and return (exit code, config path, report or None)."""
+    _create(engine, document["source"]["table"], frame)
+    document["source"]["url"] = url
+    report = folder / "report.json"
+    document["report"] = {"json": str(report)}
+    config = folder / "run.yaml"
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    code, _ = _cli("run", str(config))
+    return code, str(config), (json.loads(report.read_text()) if report.exists() else None)
+
+
+def _expected_failure(frame: pd.DataFrame, document: dict) -> int | None:
+    """The exit code a bad input must give (NULLs under ``missing: error``; n < k), or None."""
+    attributes = document["attributes"]
+    excluded = [c for c, s in attributes.items() if s.get("missing") == "exclude-rows"]
+    kept = frame[~frame[excluded].map(_key).eq(MISSING).any(axis=1)] if excluded else frame
+    for column, spec in attributes.items():  # a row set aside holds no NULL to refuse
+        refused = spec.get("missing", "error") == "error" and spec["role"] != "other"
+        if refused and kept[column].map(_key).eq(MISSING).any():
+            return 3
+    return 3 if len(kept) < document["privacy"]["k"] else None
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(releases())
+def test_the_report_and_verify_state_what_the_tables_hold(tmp_path_factory, case):
+    frame, document = case
+    folder = tmp_path_factory.mktemp("oracle")
+    url = f"sqlite:///{folder / 'o.db'}"
+    engine = sa.create_engine(url, poolclass=NullPool)
+    code, config, report = _run(engine, url, folder, frame, document)
+    failure = _expected_failure(frame, document)
+    if failure is not None:
+        event("refused input")
+        assert code == failure
+        assert "anon" not in sa.inspect(engine).get_table_names()
+        return
+    source, published = _read(engine, "src"), _read(engine, "anon") if code == 0 else None
+    assert report is not None
+    if code != 0:  # only an unverified release may be refused, and then nothing is published
+        event("not verified")
+        assert code == 1 and not report["verification"]["passed"]
+        assert "anon" not in sa.inspect(engine).get_table_names()
+        return
+    event("published")
+    figures = oracle(source, published, document)
+    check_report(figures, report, document)
+    code, out = _cli("verify", config, "--report", str(folder / "report.json"), "--source")
+    assert code == 0, out
+    check_verify_output(figures, out)
+    engine.dispose()
+
+
+# --- fixed releases on every server -------------------------------------------------------------
+
+
+def _fixed() -> tuple[pd.DataFrame, dict]:
+    """30 rows with ties, NULLs (category and exclude-rows), dates, a rounded integer QI,
+    ordinal and nominal QIs and three confidential attributes (one hierarchical)."""
+    n = 30
+    rows = range(n)
+    frame = pd.DataFrame(
+        {
+            "id": list(rows),
+            "x": [float((i * 7) % 11) / 2 for i in rows],
+            "r": [(i * 5) % 9 - 3 for i in rows],
+            "o": [None if i % 9 == 4 else ORDINAL[(i * 2) % 3] for i in rows],
+            "s": [None if i == 17 else "abc"[i % 3] for i in rows],
+            "dte": [pd.Timestamp("2021-12-30") + pd.Timedelta(days=(i * 13) % 17) for i in rows],
+            "c1": [None if i == 5 else (i * 3) % 7 for i in rows],
+            "c2": [None if i % 10 == 3 else ["x1", "x2", "y1", "y2"][(i * 3) % 4] for i in rows],
+            "c3": [ORDINAL[(i * 5) % 3] for i in rows],
+            "p": [None if i % 4 else f"p{i % 3}" for i in rows],
+            "code": [f"k{i}" for i in rows],
+        }
+    )
+    attributes = {
+        "x": {"role": "quasi_identifier", "type": "numeric"},
+        "r": {"role": "quasi_identifier", "type": "numeric", "round": True},
+        "o": {
+            "role": "quasi_identifier",
+            "type": "ordinal",
+            "categories": ORDINAL,
+            "missing": "category",
+        },
+        "s": {"role": "quasi_identifier", "type": "nominal", "missing": "exclude-rows"},
+        "dte": {"role": "quasi_identifier", "type": "date"},
+        "c1": {"role": "confidential", "type": "numeric", "missing": "exclude-rows"},
+        "c2": {
+            "role": "confidential",
+            "type": "nominal",
+            "hierarchy": HIERARCHY,
+            "missing": "category",
+        },
+        "c3": {"role": "confidential", "type": "ordinal", "categories": ORDINAL},
+        "p": {"role": "other"},
+        "code": {"role": "other", "allow_unique": True},
+    }
+    document = {
+        "source": {"table": "src", "key": "id"},
+        "target": {"table": "anon"},
+        "attributes": attributes,
+        "privacy": {"k": 3, "t": 0.5},
+        "algorithm": {"name": "t-first"},
+        "output": {"seed": 3},
+    }
+    return frame, document
+
+
+def _publish_fixed(database) -> tuple[dict, str, Path, pd.DataFrame, pd.DataFrame]:
+    """Run the fixed release on ``database`` (a ``TestDatabase``); the figures, the config's
+    and the report's paths, the source and the published table as read back."""
+    frame, document = _fixed()
+    source, target = database.name("src"), database.name("anon")
+    document["source"]["table"], document["target"]["table"] = source, target
+    code, config, report = _run(database.engine, database.url, database.tmp_path, frame, document)
+    assert code == 0
+    source_rows, published = _read(database.engine, source), _read(database.engine, target)
+    figures = oracle(source_rows, published, document)
+    check_report(figures, report, document)
+    return figures, config, database.tmp_path / "report.json", source_rows, published
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("lite"),
+        pytest.param("pg", marks=pytest.mark.postgres),
+        pytest.param("maria", marks=pytest.mark.mysql),
+    ],
+)
+def test_a_fixed_release_on_each_server_is_reported_as_it_is(request, kind):
+    database = request.getfixturevalue(kind)
+    figures, config, report, _, _ = _publish_fixed(database)
+    assert figures["rows_set_aside"] == 2 and figures["classes"] > 1  # the case is not trivial
+    code, out = _cli("verify", config, "--report", str(report), "--source")
+    assert code == 0, out
+    check_verify_output(figures, out)
+
+
+# --- tampers that keep k and t: what verify claims ----------------------------------------------
+
+
+def _swap_pass_through(database, target: str, published: pd.DataFrame) -> None:
+    """Two rows trade their ``code`` (a pass-through value no longer its source row's)."""
+    quoted = database.quote(target)
+    first, second = sorted(published["tclose_row"])[:2]
+    a = published.loc[published["tclose_row"] == first, "code"].item()
+    b = published.loc[published["tclose_row"] == second, "code"].item()
+    for row, value in ((first, "swap"), (second, a), (first, b)):
+        database.execute(
+            f"UPDATE {quoted} SET code = :v WHERE tclose_row = :r", {"v": value, "r": row}
+        )
+
+
+def _shift_a_class(database, target: str, published: pd.DataFrame) -> None:
+    """Every row of one class gets ``x + 1000``: the class (so k and t) is unchanged, its ``x``
+    is no longer the mean of its source rows."""
+    quoted = database.quote(target)
+    row = published.iloc[0]
+    x, r = float(row["x"]), int(row["r"])
+    database.execute(f"UPDATE {quoted} SET x = x + 1000 WHERE x = :x AND r = :r", {"x": x, "r": r})
+
+
+def _move_a_confidential_value(database, target: str, published: pd.DataFrame) -> None:
+    """Two rows of one class trade their ``c1`` (both differ): each class's distribution, so
+    k, t and the multiset, is kept; a confidential value is no longer its source row's."""
+    quoted = database.quote(target)
+    keys = published[["x", "r", "o", "s", "dte"]].map(_key).apply(tuple, axis=1)
+    for _, rows in published.groupby(keys):
+        if rows["c1"].nunique() > 1:
+            first = rows.iloc[0]
+            second = rows[rows["c1"] != first["c1"]].iloc[0]
+            break
+    update = f"UPDATE {quoted} SET c1 = :v WHERE tclose_row = :r"
+    database.execute(update, {"v": int(second["c1"]), "r": int(first["tclose_row"])})
+    database.execute(update, {"v": int(first["c1"]), "r": int(second["tclose_row"])})
+
+
+@pytest.mark.parametrize("tamper", [_swap_pass_through, _shift_a_class, _move_a_confidential_value])
+def test_verify_with_source_says_what_it_did_not_compare(lite, tamper):
+    """A tamper keeping k, t, the row count and the confidential multisets: ``--source`` alone
+    cannot see it and must say so (it printed ``verified`` with no note); ``--report`` fails."""
+    figures, config, report, source, published = _publish_fixed(lite)
+    target = lite.name("anon")
+    tamper(lite, target, published)
+    with pytest.raises(AssertionError):  # the oracle sees the tamper
+        oracle(source, _read(lite.engine, target), _fixed()[1])
+    code, out = _cli("verify", config, "--source")
+    assert code == 0 and "verdict: verified" in out, out  # k, t, counts, multisets all hold
+    assert re.search(
+        r"note  without --report, a changed quasi-identifier or pass-through value", out
+    )
+    assert "CANNOT be detected" in out
+    code, out = _cli("verify", config, "--report", str(report), "--source")
+    assert code == 1 and "FAIL  content_digest" in out, out
+    code, out = _cli("verify", config)
+    assert code == 0 and "without --report or --source" in out, out
+
+
+def test_verify_with_source_fails_a_duplicated_row_with_a_new_key(lite):
+    """A copy of a row under a new ``tclose_row`` and ``code`` keeps k (its class grows); the
+    row count and the confidential multisets of ``--source`` fail."""
+    figures, config, report, source, published = _publish_fixed(lite)
+    quoted = lite.quote(lite.name("anon"))
+    columns = [c for c in published if c not in ("tclose_row", "code")]
+    listed = ", ".join(lite.quote(c) for c in columns)
+    lite.execute(
+        f"INSERT INTO {quoted} (tclose_row, code, {listed}) SELECT 1000, 'copy', {listed} "
+        f"FROM {quoted} WHERE tclose_row = 1"
+    )
+    code, out = _cli("verify", config, "--source")
+    assert code == 1, out
+    assert f"FAIL  row_count: expected {figures['rows_out']}, got {figures['rows_out'] + 1}" in out
+    assert "FAIL  confidential_multiset:c3" in out
