@@ -617,7 +617,8 @@ def _hierarchy_embedding(
     for depth in range(height):
         names = sorted({row[depth] for row in levels})
         index = {name: i for i, name in enumerate(names)}
-        per_category = np.array([index[row[depth]] for row in levels])
+        # intp: with no category (every row set aside) an empty list is no float index
+        per_category = np.array([index[row[depth]] for row in levels], dtype=np.intp)
         blocks.append(np.eye(len(names))[per_category[codes]])
     return np.hstack(blocks) / np.sqrt(2.0 * height)
 

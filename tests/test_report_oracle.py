@@ -49,6 +49,8 @@ SQL_TYPES = {
     "c1": sa.Integer,
     "c2": sa.String(10),
     "c3": sa.String(10),
+    "h": sa.String(10),
+    "cd": sa.Date,
     "p": sa.String(10),
     "code": sa.String(10),
 }
@@ -91,8 +93,11 @@ def _read(engine: sa.Engine, name: str) -> pd.DataFrame:
     with engine.connect() as connection:
         result = connection.execute(sa.text(f"SELECT * FROM {quoted}"))
         frame = pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
-    if "dte" in frame:
-        frame["dte"] = pd.to_datetime(frame["dte"].map(lambda v: None if v is None else str(v)))
+    for column in ("dte", "cd"):
+        if column in frame:
+            frame[column] = pd.to_datetime(
+                frame[column].map(lambda v: None if v is None else str(v))
+            )
     for column in ("x", "r", "c1"):
         if column in frame:
             frame[column] = frame[column].map(lambda v: None if v is None else _plain(v))
@@ -130,10 +135,17 @@ def _aggregate(spec: dict, values: pd.Series, categories: list):
     if kind == "date":
         days = [v.value // 86_400_000_000_000 for v in values]
         mean = Fraction(sum(days), len(days))
-        return {math.floor(mean + Fraction(1, 2)), math.ceil(mean - Fraction(1, 2))}  # nearest
+        return math.floor(mean + Fraction(1, 2))  # the nearest day; half a day: the later
     keys = [_key(v) for v in values]
     if kind == "ordinal":
         return sorted(keys, key=categories.index)[(len(keys) - 1) // 2]  # the lower median
+    if spec.get("hierarchy"):  # the medoid: least total distance, ties first in leaf order
+        ground = _ground(spec, categories)
+        members = [c for c in categories if c in keys]
+        total = {
+            c: sum(ground[categories.index(c), categories.index(v)] for v in keys) for c in members
+        }
+        return min(members, key=lambda c: (total[c], categories.index(c)))
     counts = {c: keys.count(c) for c in categories}
     return max(categories, key=lambda c: (counts[c], -categories.index(c)))  # mode, first
 
@@ -148,6 +160,8 @@ def _qi_distance(spec: dict, a, b, categories: list, sigma: float) -> float:
     a, b = _key(a), _key(b)
     if kind == "ordinal":
         return ((categories.index(a) - categories.index(b)) / (len(categories) - 1)) ** 2
+    if spec.get("hierarchy"):
+        return float(_ground(spec, categories)[categories.index(a), categories.index(b)])
     return float(a != b)
 
 
@@ -233,7 +247,7 @@ def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dic
             expected = _aggregate(spec, linked.loc[rows, column], categories)
             shown = _key(key[quasi.index(column)])
             if spec.get("type") == "date":
-                assert shown.value // 86_400_000_000_000 in expected, column
+                assert shown.value // 86_400_000_000_000 == expected, column
             elif spec.get("type", "numeric") == "numeric" and not spec.get("round"):
                 assert math.isclose(shown, expected, rel_tol=1e-12, abs_tol=1e-12), column
             else:
@@ -267,16 +281,84 @@ def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dic
         )
         single = _aggregate(spec, original, categories)  # one cluster holding every row
         if spec.get("type") == "date":
-            single = pd.Timestamp(min(single) * 86_400_000_000_000)
+            single = pd.Timestamp(single * 86_400_000_000_000)
         whole[column] = float(
             np.mean([_qi_distance(spec, a, single, categories, sigma) for a in original])
         )
+    figures.update(_risk_and_utility(kept, published, classes, attributes))
     figures["sse_per_attribute"] = per_attribute
     figures["sse"] = float(np.mean(list(per_attribute.values())))
     figures["sse_raw"] = figures["sse"] * len(published) * len(quasi)
     sst = float(np.mean(list(whole.values())))
     figures["sse_sst"] = figures["sse"] / sst if sst else None
     return figures
+
+
+def _shares(values: pd.Series) -> dict:
+    keys = list(values.map(_key))
+    return {v: keys.count(v) / len(keys) for v in set(keys)}
+
+
+def _risk_and_utility(kept, published, classes, attributes) -> dict:
+    """reports.md's risk figures that need no link, moments and category frequencies."""
+    n, sizes = len(published), [len(rows) for rows in classes.values()]
+    figures: dict = {
+        "reidentification": {
+            "max": 1 / min(sizes),
+            "mean": len(sizes) / n,
+            "records_at_max": sum(s for s in sizes if s == min(sizes)) / n,
+        },
+        "attribute": {},
+        "moments": {},
+        "categorical_total_variation": {},
+    }
+    for column, spec in attributes.items():
+        if spec["role"] == "confidential":
+            table = _shares(published[column])
+            distinct, entropy, beta = [], [], 0.0
+            for rows in classes.values():
+                share = _shares(published.loc[rows, column])
+                distinct.append(len(share))
+                entropy.append(math.exp(-sum(q * math.log(q) for q in share.values())))
+                gains = [(q - table[v]) / table[v] for v, q in share.items() if q > table[v]]
+                beta = max([beta, *gains])
+            figures["attribute"][column] = {
+                "distinct_l": min(distinct),
+                "entropy_l": min(entropy),
+                "beta": beta,
+            }
+        elif spec["role"] == "quasi_identifier" and spec.get("type") in ("ordinal", "nominal"):
+            before, after = _shares(kept[column]), _shares(published[column])
+            values = set(before) | set(after)
+            figures["categorical_total_variation"][column] = (
+                sum(abs(before.get(v, 0) - after.get(v, 0)) for v in values) / 2
+            )
+        elif spec["role"] == "quasi_identifier" and spec.get("type", "numeric") == "numeric":
+            a = np.array(kept[column], dtype=float)
+            b = np.array(published[column], dtype=float)
+            figures["moments"][column] = {
+                "mean": (b.mean() - a.mean()) / abs(a.mean()) if a.mean() else None,
+                "variance": (b.var() - a.var()) / a.var() if a.var() else None,
+            }
+    per_attribute = figures["attribute"].values()
+    figures["attribute"]["overall"] = {
+        "distinct_l": min(f["distinct_l"] for f in per_attribute),
+        "entropy_l": min(f["entropy_l"] for f in per_attribute),
+        "beta": max(f["beta"] for f in per_attribute),
+    }
+    return figures
+
+
+def _same(stated, computed, where: str) -> None:
+    """A stated figure (or nested mapping of figures) equals the computed one; None is None."""
+    if isinstance(computed, dict):
+        assert set(stated) == set(computed), where
+        for key, value in computed.items():
+            _same(stated[key], value, f"{where}.{key}")
+    elif computed is None or stated is None:
+        assert stated is computed, f"{where}: stated {stated!r}, computed {computed!r}"
+    else:
+        assert _close(stated, computed), f"{where}: stated {stated!r}, computed {computed!r}"
 
 
 def _close(a, b) -> bool:
@@ -317,6 +399,15 @@ def check_report(figures: dict, report: dict, document: dict) -> None:
         assert _close(utility["sse_per_attribute"][column], share), column
     if figures["sse_sst"] is not None:
         assert _close(utility["sse_sst"], figures["sse_sst"])
+    _same(report["risk"]["reidentification"], figures["reidentification"], "reidentification")
+    _same(report["risk"]["attribute"], figures["attribute"], "risk.attribute")
+    assert report["risk"]["classes"] == figures["classes"]
+    _same(utility["moments"], figures["moments"], "utility.moments")
+    _same(
+        utility["categorical_total_variation"],
+        figures["categorical_total_variation"],
+        "utility.categorical_total_variation",
+    )
     checks = {c["name"]: c for c in report["verification"]["checks"]}
     assert checks["row_count"]["actual"] == figures["rows_out"]
     assert checks["row_count"]["expected"] == figures["rows_in"] - figures["rows_set_aside"]
@@ -368,14 +459,17 @@ def releases(draw) -> tuple[pd.DataFrame, dict]:
             "c1": [draw(st.one_of(small, st.just(None))) for _ in rows],
             "c2": [draw(st.sampled_from(["x1", "x2", "y1", "y2", None])) for _ in rows],
             "c3": [draw(st.sampled_from(ORDINAL)) for _ in rows],
+            "h": [draw(st.sampled_from(["x1", "x2", "y1", "y2"])) for _ in rows],
+            "cd": [pd.Timestamp("1999-12-31") + pd.Timedelta(days=draw(small)) for _ in rows],
             "p": [draw(st.sampled_from(["u", "v", None])) for _ in rows],
             "code": [f"k{i}" for i in rows],
         }
     )
     policy = st.sampled_from(["category", "exclude-rows", "category", "exclude-rows", "error"])
     attributes: dict = {
-        "x": {"type": "numeric"},
+        "x": {"type": "numeric", "weight": draw(st.sampled_from([1, 2.5]))},
         "r": {"type": "numeric", "round": True},
+        "h": {"type": "nominal", "hierarchy": HIERARCHY},
         "o": {"type": "ordinal", "categories": ORDINAL, "missing": draw(policy)},
         "s": {"type": "nominal", "missing": draw(policy)},
         "dte": {"type": "date"},
@@ -386,6 +480,7 @@ def releases(draw) -> tuple[pd.DataFrame, dict]:
         "c1": {"type": "numeric", "missing": "exclude-rows"},
         "c2": {"type": "nominal", "missing": draw(st.sampled_from(["category", "exclude-rows"]))},
         "c3": {"type": "ordinal", "categories": ORDINAL},
+        "cd": {"type": "date"},
     }
     if draw(st.booleans()):
         confidential["c2"]["hierarchy"] = HIERARCHY
@@ -630,3 +725,28 @@ def test_verify_with_source_fails_a_duplicated_row_with_a_new_key(lite):
     assert code == 1, out
     assert f"FAIL  row_count: expected {figures['rows_out']}, got {figures['rows_out'] + 1}" in out
     assert "FAIL  confidential_multiset:c3" in out
+
+
+@pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
+def test_every_row_set_aside_with_a_hierarchy_is_a_data_error(lite, role):
+    """Every row has a NULL in an ``exclude-rows`` column and a hierarchical nominal attribute
+    is declared: exit 3 (fewer rows than k), nothing published. It was an internal error
+    (exit 4, an IndexError encoding the hierarchy of no category); found by the oracle."""
+    frame = pd.DataFrame(
+        {"id": [0, 1], "x": [1.0, 2.0], "c1": [None, None], "h": ["x1", "y1"], "code": ["a", "b"]}
+    )
+    document = {
+        "source": {"table": lite.name("src"), "key": "id"},
+        "target": {"table": lite.name("anon")},
+        "attributes": {
+            "x": {"role": "quasi_identifier"},
+            "h": {"role": role, "type": "nominal", "hierarchy": HIERARCHY},
+            "c1": {"role": "confidential", "missing": "exclude-rows"},
+            "code": {"role": "other", "allow_unique": True},
+        },
+        "privacy": {"k": 1, "t": 1.0},
+        "algorithm": {"name": "t-first"},
+    }
+    code, _, report = _run(lite.engine, lite.url, lite.tmp_path, frame, document)
+    assert code == 3 and report is None
+    assert lite.name("anon") not in sa.inspect(lite.engine).get_table_names()
