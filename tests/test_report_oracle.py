@@ -210,6 +210,20 @@ def _emd(spec: dict, rows: pd.Series, column: pd.Series) -> float:
     return float(solved.fun)
 
 
+def _linking(rows: pd.DataFrame, attributes: dict) -> list[str]:
+    """The linking pass-through columns (guide.md): non-null values all distinct, at least
+    one, in two rows or more, and no ``allow_unique``."""
+    return [
+        c
+        for c, spec in attributes.items()
+        if spec["role"] == "other"
+        and not spec.get("allow_unique")
+        and len(rows) >= 2
+        and rows[c].notna().any()
+        and not rows[c].dropna().duplicated().any()
+    ]
+
+
 def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dict:
     """Every checked figure of a release, recomputed from the two tables and the config."""
     attributes = document["attributes"]
@@ -236,6 +250,7 @@ def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dic
     # Equivalence classes: the published rows sharing every QI value (NULL a value).
     keys = published[quasi].map(_key).apply(tuple, axis=1)
     classes = published.groupby(keys, sort=False).groups
+    figures["linking"] = _linking(published, attributes)
     figures["classes"] = len(classes)
     figures["class_sizes"] = sorted(len(rows) for rows in classes.values())
     figures["k_achieved"] = min(figures["class_sizes"])
@@ -420,8 +435,12 @@ def check_report(figures: dict, report: dict, document: dict) -> None:
             assert _close(check["actual"], figures["t_achieved"][column])
             assert check["classes_above_t"] == sum(e > t + TOLERANCE for e in emds)
         assert checks[f"confidential_multiset:{column}"]["actual"] == "identical"
-    verified = figures["k_achieved"] >= k and (
-        t is None or all(v <= t + TOLERANCE for v in figures["t_achieved"].values())
+    assert report["verification"]["linking_columns"] == figures["linking"]
+    assert checks["linkage"]["linking_columns"] == figures["linking"]
+    verified = (
+        figures["k_achieved"] >= k
+        and (t is None or all(v <= t + TOLERANCE for v in figures["t_achieved"].values()))
+        and not figures["linking"]
     )
     assert report["verification"]["passed"] == verified
     assert report["run"]["published"] == verified
@@ -486,10 +505,12 @@ def releases(draw) -> tuple[pd.DataFrame, dict]:
         confidential["c2"]["hierarchy"] = HIERARCHY
     for column in draw(st.lists(st.sampled_from(sorted(confidential)), min_size=1, unique=True)):
         attributes[column] = {"role": "confidential", **confidential[column]}
-    attributes["p"] = {"role": "other", "allow_unique": True}
+    attributes["p"] = {"role": "other", "allow_unique": draw(st.booleans())}
     attributes["code"] = {"role": "other", "allow_unique": True}
     algorithm = draw(st.sampled_from(["t-first", "merge", "k-first", "mdav"]))
-    k = draw(st.sampled_from([1, 2, 3, n]))
+    excluded = [c for c, spec in attributes.items() if spec.get("missing") == "exclude-rows"]
+    kept = n - int(frame[excluded].map(_key).eq(MISSING).any(axis=1).sum()) if excluded else n
+    k = draw(st.sampled_from([1, 2, 3, max(kept, 1), n]))  # k = n: all kept rows, or too many
     privacy: dict = {"k": k}
     if algorithm != "mdav":
         privacy["t"] = draw(st.sampled_from([1.0, 0.5, 0.3]))
@@ -530,7 +551,7 @@ def _expected_failure(frame: pd.DataFrame, document: dict) -> int | None:
 
 
 @settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -552,6 +573,12 @@ def test_the_report_and_verify_state_what_the_tables_hold(tmp_path_factory, case
     if code != 0:  # only an unverified release may be refused, and then nothing is published
         event("not verified")
         assert code == 1 and not report["verification"]["passed"]
+        excluded = [
+            c for c, s in document["attributes"].items() if s.get("missing") == "exclude-rows"
+        ]
+        kept = source[~source[excluded].map(_key).eq(MISSING).any(axis=1)] if excluded else source
+        linking = _linking(kept, document["attributes"])  # pass-through values are the source's
+        assert linking and report["verification"]["linking_columns"] == linking
         assert "anon" not in sa.inspect(engine).get_table_names()
         return
     event("published")
