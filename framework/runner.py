@@ -175,8 +175,10 @@ def _database_values(values: np.ndarray, spec) -> np.ndarray:
         return values if values.dtype.kind == "i" else np.rint(values).astype(np.int64)
     if spec.type == "date":
         return values.astype("datetime64[D]").astype(object)
-    if spec.type == "datetime":
-        return values.astype("datetime64[us]").astype(object)
+    if spec.type == "datetime":  # the nearest microsecond (half of one: the later), in integers
+        nanoseconds = values.astype("datetime64[ns]").astype(np.int64)
+        micro = nanoseconds // 1000 + (nanoseconds % 1000 >= 500)
+        return micro.astype("datetime64[us]").astype(object)
     return values
 
 

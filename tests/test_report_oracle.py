@@ -777,3 +777,60 @@ def test_every_row_set_aside_with_a_hierarchy_is_a_data_error(lite, role):
     code, _, report = _run(lite.engine, lite.url, lite.tmp_path, frame, document)
     assert code == 3 and report is None
     assert lite.name("anon") not in sa.inspect(lite.engine).get_table_names()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("lite"),
+        pytest.param("pg", marks=pytest.mark.postgres),
+        pytest.param("maria", marks=pytest.mark.mysql),
+    ],
+)
+def test_a_datetime_qi_is_its_class_mean_to_the_nearest_microsecond(request, kind):
+    """The mean instant of a class, exact to the nanosecond, is written to the nearest
+    microsecond (the databases' resolution). It was truncated: a mean of 1.000000667 s was
+    written 1.000000 s, always earlier, on every database."""
+    database = request.getfixturevalue(kind)
+    source, target = database.name("src"), database.name("anon")
+    base = pd.Timestamp("1969-12-31 23:59:58")  # before 1970 too: floor, not toward zero
+    offsets = [(0, 0), (0, 0), (0, 1), (1, 0), (1, 1), (1, 1), (2, 0), (2, 1), (2, 1)]
+    stamps = [base + pd.Timedelta(seconds=s, microseconds=u) for s, u in offsets]
+    kind_type = sa.dialects.mysql.DATETIME(fsp=6) if kind == "maria" else sa.DateTime
+    database.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("ts", kind_type),
+            sa.Column("c", sa.Integer),
+            sa.Column("code", sa.String(10)),
+        ],
+        [
+            {"id": i, "ts": stamp.to_pydatetime(), "c": i % 2, "code": f"k{i}"}
+            for i, stamp in enumerate(stamps)
+        ],
+    )
+    document = {
+        "source": {"url": database.url, "table": source, "key": "id"},
+        "target": {"table": target},
+        "attributes": {
+            "ts": {"role": "quasi_identifier", "type": "datetime"},
+            "c": {"role": "confidential"},
+            "code": {"role": "other", "allow_unique": True},
+        },
+        "privacy": {"k": 3},
+        "algorithm": {"name": "mdav"},
+    }
+    code, _ = _cli("run", str(database.write_config(document)))
+    assert code == 0
+    rows = database.execute(f"SELECT code, ts FROM {database.quote(target)}")
+    published = {code: pd.Timestamp(str(ts)) for code, ts in rows}
+    original = {f"k{i}": stamp for i, stamp in enumerate(stamps)}
+    classes: dict = {}
+    for code, stamp in published.items():
+        classes.setdefault(stamp, []).append(code)
+    assert len(classes) == 3  # the three seconds, three rows each
+    for stamp, codes in classes.items():
+        mean = Fraction(sum(original[c].value for c in codes), len(codes))  # nanoseconds
+        nearest = math.floor(mean / 1000 + Fraction(1, 2)) * 1000
+        assert stamp.value == nearest, (stamp, codes)
