@@ -238,6 +238,22 @@ def checked_columns(attributes: Mapping[str, Any], present: Iterable[str]) -> tu
     )
 
 
+def undeclared_columns(config: Any, present: Iterable[str]) -> list[str]:
+    """The columns of a published table that no run writes: neither ``tclose_row``, nor a
+    quasi-identifier, confidential or pass-through attribute, nor the kept source key. The
+    linkage check covers them as pass-through columns without ``allow_unique`` (a column added
+    after the run, e.g. the source key put back, links rows however it is named). With
+    ``output.keep_key`` and no ``source.key`` (an implied key, known only from the source)
+    every undeclared column may be the key and is left out."""
+    published = {"quasi_identifier", "confidential", "other"}
+    declared = {name for name, a in config.attributes.items() if a.role in published}
+    if config.keep_key:
+        if not config.source.key:
+            return []
+        declared.add(config.source.key)
+    return [c for c in present if c != "tclose_row" and c not in declared]
+
+
 def frame_linking_columns(
     data: pd.DataFrame, attributes: Mapping[str, Any]
 ) -> tuple[list[str], list[str]]:
@@ -437,6 +453,7 @@ def _scan_in_database(
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wanted)
     written = session.table(table)
     checked, allowed = checked_columns(config.attributes, written.c.keys())
+    checked += undeclared_columns(config, written.c.keys())
     linking = session.unique_columns(written, checked) if len(frame) >= 2 else []
     if not digest:
         digest = session.content_digest(written, published_as)
@@ -452,6 +469,7 @@ def _scan(
     columns = sorted(written.c.keys())
     digest = ContentDigest(columns, algorithm)
     checked, allowed = checked_columns(config.attributes, columns)
+    checked += undeclared_columns(config, columns)
     tracker = UniqueTracker(checked)
     position = {c: i for i, c in enumerate(columns)}
     getter = operator.itemgetter(*[position[c] for c in wanted])

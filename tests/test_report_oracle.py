@@ -834,3 +834,27 @@ def test_a_datetime_qi_is_its_class_mean_to_the_nearest_microsecond(request, kin
         mean = Fraction(sum(original[c].value for c in codes), len(codes))  # nanoseconds
         nearest = math.floor(mean / 1000 + Fraction(1, 2)) * 1000
         assert stamp.value == nearest, (stamp, codes)
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param("lite"), pytest.param("pg", marks=pytest.mark.postgres)]
+)
+@pytest.mark.parametrize("column", ["id", "added"])
+def test_a_column_added_after_the_run_that_links_rows_fails_linkage(request, kind, column):
+    """The source key (or any column) put back into the published table, unique per row:
+    ``tclose verify`` said ``PASS linkage ... got none`` and ``verified``, as it checked the
+    configured pass-through columns only. A column repeating its values still verifies."""
+    database = request.getfixturevalue(kind)
+    _, config, _, _, _ = _publish_fixed(database)
+    quoted = database.quote(database.name("anon"))
+    database.execute(f"ALTER TABLE {quoted} ADD COLUMN {database.quote(column)} INTEGER")
+    database.execute(f"UPDATE {quoted} SET {database.quote(column)} = tclose_row % 2")
+    code, out = _cli("verify", config)
+    assert code == 0 and "PASS  linkage" in out, out  # 0 and 1: links nothing
+    database.execute(f"UPDATE {quoted} SET {database.quote(column)} = tclose_row * 7")
+    code, out = _cli("verify", config)
+    assert code == 1, out
+    assert (
+        f"FAIL  linkage: expected no pass-through column unique per row, got linking columns: {column}"
+        in out
+    )
