@@ -301,6 +301,7 @@ def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dic
             np.mean([_qi_distance(spec, a, single, categories, sigma) for a in original])
         )
     figures.update(_risk_and_utility(kept, published, classes, attributes))
+    figures["distributions"] = _distributions(kept, published, attributes)
     figures["sse_per_attribute"] = per_attribute
     figures["sse"] = float(np.mean(list(per_attribute.values())))
     figures["sse_raw"] = figures["sse"] * len(published) * len(quasi)
@@ -376,6 +377,56 @@ def _same(stated, computed, where: str) -> None:
         assert _close(stated, computed), f"{where}: stated {stated!r}, computed {computed!r}"
 
 
+def _distributions(kept: pd.DataFrame, published: pd.DataFrame, attributes: dict) -> dict:
+    """Every QI's original and published values, as the histograms count them (dates in
+    nanoseconds, categories as text with NULL as ``(missing)``)."""
+    found = {}
+    for column, spec in attributes.items():
+        if spec["role"] != "quasi_identifier":
+            continue
+        kind = spec.get("type", "numeric")
+        if kind == "date":
+            found[column] = (
+                kind,
+                *(np.array([v.value for v in f[column]]) for f in (kept, published)),
+            )
+        elif kind == "numeric":
+            found[column] = (kind, *(np.array(f[column], dtype=float) for f in (kept, published)))
+        else:
+            text = [
+                f[column].map(lambda v: "(missing)" if _key(v) is MISSING else str(v))
+                for f in (kept, published)
+            ]
+            found[column] = (kind, *text)
+    return found
+
+
+def _check_distributions(stated: dict, computed: dict) -> None:
+    """reports.md: binned counts of the original and the published values on the same edges
+    (NumPy's convention: the last bin closed), rows per category (rare vanished ones pooled)."""
+    assert set(stated) == set(computed)
+    for column, (kind, original, anonymized) in computed.items():
+        shown = stated[column]
+        if kind in ("numeric", "date"):
+            edges = np.array(shown["edges"], dtype=float)
+            assert (np.diff(edges) > 0).all() and edges[0] <= original.min()
+            assert edges[-1] >= original.max(), column
+            for values, counts in (
+                (original, shown["original"]),
+                (anonymized, shown["anonymized"]),
+            ):
+                assert list(np.histogram(values.astype(float), bins=edges)[0]) == counts, column
+            continue
+        assert sum(shown["original"]) == len(original) and sum(shown["anonymized"]) == len(
+            anonymized
+        )
+        for i, category in enumerate(shown["categories"]):
+            if re.fullmatch(r"\(\d+ rare categories\)", category):
+                continue
+            assert shown["original"][i] == int((original == category).sum()), (column, category)
+            assert shown["anonymized"][i] == int((anonymized == category).sum()), (column, category)
+
+
 def _close(a, b) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
@@ -414,6 +465,7 @@ def check_report(figures: dict, report: dict, document: dict) -> None:
         assert _close(utility["sse_per_attribute"][column], share), column
     if figures["sse_sst"] is not None:
         assert _close(utility["sse_sst"], figures["sse_sst"])
+    _check_distributions(report["distributions"], figures["distributions"])
     _same(report["risk"]["reidentification"], figures["reidentification"], "reidentification")
     _same(report["risk"]["attribute"], figures["attribute"], "risk.attribute")
     assert report["risk"]["classes"] == figures["classes"]
