@@ -447,6 +447,13 @@ def check_report(figures: dict, report: dict, document: dict) -> None:
         histogram = privacy["emd_histogram"][column]
         assert histogram["classes"] == figures["classes"] == sum(histogram["counts"])
         assert _close(histogram["mean"], float(np.mean(emds)))
+        edges = np.array(histogram["edges"])
+        assert (
+            edges[0] == 0 and (t is None or edges[-1] >= t) and edges[-1] >= max(emds) - TOLERANCE
+        )
+        near = np.abs(np.subtract.outer(np.array(emds), edges)) <= TOLERANCE  # rounding only
+        snapped = np.where(near.any(axis=1), edges[near.argmax(axis=1)], emds)
+        assert list(np.histogram(snapped, bins=edges)[0]) == histogram["counts"], column
         if t is not None:
             assert histogram["classes_above_t"] == sum(e > t + TOLERANCE for e in emds)
     clusters = report["clusters"]
