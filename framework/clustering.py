@@ -144,8 +144,9 @@ def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
         )
     snapshot = json.loads(text)["info"]
     for steps, _text in unstorable_text(snapshot):  # NumPy texts as Python's
+        where = _escaped(dotted(("info", *steps)))
         raise VerificationError(
-            f"{name} returned an info whose {_escaped(dotted(steps))} holds a NUL character or "
+            f"{name} returned an info whose {where} holds a NUL character or "
             f"a lone surrogate, which the audit row cannot hold (PostgreSQL's jsonb refuses "
             f"it, and with it the publish); the report records the info."
         )
