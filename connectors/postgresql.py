@@ -499,9 +499,10 @@ class PostgreSQLSession(DriverSession):
 
     def relation_kind(self, table: sa.Table) -> str | None:
         """``"view"``, ``"materialized view"``, ``"foreign table"``, ``"index"``, ``"sequence"``
-        or ``"type"`` when the name (resolved as the ``search_path`` resolves it) stands for one, ``"table with row-level security"``
-        when its rows depend on the session (a policy may hide rows from others than the
-        auditor, whom as owner or superuser it does not filter), else ``None``."""
+        or ``"type"`` when the name (resolved as the ``search_path`` resolves it) stands for
+        one, ``"table with row-level security"`` when its rows depend on the session (a policy
+        may hide rows from others than the auditor, whom as owner or superuser it does not
+        filter), else ``None``."""
         rows = self.execute(
             "SELECT relkind, relrowsecurity FROM pg_class WHERE oid = "
             f"to_regclass({_literal(self.database.qualified(table))})"

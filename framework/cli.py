@@ -606,10 +606,11 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
 def _report_verdict(verification: dict[str, Any]) -> str:
     """The verdict a report states, with its failed checks (as its page shows it); ``tclose
     verify --report`` checks it against the table."""
-    checks = verification.get("checks") or []
-    failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
-    if verification.get("passed") is True and checks and not failed:
-        return f"verified ({len(checks)} checks passed)"
+    from .html_report import stated_verdict
+
+    verified, failed = stated_verdict(verification)
+    if verified:
+        return f"verified ({len(verification['checks'])} checks passed)"
     return f"NOT verified (failed: {', '.join(failed) or 'no check ran'})"
 
 

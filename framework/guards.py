@@ -6,7 +6,8 @@ output file overwrites something that is not an output of tclose.
   id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling; nor may
   the target or the audit table be a table the source reads (a view's, a partition, an
   inheriting table: :class:`tclose.connector.TableDependencies`).
-- :func:`refuse_non_table_target`: an existing target must be a table (not a view, ...).
+- :func:`refuse_unreplaceable_target`: an existing target must be a table (not a view, ...)
+  that the database will replace (no view or foreign key depends on it).
 - :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
@@ -89,17 +90,15 @@ def refuse_foreign_audit_table(db: Any, name: Any) -> None:
     without the columns of tclose's audit table: its row could not be written, which stops a
     publish on SQLite and PostgreSQL after all the work and, on MariaDB/MySQL, where the row is
     written after the publish, left a release without its audit row (a warning, exit 0)."""
-    from tclose.plugins.audit_table import COLUMNS
+    from tclose.plugins.audit_table import shape_problem
 
     if not db.exists(name):
         return
-    present = set(db.table(name).columns.keys())
-    missing = [column for column in COLUMNS if column not in present]
-    if missing:
+    problem = shape_problem(name, db.table(name).columns.keys())
+    if problem:
         raise ConfigError(
-            f"==> At report ==> At key: table\nThe audit table {name} exists but lacks the "
-            f"column(s) {', '.join(missing)}; point report.table at a new table name, or at an "
-            f"audit table of tclose. Nothing was written."
+            f"==> At report ==> At key: table\n{problem}; point report.table at a new table "
+            f"name, or at an audit table of tclose. Nothing was written."
         )
 
 
@@ -107,7 +106,7 @@ def refuse_foreign_audit_table(db: Any, name: Any) -> None:
 NOT_TABLES = ("view", "materialized view", "foreign table", "index", "sequence", "type")
 
 
-def refuse_non_table_target(db: Any, name: Any) -> None:
+def refuse_unreplaceable_target(db: Any, name: Any) -> None:
     """:class:`ConfigError` (exit 2) when the existing target is not a table (a view, ...):
     the database refuses to drop it as a table at the publish, after all the work (PostgreSQL,
     SQLite, DuckDB), or the release replaced a user's view (MariaDB); or when the database says

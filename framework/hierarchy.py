@@ -98,8 +98,8 @@ class Hierarchy:
                         kids += list(item.items())
                     elif isinstance(item, (list, tuple)):
                         raise ConfigError(
-                            f"==> At {path}\nUnder {node!r}: a list holds values and mappings "
-                            f"mappings ({{Europe: [Spain, France]}}), not lists."
+                            f"==> At {path}\nUnder {node!r}: a list holds values and mappings of "
+                            f"subtrees ({{Europe: [Spain, France]}}), not lists."
                         )
                     else:
                         kids.append((item, None))

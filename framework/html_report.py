@@ -104,15 +104,18 @@ def _subtitle(report: Mapping[str, Any]) -> str:
     return f"<small>{escape(' · '.join(b for b in bits if b))}</small>"
 
 
-def _verdict(report: Mapping[str, Any]) -> str:
-    verification = report.get("verification", {})
+def stated_verdict(verification: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """Whether a report's ``verification`` says "verified", and the names of its checks that
+    did not pass. One field is not a verdict: ``passed`` must be ``true``, at least one check
+    must have run, and every check must say ``passed: true`` too (the page, ``tclose report``
+    and :func:`tclose.report.report_shape_problem` all read it so)."""
     checks = verification.get("checks") or []
-    # one field is not a verdict: every check the report holds must say so too
-    passed = (
-        verification.get("passed") is True
-        and bool(checks)
-        and all(c.get("passed") is True for c in checks)
-    )
+    failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
+    return verification.get("passed") is True and bool(checks) and not failed, failed
+
+
+def _verdict(report: Mapping[str, Any]) -> str:
+    passed, _failed = stated_verdict(report.get("verification", {}))
     run = report.get("run", {})
     table = report.get("target", {}).get("table")
     if not passed:

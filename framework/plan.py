@@ -36,9 +36,9 @@ from .errors import ConfigError, DataError
 from .guards import (
     refuse_foreign_audit_table,
     refuse_foreign_file,
-    refuse_non_table_target,
     refuse_output_paths,
     refuse_same_table,
+    refuse_unreplaceable_target,
 )
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
@@ -245,7 +245,7 @@ def build_plan(
                 f"The target table {target} already exists and target.if_exists is "
                 f"'fail'. Set if_exists: replace, or choose another target table."
             )
-        refuse_non_table_target(target_db, target)
+        refuse_unreplaceable_target(target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]

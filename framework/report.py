@@ -908,14 +908,14 @@ def report_shape_problem(report: Any) -> str | None:
     for size in sizes:
         if not re.fullmatch(r"[0-9]{1,18}", size):
             return f"clusters.size_histogram has the key {size[:40]!r}, not a cluster size"
+    from .html_report import stated_verdict
+
     verification = report.get("verification") or {}
-    failed = [c for c in verification.get("checks") or [] if c.get("passed") is not True]
-    if verification.get("passed") is True and (failed or not verification.get("checks")):
-        which = (
-            f"its check {str(failed[0].get('name'))[:80]!r} failed" if failed else "no check ran"
-        )
+    verified, failed = stated_verdict(verification)
+    if verification.get("passed") is True and not verified:
+        which = f"its check {failed[0][:80]!r} failed" if failed else "no check ran"
         return f"verification.passed is true, but {which}"
-    if verification.get("passed") is True:
+    if verified:
         problem = _verdict_problem(report, verification["checks"])
         if problem:
             return f"verification.passed is true, but {problem}"

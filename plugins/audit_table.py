@@ -17,6 +17,7 @@ the table. A table name may be schema-qualified (``audit.tclose_runs``).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tclose.errors import DataError
@@ -149,16 +150,23 @@ def append_with(connection: sa.Connection, table_name: str, report: dict[str, An
 
         row["report"] = json.dumps(row["report"], allow_nan=False)
     table.create(connection, checkfirst=True)
-    present = {
+    present = [
         c["name"] for c in sa.inspect(connection).get_columns(table.name, schema=table.schema)
-    }
-    missing = [c for c in COLUMNS if c not in present]
-    if missing:
-        raise DataError(
-            f"The audit table {table_name} exists but lacks the column(s) "
-            f"{', '.join(missing)}; point report.table at a new table name."
-        )
+    ]
+    problem = shape_problem(table_name, present)
+    if problem:
+        raise DataError(f"{problem}; point report.table at a new table name.")
     connection.execute(table.insert(), [row])
+
+
+def shape_problem(table_name: Any, present: Iterable[str]) -> str | None:
+    """Why an existing table whose columns are ``present`` cannot be the audit table (it lacks
+    some of :data:`COLUMNS`), or ``None``."""
+    have = set(present)
+    missing = [c for c in COLUMNS if c not in have]
+    if not missing:
+        return None
+    return f"The audit table {table_name} exists but lacks the column(s) {', '.join(missing)}"
 
 
 @hookimpl
