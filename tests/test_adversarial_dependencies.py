@@ -57,6 +57,24 @@ def test_a_table_that_the_source_view_reads_is_refused_as_target(db, capsys):
     assert db.tables() == {base}
 
 
+def test_the_table_under_the_source_view_is_refused_however_it_is_spelled(db, capsys):
+    """The view's table named with its schema (and, where names fold, in capitals): the
+    dependencies are compared by identity, as source and target are."""
+    base, view = db.name("base"), db.name("v")
+    db.create_patients(base, n=40)
+    schema = {"sqlite": "MAIN", "duckdb": "MAIN", "postgresql": "public"}.get(
+        db.dialect, db.engine.url.database
+    )
+    spelled = f"{schema}.{base.upper() if db.dialect in ('sqlite', 'duckdb') else base}"
+    try:
+        _view(db, view, f"SELECT * FROM {db.quote(base)}")
+        err = _refused(db, capsys, view, spelled)
+        assert f"holds rows that the source {view} reads" in err
+    finally:
+        _drop_views(db, view)
+    assert db.tables() == {base}
+
+
 def test_the_audit_table_may_not_be_a_table_the_source_view_reads(db, capsys):
     base, view = db.name("base"), db.name("v")
     db.create_patients(base, n=40)
