@@ -482,25 +482,44 @@ class SQLDatabase:
     def _size(self, name: str) -> int:
         return len(name.encode()) if self.identifier_bytes else len(name)
 
+    def name_problem(self, name: str) -> str | None:
+        """Why the database would not keep ``name`` as a table name as it is (completes "The
+        table name ... is "), or ``None``: longer than :attr:`identifier_limit`. A connector
+        whose database stores names otherwise (MariaDB's file names) extends it."""
+        limit = self.identifier_limit
+        if limit is not None and self._size(name) > limit:
+            unit = "bytes" if self.identifier_bytes else "characters"
+            return f"longer than {self.dialect} allows ({self._size(name)} {unit}; at most {limit})"
+        return None
+
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` if the database would cut or refuse table name ``name``."""
-        limit = self.identifier_limit
-        if limit is not None and self._size(name.name) > limit:
-            unit = "bytes" if self.identifier_bytes else "characters"
+        problem = self.name_problem(name.name)
+        if problem is not None:
             raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is longer than {self.dialect} "
-                f"allows ({self._size(name.name)} {unit}; at most {limit}). Choose a shorter name."
+                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
             )
 
     def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
         """The name of a table the run creates next to ``target`` (``mark``: :data:`STAGING_MARK`
-        or :data:`OLD_MARK`): ``target``'s name, shortened to fit, the mark and the run id."""
+        or :data:`OLD_MARK`): ``target``'s name, shortened until the database keeps the whole
+        name (:meth:`name_problem`), the mark and the run id."""
         tail = mark + run_id[:RUN_ID_LENGTH]
         head = target.name
-        if self.identifier_limit is not None:
-            while head and self._size(head + tail) > self.identifier_limit:
-                head = head[:-1]
-        return TableName(target.schema, head + tail)
+        while head and self.name_problem(head + tail) is not None:
+            head = head[:-1]
+        return target.with_name(head + tail)
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` with the schema the database resolves it to (see
+        :class:`tclose.connector.NameResolution`). Generic: the given schema, else the
+        dialect's default schema (SQLAlchemy's ``default_schema_name``); the generic connector
+        knows nothing of temporary schemas. The built-in dialects ask their database."""
+        if name.schema is not None:
+            return name
+        with self.errors(f"resolving the table name {name}"), self.engine.connect() as bound:
+            schema = sa.inspect(bound).default_schema_name
+        return TableName(schema, name.name) if schema else name
 
     def table_comment(self, name: TableName) -> str | None:
         """The comment of table ``name`` (``None`` if none, or the database has no comments);
@@ -1391,6 +1410,22 @@ def driver_connection(connection: Connection) -> Any:
 def random_suffix() -> str:
     """A short random suffix for names that must not collide (constraints, locks)."""
     return secrets.token_hex(4)
+
+
+def vanishing_table(name: TableName, path: str, where: str, database: bool = False) -> ConfigError:
+    """The error for table ``name`` (at YAML ``path``) that is, or would be, ``where``: in a
+    temporary schema or an in-memory database, whose tables the database forgets when the
+    connection (or the process) ends. A release or audit row there would be gone after a run
+    that said it published. With ``database`` the URL's database itself is the one forgotten:
+    the error points at the URL (``source.url``, else ``target.url``: the target's database
+    holds the audit table too)."""
+    if database:
+        path = "source.url" if path.startswith("source.") else "target.url"
+    return ConfigError(
+        f"==> At {path}\nThe table {name} is (or would be) {where}, which the database "
+        f"forgets when the run's connection ends: a table published there would be gone after "
+        f"the run. Name a table of a permanent schema in a database kept on disk."
+    )
 
 
 SQLDatabase.session_class = Session

@@ -366,7 +366,16 @@ def _rebuild_audit_record(
 
     from tclose.plugins.audit_table import rebuild_record
 
+    from .plan import resolve_name
+    from .registry import dialect_of
+
     try:
+        target = config.target
+        database = load_registry().connector_for(dialect_of(target.url))
+        audit = resolve_name(
+            database.connect(target.url, target.password_file), config.report_table, "report.table"
+        )
+        config = dataclasses.replace(config, report_table=audit.qualified)  # as the run did
         rebuilt = rebuild_record(config, run_id, verification, checks, report)
     except (TcloseError, sa.exc.SQLAlchemyError) as error:
         first = redact_url(str(error)).splitlines()[0] if str(error) else ""

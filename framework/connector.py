@@ -12,6 +12,8 @@ checked before use, with the fallback named in its docstring:
 - :class:`SnapshotReads`: whether a session reads one consistent snapshot;
 - :class:`RunLock`: runs on one target exclude each other;
 - :class:`ReadHold`: ``tclose verify`` reads a table whole while a run publishes it;
+- :class:`NameResolution`: the qualified name a name resolves to (search paths, temporary
+  schemas and in-memory databases play no part);
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
 - :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
@@ -294,6 +296,25 @@ class ReadHold(Protocol):
         ...
 
 
+class NameResolution(Protocol):
+    """Optional, on a :class:`Database`: the qualified name a table name resolves to, as the
+    database resolves it.
+
+    :func:`tclose.plan.build_plan` resolves the source, the target and the audit table once,
+    and every later statement of the run names the result, schema-qualified: a session's search
+    path plays no part. The database decides, not the spelling: a name that lives (or would be
+    created) in a temporary schema or an in-memory database is refused before any work, and so
+    is a name the database would store cut. Fallback: names are used as configured."""
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` qualified with the schema the database resolves it to (an existing table's
+        or view's, else, with ``create``, the one a ``CREATE TABLE`` of it would use), spelled
+        as the database stores it; ``name`` itself when it does not exist and ``create`` is
+        false. ``ConfigError`` (at YAML ``path``) when it is or would be temporary or in
+        memory, or stored under another name."""
+        ...
+
+
 class TableIdentity(Protocol):
     """Optional, on a :class:`Database`: which table a name really denotes.
 
@@ -478,6 +499,7 @@ OPTIONAL = {
     "SnapshotReads": SnapshotReads,
     "RunLock": RunLock,
     "ReadHold": ReadHold,
+    "NameResolution": NameResolution,
     "TableIdentity": TableIdentity,
     "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,

@@ -43,7 +43,7 @@ def refuse_same_table(
     if not all(hasattr(db, "table_identity") for db in (source_db, target_db)):
         # A connector that cannot say what its tables are: compare what is known.
         def identify(db: Any, name: Any) -> tuple | None:
-            return (id(db), str(name))
+            return (id(db), name.schema, name.name)
 
     else:
 

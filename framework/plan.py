@@ -7,8 +7,10 @@ this order (the first problem found is the error):
 1. the plugins (:func:`resolve_plugins`): algorithm, its options, ``t`` asked of an algorithm
    that enforces it, one distance per confidential attribute (the registry's default for the
    attribute's type when none is named);
-2. the tables: source, target, the run's staging table next to the target, the audit table;
-   a target (or audit table) that is the source named another way is refused;
+2. the tables: source, target, the run's staging table next to the target, the audit table,
+   each resolved once by its database to a schema-qualified name (:func:`resolve_name`), which
+   every later statement uses; a name in a temporary schema or an in-memory database is
+   refused, and so is a target (or audit table) that is the source named another way;
 3. the report files: an existing file that is not a report of tclose is refused;
 4. the columns: every configured attribute exists, the row key (``source.key``, else the single
    column primary key, else the dialect's row id), every column has one fate, and the columns of
@@ -23,6 +25,7 @@ The runner (:mod:`tclose.runner`) then only executes the plan, phase by phase.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -224,10 +227,13 @@ def build_plan(
     resolved = resolve_plugins(config, registry)
     source_db, target_db = _connect(config, registry)
     run_id = run_id or uuid.uuid4().hex
-    source, target = TableName.parse(config.source.table), TableName.parse(config.target.table)
-    target_db.check_table_name(target)
+    source = resolve_name(source_db, config.source.table, "source.table", create=False)
+    target = resolve_name(target_db, config.target.table, "target.table")
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
-    audit = TableName.parse(config.report_table) if config.report_table else None
+    audit = None
+    if config.report_table:
+        audit = resolve_name(target_db, config.report_table, "report.table")
+        config = dataclasses.replace(config, report_table=audit.qualified)  # for the hooks
     refuse_same_table(source_db, source, target_db, target, audit)
     if audit is not None:
         refuse_foreign_audit_table(target_db, audit)
@@ -277,6 +283,25 @@ def build_plan(
         dry_run=dry_run,
         audit_in_publish=_audits_in_publish(registry, target_db),
     )
+
+
+def resolve_name(database: Any, table: str, path: str, create: bool = True) -> TableName:
+    """The table ``table`` (``schema.table`` or ``table``, from the YAML key ``path``) as
+    ``database`` resolves it, schema-qualified (:class:`tclose.connector.NameResolution`; as
+    written for a connector without it). ``create``: the run may create it (target, audit
+    table): its name is checked against the database's limits first, and a missing one is
+    placed where the database would create it.
+
+    Raises:
+        ConfigError: the name is, or would be, in a temporary schema or an in-memory database,
+            or the database would store it cut.
+    """
+    name = TableName.parse(table)
+    if create:
+        database.check_table_name(name, path)
+    resolve = getattr(database, "resolve_table", None)
+    resolved = resolve(name, path, create) if callable(resolve) else name
+    return dataclasses.replace(resolved, spelled=str(name))
 
 
 def _connect(config: Config, registry: Registry) -> tuple[Any, Any]:

@@ -36,6 +36,7 @@ from .plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tc
     RunPlan,
     build_plan,
     resolve_distances,
+    resolve_name,
     resolve_plugins,
     with_attribute_options,
 )
@@ -116,14 +117,19 @@ def _chunks(
 
 
 def _read_inputs(
-    database, config: Config, progress: Callable[..., None] | None = None, line: str = ""
+    database,
+    config: Config,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
+    name: TableName | None = None,
 ) -> tuple[np.ndarray, EncodedTable, set]:
     """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
-    the keys of the rows set aside by ``missing: exclude-rows``."""
+    the keys of the rows set aside by ``missing: exclude-rows``; from table ``name`` (the
+    plan's resolved source), else ``source.table`` as written."""
     columns = config.quasi_identifiers + config.confidential
     frames = _chunks(
         database.read(
-            TableName.parse(config.source.table),
+            name or TableName.parse(config.source.table),
             columns,
             key=config.source.key,
             chunk_size=config.source.chunk_size,
@@ -322,7 +328,7 @@ class Phases:
         self.say(line)
         with self.timer.phase("read"):
             self.keys, encoded, self.set_aside = _read_inputs(
-                source, self.plan.config, self.progress, line
+                source, self.plan.config, self.progress, line, self.plan.source
             )
         self.context.encoded = encoded
         self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
@@ -680,9 +686,10 @@ def verify_published(
             config.source.url, config.source.password_file
         )
         say(f"reading the source table {config.source.table}")
-        source_table = source_db.table(TableName.parse(config.source.table))
+        source = resolve_name(source_db, config.source.table, "source.table", create=False)
+        source_table = source_db.table(source)
         config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-        keys, encoded, _set_aside = _read_inputs(source_db, config)
+        keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
         source_confidential = encoded.confidential
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
@@ -693,7 +700,7 @@ def verify_published(
     linked = [kept_key] if kept_key is not None else []
     frame, extra, scan = _read_written(
         target_db,
-        TableName.parse(config.target.table),
+        resolve_name(target_db, config.target.table, "target.table", create=False),
         config,
         extra_columns=linked,
         digest_algorithm=digest_algorithm,
@@ -725,7 +732,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
         config.target.url, config.target.password_file
     )
     comment = getattr(database, "table_comment", lambda _name: None)(
-        TableName.parse(config.target.table)
+        resolve_name(database, config.target.table, "target.table", create=False)
     )
     if comment and comment.startswith("tclose run "):
         return comment.removeprefix("tclose run ").strip()

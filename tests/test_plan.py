@@ -78,8 +78,12 @@ def _tables(path: Path) -> set[str]:
 
 def test_the_plan_of_a_same_database_run(source, registry):
     plan = build_plan(parse_config(_document(source)), registry, run_id="abc123" * 4)
-    assert (plan.source, plan.target) == (TableName(None, "people"), TableName(None, "people_anon"))
-    assert plan.staging == TableName(None, "people_anon" + STAGING_MARK + "abc123abc123")
+    # every name as the database resolves it: SQLite's main database (tests/test_rule_names.py)
+    assert (plan.source, plan.target) == (
+        TableName("main", "people"),
+        TableName("main", "people_anon"),
+    )
+    assert plan.staging == TableName("main", "people_anon" + STAGING_MARK + "abc123abc123")
     assert plan.audit is None
     # key omitted: the single-column primary key, dropped with the identifier
     assert plan.key == "id" and plan.config.source.key == "id"
@@ -167,7 +171,7 @@ def test_plugins_are_resolved_before_any_connection(tmp_path, registry):
 
 def test_audit_table_and_report_files(source, tmp_path, registry):
     plan = build_plan(parse_config(_document(source, report={"table": "audit"})), registry)
-    assert plan.audit == TableName(None, "audit")
+    assert plan.audit == TableName("main", "audit")
     with pytest.raises(ConfigError, match="audit table people is the source"):
         build_plan(parse_config(_document(source, report={"table": "people"})), registry)
     foreign = tmp_path / "notes.json"
