@@ -49,6 +49,7 @@ from .sql import (
     bits_as_text,
     driver_connection,
     random_suffix,
+    vanishing_table,
 )
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
@@ -116,7 +117,7 @@ class PostgreSQLSession(DriverSession):
         first, so that every spelling takes one lock."""
         if target.schema is None:
             target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
-        key = run_lock_key(str(target))
+        key = run_lock_key(target.qualified)
         if self.database.server_version >= 140000:  # a killed client stops waiting, too
             self.execute("SET client_connection_check_interval = '2s'")
         self.execute(f"SET lock_timeout = '{LOCK_WAIT_SECONDS}s'")
@@ -684,6 +685,65 @@ class PostgreSQLDatabase(SQLDatabase):
             )
             return bool(found.scalar())
 
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` in the schema PostgreSQL resolves it to: an existing relation's
+        (``to_regclass``, which follows the ``search_path`` for an unqualified name), else,
+        with ``create``, the one where a ``CREATE TABLE`` of it lands: the table is created
+        inside a transaction that is rolled back, and the catalog says where it went and under
+        which name. Refused (:class:`ConfigError`): a temporary relation or a temporary schema,
+        however spelled (``pg_temp``, ``pg_temp_3``, a search path that starts with it), as
+        ``relpersistence`` and ``pg_is_other_temp_schema`` say; a schema that does not exist;
+        a name stored otherwise than configured (the server cuts a long one silently)."""
+        with (
+            self.errors(f"resolving the table name {name}"),
+            self.engine.connect() as connection,
+        ):
+            transaction = connection.begin()
+            try:
+                found = self._resolved(connection, name, path, create)
+            finally:
+                transaction.rollback()
+        if found is None:
+            return name
+        schema, stored, temporary = found
+        if temporary:
+            raise vanishing_table(name, path, f"in the temporary schema {schema}")
+        if stored != name.name:
+            raise ConfigError(
+                f"==> At {path}\nThe table name {name.name!r} is longer than postgresql keeps: "
+                f"the server stores it as {stored!r} (names are cut to 63 bytes, silently). "
+                f"Choose a shorter name."
+            )
+        return TableName(schema, stored)
+
+    def _resolved(
+        self, connection: sa.Connection, name: TableName, path: str, create: bool
+    ) -> tuple[str, str, bool] | None:
+        """``(schema, stored name, temporary)`` of ``name`` (see :meth:`resolve_table`), in
+        ``connection``'s transaction (the caller rolls it back)."""
+        if name.schema is not None:
+            other = connection.exec_driver_sql(
+                "SELECT pg_is_other_temp_schema(to_regnamespace(%(s)s))",
+                {"s": self.quote(name.schema)},
+            ).scalar()
+            if other:
+                raise vanishing_table(
+                    name, path, f"in {name.schema}, another session's temporary schema"
+                )
+        found = _resolved_row(connection, name, self)
+        if found is not None or not create:
+            return found
+        try:
+            connection.exec_driver_sql(f"CREATE TABLE {self.qualified(name)} ()")
+        except sa.exc.DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) != "3F000":  # invalid_schema_name
+                raise
+            raise ConfigError(
+                f"==> At {path}\nThe schema {name.schema} of table {name} does not exist in "
+                f"{self.redacted_url}. Create it, or name an existing schema."
+            ) from None
+        return _resolved_row(connection, name, self)
+
     def table_identity(self, name: TableName) -> tuple | None:
         """The cluster's ``system_identifier`` (else the postmaster's start time and port), the
         database and the table's OID, as ``to_regclass`` resolves the quoted name (the
@@ -743,6 +803,24 @@ class PostgreSQLDatabase(SQLDatabase):
         if isinstance(column_type, postgresql.ENUM):
             column_type.create_type = False  # the type exists: the source uses it
         return column_type
+
+
+#: The schema, the stored name and whether it is temporary (a temporary relation, or one in a
+#: temporary schema) of the relation ``%(name)s`` (quoted) resolves to.
+_RESOLVED = """
+SELECT n.nspname, c.relname, c.relpersistence = 't' OR n.oid = pg_my_temp_schema()
+    OR pg_is_other_temp_schema(n.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+
+def _resolved_row(
+    connection: sa.Connection, name: TableName, database: PostgreSQLDatabase
+) -> tuple[str, str, bool] | None:
+    """:data:`_RESOLVED` of ``name``: ``(schema, stored name, temporary)``, or ``None``."""
+    found = connection.exec_driver_sql(_RESOLVED, {"name": database.qualified(name)}).first()
+    return None if found is None else (str(found[0]), str(found[1]), bool(found[2]))
 
 
 #: The OIDs of a relation (``%(name)s``, quoted) and of every relation it reads, as
