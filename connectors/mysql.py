@@ -43,7 +43,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
-from tclose.errors import DataError
+from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.progress import notice
 from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
@@ -150,6 +150,12 @@ def driver_description(url: sa.URL) -> str:
 
 #: The registry of the tables runs create, one per schema (see :class:`MySQLSession`).
 REGISTRY_TABLE = "tclose_owned"
+
+#: The longest file name (in bytes) the server's file system keeps (``NAME_MAX`` of ext4, XFS,
+#: Btrfs, APFS, NTFS), and the longest extension the server gives a table's files (``.ibd``,
+#: ``.frm``, ``.MYD``): a table's name, as the server spells it in file names, must fit both.
+FILE_NAME_MAX = 255
+FILE_EXTENSION = 4
 
 
 #: Two quoted names joined by a dot, as a view's stored definition names a table
@@ -726,6 +732,8 @@ class MySQLDatabase(SQLDatabase):
         super().__init__(url, password_file)
         # mysql:// and mariadb:// name one kind of database: tables move between them as they are.
         self.dialect = "mysql"
+        #: character → its bytes in the server's file names (:meth:`file_name_size`)
+        self._file_name_sizes: dict[str, int] = {}
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         url = choose_driver(url)
@@ -780,19 +788,81 @@ class MySQLDatabase(SQLDatabase):
             schema = name.schema or current
             if schema is None:
                 return None
-            compare = "BINARY table_schema = %s AND BINARY table_name = %s"
-            if int(fold):
-                compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
-            if connection.dialect.paramstyle == "qmark":
-                compare = compare.replace("%s", "?")
-            row = connection.exec_driver_sql(
-                f"SELECT table_schema, table_name FROM information_schema.tables WHERE {compare}",
-                (schema, name.name),
-            ).first()
+            row = _stored(connection, "tables", int(fold), schema, name.name)
         if row is None:
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
         return ("mysql", host, int(port), datadir, *stored)
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` in its database (the given one, else the URL's, ``DATABASE()``), both
+        spelled as the server stores them. MariaDB/MySQL has no temporary schema (a temporary
+        table belongs to its session, and each session of a run is new). Refused
+        (:class:`ConfigError`): a name without a database when the URL selects none; with
+        ``create``, a database that does not exist, or a name the server would not store as it
+        is (:meth:`name_problem`: its file name)."""
+        with (
+            self.errors(f"resolving the table name {name}"),
+            self.engine.connect() as connection,
+        ):
+            fold, current = connection.exec_driver_sql(
+                "SELECT @@lower_case_table_names, DATABASE()"
+            ).one()
+            schema = name.schema or current
+            if schema is None:
+                raise ConfigError(
+                    f"==> At {path}\nThe table {name} names no database, and the URL selects "
+                    f"none ({self.redacted_url}): write it as database.table, or name the "
+                    f"database in the URL."
+                )
+            found = _stored(connection, "tables", int(fold), schema, name.name)
+            if found is not None or not create:
+                return TableName(*found) if found is not None else TableName(schema, name.name)
+            database = _stored(connection, "schemata", int(fold), schema)
+        if database is None:
+            raise ConfigError(
+                f"==> At {path}\nThe database {schema} of table {name} does not exist on "
+                f"{self.redacted_url}. Create it, or name an existing one."
+            )
+        problem = self.name_problem(name.name)
+        if problem is not None:
+            raise ConfigError(
+                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
+            )
+        return TableName(database[0], name.name)
+
+    def name_problem(self, name: str) -> str | None:
+        """Also: a name whose file name on the server is too long. The server keeps a table in
+        files named after it, each character as its ``filename`` character set spells it
+        (``a``-``z``, ``0``-``9`` and ``_`` as themselves, ``é`` as ``@0p``, ``€`` as ``@20ac``):
+        the name, so spelled (:meth:`file_name_size`), and the longest extension must fit a file
+        name (:data:`FILE_NAME_MAX` bytes). 64 characters ``€`` passed the limit of 64
+        characters and failed at the publish, "File name too long"."""
+        problem = super().name_problem(name)
+        if problem is not None:
+            return problem
+        size, limit = self.file_name_size(name), FILE_NAME_MAX - FILE_EXTENSION
+        if size > limit:
+            return (
+                f"longer than {self.dialect} stores: the server's file name for it takes {size} "
+                f"bytes (each character other than a-z, A-Z, 0-9 and _ takes 3 to 5, e.g. € "
+                f"is @20ac), and a table's file name holds {limit} ({FILE_NAME_MAX} with its "
+                f"extension)"
+            )
+        return None
+
+    def file_name_size(self, name: str) -> int:
+        """The bytes of ``name`` as the server spells it in file names, by its own answer
+        (``LENGTH(CONVERT(... USING filename))``, which spells each character on its own):
+        one query for the characters not measured before."""
+        sizes = self._file_name_sizes
+        new = sorted(set(name) - sizes.keys())
+        if new:
+            measures = ", ".join(f"LENGTH(CONVERT({_literal(c)} USING filename))" for c in new)
+            with self.errors("measuring a table name"), self.engine.connect() as connection:
+                row = connection.exec_driver_sql(f"SELECT {measures}").one()
+            sizes.update(zip(new, (int(size) for size in row), strict=True))
+        return sum(sizes[c] for c in name)
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names
@@ -890,6 +960,29 @@ class MySQLDatabase(SQLDatabase):
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
         return super().adapt_portable_type(generic)  # times: fsp=6
+
+
+def _stored(
+    connection: sa.Connection, catalog: str, fold: int, schema: str, table: str | None = None
+) -> tuple[str, ...] | None:
+    """The schema (and table) as ``information_schema.<catalog>`` (``tables`` or ``schemata``)
+    spells the one named ``schema`` (and ``table``), compared as the server compares names
+    (without case under ``lower_case_table_names``); ``None`` if there is none."""
+    columns = ["table_schema", "table_name"] if catalog == "tables" else ["schema_name"]
+    given = [schema] if table is None else [schema, table]
+    if fold:
+        compare = " AND ".join(f"LOWER({c}) = LOWER(%s)" for c in columns)
+    else:
+        compare = " AND ".join(f"BINARY {c} = %s" for c in columns)
+    if connection.dialect.paramstyle == "qmark":
+        compare = compare.replace("%s", "?")
+    row = connection.exec_driver_sql(
+        f"SELECT {', '.join(columns)} FROM information_schema.{catalog} WHERE {compare}",
+        tuple(given),
+    ).first()
+    if row is None:
+        return None
+    return tuple(v.decode() if isinstance(v, (bytes, bytearray)) else str(v) for v in row)
 
 
 def _may_hold_wide_integers(column_type: sa.types.TypeEngine) -> bool:
