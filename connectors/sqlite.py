@@ -37,6 +37,7 @@ from .sql import (
     TableName,
     _connection,
     driver_connection,
+    vanishing_table,
 )
 
 #: Seconds a connection waits for another connection's write lock.
@@ -156,6 +157,58 @@ class SQLiteSession(DriverSession):
             self.execute("ROLLBACK")
         if self.read_only:
             self.execute("PRAGMA query_only = OFF")
+
+
+def _existing(raw: sqlite3.Connection, name: TableName) -> tuple[str, str] | None:
+    """``(database, stored name)`` of the table or view ``name`` denotes, searched as SQLite
+    searches: the named database, else ``temp``, ``main`` and the attached ones in their
+    order (``PRAGMA database_list``); ``None`` if there is none."""
+    listed = [row[1] for row in raw.execute("PRAGMA database_list")]
+    if name.schema is None:
+        schemas = ["temp", "main", *[s for s in listed if s not in ("temp", "main")]]
+    else:
+        schemas = [next((s for s in listed if s.lower() == name.schema.lower()), name.schema)]
+    for schema in schemas:
+        found = _named(raw, schema, name.name)
+        if found is not None:
+            return found
+    return None
+
+
+def _named(raw: sqlite3.Connection, schema: str, table: str) -> tuple[str, str] | None:
+    """``(database, stored name)`` of the table or view ``table`` of database ``schema``
+    (names compared as SQLite compares them, without case), or ``None``."""
+    temporary = schema.lower() == "temp"
+    master = "sqlite_temp_master" if temporary else "sqlite_master"
+    quoted = '"' + schema.replace('"', '""') + '"'
+    try:
+        row = raw.execute(
+            f"SELECT name FROM {quoted}.{master} WHERE type IN ('table', 'view') "
+            "AND name = ? COLLATE NOCASE",
+            (table,),
+        ).fetchone()
+    except sqlite3.OperationalError:  # no such database
+        return None
+    return None if row is None else ("temp" if temporary else schema, row[0])
+
+
+def _created(raw: sqlite3.Connection, name: TableName) -> tuple[str, str] | None:
+    """``(database, name)`` where ``CREATE TABLE name`` would put the table, as SQLite's own
+    program for it says: ``EXPLAIN`` compiles the statement without running it (nothing is
+    written, the file is not touched), and its ``CreateBtree`` names the database by its
+    number (``PRAGMA database_list``; 1 is ``temp``, listed only once used). ``None`` when
+    SQLite refuses to compile it (no such database: the run's own statements then fail with
+    SQLite's message)."""
+    quoted = ".".join('"' + p.replace('"', '""') + '"' for p in (name.schema, name.name) if p)
+    try:
+        program = raw.execute(f"EXPLAIN CREATE TABLE {quoted} (x)").fetchall()
+    except sqlite3.Error:
+        return None
+    number = next((row[2] for row in program if row[1] == "CreateBtree"), None)
+    if number is None:
+        return None
+    listed = {row[0]: row[1] for row in raw.execute("PRAGMA database_list")}
+    return listed.get(number, "temp" if number == 1 else str(number)), name.name
 
 
 _BINDABLE = (int, float, str, bytes, type(None))
@@ -361,6 +414,40 @@ class SQLiteDatabase(SQLDatabase):
                 if row is not None:
                     return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
         return None
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` in the database (SQLite's schema: ``main``, ``temp`` or an attached one)
+        SQLite resolves it to: where an existing table or view is (the named database, else
+        ``temp``, ``main`` and the attached ones, in that order), else, with ``create``, where
+        a ``CREATE TABLE`` of it would land (SQLite's compiled program for it, never run).
+        Refused (:class:`ConfigError`) when that database has no file (``PRAGMA
+        database_list``: the temporary database, an in-memory one, a private temporary one,
+        however the URL or the name spells it) or keeps its journal in memory (a ``memdb`` URI
+        names a file that is not one). Both names as SQLite spells them."""
+        with (
+            self.errors(f"resolving the table name {name}"),
+            self.engine.connect() as connection,
+        ):
+            raw: Any = driver_connection(connection)
+            found = _existing(raw, name)
+            if found is None and create:
+                found = _created(raw, name)
+            if found is None:
+                return name
+            schema, stored = found
+            files = {row[1]: row[2] for row in raw.execute("PRAGMA database_list")}
+            journal = None
+            if files.get(schema):
+                journal = raw.execute(f"PRAGMA {self.quote(schema)}.journal_mode").fetchone()
+        if journal is None or str(journal[0]).lower() == "memory":
+            raise vanishing_table(
+                name,
+                path,
+                f"in {schema!r}, a database SQLite keeps in memory or in a temporary file (it "
+                f"names no file for it, or keeps its journal in memory)",
+                database=schema == "main",
+            )
+        return TableName(schema, stored)
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's
