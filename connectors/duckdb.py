@@ -64,6 +64,7 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     driver_connection,
     random_suffix,
     tables_read_through,
+    vanishing_table,
 )
 
 if TYPE_CHECKING:
@@ -680,6 +681,66 @@ class DuckDBDatabase(SQLDatabase):
             {"s": name.schema or "main", "t": name.name},
         ).first()
         return (row[0], row[1]) if row else None
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """``name`` in the schema DuckDB's binder places it in: the plan of ``CREATE TABLE
+        name`` (``json_serialize_plan``: bound, never run, so a read-only database answers
+        too) names the database, the schema and whether the table is temporary; the schema as
+        the catalog spells it, the table as an existing one is spelled. Refused
+        (:class:`ConfigError`): a name the binder does not place (the ``temp`` catalog, a
+        schema that does not exist, the ``system`` catalog: DuckDB's reason is quoted), a
+        temporary table, a database without a file (``duckdb_databases()``: ``:memory:``, an
+        attached in-memory one), any database but the URL's."""
+        with (
+            self.errors(f"resolving the table name {name}"),
+            self.engine.connect() as connection,
+        ):
+            database, schema, temporary = self._placed(connection, name, path)
+            current, file, spelled = connection.execute(
+                sa.text(
+                    "SELECT current_database(), (SELECT path FROM duckdb_databases() WHERE "
+                    "database_name = :d), (SELECT schema_name FROM duckdb_schemas() WHERE "
+                    "database_name = :d AND lower(schema_name) = lower(:s))"
+                ),
+                {"d": database, "s": schema},
+            ).one()
+            resolved = TableName(spelled or schema, name.name)
+            found = self._catalog_name(connection, resolved) if database == current else None
+        if temporary or not file:
+            where = "a temporary table" if temporary else "kept in memory"
+            raise vanishing_table(
+                name,
+                path,
+                f"in DuckDB's database {database!r}, {where} (it has no file)",
+                database=database == current,
+            )
+        if database != current:
+            raise ConfigError(
+                f"==> At {path}\nDuckDB places {name} in the database {database!r}, not in the "
+                f"URL's ({current!r}); tclose reads and writes the URL's database only."
+            )
+        return TableName(*found) if found is not None else resolved
+
+    def _placed(self, connection: Connection, name: TableName, path: str) -> tuple[str, str, bool]:
+        """``(database, schema, temporary)`` of ``CREATE TABLE name`` as DuckDB's binder places
+        it (the plan of the statement, bound but never run); :class:`ConfigError` quoting
+        DuckDB's reason when the binder refuses it."""
+        statement = f"CREATE TABLE {self.qualified(name)} (x INTEGER)"
+        plan = connection.execute(
+            sa.text("SELECT json_serialize_plan(:s)"), {"s": statement}
+        ).scalar()
+        plan = json.loads(plan) if isinstance(plan, str) else plan
+        if not isinstance(plan, dict):
+            raise DataError(f"DuckDB gave no plan for {statement}.")
+        if plan.get("error"):
+            raise ConfigError(
+                f"==> At {path}\nDuckDB does not place {name} in a table kept in the database "
+                f"file ({plan.get('error_message')}); a temporary or in-memory table would "
+                f"vanish with the run. Name a table of one of the file's schemas (schema.table)."
+            )
+        info = plan["plans"][0]["info"]
+        database, schema, _table = info["qualified_name"]["path"]
+        return str(database), str(schema), bool(info.get("temporary"))
 
     def table_identity(self, name: TableName) -> tuple | None:
         """The database file (device and inode) and the table name as DuckDB's catalog spells

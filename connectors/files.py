@@ -375,7 +375,14 @@ class FileDatabase(DuckDBDatabase):
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
         there: a CSV file is no target, nor a folder, nor a file in a folder that does not
         exist, nor an existing file that is not a Parquet file (``if_exists: replace`` replaces
-        a table, not a user's other file)."""
+        a table, not a user's other file); a file keeps no audit table (``report.table``)."""
+        if path == "report.table":
+            raise ConfigError(
+                f"==> At {path}\nA {self.format} file holds one table, the release: an audit "
+                f"table there would be a table of the in-memory database DuckDB reads the file "
+                f"with, gone after the run. Remove report.table (the JSON report keeps the "
+                f"record), or publish into a database."
+            )
         if self.format == "csv":
             raise ConfigError(
                 f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
@@ -405,6 +412,12 @@ class FileDatabase(DuckDBDatabase):
                 f"tclose replaces a table, never another file. Choose another target file, "
                 f"or remove it."
             )
+
+    def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
+        """The file's own table, as it is; :class:`ConfigError` for any other name (a file holds
+        one table, see :meth:`check_table_name`)."""
+        self._check_name(name, path)
+        return name
 
     def _check_name(self, name: TableName, path: str) -> None:
         if name.schema or name.name != self.table_name:
