@@ -490,13 +490,6 @@ def _table_spec(
             "postgresql+psycopg://user@host/db, sqlite:///file.db or parquet:///file.parquet "
             "(the value is not shown: it may hold a password).",
         )
-    if not is_source and _in_memory_sqlite(url):
-        raise checker.fail(
-            (path, "url") if "url" in spec else ("source", "url"),
-            "It names an in-memory database (sqlite://, :memory:, or sqlite:/// with an "
-            "empty ${VAR}), which vanishes when tclose exits: the table would be reported "
-            "published, and be gone. Name a database file, e.g. sqlite:///anon.db.",
-        )
     # A target without its own url is in the source's database, reached with its credentials.
     password_file = spec.get("password_file", default_password_file if "url" not in spec else None)
     if password_file is not None:
@@ -523,18 +516,6 @@ def _table_spec(
         if_exists=checker.choice(spec.get("if_exists", "fail"), (path, "if_exists"), IF_EXISTS),
         chunk_size=chunk_size,
     )
-
-
-def _in_memory_sqlite(url: str) -> bool:
-    """Whether ``url`` names an in-memory SQLite (or DuckDB) database (nothing written to it
-    outlives the process)."""
-    dialect, _, rest = url.partition("://")
-    if dialect.split("+", 1)[0].lower() not in ("sqlite", "sqlitewal", "duckdb"):
-        return False
-    database, _, query = rest.lstrip("/").partition("?") if rest.startswith("/") else ("", "", "")
-    if not rest.startswith("/"):  # sqlite:// and sqlite://?...: no database named
-        return True
-    return database in ("", ":memory:") or "mode=memory" in query
 
 
 def _type_details(

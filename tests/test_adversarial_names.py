@@ -93,7 +93,7 @@ def test_mariadb_role_without_drop_leaves_an_empty_registered_staging_table(mari
         (left,) = maria.tables() - {source, target}
         assert maria.rows(left) == []  # failed before any row was written
         assert maria.rows(target) == [(1,)]
-        assert f"could not drop the staging table {left}" in err
+        assert f"could not drop the staging table {database}.{left}" in err
     finally:
         maria.execute(f"DROP USER '{user}'@'%'")
     # The next run that may drop tables removes it: it is registered as tclose's.
@@ -141,7 +141,8 @@ def test_mariadb_a_leftover_that_cannot_be_dropped_does_not_stop_a_run(maria, ca
             session.register(TableName(None, left))
         document = maria.config(source, maria.name("anon"))
         assert main(["run", str(maria.write_config(document))]) == 0
-        assert f"could not drop {left}" in capsys.readouterr().err
+        schema = maria.engine.url.database
+        assert f"could not drop {schema}.{left}" in capsys.readouterr().err
     finally:
         database.engine.dispose()
         maria.execute(f"DROP VIEW {maria.quote(left)}")
