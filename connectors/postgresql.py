@@ -94,6 +94,8 @@ class PostgreSQLSession(DriverSession):
 
     #: The advisory lock key this session holds (:meth:`lock`), released by :meth:`end`.
     lock_key: int | None = None
+    #: The session's own temporary schema, whatever the search path says.
+    helper_schema = "pg_temp"
 
     def begin(self, staging: sa.Table | None) -> None:
         if staging is not None:

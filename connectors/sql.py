@@ -795,6 +795,11 @@ class Session:
         #: Rows written into the staging table (checked again at publish), if known.
         self.rows_written: int | None = None
 
+    #: The schema that names the session's temporary helper tables in every statement, where
+    #: the database has one (PostgreSQL's ``pg_temp``): an unqualified name would follow the
+    #: search path, which may put a user's table of the same name first. ``None``: unqualified.
+    helper_schema: ClassVar[str | None] = None
+
     @classmethod
     def open_connection(cls, engine: Engine) -> Connection:
         """The session's connection (generic: the engine's default isolation level)."""
@@ -1029,6 +1034,7 @@ class Session:
             sa.Column("new_row", sa.BigInteger(), nullable=False),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
+            schema=self.helper_schema,
         )
         value_columns = {column: f"v{i}" for i, column in enumerate(aggregated)}
         centroids = sa.Table(
@@ -1037,6 +1043,7 @@ class Session:
             sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
             *[sa.Column(value_columns[c], staging.c[c].type) for c in aggregated],
             prefixes=["TEMPORARY"],
+            schema=self.helper_schema,
         )
         first = np.unique(labels, return_index=True)[1]
         mapping.create(self.connection)

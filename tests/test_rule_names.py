@@ -493,3 +493,28 @@ def test_duckdb_an_attached_in_memory_database_is_refused(duckdb_db):
         )
     finally:
         database.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_pg_the_runs_temporary_tables_are_its_own_whatever_the_search_path(pg, pg_schemas):
+    """``pg_temp`` last on the search path: an unqualified helper table of the run (the
+    in-database join's key map and centroids) resolved to a user's table of the same name in
+    the first schema, which the run filled and then dropped (with the columns the run uses, the
+    run published, exit 0, and the user's tables were gone). The helpers are named in the
+    session's temporary schema, so the user's tables stay as they were."""
+    from tclose.connectors.sql import CENTROID_TABLE, MAP_TABLE
+
+    s1, _ = pg_schemas
+    columns = {
+        MAP_TABLE: 'src_key bigint, new_row bigint, "cluster" bigint',
+        CENTROID_TABLE: '"cluster" bigint, v0 double precision, v1 double precision, '
+        "v2 double precision",
+    }
+    for helper, definition in columns.items():
+        pg.execute(f'CREATE TABLE "{s1}"."{helper}" ({definition})')
+    document = pg.config(_pg_source(pg), f"{s1}.{pg.name('out')}")
+    document["source"]["url"] = _pg_url(pg, f"{s1},pg_temp")
+    assert _run(pg, document) == 0
+    assert _relations(pg, s1) == {MAP_TABLE: "p", CENTROID_TABLE: "p", pg.name("out"): "p"}
+    for helper in columns:
+        assert pg.execute(f'SELECT count(*) FROM "{s1}"."{helper}"') == [(0,)]
