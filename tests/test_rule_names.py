@@ -518,3 +518,17 @@ def test_pg_the_runs_temporary_tables_are_its_own_whatever_the_search_path(pg, p
     assert _relations(pg, s1) == {MAP_TABLE: "p", CENTROID_TABLE: "p", pg.name("out"): "p"}
     for helper in columns:
         assert pg.execute(f'SELECT count(*) FROM "{s1}"."{helper}"') == [(0,)]
+
+
+@pytest.mark.duckdb
+def test_a_parquet_target_keeps_no_audit_table(lite, duck, tmp_path, no_work, capsys):
+    """A Parquet target is one file, the release: an audit table "in" it was a table of the
+    in-memory DuckDB database the file is read with, and its row was gone after the run."""
+    source = lite.name("src")
+    lite.create_patients(source, n=20)
+    document = lite.config(source, "out")
+    document["target"]["url"] = f"parquet:///{tmp_path / 'out.parquet'}"
+    document["report"] = {"table": lite.name("audit")}
+    assert _run(lite, document) == 2
+    assert "At report" in capsys.readouterr().err
+    assert not (tmp_path / "out.parquet").exists()
