@@ -736,7 +736,9 @@ class PostgreSQLDatabase(SQLDatabase):
         if found is not None or not create:
             return found
         try:
-            connection.exec_driver_sql(f"CREATE TABLE {self.qualified(name)} ()")
+            # Parameters given (none): the driver then reads %% in a quoted name as %.
+            create = f"CREATE TABLE {self.qualified(name)} ()".replace("%", "%%")
+            connection.exec_driver_sql(create, {})
         except sa.exc.DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != "3F000":  # invalid_schema_name
                 raise
