@@ -686,7 +686,8 @@ class DuckDBDatabase(SQLDatabase):
         """``name`` in the schema DuckDB's binder places it in: the plan of ``CREATE TABLE
         name`` (``json_serialize_plan``: bound, never run, so a read-only database answers
         too) names the database, the schema and whether the table is temporary; the schema as
-        the catalog spells it, the table as an existing one is spelled. Refused
+        the catalog spells it, the table as an existing one is spelled (``name`` itself for a
+        missing one, unless ``create``). Refused
         (:class:`ConfigError`): a name the binder does not place (the ``temp`` catalog, a
         schema that does not exist, the ``system`` catalog: DuckDB's reason is quoted), a
         temporary table, a database without a file (``duckdb_databases()``: ``:memory:``, an
@@ -706,6 +707,8 @@ class DuckDBDatabase(SQLDatabase):
             ).one()
             resolved = TableName(spelled or schema, name.name)
             found = self._catalog_name(connection, resolved) if database == current else None
+        if found is None and not create:
+            return name
         if temporary or not file:
             where = "a temporary table" if temporary else "kept in memory"
             raise vanishing_table(

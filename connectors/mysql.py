@@ -817,7 +817,7 @@ class MySQLDatabase(SQLDatabase):
                 )
             found = _stored(connection, "tables", int(fold), schema, name.name)
             if found is not None or not create:
-                return TableName(*found) if found is not None else TableName(schema, name.name)
+                return TableName(*found) if found is not None else name
             database = _stored(connection, "schemata", int(fold), schema)
         if database is None:
             raise ConfigError(

@@ -675,12 +675,11 @@ class PostgreSQLDatabase(SQLDatabase):
         return table
 
     def exists(self, name: TableName, connection: sa.Connection | None = None) -> bool:
-        """Whether table ``name`` exists, as the catalog says now: inside a run's ``REPEATABLE
-        READ`` transaction a query of ``pg_class`` reads the snapshot, which misses a table
-        another session created since (the publish would then fail on the name, or take it for
-        absent); ``to_regclass`` reads the current catalog."""
-        if super().exists(name, connection):
-            return True
+        """Whether a relation named ``name`` exists (tables, views, indexes and sequences share
+        one name space), as the catalog says now: inside a run's ``REPEATABLE READ`` transaction
+        a query of ``pg_class`` reads the snapshot, which misses a table another session created
+        since, or still sees one it dropped (the publish would then fail on the name, or take it
+        for absent); ``to_regclass`` reads the current catalog."""
         with self.errors(f"looking for table {name}"), _connection(self.engine, connection) as c:
             found = c.exec_driver_sql(
                 "SELECT to_regclass(%(name)s) IS NOT NULL", {"name": self.qualified(name)}
@@ -737,8 +736,8 @@ class PostgreSQLDatabase(SQLDatabase):
             return found
         try:
             # Parameters given (none): the driver then reads %% in a quoted name as %.
-            create = f"CREATE TABLE {self.qualified(name)} ()".replace("%", "%%")
-            connection.exec_driver_sql(create, {})
+            statement = f"CREATE TABLE {self.qualified(name)} ()".replace("%", "%%")
+            connection.exec_driver_sql(statement, {})
         except sa.exc.DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != "3F000":  # invalid_schema_name
                 raise

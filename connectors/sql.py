@@ -1204,8 +1204,8 @@ class Session:
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
-            if exists:
-                self.connection.execute(sa.schema.DropTable(bare_table(target)))
+            if exists:  # IF EXISTS: a table dropped meanwhile by another session is no error
+                self.connection.execute(sa.schema.DropTable(bare_table(target), if_exists=True))
             self.connection.execute(RenameTable(staging, target.name))
             self.renamed(target)
             self.check_published(target)
