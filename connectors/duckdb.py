@@ -63,6 +63,7 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     bits_as_text,
     driver_connection,
     random_suffix,
+    shown,
     tables_read_through,
     vanishing_table,
 )
@@ -453,7 +454,7 @@ class DuckDBSession(Session):
         statement = table.insert().from_select(
             list(columns), sa.select(*selected).select_from(sa.table(view))
         )
-        with self.database.errors(f"writing {table.fullname}"):
+        with self.database.errors(f"writing {shown(table)}"):
             raw.register(view, frame)
             try:
                 self.connection.execute(statement)
@@ -659,12 +660,14 @@ class DuckDBDatabase(SQLDatabase):
                 {"s": schema, "t": table},
             ).fetchall()
         primary = set(keys[0][0]) if keys else set()
-        return sa.Table(
+        reflected = sa.Table(
             name.name,
             sa.MetaData(),
             *[sa.Column(c["name"], c["type"], primary_key=c["name"] in primary) for c in columns],
             schema=name.schema,
         )
+        reflected.info["name"] = name
+        return reflected
 
     def _catalog_name(self, bound: Connection, name: TableName) -> tuple[str, str] | None:
         """``(schema, table)`` as DuckDB's catalog spells the table or view ``name`` (DuckDB

@@ -676,15 +676,31 @@ class PostgreSQLDatabase(SQLDatabase):
 
     def exists(self, name: TableName, connection: sa.Connection | None = None) -> bool:
         """Whether a relation named ``name`` exists (tables, views, indexes and sequences share
-        one name space), as the catalog says now: inside a run's ``REPEATABLE READ`` transaction
-        a query of ``pg_class`` reads the snapshot, which misses a table another session created
-        since, or still sees one it dropped (the publish would then fail on the name, or take it
-        for absent); ``to_regclass`` reads the current catalog."""
+        one name space), as the catalog says now. On a new connection ``to_regclass`` says so.
+        Inside a run's ``REPEATABLE READ`` transaction (``connection``) a query of ``pg_class``
+        reads the snapshot, which misses a table another session created since, or still sees
+        one it dropped, and ``to_regclass`` may answer from the session's cache of the catalog:
+        the table is locked instead (``ACCESS SHARE``, in a savepoint), which makes the server
+        look the name up afresh, and holds a table found until the publish ends."""
+        qualified = self.qualified(name)
         with self.errors(f"looking for table {name}"), _connection(self.engine, connection) as c:
-            found = c.exec_driver_sql(
-                "SELECT to_regclass(%(name)s) IS NOT NULL", {"name": self.qualified(name)}
-            )
-            return bool(found.scalar())
+            if connection is None:
+                found = c.exec_driver_sql(
+                    "SELECT to_regclass(%(name)s) IS NOT NULL", {"name": qualified}
+                )
+                return bool(found.scalar())
+            c.exec_driver_sql("SAVEPOINT tclose_exists")
+            try:
+                c.exec_driver_sql(
+                    f"LOCK TABLE {qualified} IN ACCESS SHARE MODE".replace("%", "%%"), {}
+                )
+            except sa.exc.DBAPIError as error:
+                c.exec_driver_sql("ROLLBACK TO SAVEPOINT tclose_exists")
+                # undefined_table: no relation of the name; else one that is not a table
+                return getattr(error.orig, "sqlstate", None) != "42P01"
+            finally:
+                c.exec_driver_sql("RELEASE SAVEPOINT tclose_exists")
+            return True
 
     def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
         """``name`` in the schema PostgreSQL resolves it to: an existing relation's

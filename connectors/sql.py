@@ -259,6 +259,13 @@ def tables_read_through(
     return found
 
 
+def shown(table: sa.Table) -> str:
+    """``table`` as messages name it: as the configuration spelled it (its ``info["name"]``, the
+    :class:`TableName` it was made from), else its schema-qualified name."""
+    name = table.info.get("name")
+    return str(name) if name is not None else table.fullname
+
+
 def bare_table(name: TableName) -> sa.Table:
     """A Core table for ``name`` without columns, for ``DropTable`` and counts."""
     return sa.Table(name.name, sa.MetaData(), schema=name.schema)
@@ -433,6 +440,7 @@ class SQLDatabase:
             for column in unknown:
                 if column.name in declared:
                     column.type = NativeType(declared[column.name])
+            table.info["name"] = name
             return table
 
     def reflected_column(self, column: dict[str, Any]) -> None:
@@ -538,13 +546,13 @@ class SQLDatabase:
         :class:`ConfigError` if there is neither."""
         if key is not None:
             if key not in table.c:
-                raise DataError(f"source.key {key!r} is not a column of {table.fullname}.")
+                raise DataError(f"source.key {key!r} is not a column of {shown(table)}.")
             return table.c[key]
         primary = list(table.primary_key.columns)
         if len(primary) == 1:
             return primary[0]
         raise ConfigError(
-            f"==> At source ==> At key: key\nTable {table.fullname} has no single-column primary "
+            f"==> At source ==> At key: key\nTable {shown(table)} has no single-column primary "
             f"key; name a unique, non-null column as source.key."
         )
 
@@ -669,7 +677,7 @@ class SQLDatabase:
                 column_type = self.same_dialect_type(column_type)
             columns.append(sa.Column(column, column_type, nullable=True))
         table = sa.Table(name.name, sa.MetaData(), *columns, schema=name.schema)
-        table.info["source_dialect"] = source_dialect or self.dialect
+        table.info.update(name=name, source_dialect=source_dialect or self.dialect)
         return table
 
     def same_dialect_type(self, column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
@@ -764,7 +772,7 @@ class SQLDatabase:
             with self.errors(
                 "opening a transaction"
                 if staging is None
-                else f"creating the staging table {staging.fullname}"
+                else f"creating the staging table {shown(staging)}"
             ):
                 session.begin(staging)
             yield session
@@ -1008,7 +1016,7 @@ class Session:
         Raises:
             DataError: the join did not find every row of pass 1 (the source changed).
         """
-        action = f"writing the staging table {staging.fullname} from {source.fullname}"
+        action = f"writing the staging table {shown(staging)} from {shown(source)}"
         with self.database.errors(action):
             self._fill_joined(source, key, staging, keys, new_rows, labels, aggregated)
 
@@ -1055,7 +1063,7 @@ class Session:
             if not isinstance(failure.driver_error, integrity):
                 raise
             raise DataError(
-                f"Values of the key {row_key.name!r} of {source.fullname} that differ as read "
+                f"Values of the key {row_key.name!r} of {shown(source)} that differ as read "
                 f"are not distinct under the database's equality (a case-insensitive type or "
                 f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
                 f"values the database tells apart as source.key."
@@ -1087,7 +1095,7 @@ class Session:
         )
         if found not in (-1, len(keys)):
             raise DataError(
-                f"{len(keys)} rows of {source.fullname} were partitioned but the write found "
+                f"{len(keys)} rows of {shown(source)} were partitioned but the write found "
                 f"{found} by their key {row_key.name!r}: the table changed while tclose was "
                 f"reading it, or values of {row_key.name!r} that differ as read are not distinct "
                 f"under the database's equality (a case-insensitive type, say)."
@@ -1127,7 +1135,7 @@ class Session:
         """
         columns = [c.name for c in staging.columns]
         written = 0
-        with self.database.errors(f"writing the staging table {staging.fullname}"):
+        with self.database.errors(f"writing the staging table {shown(staging)}"):
             for rows in chunks:
                 self.insert_rows(staging, columns, rows)
                 written += len(rows)
@@ -1172,7 +1180,7 @@ class Session:
                 for c, p in zip(columns, names, strict=True)
             }
         )
-        with self.database.errors(f"writing {table.fullname}"):
+        with self.database.errors(f"writing {shown(table)}"):
             self.connection.execute(statement, [dict(zip(names, row)) for row in rows])
 
     # --- publishing -----------------------------------------------------------------------------
@@ -1273,7 +1281,7 @@ class DriverSession(Session):
             return
         sql = self.insert_sql(table, columns)
         cursor = driver_connection(self.connection).cursor()
-        with self.database.errors(f"writing {table.fullname}"):
+        with self.database.errors(f"writing {shown(table)}"):
             try:
                 cursor.executemany(sql, rows)
             finally:
