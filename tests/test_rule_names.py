@@ -37,6 +37,18 @@ def _run(db, document: dict, name: str = "run.yaml") -> int:
     return main(["-q", "run", str(db.write_config(document, name))])
 
 
+def _refused_in(db, document: dict, key: str, schema: str, capsys) -> None:
+    """Run ``document`` with its target (``key`` ``"target"``) or its audit table (``"report"``)
+    in ``schema``: exit 2, the message at that key, saying why (temporary)."""
+    if key == "target":
+        document["target"]["table"] = f"{schema}.{db.name('out')}"
+    else:
+        document["report"] = {"table": f"{schema}.{db.name('audit')}"}
+    assert _run(db, document) == 2
+    err = capsys.readouterr().err
+    assert f"At {key}" in err and "temporary" in err, err
+
+
 # --- every dialect: the plan holds qualified names ---------------------------------------------
 
 
@@ -177,14 +189,7 @@ def test_pg_an_existing_target_behind_pg_temp_is_replaced_and_stays(pg, pg_schem
 def test_pg_an_explicit_temporary_schema_is_refused(pg, key, no_work, capsys):
     """``pg_temp.x`` (the session's temporary schema, however spelled) as target or audit
     table: refused before any work, exit 2."""
-    document = pg.config(_pg_source(pg), pg.name("out"))
-    if key == "target":
-        document["target"]["table"] = f"pg_temp.{pg.name('out')}"
-    else:
-        document["report"] = {"table": f"pg_temp.{pg.name('audit')}"}
-    assert _run(pg, document) == 2
-    err = capsys.readouterr().err
-    assert f"At {key}" in err and "temporary" in err
+    _refused_in(pg, pg.config(_pg_source(pg), pg.name("out")), key, "pg_temp", capsys)
 
 
 @pytest.mark.postgres
@@ -387,14 +392,7 @@ def test_sqlite_the_temporary_schema_is_refused(lite, key, schema, no_work, caps
     connection. Refused as target or audit table, before any work."""
     source = lite.name("src")
     lite.create_patients(source, n=20)
-    document = lite.config(source, lite.name("out"))
-    if key == "target":
-        document["target"]["table"] = f"{schema}.{lite.name('out')}"
-    else:
-        document["report"] = {"table": f"{schema}.{lite.name('audit')}"}
-    assert _run(lite, document) == 2
-    err = capsys.readouterr().err
-    assert f"At {key}" in err and "temporary" in err
+    _refused_in(lite, lite.config(source, lite.name("out")), key, schema, capsys)
     assert lite.tables() == {source}
 
 
