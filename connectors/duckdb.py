@@ -600,7 +600,12 @@ class DuckDBDatabase(SQLDatabase):
                 "path or duckdb:////absolute/path), or create the file first (python -c "
                 f"\"import duckdb; duckdb.connect('{path}')\")."
             )
-        return sa.create_engine(self.url.set(drivername=DRIVER), poolclass=NullPool)
+        url = self.url.set(drivername=DRIVER)
+        if self.read_only and path != ":memory:":
+            # Both DuckDB's argument and its setting: a URL's own ?access_mode= is the setting.
+            url = url.update_query_dict({"access_mode": "read_only"})
+            return sa.create_engine(url, poolclass=NullPool, connect_args={"read_only": True})
+        return sa.create_engine(url, poolclass=NullPool)
 
     def files(self) -> list[Path]:
         """The database file and its write-ahead log (``.wal``); none in memory."""
@@ -611,6 +616,13 @@ class DuckDBDatabase(SQLDatabase):
 
     def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)
+        if "different configuration" in str(error):
+            return DataError(
+                f"{described} (this process has the file open in another mode: a source is "
+                f"opened read-only unless the target is in its database, and DuckDB opens a "
+                f"file one way per process; a target in the source's file must be named by "
+                f"the source's URL: leave target.url out, or write it as source.url)"
+            )
         if "lock" in str(error).lower() and "conflicting lock" in str(error).lower():
             return DataError(
                 f"{described} (another process has this DuckDB file open: DuckDB lets one "

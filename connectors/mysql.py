@@ -688,6 +688,8 @@ class MySQLDatabase(SQLDatabase):
 
     session_class = MySQLSession
     identifier_limit = 64
+    #: A source's connections: every transaction read-only, autocommitted statements included.
+    read_only_statements = ("SET SESSION TRANSACTION READ ONLY",)
     #: A zero or invalid date is read as its text (:func:`tclose.runner._values_to_check`).
     invalid_dates_as_text = True
     #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.runner._values_to_check`).

@@ -631,6 +631,8 @@ class PostgreSQLDatabase(SQLDatabase):
     identifier_bytes = True
     column_names_compared = "exactly (every name is quoted)"
     interval_type = True
+    #: A source's connections: every transaction read-only unless it says otherwise.
+    read_only_statements = ("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",)
 
     def column_key(self, name: str) -> str:
         """``name`` itself: tclose quotes every identifier, and PostgreSQL compares quoted

@@ -327,6 +327,34 @@ class SQLDatabase:
         locks) ends with the session."""
         return sa.create_engine(self.url, poolclass=NullPool)
 
+    #: Whether every connection is opened read-only by the driver (:meth:`open_read_only`).
+    read_only: bool = False
+    #: SQL run on each new connection of a database opened with :meth:`open_read_only`, after
+    #: which the server refuses every write of the connection's transactions (the generic
+    #: connector knows none: its source is read in read-only sessions only).
+    read_only_statements: ClassVar[tuple[str, ...]] = ()
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver or the server
+        (:class:`tclose.connector.ReadOnlySource`): for a source whose database is not the
+        target's, called before its first connection. The engine is made again by
+        :meth:`create_engine`, which sees :attr:`read_only` (SQLite's ``mode=ro``, DuckDB's
+        ``read_only``), and each new connection runs :attr:`read_only_statements`."""
+        self.read_only = True
+        self.engine.dispose()
+        self.engine = self.create_engine()
+        if self.read_only_statements:
+            sa.event.listen(self.engine, "connect", self._connected_read_only)
+
+    def _connected_read_only(self, dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in self.read_only_statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
+
     def adapt_url(self, url: sa.URL) -> sa.URL:
         """The URL to connect with (a dialect may choose its driver here)."""
         return url

@@ -17,6 +17,7 @@ import datetime as dt
 import os
 import re
 import sqlite3
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
@@ -314,9 +315,23 @@ class SQLiteDatabase(SQLDatabase):
                 f"{described} (another connection is writing to this database; "
                 f"waited {BUSY_TIMEOUT_SECONDS} s)"
             )
+        if self.read_only and getattr(error, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
+            return DataError(
+                f"{described}. The source can be read only after SQLite writes to it (a writer "
+                f"stopped in the middle of a transaction, and its journal must be rolled back "
+                f"or its write-ahead log recovered); tclose opens its source read-only and "
+                f"never writes it. Open the database once with a program that writes it (e.g. "
+                f"sqlite3 FILE 'PRAGMA quick_check'), then run again."
+            )
         return described
 
     def create_engine(self) -> Engine:
+        """The engine; for a source opened read-only (:meth:`open_read_only`) the file is
+        opened as a URI with ``mode=ro``, however the URL names it (a path, or a ``file:`` URI
+        whose own ``mode`` is replaced): SQLite then never writes the database file or its
+        write-ahead log (it reads a pending log without checkpointing it into the file; its
+        readers still write the log's shared-memory index ``-shm``). An in-memory database
+        has no file to protect."""
         memory = self.url.database in (None, "", ":memory:")
         uri = self.url.query.get("uri") in ("true", "1") or str(self.url.database).startswith(
             "file:"
@@ -329,8 +344,14 @@ class SQLiteDatabase(SQLDatabase):
                 + "; tclose never creates a database file. Check the URL (sqlite:///relative/"
                 "path or sqlite:////absolute/path), or create the file first."
             )
+        url = self.url
+        if self.read_only and not memory and url.query.get("mode") != "memory":
+            if not uri:
+                quoted = urllib.parse.quote(str(Path(str(url.database)).absolute()))
+                url = url.set(database=f"file:{quoted}")
+            url = url.update_query_dict({"mode": "ro", "uri": "true"})
         return sa.create_engine(
-            self.url,
+            url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
         )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
+from .connector import open_read_only
 from .errors import ConfigError
 from .progress import terminal_text
 from .registry import Registry, dialect_of, load_registry
@@ -183,8 +184,10 @@ def compare(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     runs = resolve_all(config, plan(config, algorithms, ks, ts), registry)
-    database = registry.connector_for(dialect_of(config.source.url)).connect(
-        config.source.url, config.source.password_file
+    database = open_read_only(
+        registry.connector_for(dialect_of(config.source.url)).connect(
+            config.source.url, config.source.password_file
+        )
     )
     line = f"reading {config.source.table}"
     say(line)

@@ -18,7 +18,8 @@ checked before use, with the fallback named in its docstring:
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
-- :class:`InDatabaseChecks`: the digest and linkage check done by the database.
+- :class:`InDatabaseChecks`: the digest and linkage check done by the database;
+- :class:`ReadOnlySource`: a source opened read-only by its driver.
 
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
@@ -450,6 +451,32 @@ class InDatabaseChecks(Protocol):
         """The frames of ``read(name, columns, "tclose_row", chunk_size, with_key=False)``,
         and ``content_digest`` of the table put into ``digest`` once they are all read."""
         ...
+
+
+class ReadOnlySource(Protocol):
+    """Optional, on a :class:`Database`: every connection opened read-only by the driver.
+
+    A source whose database is not the target's (another URL) is only read: before its first
+    connection, ``open_read_only()`` is called (:func:`open_read_only`), and from then on the
+    driver or the server refuses every write through any of its connections (SQLite's
+    ``mode=ro``, DuckDB's ``read_only``, PostgreSQL's and MariaDB's read-only transactions by
+    default), so no statement, the run's or a plugin's, can change the source, and a database
+    file's bytes stay as they were. Fallback: the source is read in read-only sessions
+    (:meth:`Database.session` with ``read_only``) only."""
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver."""
+        ...
+
+
+def open_read_only(database: Any) -> Any:
+    """``database``, opened read-only by its driver where it can be (:class:`ReadOnlySource`):
+    for a source that is only read (a run's whose target is in another database, ``tclose
+    verify``'s, ``compare``'s, ``init``'s)."""
+    opener = getattr(database, "open_read_only", None)
+    if callable(opener):
+        opener()
+    return database
 
 
 def capability(database: Any, name: str, default: Any = False) -> Any:

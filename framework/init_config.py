@@ -24,6 +24,7 @@ import sqlalchemy as sa
 import yaml
 
 from .config import ATTRIBUTE_TYPES
+from .connector import open_read_only
 from .errors import ConfigError
 from .naming import TableName
 
@@ -111,7 +112,7 @@ def inspect_table(
     from .registry import dialect_of, load_registry
 
     registry = registry or load_registry()
-    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
+    database = open_read_only(registry.connector_for(dialect_of(url)).connect(url, password_file))
     reflected = database.table(TableName.parse(table))
     engine = getattr(database, "engine", None)
     return describe_columns(reflected, engine.dialect if engine is not None else None)
@@ -130,7 +131,7 @@ def refuse_output_on_database(
     if path.exists() and not path.is_file():
         raise ConfigError(f"{path} exists and is not a file; choose another output file.")
     registry = registry or load_registry()
-    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
+    database = open_read_only(registry.connector_for(dialect_of(url)).connect(url, password_file))
     for file in database_files(database):
         if same_file(path, file):
             raise ConfigError(

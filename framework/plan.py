@@ -31,7 +31,7 @@ from typing import Any
 
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
-from .connector import capability
+from .connector import capability, open_read_only
 from .errors import ConfigError, DataError
 from .guards import (
     refuse_foreign_audit_table,
@@ -281,7 +281,8 @@ def build_plan(
 
 def _connect(config: Config, registry: Registry) -> tuple[Any, Any]:
     """The source and target databases; one object when the target is in the source's database
-    and reached with the same credentials."""
+    and reached with the same credentials. Otherwise the source is only read: its database is
+    opened read-only by the driver (:func:`~tclose.connector.open_read_only`)."""
     source = config.source
     source_db = registry.connector_for(dialect_of(source.url)).connect(
         source.url, source.password_file
@@ -289,6 +290,7 @@ def _connect(config: Config, registry: Registry) -> tuple[Any, Any]:
     target = config.target
     if target.url == source.url and target.password_file == source.password_file:
         return source_db, source_db
+    open_read_only(source_db)
     target_db = registry.connector_for(dialect_of(target.url)).connect(
         target.url, target.password_file
     )

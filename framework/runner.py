@@ -25,7 +25,7 @@ from .background import Background
 from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
-from .connector import Database, Session, joining
+from .connector import Database, Session, joining, open_read_only
 from .errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from .guards import refuse_overflow
 from .interrupts import Deferral
@@ -679,6 +679,7 @@ def verify_published(
         source_db = registry.connector_for(dialect_of(config.source.url)).connect(
             config.source.url, config.source.password_file
         )
+        open_read_only(source_db)
         say(f"reading the source table {config.source.table}")
         source_table = source_db.table(TableName.parse(config.source.table))
         config = with_key(config, resolve_key(source_db, source_table, config.source.key))
