@@ -227,6 +227,13 @@ def same_file(one: str | Path, other: str | Path) -> bool:
         return False
 
 
+def shares_a_file(one: Any, other: Any) -> bool:
+    """Whether databases ``one`` and ``other`` are kept in a common file (:func:`same_file`,
+    among their connectors' ``files()``)."""
+    others = database_files(other)
+    return any(same_file(mine, theirs) for mine in database_files(one) for theirs in others)
+
+
 def refuse_output_paths(
     reports: dict[str, str | None], source_db: Any, target_db: Any, target_file: Path | None
 ) -> None:

@@ -39,6 +39,7 @@ from .guards import (
     refuse_output_paths,
     refuse_same_table,
     refuse_unreplaceable_target,
+    shares_a_file,
 )
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
@@ -282,18 +283,21 @@ def build_plan(
 def _connect(config: Config, registry: Registry) -> tuple[Any, Any]:
     """The source and target databases; one object when the target is in the source's database
     and reached with the same credentials. Otherwise the source is only read: its database is
-    opened read-only by the driver (:func:`~tclose.connector.open_read_only`)."""
-    source = config.source
-    source_db = registry.connector_for(dialect_of(source.url)).connect(
-        source.url, source.password_file
-    )
-    target = config.target
+    opened read-only by the driver (:func:`~tclose.connector.open_read_only`), unless the target
+    is of its kind and in one of its files (the run writes that file anyway, and DuckDB opens a
+    file one way per process)."""
+    source, target = config.source, config.target
+
+    def connect(end: Any) -> Any:
+        return registry.connector_for(dialect_of(end.url)).connect(end.url, end.password_file)
+
+    source_db = connect(source)
     if target.url == source.url and target.password_file == source.password_file:
         return source_db, source_db
     open_read_only(source_db)
-    target_db = registry.connector_for(dialect_of(target.url)).connect(
-        target.url, target.password_file
-    )
+    target_db = connect(target)
+    if type(target_db) is type(source_db) and shares_a_file(source_db, target_db):
+        source_db = connect(source)
     return source_db, target_db
 
 

@@ -191,6 +191,55 @@ os._exit(0)
     assert _sha(*files) == before
 
 
+def test_the_commands_that_only_read_keep_the_source_bytes(tmp_path, capsys):
+    """``tclose verify --source``, ``tclose compare`` and ``tclose init`` read a source whose
+    write-ahead log holds a pending transaction (another table's): the file and the log keep
+    their bytes."""
+    db = tmp_path / "source.db"
+    _sqlite_source(db, "WAL", pending=False)
+    document = _document(f"sqlite:///{db}", "p", _sqlite_target(tmp_path), "p_anon")
+    assert _run(tmp_path, document)[0] == 0
+    _in_subprocess(
+        f"""
+import os, sqlite3
+c = sqlite3.connect({str(db)!r})
+c.execute("PRAGMA wal_autocheckpoint = 0")
+c.execute("CREATE TABLE other AS SELECT 1 AS one")
+c.commit()
+os._exit(0)
+""",
+        tmp_path,
+    )
+    files = [db, Path(f"{db}-wal")]
+    before = _sha(*files)
+    assert Path(f"{db}-wal").stat().st_size > 0
+    config = str(tmp_path / "run.yaml")
+    assert main(["-q", "verify", "--source", config]) == 0
+    assert main(["-q", "compare", config, "--k", "3,5"]) == 0
+    assert main(["-q", "init", f"sqlite:///{db}", "p", "-o", str(tmp_path / "init.yaml")]) == 0
+    capsys.readouterr()
+    assert _sha(*files) == before
+
+
+@pytest.mark.duckdb
+def test_a_target_in_the_source_file_by_another_url_is_published(tmp_path, duck, monkeypatch):
+    """A target in the source's own DuckDB file, its URL spelled another way: the run writes
+    that file anyway, so the source is opened as the target is (DuckDB opens a file one way
+    per process: a read-only source beside the target failed to connect, exit 3)."""
+    db = tmp_path / "both.duckdb"
+    connection = duck.connect(str(db))
+    connection.execute(
+        f"CREATE TABLE p AS SELECT i AS id, 20 + i % 40 AS age, (i * 7) % 13 AS charge "
+        f"FROM range({ROWS}) t(i)"
+    )
+    connection.close()
+    monkeypatch.chdir(tmp_path)
+    document = _document("duckdb:///both.duckdb", "p", f"duckdb:///{tmp_path}/./both.duckdb", "o")
+    code, report = _run(tmp_path, document)
+    assert code == 0 and report["target"]["rows"] == ROWS
+    assert main(["-q", "verify", "--source", str(tmp_path / "run.yaml")]) == 0
+
+
 def _url(fmt: str, path: Path) -> str:
     """The URL of the file ``path`` (``%`` and ``?`` percent-encoded, as in any URL)."""
     return f"{fmt}:///" + str(path).replace("%", "%25").replace("?", "%3F")
