@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
-import glob
 import json
 import os
 import re
@@ -732,8 +731,9 @@ class DuckDBDatabase(SQLDatabase):
             tree = c.execute(
                 sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
             ).scalar()
-        tree = json.loads(tree) if isinstance(tree, str) else tree
-        return _base_tables(tree), _files_read(tree)
+            tree = json.loads(tree) if isinstance(tree, str) else tree
+            files = _files_globbed(c, _names_read(tree))
+        return _base_tables(tree), files
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
@@ -779,11 +779,10 @@ def _base_tables(tree: Any) -> list[TableName]:
     return [name for value in tree.values() for name in _base_tables(value)]
 
 
-def _files_read(tree: Any) -> list[tuple]:
-    """The ``("file", device, inode)`` identity of every existing file a parsed statement may
-    read: each text constant in a table function's arguments (``read_parquet(['a.parquet',
-    'b/*.parquet'])``, globs expanded from the working folder, as DuckDB reads them) and each
-    table name that is a file's path (``FROM 'x.csv'``)."""
+def _names_read(tree: Any) -> list[str]:
+    """The file names (or patterns) a parsed statement (``json_serialize_sql``) may read: each
+    text constant in a table function's arguments (``read_parquet(['a.parquet',
+    'b/*.parquet'])``) and each table name that may be a file's (``FROM 'x.csv'``)."""
     paths: list[str] = []
 
     def strings(node: Any) -> None:
@@ -813,10 +812,24 @@ def _files_read(tree: Any) -> list[tuple]:
                 visit(item)
 
     visit(tree)
+    return paths
+
+
+def _files_globbed(connection: Connection, names: Sequence[str]) -> list[tuple]:
+    """The ``("file", device, inode)`` identity of every existing file of this machine that
+    ``names`` name as DuckDB reads them: each expanded by DuckDB's own ``glob`` on
+    ``connection`` (its ``**``, hidden files, ``~`` and ``file_search_path``, which Python's
+    ``glob`` does not share). A remote name (``s3://``, ``https://``) names no file here."""
     found = []
-    for path in paths:
-        pattern = any(c in path for c in "*?[")
-        for file in glob.glob(os.path.expanduser(path)) if pattern else [path]:
+    for name in names:
+        if "://" in name:
+            continue
+        try:
+            files = connection.execute(sa.text("SELECT file FROM glob(:p)"), {"p": name}).all()
+        except sa.exc.DBAPIError:  # not a name DuckDB can expand
+            connection.rollback()
+            continue
+        for (file,) in files:
             if os.path.isfile(file):
                 stat = os.stat(file)
                 found.append(("file", stat.st_dev, stat.st_ino))

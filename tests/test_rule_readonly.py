@@ -472,3 +472,35 @@ def test_a_source_only_read_publishes_and_keeps_its_rows(db, tmp_path, capsys):
     assert db.rows(source, order="patient_id") == rows
     with sqlite3.connect(tmp_path / "target.db") as connection:
         assert connection.execute("SELECT count(*) FROM out").fetchone() == (60,)
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize(
+    ("pattern", "target"),
+    [
+        ("d/**/*.parquet", "d/a/b/deep.parquet"),  # DuckDB's ** descends every folder
+        ("d/*/x.parquet", "d/.hidden/x.parquet"),  # DuckDB's * also names hidden folders
+        ("d/**", "d/.hidden/x.parquet"),
+    ],
+)
+def test_the_files_a_source_view_reads_are_those_duckdb_reads(
+    tmp_path, duck, capsys, pattern, target
+):
+    """A DuckDB source view reads Parquet files through a pattern: the files it reads are the
+    ones DuckDB's own ``glob`` names (before, Python's ``glob`` was asked, which knows no
+    recursive ``**`` and no hidden file: such a file, published into with ``if_exists:
+    replace``, was replaced while the source view read it, exit 0)."""
+    db = tmp_path / "views.duckdb"
+    written = tmp_path / target
+    written.parent.mkdir(parents=True)
+    _write_file(duck, written)
+    connection = duck.connect(str(db))
+    connection.execute(f"CREATE VIEW v AS SELECT * FROM read_parquet('{tmp_path / pattern}')")
+    connection.close()
+    before = _sha(written)
+    document = _document(f"duckdb:///{db}", "v", _url("parquet", written), written.stem)
+    document["target"]["if_exists"] = "replace"
+    code, _ = _run(tmp_path, document)
+    assert code == 2
+    assert "holds rows that the source v reads" in capsys.readouterr().err
+    assert _sha(written) == before
