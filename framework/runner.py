@@ -652,7 +652,8 @@ def verify_published(
 ) -> Verification:
     """Re-check the published target table of ``config`` from its rows (``tclose verify``).
 
-    Only the target table is read (streamed): the classes are rebuilt from its written
+    Only the target table is read (streamed), and every database is opened read-only by its
+    driver (:func:`~tclose.connector.open_read_only`): the classes are rebuilt from its written
     quasi-identifier values, and k and t are recomputed with the configured distances. The
     algorithm plugin need not be installed: t is checked whenever ``privacy.t`` is set, unless the
     configured algorithm is installed and declares that it does not enforce t (``mdav``).
@@ -689,6 +690,7 @@ def verify_published(
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
     linked = [kept_key] if kept_key is not None else []
@@ -725,6 +727,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     database = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(database)
     comment = getattr(database, "table_comment", lambda _name: None)(
         TableName.parse(config.target.table)
     )

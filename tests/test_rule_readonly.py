@@ -165,8 +165,8 @@ os._exit(0)
 @pytest.mark.duckdb
 def test_a_duckdb_source_keeps_its_bytes_and_its_pending_log(tmp_path, duck):
     """A DuckDB file whose last transaction is still in its write-ahead log (``.wal``): read
-    with the log's rows, and neither file changes (a read-write connection checkpointed the log
-    into the file when it closed)."""
+    with the log's rows, and neither file changes (a read-write connection checkpoints the log
+    into the file when it closes)."""
     db = tmp_path / "source.duckdb"
     _in_subprocess(
         f"""
@@ -191,29 +191,39 @@ os._exit(0)
     assert _sha(*files) == before
 
 
-def test_the_commands_that_only_read_keep_the_source_bytes(tmp_path, capsys):
-    """``tclose verify --source``, ``tclose compare`` and ``tclose init`` read a source whose
-    write-ahead log holds a pending transaction (another table's): the file and the log keep
-    their bytes."""
-    db = tmp_path / "source.db"
-    _sqlite_source(db, "WAL", pending=False)
-    document = _document(f"sqlite:///{db}", "p", _sqlite_target(tmp_path), "p_anon")
-    assert _run(tmp_path, document)[0] == 0
+def _pending_log(db: Path) -> None:
+    """A transaction (a new table; the others keep their rows) committed into the write-ahead
+    log of the SQLite file ``db`` by a process that then dies."""
     _in_subprocess(
         f"""
 import os, sqlite3
 c = sqlite3.connect({str(db)!r})
+c.execute("PRAGMA journal_mode = WAL")
 c.execute("PRAGMA wal_autocheckpoint = 0")
 c.execute("CREATE TABLE other AS SELECT 1 AS one")
 c.commit()
 os._exit(0)
 """,
-        tmp_path,
+        db.parent,
     )
-    files = [db, Path(f"{db}-wal")]
-    before = _sha(*files)
     assert Path(f"{db}-wal").stat().st_size > 0
+
+
+def test_the_commands_that_only_read_keep_the_files_bytes(tmp_path, capsys):
+    """``tclose verify`` (with ``--source``), ``tclose compare`` and ``tclose init`` read a
+    source, and a published table, whose write-ahead logs hold a pending transaction: the files
+    and the logs keep their bytes."""
+    db = tmp_path / "source.db"
+    _sqlite_source(db, "WAL", pending=False)
+    document = _document(f"sqlite:///{db}", "p", _sqlite_target(tmp_path), "p_anon")
+    assert _run(tmp_path, document)[0] == 0
+    target = tmp_path / "target.db"
+    _pending_log(db)
+    _pending_log(target)
+    files = [db, Path(f"{db}-wal"), target, Path(f"{target}-wal")]
+    before = _sha(*files)
     config = str(tmp_path / "run.yaml")
+    assert main(["-q", "verify", config]) == 0
     assert main(["-q", "verify", "--source", config]) == 0
     assert main(["-q", "compare", config, "--k", "3,5"]) == 0
     assert main(["-q", "init", f"sqlite:///{db}", "p", "-o", str(tmp_path / "init.yaml")]) == 0
@@ -225,7 +235,7 @@ os._exit(0)
 def test_a_target_in_the_source_file_by_another_url_is_published(tmp_path, duck, monkeypatch):
     """A target in the source's own DuckDB file, its URL spelled another way: the run writes
     that file anyway, so the source is opened as the target is (DuckDB opens a file one way
-    per process: a read-only source beside the target failed to connect, exit 3)."""
+    per process: a read-only source beside the read-write target could not connect)."""
     db = tmp_path / "both.duckdb"
     connection = duck.connect(str(db))
     connection.execute(
@@ -288,9 +298,9 @@ _PATTERNS = [
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 @pytest.mark.parametrize(("name", "others"), _PATTERNS)
 def test_a_file_name_is_read_as_that_one_file(tmp_path, duck, fmt, name, others):
-    """Whatever characters a file's name or folder holds, the run reads that file alone (before,
-    DuckDB read the name as a pattern: the other files' rows, not the source's, were
-    published, "verified"); the other files keep their bytes."""
+    """Whatever characters a file's name or folder holds, the run reads that file alone, not the
+    files DuckDB's glob names by it (their rows would be published, "verified"); those files
+    keep their bytes."""
     folder = tmp_path / "files"
     source = folder / f"{name}.{fmt}"
     decoys = [folder / f"{other}.{fmt}" for other in others]
@@ -309,8 +319,7 @@ def test_a_file_name_is_read_as_that_one_file(tmp_path, duck, fmt, name, others)
 @pytest.mark.duckdb
 def test_a_source_pattern_matching_the_target_reads_the_source(tmp_path, duck):
     """The target ``data2.parquet`` is among the files the source's name ``data[2024]`` matches
-    as a pattern: the run reads the source alone (before, it read the target's rows as the
-    source and replaced the target with them)."""
+    as a pattern: the run reads the source alone, not the target's rows as the source's."""
     source, target = tmp_path / "data[2024].parquet", tmp_path / "data2.parquet"
     _write_file(duck, source)
     _write_file(duck, target, 7)
@@ -344,10 +353,10 @@ def _run_mark(duck, path: Path) -> str | None:
 @pytest.mark.duckdb
 @pytest.mark.parametrize("name", ["out[12]", "out*", "out?"])
 def test_a_file_target_is_that_one_file(tmp_path, duck, name):
-    """A Parquet target whose name DuckDB's glob would read as a pattern: published (before, the
-    written file was read back through the pattern, which named none of it: exit 3), replaced
-    on a second run, its run mark read from it alone, and the files its name matches as a
-    pattern (a release of tclose among them) keep their bytes."""
+    """A Parquet target whose name DuckDB's glob would read as a pattern: published (the written
+    file is read back as itself, not through the pattern, which names none of it), replaced on a
+    second run, its run mark read from it alone, and the files its name matches as a pattern (a
+    release of tclose among them) keep their bytes."""
     from tclose.connectors.files import FileDatabase
     from tclose.naming import TableName
 
@@ -380,8 +389,8 @@ def test_a_file_target_is_that_one_file(tmp_path, duck, name):
 @pytest.mark.duckdb
 def test_a_run_mark_is_read_from_its_own_file(tmp_path, duck):
     """The run mark of a Parquet file that is not a release is none, though a release of
-    tclose is among the files its name matches as a pattern (an ownership check read the
-    release's mark for the user's file)."""
+    tclose is among the files its name matches as a pattern (whose mark would make the user's
+    file pass for a release)."""
     from tclose.connectors.files import FileDatabase
     from tclose.naming import TableName
 
@@ -487,9 +496,9 @@ def test_the_files_a_source_view_reads_are_those_duckdb_reads(
     tmp_path, duck, capsys, pattern, target
 ):
     """A DuckDB source view reads Parquet files through a pattern: the files it reads are the
-    ones DuckDB's own ``glob`` names (before, Python's ``glob`` was asked, which knows no
-    recursive ``**`` and no hidden file: such a file, published into with ``if_exists:
-    replace``, was replaced while the source view read it, exit 0)."""
+    ones DuckDB's own ``glob`` names, recursive ``**`` and hidden folders included (Python's
+    ``glob`` names neither), so such a file is refused as the target: replacing it would change
+    the source."""
     db = tmp_path / "views.duckdb"
     written = tmp_path / target
     written.parent.mkdir(parents=True)
