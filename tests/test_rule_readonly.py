@@ -163,7 +163,8 @@ os._exit(0)
 
 
 @pytest.mark.duckdb
-def test_a_duckdb_source_keeps_its_bytes_and_its_pending_log(tmp_path, duck):
+@pytest.mark.parametrize("query", ["", "?access_mode=read_write", "?access_mode=automatic"])
+def test_a_duckdb_source_keeps_its_bytes_and_its_pending_log(tmp_path, duck, query):
     """A DuckDB file whose last transaction is still in its write-ahead log (``.wal``): read
     with the log's rows, and neither file changes (a read-write connection checkpoints the log
     into the file when it closes)."""
@@ -184,7 +185,7 @@ os._exit(0)
     files = [db, Path(f"{db}.wal")]
     before = _sha(*files)
     assert before["source.duckdb.wal"] is not None
-    document = _document(f"duckdb:///{db}", "p", _sqlite_target(tmp_path), "p_anon")
+    document = _document(f"duckdb:///{db}{query}", "p", _sqlite_target(tmp_path), "p_anon")
     code, report = _run(tmp_path, document)
     assert code == 0
     assert report["source"]["rows"] == ROWS
@@ -426,10 +427,28 @@ def _writes(db, source: str) -> list[str]:
     ]
 
 
-def test_no_write_reaches_a_source_through_any_of_its_connections(db, tmp_path, monkeypatch):
+def _asking_to_write(db) -> str:
+    """``db``'s URL asking its driver or server for connections that may write."""
+    if db.dialect == "sqlite":
+        return db.url.replace("sqlite:///", "sqlite:///file:", 1) + "?mode=rwc&uri=true"
+    return (
+        db.url
+        + {
+            "duckdb": "?access_mode=read_write",
+            "postgresql": "?options=-c%20default_transaction_read_only%3Doff",
+            "mysql": "?init_command=SET%20SESSION%20TRANSACTION%20READ%20WRITE",
+        }[db.dialect]
+    )
+
+
+@pytest.mark.parametrize("asks_to_write", [False, True])
+def test_no_write_reaches_a_source_through_any_of_its_connections(
+    db, tmp_path, monkeypatch, asks_to_write
+):
     """A plugin (here: a wrapped read of the source) that writes through the source's session,
     or through any new connection of the source's database, is refused by the driver or the
-    server, on every database; the source keeps its rows and no table appears."""
+    server, on every database, whatever the source's URL asks for; the source keeps its rows and
+    no table appears."""
     import tclose.runner as runner
 
     source = db.name("src")
@@ -456,6 +475,8 @@ def test_no_write_reaches_a_source_through_any_of_its_connections(db, tmp_path, 
 
     monkeypatch.setattr(runner, "_read_inputs", writing_read)
     document = db.config(source, "out")
+    if asks_to_write:
+        document["source"]["url"] = _asking_to_write(db)
     document["target"] = {"url": _sqlite_target(tmp_path), "table": "out"}
     path = db.write_config(document)
     with pytest.raises(_Stopped):
@@ -513,3 +534,42 @@ def test_the_files_a_source_view_reads_are_those_duckdb_reads(
     assert code == 2
     assert "holds rows that the source v reads" in capsys.readouterr().err
     assert _sha(written) == before
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_no_statement_naming_a_file_source_writes_it(tmp_path, duck, monkeypatch, fmt):
+    """A Parquet or CSV source is a view of DuckDB's reader in a database in memory: a statement
+    that would change its rows is refused (DDL reaches only that database's catalog), and the
+    file keeps its bytes."""
+    import tclose.runner as runner
+
+    source = tmp_path / f"patients.{fmt}"
+    _write_file(duck, source)
+    before = _sha(source)
+    statements = [
+        "INSERT INTO patients VALUES (1000, 1, 1)",
+        "UPDATE patients SET age = age + 1",
+        "DELETE FROM patients",
+        "DROP TABLE patients",
+    ]
+    refused: list[str] = []
+
+    def writing_read(session, *args, **kwargs):
+        for statement in statements:
+            with session.database.engine.connect() as connection:
+                try:
+                    connection.exec_driver_sql(statement)
+                    connection.commit()
+                except Exception:  # the refusal, as DuckDB raises it
+                    refused.append(statement)
+        raise _Stopped
+
+    monkeypatch.setattr(runner, "_read_inputs", writing_read)
+    document = _document(_url(fmt, source), "patients", _sqlite_target(tmp_path), "out")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    with pytest.raises(_Stopped):
+        runner.run(load_config(config))
+    assert refused == statements
+    assert _sha(source) == before
