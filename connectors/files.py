@@ -381,7 +381,11 @@ class FileDatabase(DuckDBDatabase):
         text = str(described)
         for path, link in self._links.items():
             text = text.replace(link, str(path))
-        return DataError(text) if text != str(described) else described
+        if text == str(described):
+            return described
+        named = DataError(text)
+        named.driver_error = getattr(described, "driver_error", error)
+        return named
 
     @property
     def table_name(self) -> str:

@@ -315,13 +315,14 @@ class SQLiteDatabase(SQLDatabase):
                 f"{described} (another connection is writing to this database; "
                 f"waited {BUSY_TIMEOUT_SECONDS} s)"
             )
-        if self.read_only and getattr(error, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
+        code = getattr(error, "sqlite_errorname", "")
+        if self.read_only and code.startswith("SQLITE_READONLY_"):
             return DataError(
-                f"{described}. The source can be read only after SQLite writes to it (a writer "
-                f"stopped in the middle of a transaction, and its journal must be rolled back "
-                f"or its write-ahead log recovered); tclose opens its source read-only and "
-                f"never writes it. Open the database once with a program that writes it (e.g. "
-                f"sqlite3 FILE 'PRAGMA quick_check'), then run again."
+                f"{described}. SQLite cannot read the source without writing to it ({code}: "
+                f"e.g. a writer that stopped in the middle of a transaction left a journal to "
+                f"roll back, or a write-ahead log to recover); tclose opens its source "
+                f"read-only and never writes it. Open the database once with a program that "
+                f"writes it (e.g. sqlite3 FILE 'PRAGMA quick_check'), then run again."
             )
         return described
 

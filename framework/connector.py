@@ -456,13 +456,14 @@ class InDatabaseChecks(Protocol):
 class ReadOnlySource(Protocol):
     """Optional, on a :class:`Database`: every connection opened read-only by the driver.
 
-    A source whose database is not the target's (another URL) is only read: before its first
-    connection, ``open_read_only()`` is called (:func:`open_read_only`), and from then on the
-    driver or the server refuses every write through any of its connections (SQLite's
-    ``mode=ro``, DuckDB's ``read_only``, PostgreSQL's and MariaDB's read-only transactions by
-    default), so no statement, the run's or a plugin's, can change the source, and a database
-    file's bytes stay as they were. Fallback: the source is read in read-only sessions
-    (:meth:`Database.session` with ``read_only``) only."""
+    A source whose database is not the target's (another URL, and not a file of the target's
+    database of its kind) is only read, and so is every database that ``tclose verify``,
+    ``compare`` and ``init`` read: before its first connection, ``open_read_only()`` is called
+    (:func:`open_read_only`), and from then on the driver or the server refuses every write
+    through any of its connections (SQLite's ``mode=ro``, DuckDB's ``read_only``, PostgreSQL's
+    and MariaDB's read-only transactions by default), so no statement, the run's or a plugin's,
+    can change the source, and a database file's bytes stay as they were. Fallback: the source
+    is read in read-only sessions (:meth:`Database.session` with ``read_only``) only."""
 
     def open_read_only(self) -> None:
         """Open every later connection read-only by the driver."""
