@@ -513,6 +513,7 @@ OPTIONAL = {
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,
     "InDatabaseChecks": InDatabaseChecks,
+    "ReadOnlySource": ReadOnlySource,
 }
 
 
