@@ -333,6 +333,7 @@ class FileDatabase(DuckDBDatabase):
         self.path = Path(parsed.database).absolute()
         self._links: dict[Path, str] = {}
         self._link_folder: Path | None = None
+        self._file_url = parsed
         super().__init__(url, password_file)
         self.dialect = "duckdb"
 
@@ -437,15 +438,26 @@ class FileDatabase(DuckDBDatabase):
             column.type = parquet_type(column.type, column.name, self.engine.dialect)
         return table
 
+    def target_beside(self, table: str) -> tuple[str, str]:
+        """The URL and table of the Parquet file beside this file for a table named ``table``
+        (a dot or a slash in it becomes ``_``: a file's table is its name up to its first
+        dot), spelled as this file's URL is (a relative path stays relative)."""
+        name = re.sub(r"[./\\\0]", "_", table) or "_"
+        database = str(Path(str(self._file_url.database)).with_name(f"{name}.parquet"))
+        url = self._file_url.set(drivername="parquet", database=database)
+        return url.render_as_string(hide_password=False), name
+
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
         there: a CSV file is no target, nor a folder, nor a file in a folder that does not
         exist, nor an existing file that is not a Parquet file (``if_exists: replace`` replaces
         a table, not a user's other file)."""
         if self.format == "csv":
+            url, table = self.target_beside(name.name)
             raise ConfigError(
-                f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
-                f"(parquet:///{self.path.with_suffix('.parquet').name}) or a database table."
+                f"==> At {path.split('.')[0]}.url\nA CSV file can be a source only. Publish "
+                f"into a Parquet file: target.url: {url} and target.table: {table}; or into a "
+                f"database table."
             )
         self._check_name(name, path)
         if self.path.is_dir():
@@ -473,11 +485,19 @@ class FileDatabase(DuckDBDatabase):
             )
 
     def _check_name(self, name: TableName, path: str) -> None:
-        if name.schema or name.name != self.table_name:
-            raise ConfigError(
-                f"==> At {path}\nThe file {self.path} holds one table, named after the file: "
-                f"write {path.split('.')[0]}.table: {self.table_name} (not {str(name)!r})."
+        if not name.schema and name.name == self.table_name:
+            return
+        section = path.split(".")[0]
+        advice = f"write {section}.table: {self.table_name} (not {str(name)!r})."
+        if section == "target":
+            url, table = self.target_beside(name.name)
+            advice = (
+                f"{self.table_name!r}. To publish {str(name)!r}, name its own file: "
+                f"target.url: {url} and target.table: {table}."
             )
+        raise ConfigError(
+            f"==> At {path}\nThe file {self.path} holds one table, named after the file: {advice}"
+        )
 
     def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
         if name.name == self.table_name and not self.path.is_file():

@@ -547,8 +547,11 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
         skeleton,
     )
 
-    columns = inspect_table(args.url, args.table, args.password_file)
-    text = skeleton(args.url, args.table, columns)
+    outline = inspect_table(args.url, args.table, args.password_file)
+    columns = outline.columns
+    text = skeleton(
+        args.url, args.table, columns, implied_key=outline.implied_key, target=outline.target
+    )
     variables = sorted(set(re.findall(r"\$\{(TCLOSE_DB_[A-Z0-9_]+)\}", text)))
     if variables:
         _echo(

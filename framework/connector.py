@@ -15,6 +15,8 @@ checked before use, with the fallback named in its docstring:
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
 - :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
+- :class:`TablePerFile`: a database that is one file holding one table (another table is
+  another file);
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
@@ -350,6 +352,21 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class TablePerFile(Protocol):
+    """Optional, on a :class:`Database`: a database that is one file holding one table named
+    after the file (a Parquet file), so that another table is another file.
+
+    ``tclose init`` proposes the target file beside the source file, and the advice of a
+    refused target (the source itself, an existing target) names a file, not a table. Fallback:
+    another table of the same database (``<table>_anon``, no ``target.url``)."""
+
+    def target_beside(self, table: str) -> tuple[str, str]:
+        """The URL and the table name of a file beside this one to publish a table named
+        ``table`` (a file's table is its name without its suffix: a dot or a slash in
+        ``table`` becomes ``_``)."""
+        ...
+
+
 class TransactionalPublish(Protocol):
     """Optional, on a :class:`Database`: audit records that commit with the published table.
 
@@ -509,6 +526,7 @@ OPTIONAL = {
     "TableIdentity": TableIdentity,
     "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,
+    "TablePerFile": TablePerFile,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,

@@ -34,6 +34,7 @@ from .config import AttributeSpec, Config, Settings
 from .connector import capability, open_read_only
 from .errors import ConfigError, DataError
 from .guards import (
+    another_target,
     refuse_foreign_audit_table,
     refuse_foreign_file,
     refuse_output_paths,
@@ -244,7 +245,8 @@ def build_plan(
         if config.target.if_exists == "fail" and not dry_run:
             raise DataError(
                 f"The target table {target} already exists and target.if_exists is "
-                f"'fail'. Set if_exists: replace, or choose another target table."
+                f"'fail'. Set if_exists: replace to replace it (once the new table is "
+                f"verified), or publish elsewhere. {another_target(target_db, str(target.with_suffix('_2')))}"
             )
         refuse_unreplaceable_target(target_db, target)
     output_columns = _output_columns(config, source_table)
