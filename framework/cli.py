@@ -648,6 +648,9 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
         _echo(f"{kind}s:")
         for name, provided in sorted(registry.table(kind).items()):
             _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
+            notes = getattr(provided.obj, "notes", None) if kind == "connector" else None
+            for note in notes() if callable(notes) else []:
+                _echo(f"  {'':<16} note: {note}")
     if registry.broken:
         _echo("broken (not loaded):")
         for broken in registry.broken:

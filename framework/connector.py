@@ -17,6 +17,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TablePerFile`: a database that is one file holding one table (another table is
   another file);
+- :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
@@ -352,6 +353,16 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class ConnectorNotes(Protocol):
+    """Optional, on a :class:`Connector`: what ``tclose plugins`` says under it (the driver in
+    use, a faster one to install). Fallback: nothing."""
+
+    def notes(self) -> list[str]:
+        """Lines about the connector's installation, each a sentence; computed without
+        importing the connector's heavy modules (``tclose plugins`` stays quick)."""
+        ...
+
+
 class TablePerFile(Protocol):
     """Optional, on a :class:`Database`: a database that is one file holding one table named
     after the file (a Parquet file), so that another table is another file.
@@ -527,6 +538,7 @@ OPTIONAL = {
     "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,
     "TablePerFile": TablePerFile,
+    "ConnectorNotes": ConnectorNotes,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,

@@ -135,9 +135,11 @@ def test_each_driver_streams_the_rows_of_its_snapshot(maria, driver):
 
 
 @pytest.mark.mysql
-def test_the_command_names_the_driver_except_with_quiet(maria, capsys):
+def test_the_command_names_the_driver_except_with_quiet(maria, capsys, tmp_path, monkeypatch):
+    """Named the first time in an environment (tests/test_driver_notice.py): a fresh cache."""
     from tclose.cli import main
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source, target = maria.name("patients"), maria.name("anon")
     maria.create_patients(source, n=60)
     document = maria.config(source, target)
