@@ -573,6 +573,8 @@ def _holds_duckdb(path: Path) -> bool:
 class DuckDBDatabase(SQLDatabase):
     """A DuckDB database file (see the module's docstring)."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = DuckDBSession
     #: DuckDB's MVCC: a transaction reads the snapshot taken when it began.
     snapshot_reads = True

@@ -660,6 +660,8 @@ class MySQLDatabase(SQLDatabase):
     ``mariadb://`` URLs alike: one kind of database, whose tables move between them as they
     are."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = MySQLSession
     identifier_limit = 64
     #: A source's connections: every transaction read-only, autocommitted statements included.

@@ -313,6 +313,10 @@ class SQLDatabase:
     #: Whether the database has an interval type (months, days and time apart, as PostgreSQL's
     #: and DuckDB's): an interval of another database is refused where it has none.
     interval_type: ClassVar[bool] = False
+    #: Whether the database has row-level security policies (``False``: it has none, so no read
+    #: is filtered; ``None``: unknown, a dialect of the generic connector). A database that has
+    #: them says what they filter in :meth:`row_security`.
+    row_level_security: ClassVar[bool | None] = None
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -541,6 +545,11 @@ class SQLDatabase:
             unknown_types_unremarked(),  # MySQL parses the whole CREATE TABLE
         ):
             return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
+        row-level security (:attr:`row_level_security` false), else ``None`` (unknown)."""
+        return {"applies": False, "tables": []} if self.row_level_security is False else None
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;

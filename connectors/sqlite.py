@@ -299,6 +299,8 @@ def _bindable(value: Any, text: bool = False) -> Any:
 class SQLiteDatabase(SQLDatabase):
     """A SQLite database file (``sqlite:///path``; ``sqlite://`` is an in-memory database)."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = SQLiteSession
 
     @property

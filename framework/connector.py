@@ -17,6 +17,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TablePerFile`: a database that is one file holding one table (another table is
   another file);
+- :class:`RowSecurity`: whether row-level security policies filter a read of the source;
 - :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
@@ -353,6 +354,22 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class RowSecurity(Protocol):
+    """Optional, on a :class:`Database`: whether row-level security policies filter what a read
+    of a table returns, so that a release covers only the rows the connecting role sees (the
+    run's summary warns, the report's ``source.row_security`` says it). Fallback: not known
+    (``source.row_security`` is null)."""
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """``{"applies": bool, "tables": [...]}`` for a read of ``name`` by the connecting role:
+        ``tables`` lists, as ``{"table": ..., "role": ...}``, each table whose policies filter
+        the read (``name`` itself, or a table a view reads) and the role they filter (the view
+        owner's, for a view that is not ``security_invoker``), and ``role`` is the connecting
+        role where there are policies; ``applies`` is false with no table for a database
+        without row-level security. ``None``: the connector cannot tell."""
+        ...
+
+
 class ConnectorNotes(Protocol):
     """Optional, on a :class:`Connector`: what ``tclose plugins`` says under it (the driver in
     use, a faster one to install). Fallback: nothing."""
@@ -538,6 +555,7 @@ OPTIONAL = {
     "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,
     "TablePerFile": TablePerFile,
+    "RowSecurity": RowSecurity,
     "ConnectorNotes": ConnectorNotes,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,

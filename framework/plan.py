@@ -168,6 +168,8 @@ class RunPlan:
         dry_run: verify but publish nothing.
         audit_in_publish: whether the ``run_publishing`` hooks record the run inside the
             publishing transaction (a hook is registered and the target's sessions support it).
+        row_security: whether row-level security filters the read of the source, as the source
+            database says (:class:`tclose.connector.RowSecurity`; ``None``: it cannot tell).
     """
 
     config: Config
@@ -189,6 +191,7 @@ class RunPlan:
     replace: bool
     dry_run: bool
     audit_in_publish: bool
+    row_security: dict[str, Any] | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -279,6 +282,7 @@ def build_plan(
         replace=config.target.if_exists == "replace",
         dry_run=dry_run,
         audit_in_publish=_audits_in_publish(registry, target_db),
+        row_security=_row_security(source_db, source),
     )
 
 
@@ -326,6 +330,13 @@ def _output_columns(config: Config, source_table: Any) -> list[str]:
     if not config.keep_key and config.source.key:
         dropped.add(config.source.key)
     return [c.name for c in source_table.columns if c.name not in dropped]
+
+
+def _row_security(source_db: Any, source: TableName) -> dict[str, Any] | None:
+    """What the source database says of row-level security on the source
+    (:class:`tclose.connector.RowSecurity`), or ``None`` when it cannot tell."""
+    row_security = capability(source_db, "row_security", None)
+    return row_security(source) if callable(row_security) else None
 
 
 def _audits_in_publish(registry: Registry, target_db: Any) -> bool:

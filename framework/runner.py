@@ -292,6 +292,7 @@ class Phases:
             source_url=plan.source_db.redacted_url,
             target_url=plan.target_db.redacted_url,
             output_columns=plan.columns,
+            row_security=plan.row_security,
         )
         self.timer = Timer(self.context.timings)
         self.keys = np.zeros(0)
