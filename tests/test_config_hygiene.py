@@ -17,21 +17,7 @@ from tclose.cli import main
 from tclose.config import MAX_CONFIG_BYTES, load_config
 from tclose.errors import ConfigError
 
-BASE = """source: {{url: 'sqlite:///{db}', table: discharges, key: patient_id}}
-target: {{table: h28_anon}}
-attributes:
-  name: identifier
-  age: {{role: quasi_identifier}}
-  zip: {{role: quasi_identifier}}
-  length_of_stay: {{role: quasi_identifier}}
-  charge: {{role: confidential}}
-  admission_day: other
-  procedures: other
-  diagnoses: other
-  severity: other
-  ward: other
-privacy: {{k: 3, t: 0.2}}
-"""
+from .test_adversarial_config import BASE  # privacy on line 14, its k 3 and t 0.2
 
 
 @pytest.fixture
