@@ -1117,26 +1117,23 @@ def _number_reading(node: yaml.ScalarNode, loader: yaml.SafeLoader) -> tuple[str
     ``1:30`` as text), and nothing in a configuration is written so on purpose.
 
     Raises:
-        ConfigError: an explicit ``!!int`` or ``!!float`` on a text that is no number.
+        ValueError: an explicit ``!!int`` or ``!!float`` on a text that is no number.
     """
     text = node.value
-    if node.tag == _INT_TAG:
-        if _DECIMAL.fullmatch(text):
-            return None
-        construct = loader.construct_yaml_int
-    elif node.tag == _FLOAT_TAG:
-        if "_" not in text and ":" not in text:
-            return None
-        construct = loader.construct_yaml_float
-    else:
+    if node.tag not in (_INT_TAG, _FLOAT_TAG):
         return None
+    construct = loader.construct_yaml_int if node.tag == _INT_TAG else loader.construct_yaml_float
     try:
         value = construct(node)
-    except ValueError:
-        raise ConfigError(
-            f"{text!r} (line {node.start_mark.line + 1}) is tagged as a number but is none: "
-            f"write the number, or remove the tag."
-        ) from None
+    except (ValueError, IndexError):  # PyYAML reads the first character of '' or '-'
+        raise ValueError(f"{text!r} is tagged as a number but is none") from None
+    plain = (
+        _DECIMAL.fullmatch(text) is not None
+        if node.tag == _INT_TAG
+        else "_" not in text and ":" not in text
+    )
+    if plain:
+        return None
     body = text.lstrip("+-").lower()
     digits = body.replace("_", "")
     if ":" in body:
@@ -1176,11 +1173,18 @@ def _refuse_misread_numbers(root: yaml.Node, checker: _Checker, loader: yaml.Saf
             for index, child in enumerate(node.value):
                 walk(child, path, index + 1 if item is None else item)
         elif isinstance(node, yaml.ScalarNode):
-            found = _number_reading(node, loader)
+            where = f" (item {item} of the list)" if item is not None else ""
+            try:
+                found = _number_reading(node, loader)
+            except ValueError as error:
+                raise checker.fail(
+                    path,
+                    f"{error}{where} (line {node.start_mark.line + 1}): write the number, or "
+                    f"remove the tag (!!int, !!float).",
+                ) from None
             if found is None:
                 return
             reading, fix = found
-            where = f" (item {item} of the list)" if item is not None else ""
             raise checker.fail(
                 path,
                 f"YAML 1.1 reads {node.value}{where} (line {node.start_mark.line + 1}) as "

@@ -96,6 +96,13 @@ def test_every_number_of_the_document_is_covered(tmp_path, base, old, new, where
     assert where in message and "plain decimal" in message, message
 
 
+@pytest.mark.parametrize("tagged", ["!!int ''", "!!float ''", "!!int '-'", "!!int 0x", "!!float x"])
+def test_a_number_tag_on_no_number_is_a_configuration_error(tmp_path, base, tagged):
+    """Before: ``k: !!int ''`` was an internal error (exit 4, PyYAML's IndexError)."""
+    message = _refusal(tmp_path, base.replace("k: 3", f"k: {tagged}"))
+    assert "At privacy ==> At key: k (line 14)" in message and "tagged as a number" in message
+
+
 def test_an_anchored_number_is_refused_where_it_is_written(tmp_path, base):
     text = base.replace("k: 3", "k: &k 010").replace("  name: identifier", "  name: identifier")
     text += "output: {seed: *k}\n"
