@@ -155,11 +155,14 @@ def inspect_table(
     reflected = database.table(TableName.parse(table))
     engine = getattr(database, "engine", None)
     columns = describe_columns(reflected, engine.dialect if engine is not None else None)
-    try:
-        implied = not any(c.primary_key for c in columns) and database.row_key(reflected, None)
-    except ConfigError:  # no row id either: a key must be named
-        implied = False
-    return SourceOutline(columns, implied is not False, proposed_target(database, table))
+    implied = False
+    if not any(c.primary_key for c in columns):
+        try:
+            database.row_key(reflected, None)  # the dialect's row id, if it has one
+            implied = True
+        except ConfigError:  # none: a key must be named
+            pass
+    return SourceOutline(columns, implied, proposed_target(database, table))
 
 
 def refuse_output_on_database(

@@ -246,10 +246,11 @@ def build_plan(
     config, key = _resolve_columns(config, source_db, source_table, source)
     if target_db.exists(target):
         if config.target.if_exists == "fail" and not dry_run:
+            elsewhere = another_target(target_db, str(target.with_suffix("_2")))
             raise DataError(
                 f"The target table {target} already exists and target.if_exists is "
                 f"'fail'. Set if_exists: replace to replace it (once the new table is "
-                f"verified), or publish elsewhere. {another_target(target_db, str(target.with_suffix('_2')))}"
+                f"verified), or publish elsewhere. {elsewhere}"
             )
         refuse_unreplaceable_target(target_db, target)
     output_columns = _output_columns(config, source_table)

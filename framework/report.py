@@ -559,8 +559,8 @@ def row_security_warning(security: Mapping[str, Any]) -> str:
     return (
         f"The source was read through row-level security: the policies of {tables} filter "
         f"its rows, so the release covers only the rows role {security.get('role')} sees, not "
-        f"the whole table. Read it as a role the policies do not filter (its owner, a "
-        f"BYPASSRLS role) to publish every row."
+        f"the whole table. To publish every row, read it as a role they do not filter (a "
+        f"BYPASSRLS role, or the table's owner unless it forces row-level security)."
     )
 
 
