@@ -750,7 +750,8 @@ def parse_settings(
         raise checker.fail(
             ("privacy", "t"),
             "t-closeness needs at least one attribute with role confidential (confidential=[...] "
-            "in tclose.anonymize); or leave t out for k-anonymity only.",
+            "in tclose.anonymize). For k-anonymity only, remove privacy.t and set "
+            "algorithm.name: mdav (algorithm='mdav'), which needs no t.",
         )
     algorithm = checker.mapping(
         document.get("algorithm") or {"name": "t-first"}, ("algorithm",), _ALGORITHM_KEYS, ("name",)

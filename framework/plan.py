@@ -79,9 +79,12 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
         algorithm.name, algorithm.options_schema, settings.algorithm_options, "algorithm.options"
     )
     if algorithm.requires_t and settings.t is None:
+        free = sorted(a for a, p in registry.algorithms.items() if not p.obj.requires_t)
         raise ConfigError(
             f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs t (privacy.t; "
-            f"t= in tclose.anonymize): a number in (0, 1]."
+            f"t= in tclose.anonymize): a number in (0, 1], with a confidential attribute. For "
+            f"k-anonymity only, set algorithm.name to one that needs no t: "
+            f"{', '.join(f'algorithm.name: {a}' for a in free) or 'none is installed'}."
         )
     if settings.t is not None and not algorithm.requires_t:
         raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")

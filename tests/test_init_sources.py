@@ -290,3 +290,28 @@ def test_a_unique_not_null_column_is_the_key_of_a_table_without_primary_key(pg, 
     document = yaml.safe_load(capsys.readouterr().out)
     assert document["source"]["key"] == "code"
     assert document["target"] == {"table": f"{table}_anon", "if_exists": "fail"}
+
+
+@pytest.mark.parametrize("first", ["keep t", "remove t"])
+def test_k_anonymity_only_advice_runs(demo_db, tmp_path, monkeypatch, capsys, first):
+    """Roles set, but no confidential column: the advice named "leave t out", which the next
+    run refused (t-first needs t). Each refusal now names a setting that runs."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "k.yaml"
+    assert main(["-q", "init", f"sqlite:///{demo_db}", "discharges", "-o", str(path)]) == 0
+    text = _set(path.read_text(encoding="utf-8"), "age", "quasi_identifier")
+    if first == "remove t":
+        text = re.sub(r"^  t: .*$", "", text, flags=re.MULTILINE)
+    path.write_text(text, encoding="utf-8")
+    code, err = _run(path, capsys)
+    assert code == 2 and "algorithm.name: mdav" in err, err
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["privacy"].pop("t", None)  # "remove privacy.t"
+    document["algorithm"]["name"] = "mdav"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    code, err = _run(path, capsys)  # charge, unique per row, passes through: a linking column
+    assert code == 1 and "Linking columns (values unique per row): charge" in err, err
+    document["attributes"]["charge"]["role"] = "identifier"  # the advice, followed
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    code, err = _run(path, capsys)
+    assert code == 0, err
