@@ -409,6 +409,16 @@ class DuckDBSession(Session):
                 if not len(vectors):
                     return
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each column's text form, byte by byte (the UTF-8 ``encode`` of ``CAST(... AS
+        VARCHAR)``, whatever ``default_collation`` says), then its value in DuckDB's order (a
+        list's text does not quote its strings); NULL first."""
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            text = sa.func.encode(sa.cast(column, sa.String()))
+            keys += [text.nulls_first(), column.nulls_first()]
+        return keys
+
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000
     ) -> None:

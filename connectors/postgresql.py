@@ -556,6 +556,14 @@ class PostgreSQLSession(DriverSession):
             return name
         return f'CAST({name} AS text) COLLATE "C"'
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each column's text form, byte by byte (``COLLATE "C"``), NULL first: every type has
+        one, and it tells apart the values that the type's own comparison calls equal (``0``
+        and ``-0`` floats, ``1.0`` and ``1.00`` numerics, ``'1 day'`` and ``'24 hours'``
+        intervals, case-insensitive text); floats are written shortest exact
+        (:meth:`insert_joined`)."""
+        return [sa.cast(c, sa.Text()).collate("C").nulls_first() for c in columns]
+
     #: The name of the staging table's primary key while :meth:`insert_joined` has dropped it.
     _dropped_key: str | None = None
 
@@ -567,6 +575,12 @@ class PostgreSQLSession(DriverSession):
         stays ``NOT NULL``, and a duplicate key would fail the ``ADD``, so the table written is
         the same)."""
         self._dropped_key = self.primary_key_name(staging)
+        # The content order compares floats by their text: shortest exact (any value above 0)
+        # for the rest of the transaction, whatever the session's setting was.
+        self.execute(
+            "SELECT set_config('extra_float_digits', '1', true) "
+            "WHERE current_setting('extra_float_digits')::int < 1"
+        )
         self.execute(
             f"ALTER TABLE {self.database.qualified(staging)} "
             f"DROP CONSTRAINT {self.database.quote(self._dropped_key)}"
@@ -592,14 +606,6 @@ class PostgreSQLSession(DriverSession):
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.
         for table in tables:
             self.execute(f"ANALYZE {self.database.qualified(table)}")
-
-    def streamed_rows_written(self, staging: sa.Table) -> None:
-        # Rows arrived in source-key order; rewrite the heap in new-key order so that the
-        # physical order of the published table says nothing about the source order.
-        self.execute(
-            f"CLUSTER {self.database.qualified(staging)} USING "
-            f"{self.database.quote(self.primary_key_name(staging))}"
-        )
 
     def primary_key_name(self, table: sa.Table | TableName) -> str:
         name = self.database.qualified(table)

@@ -73,6 +73,15 @@ class SQLiteSession(DriverSession):
             staging.append_constraint(sa.CheckConstraint("1", name=f"tclose_run_{run_id}"))
         self.prepare_staging(staging)
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each column's text form, byte by byte (``CAST(... AS BLOB)``: NULL first, a text
+        by its bytes whatever the column's collation, a blob as it is), then its value in
+        SQLite's order (its text form of a real keeps 15 digits)."""
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            keys += [sa.cast(column, sa.LargeBinary()), column]
+        return keys
+
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """``executemany``; values ``sqlite3`` cannot bind (``Decimal``, dates and times, UUIDs,
         from another database) are stored as their text, as SQLAlchemy's SQLite types do.

@@ -183,8 +183,12 @@ class Session(Protocol):
 
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Write rows computed by the runner into the created ``staging`` table, in this
-        session's transaction: each chunk a list of tuples in the staging column order
-        (``tclose_row`` first). Returns the number of rows written."""
+        session's transaction: each chunk a list of tuples of the output columns, in the
+        staging table's column order after ``tclose_row``. The session numbers the rows
+        ``1..n`` (``tclose_row``) in their content order, a function of the values alone (ties
+        only between rows of the same values), and stores them in that order: the order the
+        rows arrive in, the source's, must be neither numbered nor stored. Returns the number of
+        rows written."""
         ...
 
     def publish(
@@ -229,13 +233,13 @@ class InDatabaseJoin(Protocol):
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
-        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``aggregated``
-        values; ``DataError`` if the source no longer has every key."""
+        row ``keys[i]`` is in cluster ``labels[i]`` and takes its ``aggregated`` values; rows
+        numbered and stored in content order, as :meth:`Session.fill_streamed` says;
+        ``DataError`` if the source no longer has every key."""
         ...
 
 

@@ -111,12 +111,14 @@ def _first_values(rows: Sequence[tuple]) -> dict[int, Any]:
 
 
 def _needs_canonical(value: Any) -> bool:
-    """Whether values of this one's type may need :func:`_canonical` (a representative value
+    """Whether values of this one's type may need :func:`canonical` (a representative value
     per type is checked; any ``datetime`` type triggers the check of every value)."""
     return isinstance(value, (dt.datetime, memoryview, np.generic))
 
 
-def _canonical(value: Any) -> Any:
+def canonical(value: Any) -> Any:
+    """``value`` as the digest and the linkage check compare it: an aware date-time in UTC
+    (tagged), a ``memoryview`` as ``bytes``, a NumPy scalar as its Python value."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return ("utc", value.astimezone(dt.timezone.utc).replace(tzinfo=None))
     if isinstance(value, memoryview):
@@ -142,11 +144,11 @@ class ContentDigest:
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
-        canonical = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
-        if canonical:  # only the columns of such a type (one timestamp column of twenty, say)
+        positions = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
+        if positions:  # only the columns of such a type (one timestamp column of twenty, say)
             columns = list(zip(*rows))
-            for i in canonical:
-                columns[i] = tuple(map(_canonical, columns[i]))
+            for i in positions:
+                columns[i] = tuple(map(canonical, columns[i]))
             rows = list(zip(*columns))
         sha256 = hashlib.sha256
         hashes = [sha256(repr(row).encode("utf-8", "surrogatepass")).digest() for row in rows]
@@ -192,7 +194,7 @@ class UniqueTracker:
         try:
             distinct = len(set(present))
         except TypeError:  # unhashable driver values (e.g. memoryview): their canonical text
-            present = [repr(_canonical(v)) for v in present]
+            present = [repr(canonical(v)) for v in present]
             distinct = len(set(present))
         if distinct < len(present):  # a repeat within the chunk: not linking
             self.repeated.add(column)
@@ -224,7 +226,7 @@ def _hash64(values: list[Any]) -> np.ndarray:
         series = pd.Series(values, dtype=object)
         return pd.util.hash_pandas_object(series, index=False).to_numpy()
     except (TypeError, ValueError):
-        series = pd.Series([repr(_canonical(v)) for v in values], dtype=object)
+        series = pd.Series([repr(canonical(v)) for v in values], dtype=object)
         return pd.util.hash_pandas_object(series, index=False).to_numpy()
 
 

@@ -54,7 +54,6 @@ def _base_config(
         },
         "privacy": {"k": 3, "t": 0.2},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
     document.update(overrides)
     return document

@@ -56,10 +56,11 @@ class MemorySession:
             yield pd.DataFrame.from_records(rows, columns=names)
 
     def fill_streamed(self, staging, chunks) -> int:
+        """The rows numbered 1..n in their content order (here: by their values' repr)."""
         rows = self._get(TableName(staging.schema, staging.name))[1]
-        for chunk in chunks:
-            rows.extend(tuple(r) for r in chunk)
-        return len(rows)
+        arrived = [tuple(r) for chunk in chunks for r in chunk]
+        rows.extend((i, *row) for i, row in enumerate(sorted(arrived, key=repr), start=1))
+        return len(arrived)
 
     def publish(self, staging, target, replace, before_commit=None) -> None:
         if self.database.exists(target) and not replace:
@@ -170,10 +171,39 @@ def test_check_connector_catches_a_publish_that_drops_the_last_row() -> None:
     try:
         check_connector(LossyConnector(), url, drop=lambda name: STORE[url].pop(str(name)))
     except AssertionError as error:
-        assert "read_rows: 22 rows, not 23" in str(error)
-        assert "the published table: 21 rows, not 23" in str(error)
+        assert "the published fixture: 22 rows, not 23" in str(error)
+        assert "the published table: 21 rows, not 22" in str(error)
     else:
         raise AssertionError("check_connector accepted a publish that loses a row")
+
+
+def test_check_connector_catches_rows_numbered_in_the_order_they_arrive() -> None:
+    """Rule R4 for third-party connectors: numbering the rows as they come (the source's
+    order) is a failed check."""
+
+    class InArrivalOrder(MemorySession):
+        def fill_streamed(self, staging, chunks) -> int:
+            rows = self._get(TableName(staging.schema, staging.name))[1]
+            arrived = [tuple(r) for chunk in chunks for r in chunk]
+            rows.extend((i, *row) for i, row in enumerate(arrived, start=1))
+            return len(arrived)
+
+    class InArrivalOrderDatabase(MemoryDatabase):
+        @contextlib.contextmanager
+        def session(self, staging=None, *, read_only=False):
+            yield InArrivalOrder(self, staging)
+
+    class InArrivalOrderConnector(MemoryConnector):
+        def connect(self, url, password_file=None):
+            return InArrivalOrderDatabase(url)
+
+    url = "memory://arrival"
+    try:
+        check_connector(InArrivalOrderConnector(), url, drop=lambda n: STORE[url].pop(str(n)))
+    except AssertionError as error:
+        assert "numbers the rows by the order they arrive in" in str(error)
+    else:
+        raise AssertionError("check_connector accepted rows numbered in their arrival order")
 
 
 def test_a_run_publishes_through_the_connector_from_scratch(tmp_path) -> None:

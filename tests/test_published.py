@@ -40,7 +40,7 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
 
     import numpy as np
 
-    from tclose.published import _MODULUS, _canonical
+    from tclose.published import _MODULUS, canonical
 
     tz = dt.timezone(dt.timedelta(hours=-5))
     rows = [
@@ -58,7 +58,7 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
     columns = ("a", "b", "c", "d", "e", "f", "g")
     total = 0
     for row in rows:
-        text = repr(tuple(_canonical(v) for v in row))
+        text = repr(tuple(canonical(v) for v in row))
         total += int.from_bytes(
             hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), "big"
         )
