@@ -204,6 +204,19 @@ def _exact_decimals(
     return tuple(texts)
 
 
+#: Types whose order tells every two different values apart (:meth:`DuckDBSession.content_order`;
+#: a ``DECIMAL`` has one scale per column).
+_ORDER_IS_IDENTITY = (
+    sa.Integer,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Uuid,
+    sa.LargeBinary,
+)
+
+
 def duckdb_type(name: str) -> sa.types.TypeEngine:
     """The SQLAlchemy type of DuckDB type ``name`` (as ``duckdb_columns().data_type`` gives it)."""
     decimal = _DECIMAL.fullmatch(name)
@@ -410,13 +423,22 @@ class DuckDBSession(Session):
                     return
 
     def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
-        """Each column's text form, byte by byte (the UTF-8 ``encode`` of ``CAST(... AS
-        VARCHAR)``, whatever ``default_collation`` says), then its value in DuckDB's order (a
-        list's text does not quote its strings); NULL first."""
+        """Each value in DuckDB's order, NULL first: text by its bytes, whatever
+        ``default_collation`` says (``COLLATE binary``); integers, decimals, booleans, dates,
+        times, UUIDs and blobs by value; a value of any other type (floats, whose ``-0.0``
+        equals ``0.0``; lists, structs, maps) by value, then by its text form byte by byte."""
         keys: list[sa.ColumnElement] = []
         for column in columns:
-            text = sa.func.encode(sa.cast(column, sa.String()))
-            keys += [text.nulls_first(), column.nulls_first()]
+            kind = column.type
+            if isinstance(kind, sa.String):
+                keys.append(column.collate("binary").nulls_first())
+            elif isinstance(kind, _ORDER_IS_IDENTITY) or (
+                isinstance(kind, sa.Numeric) and not isinstance(kind, sa.Float)
+            ):
+                keys.append(column.nulls_first())
+            else:
+                text = sa.func.encode(sa.cast(column, sa.String()))
+                keys += [column.nulls_first(), text.nulls_first()]
         return keys
 
     def insert_arrays(

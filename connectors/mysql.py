@@ -548,17 +548,18 @@ class MySQLSession(DriverSession):
             ) from None
 
     def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
-        """Each column's text form, byte by byte (``CAST(... AS BINARY)``), then its value in
-        MariaDB's order; NULL first. The bytes tell apart what a collation calls equal
-        (``'a'``, ``'A'`` and ``'a '``). A sort key of text is compared on its first
-        ``max_sort_length`` bytes only, so a text or binary column whose values may be longer
-        adds the ``MD5`` of its bytes."""
+        """Each value in MariaDB's order, NULL first; text (and JSON) by its bytes
+        (``CAST(... AS BINARY)``), not by its collation, which calls ``'a'``, ``'A'`` and
+        ``'a '`` equal. Text and blobs are compared on their first ``max_sort_length`` bytes
+        only, so a column whose values may be longer adds the ``MD5`` of its bytes."""
         (prefix,) = self.execute("SELECT @@max_sort_length")[0]
         keys: list[sa.ColumnElement] = []
         for column in columns:
-            keys += [sa.cast(column, mysql.BINARY()), column]
+            bytes_ = sa.cast(column, mysql.BINARY())
+            text = isinstance(column.type, (sa.String, sa.JSON))
+            keys.append(bytes_ if text else column)
             if _may_be_longer(column.type, int(prefix)):
-                keys.append(sa.func.md5(sa.cast(column, mysql.BINARY())))
+                keys.append(sa.func.md5(bytes_))
         return keys
 
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:

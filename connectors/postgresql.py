@@ -63,6 +63,17 @@ _FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
 
 #: Column types whose SQL equality is Python's equality of the driver's values (the linkage
 #: check groups them as they are; other types are grouped by their text form).
+#: Types whose order tells every two different values apart (:meth:`content_order`).
+_ORDER_IS_IDENTITY = (
+    sa.Integer,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Uuid,
+    sa.LargeBinary,
+)
+
 _NATIVE_EQUALITY = (
     sa.Integer,
     sa.Float,
@@ -557,12 +568,27 @@ class PostgreSQLSession(DriverSession):
         return f'CAST({name} AS text) COLLATE "C"'
 
     def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
-        """Each column's text form, byte by byte (``COLLATE "C"``), NULL first: every type has
-        one, and it tells apart the values that the type's own comparison calls equal (``0``
-        and ``-0`` floats, ``1.0`` and ``1.00`` numerics, ``'1 day'`` and ``'24 hours'``
-        intervals, case-insensitive text); floats are written shortest exact
-        (:meth:`insert_joined`)."""
-        return [sa.cast(c, sa.Text()).collate("C").nulls_first() for c in columns]
+        """Each value in its type's order, NULL first: integers, booleans, dates, times, UUIDs
+        and ``bytea`` by value; text by its bytes (``COLLATE "C"``, whatever the column's
+        collation); a float by value, then by its bits (``-0`` before ``0``); a numeric by value,
+        then by its scale (``1.0`` before ``1.00``); any other type (intervals, whose ``'1 day'``
+        equals ``'24 hours'``, arrays, JSON, geometry, case-insensitive text) by its text form
+        byte by byte, floats in it written shortest exact (:meth:`insert_joined`)."""
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            kind = column.type
+            if isinstance(kind, sa.Float):
+                bits = sa.func.float8send(sa.cast(column, sa.Double()))
+                keys += [column.nulls_first(), bits]
+            elif isinstance(kind, sa.Numeric):
+                keys += [column.nulls_first(), sa.func.scale(column)]
+            elif isinstance(kind, sa.String) and not isinstance(kind, (sa.Enum, postgresql.CITEXT)):
+                keys.append(column.collate("C").nulls_first())
+            elif isinstance(kind, _ORDER_IS_IDENTITY):
+                keys.append(column.nulls_first())
+            else:
+                keys.append(sa.cast(column, sa.Text()).collate("C").nulls_first())
+        return keys
 
     #: The name of the staging table's primary key while :meth:`insert_joined` has dropped it.
     _dropped_key: str | None = None
@@ -575,8 +601,9 @@ class PostgreSQLSession(DriverSession):
         stays ``NOT NULL``, and a duplicate key would fail the ``ADD``, so the table written is
         the same)."""
         self._dropped_key = self.primary_key_name(staging)
-        # The content order compares floats by their text: shortest exact (any value above 0)
-        # for the rest of the transaction, whatever the session's setting was.
+        # The content order compares some values by their text (a float in an array, say):
+        # floats shortest exact (any value above 0) for the rest of the transaction, whatever
+        # the session's setting was.
         self.execute(
             "SELECT set_config('extra_float_digits', '1', true) "
             "WHERE current_setting('extra_float_digits')::int < 1"

@@ -74,12 +74,14 @@ class SQLiteSession(DriverSession):
         self.prepare_staging(staging)
 
     def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
-        """Each column's text form, byte by byte (``CAST(... AS BLOB)``: NULL first, a text
-        by its bytes whatever the column's collation, a blob as it is), then its value in
-        SQLite's order (its text form of a real keeps 15 digits)."""
+        """Each value in SQLite's order (NULL, numbers by value, text, blobs), text by its
+        bytes whatever the column's collation (``COLLATE BINARY``); then by its storage class,
+        which tells an integer ``1`` from a real ``1.0`` in a column that holds both."""
         keys: list[sa.ColumnElement] = []
         for column in columns:
-            keys += [sa.cast(column, sa.LargeBinary()), column]
+            # COLLATE applies to the column's text, whatever its declared type.
+            as_text = sa.type_coerce(column, sa.String())
+            keys += [as_text.collate("BINARY"), sa.func.typeof(column)]
         return keys
 
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:

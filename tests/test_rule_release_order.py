@@ -8,11 +8,11 @@ order or key values, and the order a reader sees (``tclose_row``, or the rows as
 recomputed here, independently, from the published values alone.
 
 The content order (docs/guide.md, "Guarantees"): rows sorted by their values column by column in
-the table's column order, each value by its text form as the database renders it, byte by byte,
-NULL first; values of the same text are ordered by the database's own comparison. The tables
-here publish integers and ASCII text (rounded QIs), whose text form is Python's ``str``, so the
-expected order is computed in Python without asking the database. The text column holds values
-that case-insensitive and pad-space comparisons (MariaDB's default collation) call equal.
+the table's column order, NULL first, numbers by value, text by its bytes whatever the column's
+collation, values that the type's order calls equal although they differ by how they differ.
+The tables here publish integers and text (rounded QIs), so the expected order is computed in
+Python without asking the database. The text column holds values that case-insensitive,
+pad-space and accent-blind comparisons (MariaDB's default collation) call equal.
 """
 
 from __future__ import annotations
@@ -90,8 +90,12 @@ def _config(source_url: str, source: str, target_url: str, target: str, report) 
 
 
 def _python_key(row: tuple) -> tuple:
-    """The documented content order of a row of integers and text, computed in Python."""
-    return tuple((0, b"") if v is None else (1, str(v).encode("utf-8")) for v in row)
+    """The documented content order of a row of integers and text, computed in Python: NULL
+    first, integers by value, text by its UTF-8 bytes."""
+    return tuple(
+        (0, 0, b"") if v is None else (1, v, b"") if isinstance(v, int) else (2, 0, v.encode())
+        for v in row
+    )
 
 
 def _released(database, table: str) -> tuple[list[str], list[tuple], list[int]]:
@@ -192,11 +196,60 @@ def test_a_streamed_release_is_not_stored_in_source_key_order(duckdb_db, lite, t
     assert in_place == expected_in_place < ROWS // 4
 
 
-def test_no_seed_in_the_config(sqlite_run):
-    """``output.seed`` is refused (exit 2) and named: nothing may derive the order."""
+def test_values_the_database_calls_equal_are_ordered_by_what_they_hold(db, tmp_path):
+    """Rows that differ only in pass-through values the database's own comparison calls equal
+    or compares in part: text in another case or with trailing spaces (MariaDB's default
+    collation), text equal in its first 2,000 bytes (MariaDB compares 1,024 by default),
+    ``-0.0`` and ``0.0`` (where the database keeps the sign). The same rows inserted in
+    opposite orders under opposite keys give one release: nothing of the input order breaks
+    their ties."""
+    long = "z" * 2000
+    content = [
+        {"a": 30, "c": 1, "tag": tag, "memo": long + end, "ratio": ratio}
+        for tag in ("a", "A", "a ", "a  ")
+        for end in ("x", "y")
+        for ratio in (0.0, -0.0)
+    ]
+
+    def columns() -> list[sa.Column]:
+        return [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("a", sa.Integer),
+            sa.Column("c", sa.Integer),
+            sa.Column("tag", sa.String(10)),
+            sa.Column("memo", sa.Text),
+            sa.Column("ratio", sa.Double),
+        ]
+
+    releases, digests = [], []
+    for name, rows in (
+        ("forward", [{"id": i + 1, **r} for i, r in enumerate(content)]),
+        ("backward", [{"id": i + 1, **r} for i, r in enumerate(content[::-1])]),
+    ):
+        source = db.name(f"src_{name}")
+        db.create(source, columns(), rows)
+        report = tmp_path / f"{name}.json"
+        document = _config(db.url, source, db.url, db.name("anon"), report)
+        document["attributes"] = {
+            "id": {"role": "identifier"},
+            "a": {"role": "quasi_identifier", "type": "numeric", "round": True},
+            "c": {"role": "confidential", "type": "numeric"},
+            **{c: {"role": "other", "allow_unique": True} for c in ("tag", "memo", "ratio")},
+        }
+        assert main(["-q", "run", str(db.write_config(document, f"{name}.yaml"))]) == 0
+        frame = db.frame(db.name("anon")).sort_values("tclose_row")
+        releases.append([tuple(map(repr, r)) for r in frame.itertuples(False)])
+        digests.append(json.loads(report.read_text())["target"]["content_digest"]["sha256"])
+    assert releases[0] == releases[1]
+    assert digests[0] == digests[1]
+
+
+def test_a_seed_left_in_a_config_publishes_nothing(sqlite_run):
+    """An attacker who knows ``output.seed`` (the README's example had 42) and the row count
+    could rebuild the permutation that numbered the rows; such a config is refused before
+    any work, so no release of it exists."""
     document = sqlite_run.config(output={"seed": 42})
-    path = sqlite_run.write(document)
-    assert main(["-q", "run", str(path)]) == 2
+    assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
     assert "discharges_anon" not in sqlite_run.tables()
 
 
