@@ -1179,7 +1179,6 @@ class Session:
             for rows in chunks:
                 self.insert_rows(arrived, columns, rows)
                 written += len(rows)
-            self.helpers_loaded([arrived])
             found = self.insert_in_content_order(staging, list(arrived.c))
             if found not in (-1, written):
                 raise DataError(

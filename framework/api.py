@@ -22,7 +22,7 @@ from .config import (
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .plan import resolve_plugins, with_attribute_options
-from .published import add_linkage_check, canonical, frame_linking_columns, linkage_advice
+from .published import add_linkage_check, canonical, frame_linkage, linkage_advice
 from .registry import Registry, load_registry
 from .report import RunContext, build_report
 from .runner import Timer
@@ -90,11 +90,12 @@ def anonymize(
 
     Returns:
         an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
-        the output rows, pass-through columns checked for linking values).
+        the output rows, no row unique on its pass-through columns taken together).
 
     Raises:
         ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
-        VerificationError: the output failed verification (a linking pass-through column, or a
+        VerificationError: the output failed verification (rows that their pass-through columns
+            single out, or a
             bug in the algorithm plugin).
     """
     if not isinstance(df, pd.DataFrame):
@@ -299,7 +300,7 @@ def _verify_release(
         len(data),
         encoded.confidential,
     )
-    add_linkage_check(verification, *frame_linking_columns(data, attributes))
+    add_linkage_check(verification, *frame_linkage(data, attributes))
     return verification
 
 

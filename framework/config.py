@@ -81,7 +81,8 @@ class AttributeSpec:
     hierarchy: Any = None
     missing: str = "error"
     weight: float = 1.0
-    #: ``role: other`` only: the column may be published although its values are unique per row.
+    #: ``role: other`` only: the column is left out of the linkage check (which judges the
+    #: pass-through columns together), so its values may single out rows.
     allow_unique: bool = False
 
 

@@ -475,7 +475,7 @@ class InDatabaseChecks(Protocol):
     database, which reads only the QI and confidential columns back.
 
     With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
-    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_columns`` for the linkage check and
+    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
     ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
     digested and compared in Python (:class:`PublishedRecord`)."""
 
@@ -484,9 +484,10 @@ class InDatabaseChecks(Protocol):
         ``statement``), naming ``published_as`` (the target a staging table becomes)."""
         ...
 
-    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
-        """The ``columns`` of ``table`` whose non-null values are all distinct (at least
-        one)."""
+    def unique_rows(self, table: sa.Table, columns: Sequence[str]) -> int:
+        """How many rows of ``table`` hold a tuple of values of ``columns`` (taken together)
+        that no other row holds, each value compared by what it is (NULL equal to NULL, text
+        byte for byte, ``-0.0`` apart from ``0.0``)."""
         ...
 
     def read_with_digest(

@@ -766,7 +766,7 @@ def _read_written(
 
 def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
     """The verdict with the linkage check and the content digest of the scan."""
-    add_linkage_check(verification, scan.linking, scan.allowed_unique)
+    add_linkage_check(verification, scan.linkage_columns, scan.linkable_rows, scan.allowed_unique)
     verification.content_digest = scan.digest
     return verification
 

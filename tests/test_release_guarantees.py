@@ -137,7 +137,7 @@ def test_linking_pass_through_column_fails_verification(tmp_path, capsys):
     document = _document(url, ssn={"role": "other"})
     assert main(["run", _write(tmp_path, document)]) == 1
     err = capsys.readouterr().err
-    assert "linkage" in err and "Linking columns (values unique per row): ssn" in err
+    assert "linkage" in err and "single out 60 row(s)" in err and "): ssn." in err
     document["attributes"]["ssn"]["allow_unique"] = True
     report = tmp_path / "r.json"
     assert main(["run", _write(tmp_path, document), "--report", str(report)]) == 0
@@ -390,7 +390,7 @@ def test_implied_key_and_digest_on_every_database(db, capsys):
     columns = list(db.frame(target).columns)
     assert "patient_id" not in columns and {"note", "code"} <= set(columns)
     data = json.loads(report.read_text())
-    assert data["verification"]["allowed_unique"] == ["note", "code"]
+    assert {"note", "code"} <= set(data["verification"]["allowed_unique"])
     assert main(["verify", config, "--report", str(report)]) == 0
     assert "PASS  content_digest" in capsys.readouterr().out
     db.execute(f"UPDATE {db.quote(target)} SET ward = 'changed' WHERE tclose_row = 3")
