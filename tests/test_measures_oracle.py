@@ -649,7 +649,7 @@ def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measu
     db = tmp_path / "m.db"
     with sqlite3.connect(db) as connection:
         _mixed_table(60, seed=3).to_sql("src", connection, index=False)
-    other = {"role": "other"}
+    other = {"role": "other", "allow_unique": True}  # together they single out rows
     document = {
         "source": {"url": f"sqlite:///{db}", "table": "src", "key": "pid"},
         "target": {"table": "pub"},
