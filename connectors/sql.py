@@ -1003,7 +1003,7 @@ class Session:
         hold the same values (then any order among them is the same release). Generic: each
         column in the database's own order, so values it calls equal (a case-insensitive
         collation's ``'a'`` and ``'A'``) may come in any order; the built-in connectors order
-        each value by its text form, byte by byte, and then by the database's order."""
+        text by its bytes and break such ties (``docs/databases.md``, "The content order")."""
         return list(columns)
 
     def insert_in_content_order(

@@ -35,8 +35,9 @@ class AnonymizationResult:
 
     Attributes:
         data: the release: quasi-identifiers replaced by their cluster's aggregate, identifiers
-            dropped, rows set aside by ``missing: exclude-rows`` left out, rows shuffled and
-            given a fresh ``RangeIndex`` (unless ``keep_order``). This is what may be shared.
+            dropped, rows set aside by ``missing: exclude-rows`` left out, rows in their content
+            order (:func:`in_content_order`) with a fresh ``RangeIndex`` (unless
+            ``keep_order``). This is what may be shared.
         labels: ``int64`` cluster of every input row, aligned with the input (dense,
             ``0..L-1``; ``-1`` for a row set aside). For analysis only: it links the clusters to
             the input rows, so it must not be shared with the release.
@@ -95,8 +96,7 @@ def anonymize(
     Raises:
         ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
         VerificationError: the output failed verification (rows that their pass-through columns
-            single out, or a
-            bug in the algorithm plugin).
+            single out, or a bug in the algorithm plugin).
     """
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")

@@ -130,6 +130,18 @@ def canonical(value: Any) -> Any:
     return value
 
 
+def _canonical_rows(rows: Sequence[tuple]) -> Sequence[tuple]:
+    """``rows`` with the values of the columns that need it :func:`canonical` (only those
+    columns: one timestamp column of twenty, say)."""
+    positions = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
+    if not positions:
+        return rows
+    columns = list(zip(*rows))
+    for i in positions:
+        columns[i] = tuple(map(canonical, columns[i]))
+    return list(zip(*columns))
+
+
 class ContentDigest:
     """Digest of rows given as tuples in the order of ``columns``: with a chained ``algorithm``
     (:data:`ORDERED_DIGEST_ALGORITHM`, :data:`MYSQL_ORDERED_DIGEST_ALGORITHM`) the rows must
@@ -146,12 +158,7 @@ class ContentDigest:
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
-        positions = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
-        if positions:  # only the columns of such a type (one timestamp column of twenty, say)
-            columns = list(zip(*rows))
-            for i in positions:
-                columns[i] = tuple(map(canonical, columns[i]))
-            rows = list(zip(*columns))
+        rows = _canonical_rows(rows)
         sha256 = hashlib.sha256
         hashes = [sha256(repr(row).encode("utf-8", "surrogatepass")).digest() for row in rows]
         self.rows += len(rows)
@@ -180,13 +187,8 @@ def tuple_hashes(tuples: Sequence[tuple]) -> np.ndarray:
     Python's string hash (random per process, the same within one): two different tuples
     share a hash with a chance of about n²/2^65, which can only make rows look less
     unique."""
-    positions = [i for i, v in _first_values(tuples).items() if _needs_canonical(v)]
-    if positions:
-        columns = list(zip(*tuples))
-        for i in positions:
-            columns[i] = tuple(map(canonical, columns[i]))
-        tuples = list(zip(*columns))
-    return np.fromiter((hash(repr(t)) for t in tuples), dtype=np.int64, count=len(tuples))
+    texts = map(repr, _canonical_rows(tuples))
+    return np.fromiter(map(hash, texts), dtype=np.int64, count=len(tuples))
 
 
 def unique_count(hashes: np.ndarray, rows: int) -> int:
