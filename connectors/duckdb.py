@@ -53,6 +53,7 @@ from tclose.hookspecs import hookimpl
 
 from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     KEY_LABEL,
+    ORDER_IS_IDENTITY,
     NativeType,
     Session,
     SQLDatabase,
@@ -202,19 +203,6 @@ def _exact_decimals(
             f"rounded. Cast the column in a view of the source, or drop it (role: identifier)."
         )
     return tuple(texts)
-
-
-#: Types whose order tells every two different values apart (:meth:`DuckDBSession.content_order`;
-#: a ``DECIMAL`` has one scale per column).
-_ORDER_IS_IDENTITY = (
-    sa.Integer,
-    sa.Boolean,
-    sa.Date,
-    sa.DateTime,
-    sa.Time,
-    sa.Uuid,
-    sa.LargeBinary,
-)
 
 
 def duckdb_type(name: str) -> sa.types.TypeEngine:
@@ -432,7 +420,7 @@ class DuckDBSession(Session):
             kind = column.type
             if isinstance(kind, sa.String):
                 keys.append(column.collate("binary").nulls_first())
-            elif isinstance(kind, _ORDER_IS_IDENTITY) or (
+            elif isinstance(kind, ORDER_IS_IDENTITY) or (
                 isinstance(kind, sa.Numeric) and not isinstance(kind, sa.Float)
             ):
                 keys.append(column.nulls_first())

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 from .sql import (
     KEY_LABEL,
+    ORDER_IS_IDENTITY,
     ROW_COLUMN,
     DriverSession,
     SQLDatabase,
@@ -59,18 +60,6 @@ _COPY_TRAILER = struct.pack(">h", -1)
 #: NumPy formats of the fixed-width types in binary COPY, by type OID (int2, int4, int8,
 #: float4, float8), and the struct that decodes each.
 _FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
-
-
-#: Types whose order tells every two different values apart (``PostgreSQLSession.identity``).
-_ORDER_IS_IDENTITY = (
-    sa.Integer,
-    sa.Boolean,
-    sa.Date,
-    sa.DateTime,
-    sa.Time,
-    sa.Uuid,
-    sa.LargeBinary,
-)
 
 
 #: Column types read in binary format by psycopg's built-in loaders.
@@ -544,7 +533,7 @@ class PostgreSQLSession(DriverSession):
             return [column, sa.func.scale(column)]
         if isinstance(kind, sa.String) and not isinstance(kind, (sa.Enum, postgresql.CITEXT)):
             return [column.collate("C")]
-        if isinstance(kind, _ORDER_IS_IDENTITY):
+        if isinstance(kind, ORDER_IS_IDENTITY):
             return [column]
         return [sa.cast(column, sa.Text()).collate("C")]
 

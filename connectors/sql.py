@@ -71,6 +71,18 @@ _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 #: Temporary helper tables of the in-database join (one run's session only).
 MAP_TABLE = "tclose_map"
 CENTROID_TABLE = "tclose_centroids"
+#: Types whose order tells every two different values apart: sorting by the value alone is a
+#: content order (``Session.content_order``; floats, numerics, intervals and collated text are
+#: not among them: their order calls some different values equal).
+ORDER_IS_IDENTITY = (
+    sa.Integer,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Uuid,
+    sa.LargeBinary,
+)
 #: Start of the name of a streamed fill's temporary helper table, which holds the rows as they
 #: arrive until they are numbered (a random suffix follows: it shadows no table of the user's).
 ROWS_TABLE = "tclose_rows"

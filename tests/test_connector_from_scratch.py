@@ -152,29 +152,35 @@ def test_a_connector_from_scratch_passes_check_connector() -> None:
     assert STORE[url] == {}
 
 
+def _problems(session_class: type[MemorySession], url: str) -> str:
+    """The problems check_connector finds in the memory connector with ``session_class``."""
+
+    class Database(MemoryDatabase):
+        @contextlib.contextmanager
+        def session(self, staging=None, *, read_only=False):
+            yield session_class(self, staging)
+
+    class Connector(MemoryConnector):
+        def connect(self, url, password_file=None):
+            return Database(url)
+
+    try:
+        check_connector(Connector(), url, drop=lambda name: STORE[url].pop(str(name)))
+    except AssertionError as error:
+        return str(error)
+    return ""
+
+
 def test_check_connector_catches_a_publish_that_drops_the_last_row() -> None:
     class Lossy(MemorySession):
         def publish(self, staging, target, replace, before_commit=None) -> None:
             self.own[str(staging)][1].pop()
             super().publish(staging, target, replace, before_commit)
 
-    class LossyDatabase(MemoryDatabase):
-        @contextlib.contextmanager
-        def session(self, staging=None, *, read_only=False):
-            yield Lossy(self, staging)
-
-    class LossyConnector(MemoryConnector):
-        def connect(self, url, password_file=None):
-            return LossyDatabase(url)
-
-    url = "memory://lossy"
-    try:
-        check_connector(LossyConnector(), url, drop=lambda name: STORE[url].pop(str(name)))
-    except AssertionError as error:
-        assert "the published fixture: 22 rows, not 23" in str(error)
-        assert "the published table: 21 rows, not 22" in str(error)
-    else:
-        raise AssertionError("check_connector accepted a publish that loses a row")
+    problems = _problems(Lossy, "memory://lossy")
+    assert problems, "check_connector accepted a publish that loses a row"
+    assert "the published fixture: 22 rows, not 23" in problems
+    assert "the published table: 21 rows, not 22" in problems
 
 
 def test_check_connector_catches_rows_numbered_in_the_order_they_arrive() -> None:
@@ -188,22 +194,8 @@ def test_check_connector_catches_rows_numbered_in_the_order_they_arrive() -> Non
             rows.extend((i, *row) for i, row in enumerate(arrived, start=1))
             return len(arrived)
 
-    class InArrivalOrderDatabase(MemoryDatabase):
-        @contextlib.contextmanager
-        def session(self, staging=None, *, read_only=False):
-            yield InArrivalOrder(self, staging)
-
-    class InArrivalOrderConnector(MemoryConnector):
-        def connect(self, url, password_file=None):
-            return InArrivalOrderDatabase(url)
-
-    url = "memory://arrival"
-    try:
-        check_connector(InArrivalOrderConnector(), url, drop=lambda n: STORE[url].pop(str(n)))
-    except AssertionError as error:
-        assert "numbers the rows by the order they arrive in" in str(error)
-    else:
-        raise AssertionError("check_connector accepted rows numbered in their arrival order")
+    problems = _problems(InArrivalOrder, "memory://arrival")
+    assert "numbers the rows by the order they arrive in" in problems
 
 
 def test_a_run_publishes_through_the_connector_from_scratch(tmp_path) -> None:
