@@ -152,7 +152,7 @@ def test_same_content_gives_the_same_release_whatever_the_source_order(db, lite,
         ),
     }
     variants["again"] = variants["plain"]
-    if path == "streamed":  # the same reading code as joined: two runs say it
+    if path == "streamed":  # the target session numbers the rows as on the joined path
         variants = {
             "plain": variants["plain"],
             "reversed": _keyed(
