@@ -34,13 +34,14 @@ from sqlalchemy.dialects import postgresql
 
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
-from tclose.published import COPY_DIGEST_ALGORITHM, ROW_SAMPLE
+from tclose.published import COPY_DIGEST_ALGORITHM
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from .sql import (
     KEY_LABEL,
+    ORDER_IS_IDENTITY,
     ROW_COLUMN,
     DriverSession,
     SQLDatabase,
@@ -61,21 +62,6 @@ _COPY_TRAILER = struct.pack(">h", -1)
 #: float4, float8), and the struct that decodes each.
 _FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
 
-
-#: Column types whose SQL equality is Python's equality of the driver's values (the linkage
-#: check groups them as they are; other types are grouped by their text form).
-_NATIVE_EQUALITY = (
-    sa.Integer,
-    sa.Float,
-    sa.Numeric,
-    sa.Boolean,
-    sa.Date,
-    sa.DateTime,
-    sa.Time,
-    sa.Interval,
-    sa.Uuid,
-    sa.LargeBinary,
-)
 
 #: Column types read in binary format by psycopg's built-in loaders.
 _BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
@@ -523,41 +509,48 @@ class PostgreSQLSession(DriverSession):
             "c": "type",
         }.get(str(kind))
 
-    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
-        """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
-        compared by the database: a ``GROUP BY ... HAVING count(*) > 1`` over the first
-        :data:`~tclose.published.ROW_SAMPLE` non-null values settles most columns (a repeat
-        there is a repeat), the whole column settles the others. Text is compared byte for
-        byte (``COLLATE "C"``); a type without an equality of its own (JSON, geometry,
-        case-insensitive text) by its text form."""
-        found = []
-        qualified = self.database.qualified(table)
-        for column in columns:
-            value = self._comparable(table.c[column])
-            sample = (
-                f"(SELECT {self.database.quote(column)} FROM {qualified} "
-                f"WHERE {self.database.quote(column)} IS NOT NULL LIMIT {ROW_SAMPLE}) AS sample"
-            )
-            (repeated,) = self.execute(f"SELECT EXISTS ({_repeats(sample, value)})")[0]
-            if repeated:
-                continue
-            present, repeated = self.execute(
-                f"SELECT EXISTS ({_non_null(qualified, value)}), "
-                f"EXISTS ({_repeats(qualified, value)})"
-            )[0]
-            if present and not repeated:
-                found.append(column)
-        return found
+    def unique_rows(self, table: sa.Table, columns: Sequence[str]) -> int:
+        """How many rows of ``table`` hold a tuple of ``columns`` no other row holds, counted
+        by the database: ``GROUP BY`` the columns' :meth:`identity` (NULL is one group) ``HAVING
+        count(*) = 1``."""
+        keys = [key for c in columns for key in self.identity(table.c[c])]
+        groups = (
+            sa.select(sa.literal(1)).select_from(table).group_by(*keys).having(sa.func.count() == 1)
+        )
+        self._shortest_floats()
+        counted = sa.select(sa.func.count()).select_from(groups.subquery("tclose_unique"))
+        return int(self.connection.execute(counted).scalar() or 0)
 
-    def _comparable(self, column: sa.Column) -> str:
-        """The SQL expression whose equality the linkage check uses for ``column``."""
-        name = self.database.quote(column.name)
+    def identity(self, column: sa.ColumnElement) -> list[sa.ColumnElement]:
+        """Expressions of ``column`` equal for two values exactly when they are the same
+        value, and in an order of the values: integers, booleans, dates, times, UUIDs and
+        ``bytea`` by value; text by its bytes (``COLLATE "C"``, whatever the column's
+        collation); a float by value, then by its bits (``-0`` apart from ``0``); a numeric by
+        value, then by its scale (``1.0`` apart from ``1.00``); any other type (intervals,
+        whose ``'1 day'`` equals ``'24 hours'``, arrays, JSON, geometry, case-insensitive text)
+        by its text form, byte by byte (:meth:`_shortest_floats`)."""
         kind = column.type
+        if isinstance(kind, sa.Float):
+            return [column, sa.func.float8send(sa.cast(column, sa.Double()))]
+        if isinstance(kind, sa.Numeric):
+            return [column, sa.func.scale(column)]
         if isinstance(kind, sa.String) and not isinstance(kind, (sa.Enum, postgresql.CITEXT)):
-            return f'{name} COLLATE "C"'
-        if isinstance(kind, _NATIVE_EQUALITY):
-            return name
-        return f'CAST({name} AS text) COLLATE "C"'
+            return [column.collate("C")]
+        if isinstance(kind, ORDER_IS_IDENTITY):
+            return [column]
+        return [sa.cast(column, sa.Text()).collate("C")]
+
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each column's :meth:`identity`, NULL first."""
+        return [key.nulls_first() for column in columns for key in self.identity(column)]
+
+    def _shortest_floats(self) -> None:
+        """Floats in text (in an array, say) shortest exact, for the rest of the transaction,
+        whatever the session's ``extra_float_digits`` was (any value above 0 gives them)."""
+        self.execute(
+            "SELECT set_config('extra_float_digits', '1', true) "
+            "WHERE current_setting('extra_float_digits')::int < 1"
+        )
 
     #: The name of the staging table's primary key while :meth:`insert_joined` has dropped it.
     _dropped_key: str | None = None
@@ -570,6 +563,7 @@ class PostgreSQLSession(DriverSession):
         stays ``NOT NULL``, and a duplicate key would fail the ``ADD``, so the table written is
         the same)."""
         self._dropped_key = self.primary_key_name(staging)
+        self._shortest_floats()  # the content order compares some values by their text
         self.execute(
             f"ALTER TABLE {self.database.qualified(staging)} "
             f"DROP CONSTRAINT {self.database.quote(self._dropped_key)}"
@@ -595,14 +589,6 @@ class PostgreSQLSession(DriverSession):
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.
         for table in tables:
             self.execute(f"ANALYZE {self.database.qualified(table)}")
-
-    def streamed_rows_written(self, staging: sa.Table) -> None:
-        # Rows arrived in source-key order; rewrite the heap in new-key order so that the
-        # physical order of the published table says nothing about the source order.
-        self.execute(
-            f"CLUSTER {self.database.qualified(staging)} USING "
-            f"{self.database.quote(self.primary_key_name(staging))}"
-        )
 
     def primary_key_name(self, table: sa.Table | TableName) -> str:
         name = self.database.qualified(table)
@@ -634,6 +620,9 @@ class PostgreSQLDatabase(SQLDatabase):
     identifier_bytes = True
     column_names_compared = "exactly (every name is quoted)"
     interval_type = True
+    #: A source's connections: every transaction read-only unless it says otherwise.
+    read_only_statements = ("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",)
+    row_level_security = True
 
     def column_key(self, name: str) -> str:
         """``name`` itself: tclose quotes every identifier, and PostgreSQL compares quoted
@@ -776,6 +765,22 @@ class PostgreSQLDatabase(SQLDatabase):
         inheriting tables (``pg_inherits``) of each, transitively."""
         return self._identities(_READS, name)
 
+    def row_security(self, name: TableName) -> dict[str, Any]:
+        """:class:`tclose.connector.RowSecurity`: the tables whose row-level security policies
+        filter a read of ``name`` by the connecting role (``current_user``): ``name`` itself,
+        and the tables a view reads, transitively, each as the role the database checks them
+        for (the view's owner, or the reading role for a ``security_invoker`` view). A table's
+        policies filter a role unless the table has none enabled (``relrowsecurity``), the
+        role is a superuser or ``BYPASSRLS``, or it has the owner's privileges and the table is
+        not ``FORCE ROW LEVEL SECURITY``. A partition or inheriting table read through its
+        parent is filtered by the parent's policies only, as PostgreSQL does."""
+        where = f"looking for row-level security on {name}"
+        with self.errors(where), self.engine.connect() as connection:
+            role = connection.exec_driver_sql("SELECT current_user").scalar()
+            rows = connection.exec_driver_sql(_ROW_SECURITY, {"name": self.qualified(name)}).all()
+        tables = [{"table": str(table), "role": str(reader)} for table, reader in rows]
+        return {"applies": bool(tables), "role": str(role), "tables": tables}
+
     def tables_dropped(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of the partitions a ``DROP TABLE`` of it drops with
         it (those of a partitioned table, transitively)."""
@@ -858,6 +863,31 @@ WITH RECURSIVE reads(oid) AS (
     ) next
 )
 SELECT oid FROM reads WHERE oid IS NOT NULL
+"""
+
+#: The tables whose row-level security filters a read of a relation (``%(name)s``, quoted) by
+#: ``current_user``, with the role each is checked for (:meth:`PostgreSQLDatabase.row_security`):
+#: a view's relations are read with its owner's rights unless it is ``security_invoker``.
+_ROW_SECURITY = """
+WITH RECURSIVE reads(oid, reader) AS (
+    SELECT to_regclass(%(name)s)::oid, (SELECT oid FROM pg_roles WHERE rolname = current_user)
+    UNION
+    SELECT d.refobjid,
+        CASE WHEN coalesce((SELECT bool_or(split_part(o, '=', 2)::boolean)
+                            FROM unnest(v.reloptions) o
+                            WHERE split_part(o, '=', 1) = 'security_invoker'), false)
+            THEN reads.reader ELSE v.relowner END
+    FROM reads
+    JOIN pg_class v ON v.oid = reads.oid AND v.relkind = 'v'
+    JOIN pg_rewrite w ON w.ev_class = v.oid
+    JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+)
+SELECT DISTINCT c.oid::regclass::text, r.rolname
+FROM reads JOIN pg_class c ON c.oid = reads.oid JOIN pg_roles r ON r.oid = reads.reader
+WHERE c.relkind IN ('r', 'p') AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
+    AND (c.relforcerowsecurity OR NOT pg_has_role(reads.reader, c.relowner, 'USAGE'))
+ORDER BY 1, 2
 """
 
 #: What keeps ``DROP TABLE`` of a table (``%(name)s``, quoted) from succeeding, in words.
@@ -1081,16 +1111,6 @@ def _nul_error(columns: Sequence[str], rows: Sequence[tuple]) -> DataError:
         f"of a batch of {len(rows)}. Remove the character in a view of the source, or drop "
         f"the column (role: identifier)."
     )
-
-
-def _non_null(rows: str, value: str) -> str:
-    """SQL: a row of ``rows`` (a table or a subquery) for each where ``value`` is not NULL."""
-    return f"SELECT 1 FROM {rows} WHERE {value} IS NOT NULL"
-
-
-def _repeats(rows: str, value: str) -> str:
-    """SQL: a row for each non-NULL ``value`` that ``rows`` holds more than once."""
-    return f"{_non_null(rows, value)} GROUP BY {value} HAVING count(*) > 1"
 
 
 def _literal(text: str) -> str:

@@ -71,6 +71,21 @@ _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 #: Temporary helper tables of the in-database join (one run's session only).
 MAP_TABLE = "tclose_map"
 CENTROID_TABLE = "tclose_centroids"
+#: Types whose order tells every two different values apart: sorting by the value alone is a
+#: content order (``Session.content_order``; floats, numerics, intervals and collated text are
+#: not among them: their order calls some different values equal).
+ORDER_IS_IDENTITY = (
+    sa.Integer,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Uuid,
+    sa.LargeBinary,
+)
+#: Start of the name of a streamed fill's temporary helper table, which holds the rows as they
+#: arrive until they are numbered (a random suffix follows: it shadows no table of the user's).
+ROWS_TABLE = "tclose_rows"
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:
@@ -320,6 +335,10 @@ class SQLDatabase:
     #: Whether the database has an interval type (months, days and time apart, as PostgreSQL's
     #: and DuckDB's): an interval of another database is refused where it has none.
     interval_type: ClassVar[bool] = False
+    #: Whether the database has row-level security policies (``False``: it has none, so no read
+    #: is filtered; ``None``: unknown, a dialect of the generic connector). A database that has
+    #: them says what they filter in :meth:`row_security`.
+    row_level_security: ClassVar[bool | None] = None
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -333,6 +352,34 @@ class SQLDatabase:
         """The engine; without a pool, so that a session's connection (its temporary tables and
         locks) ends with the session."""
         return sa.create_engine(self.url, poolclass=NullPool)
+
+    #: Whether every connection is opened read-only by the driver (:meth:`open_read_only`).
+    read_only: bool = False
+    #: SQL run on each new connection of a database opened with :meth:`open_read_only`, after
+    #: which the server refuses every write of the connection's transactions (the generic
+    #: connector knows none: its source is read in read-only sessions only).
+    read_only_statements: ClassVar[tuple[str, ...]] = ()
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver or the server
+        (:class:`tclose.connector.ReadOnlySource`): for a source whose database is not the
+        target's, called before its first connection. The engine is made again by
+        :meth:`create_engine`, which sees :attr:`read_only` (SQLite's ``mode=ro``, DuckDB's
+        ``read_only``), and each new connection runs :attr:`read_only_statements`."""
+        self.read_only = True
+        self.engine.dispose()
+        self.engine = self.create_engine()
+        if self.read_only_statements:
+            sa.event.listen(self.engine, "connect", self._connected_read_only)
+
+    def _connected_read_only(self, dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in self.read_only_statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         """The URL to connect with (a dialect may choose its driver here)."""
@@ -540,6 +587,11 @@ class SQLDatabase:
             unknown_types_unremarked(),  # MySQL parses the whole CREATE TABLE
         ):
             return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
+        row-level security (:attr:`row_level_security` false), else ``None`` (unknown)."""
+        return {"applies": False, "tables": []} if self.row_level_security is False else None
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
@@ -987,29 +1039,55 @@ class Session:
 
     # --- writing --------------------------------------------------------------------------------
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """The sort keys of the content order of rows of ``columns`` (the published columns,
+        in the staging table's order): the order ``tclose_row`` numbers and stores a release in.
+
+        The order must be a function of the values alone, with ties only between rows that
+        hold the same values (then any order among them is the same release). Generic: each
+        column in the database's own order, so values it calls equal (a case-insensitive
+        collation's ``'a'`` and ``'A'``) may come in any order; the built-in connectors order
+        text by its bytes and break such ties (``docs/databases.md``, "The content order")."""
+        return list(columns)
+
+    def insert_in_content_order(
+        self, staging: sa.Table, selected: Sequence[sa.ColumnElement]
+    ) -> int:
+        """Fill ``staging`` with the rows of ``selected`` (the columns of a table or subquery,
+        one per output column, in the staging table's order) in content order: ``INSERT ...
+        SELECT ROW_NUMBER() OVER (ORDER BY keys), ... ORDER BY keys`` with the keys of
+        :meth:`content_order`, so that ``tclose_row`` numbers the rows in that order and they
+        are stored in it. Returns the rows inserted (``-1``: unknown); :meth:`joined_rows_written`
+        is for the caller to call once it has checked the count."""
+        output_columns = [c.name for c in staging.columns][1:]
+        keys = self.content_order(selected)
+        query = sa.select(sa.func.row_number().over(order_by=keys), *selected).order_by(*keys)
+        return self.insert_joined(
+            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
+        )
+
     def fill_joined(
         self,
         source: sa.Table,
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
         The small per-row result goes to temporary helper tables — ``tclose_map`` (source key,
-        new key, cluster) and ``tclose_centroids`` (cluster, the aggregated values) — and one
-        ``INSERT ... SELECT ... JOIN ... ORDER BY`` new key builds the staging table, so
-        pass-through columns never leave the database and the physical row order is shuffled.
+        cluster) and ``tclose_centroids`` (cluster, the aggregated values) — and one
+        ``INSERT ... SELECT ... JOIN`` numbers the rows in content order
+        (:meth:`insert_in_content_order`), so pass-through columns never leave the database
+        and neither ``tclose_row`` nor the stored order depends on the source's order.
 
         Args:
             source: the reflected source table.
             key: ``source.key`` (``None``: the primary key).
             staging: the created staging table.
             keys: the source key of every row read in pass 1, shape ``(n,)``.
-            new_rows: the new key of every row, a permutation of ``1..n``.
             labels: dense cluster labels ``0..L-1`` of every row.
             aggregated: column → new value of every row (constant within a cluster).
 
@@ -1018,7 +1096,7 @@ class Session:
         """
         action = f"writing the staging table {shown(staging)} from {shown(source)}"
         with self.database.errors(action):
-            self._fill_joined(source, key, staging, keys, new_rows, labels, aggregated)
+            self._fill_joined(source, key, staging, keys, labels, aggregated)
 
     def _fill_joined(
         self,
@@ -1026,7 +1104,6 @@ class Session:
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
@@ -1039,7 +1116,6 @@ class Session:
             MAP_TABLE,
             metadata,
             *self.map_key(key_type),
-            sa.Column("new_row", sa.BigInteger(), nullable=False),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
             schema=self.helper_schema,
@@ -1057,7 +1133,7 @@ class Session:
         mapping.create(self.connection)
         centroids.create(self.connection)
         try:
-            self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+            self.insert_arrays(mapping, {"src_key": keys, "cluster": labels})
         except DataError as failure:
             integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
             if not isinstance(failure.driver_error, integrity):
@@ -1077,22 +1153,21 @@ class Session:
         )
         self.helpers_loaded([mapping, centroids])
         output_columns = [c.name for c in staging.columns][1:]
-        selected = [mapping.c.new_row] + [
-            centroids.c[value_columns[c]] if c in value_columns else source.c[c]
-            for c in output_columns
+        # Labelled by position: SQLite resolves no subquery column labelled "true" or "false".
+        selected = [
+            (centroids.c[value_columns[c]] if c in value_columns else source.c[c]).label(f"c{i}")
+            for i, c in enumerate(output_columns)
         ]
-        query = (
+        rows = (
             sa.select(*selected)
             .select_from(
                 source.join(mapping, row_key == mapping.c.src_key).join(
                     centroids, centroids.c.cluster == mapping.c.cluster
                 )
             )
-            .order_by(mapping.c.new_row)
+            .subquery("tclose_joined")
         )
-        found = self.insert_joined(
-            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
-        )
+        found = self.insert_in_content_order(staging, list(rows.c))
         if found not in (-1, len(keys)):
             raise DataError(
                 f"{len(keys)} rows of {shown(source)} were partitioned but the write found "
@@ -1106,7 +1181,7 @@ class Session:
         self.writes_done()
 
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
-        """Run the ``INSERT ... SELECT ... JOIN`` of :meth:`fill_joined` into ``staging``;
+        """Run the ``INSERT ... SELECT`` of :meth:`insert_in_content_order` into ``staging``;
         return the rows it inserted (``-1``: unknown)."""
         # Without preserve_rowcount SQLAlchemy reports -1 for an INSERT on some drivers
         # (psycopg), and the count is the check that every row was found once.
@@ -1130,25 +1205,41 @@ class Session:
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Fill ``staging`` from rows computed by the runner (a target in another database).
 
-        Each chunk is a list of tuples in the staging table's column order (``tclose_row``
-        first). Returns the number of rows written.
+        Each chunk is a list of tuples of the output columns, in the staging table's column
+        order after ``tclose_row``. The rows go to a temporary helper table as they come
+        (:meth:`insert_rows`), then into ``staging`` numbered in content order
+        (:meth:`insert_in_content_order`): the order they arrived in, the source's, is
+        neither numbered nor stored. Returns the number of rows written.
         """
-        columns = [c.name for c in staging.columns]
+        columns = [c.name for c in staging.columns][1:]
+        arrived = sa.Table(
+            f"{ROWS_TABLE}_{random_suffix()}",
+            sa.MetaData(),
+            *[sa.Column(c, staging.c[c].type, nullable=True) for c in columns],
+            prefixes=["TEMPORARY"],
+            schema=self.helper_schema,
+        )
+        arrived.info["source_dialect"] = staging.info.get("source_dialect", self.database.dialect)
         written = 0
         with self.database.errors(f"writing the staging table {shown(staging)}"):
+            arrived.create(self.connection)
             for rows in chunks:
-                self.insert_rows(staging, columns, rows)
+                self.insert_rows(arrived, columns, rows)
                 written += len(rows)
-            self.streamed_rows_written(staging)
+            found = self.insert_in_content_order(staging, list(arrived.c))
+            if found not in (-1, written):
+                raise DataError(
+                    f"{written} rows were written into {arrived.name} but {found} reached the "
+                    f"staging table {shown(staging)}. Nothing was published."
+                )
+            self.joined_rows_written(staging)
+            self.drop_helpers([arrived])
             self.writes_done()
         self.rows_written = written
         return written
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
         """Called after the helper tables are filled (PostgreSQL analyzes them here)."""
-
-    def streamed_rows_written(self, staging: sa.Table) -> None:
-        """Called after a streamed fill (PostgreSQL reorders the heap by the new key here)."""
 
     def writes_done(self) -> None:
         """Called when the staging table is complete (MySQL commits here)."""
@@ -1324,6 +1415,8 @@ class MySQLBits(NativeType):
     (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). A value is read as its unsigned integer
     (``MySQLSession.read_expression``; the drivers give bytes): the target's session writes
     :meth:`bits` of it (``5`` in a ``BIT(4)`` is ``'0101'``)."""
+
+    cache_ok = True  # its state, the length and the name, makes its cache key
 
     def __init__(self, length: int, name: str) -> None:
         super().__init__(name)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
+from .connector import open_read_only
 from .errors import ConfigError
 from .progress import terminal_text
 from .registry import Registry, dialect_of, load_registry
@@ -34,11 +36,20 @@ COLUMNS = (
     ("record_linkage", "linkage"),
     ("interval_disclosure", "interval"),
     ("clusters", "clusters"),
+    ("classes", "classes"),
     ("t_achieved", "max EMD"),
     ("verified", "verified"),
     ("seconds", "time s"),
 )
 
+
+#: Printed under the table: what its columns are.
+LEGEND = (
+    "SSE: the normalized information loss of the published values, as a run's report gives it "
+    "(utility.sse); clusters: the algorithm's groups of rows; classes: the equivalence classes "
+    "of the would-be published rows, on which k and t are checked (clusters whose published "
+    "quasi-identifier values coincide form one class)"
+)
 
 #: The most settings (distinct algorithms × k × t) one comparison runs.
 MAX_SETTINGS = 10_000
@@ -52,8 +63,8 @@ def plan(
 
     Raises:
         ConfigError: more than :data:`MAX_SETTINGS` (``--k $(seq -s, 1 5000)`` with 1000 t
-            built and validated 15 million settings, minutes and gigabytes before any row was
-            read).
+            would build and validate 15 million settings, minutes and gigabytes before any row
+            is read).
     """
     count = len(set(algorithms)) * len(set(ks)) * len(set(ts))
     if count > MAX_SETTINGS:
@@ -142,6 +153,7 @@ def run_setting(
         "interval_disclosure": risk["interval_disclosure"],
         "reidentification_max": risk["reidentification"]["max"],
         "clusters": int(labels.max()) + 1 if len(labels) else 0,
+        "classes": len(verification.class_sizes),
         "k_achieved": verification.k_achieved,
         "t_achieved": _worst(verification.t_achieved.values()),
         "verified": bool(verification.passed),
@@ -183,14 +195,16 @@ def compare(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     runs = resolve_all(config, plan(config, algorithms, ks, ts), registry)
-    database = registry.connector_for(dialect_of(config.source.url)).connect(
-        config.source.url, config.source.password_file
+    database = open_read_only(
+        registry.connector_for(dialect_of(config.source.url)).connect(
+            config.source.url, config.source.password_file
+        )
     )
     line = f"reading {config.source.table}"
     say(line)
     keys, encoded, set_aside = _read_inputs(database, config, progress, line)
-    # every k at once, before the first setting: a k too large for the table ended the command
-    # after the settings before it had run, and their rows were lost
+    # every k at once, before the first setting: a k too large for the table stops the command
+    # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
     rows = []
     line = f"running {len(runs)} settings on {len(keys)} rows"
@@ -292,6 +306,7 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
         print(to_json(finite_report(result)), end="")  # strict JSON: a NaN EMD as null
     elif not args.quiet:
         print(terminal_text(format_table(result["runs"])))
+        print(textwrap.fill(LEGEND, 100))
         if args.html:
             print(terminal_text(f"risk–utility map: {args.html}"))
     return 0 if all(r["verified"] for r in result["runs"]) else 1

@@ -17,10 +17,15 @@ checked before use, with the fallback named in its docstring:
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
 - :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
+- :class:`TablePerFile`: a database that is one file holding one table (another table is
+  another file);
+- :class:`RowSecurity`: whether row-level security policies filter a read of the source;
+- :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
-- :class:`InDatabaseChecks`: the digest and linkage check done by the database.
+- :class:`InDatabaseChecks`: the digest and linkage check done by the database;
+- :class:`ReadOnlySource`: a source opened read-only by its driver.
 
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
@@ -180,8 +185,12 @@ class Session(Protocol):
 
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Write rows computed by the runner into the created ``staging`` table, in this
-        session's transaction: each chunk a list of tuples in the staging column order
-        (``tclose_row`` first). Returns the number of rows written."""
+        session's transaction: each chunk a list of tuples of the output columns, in the
+        staging table's column order after ``tclose_row``. The session numbers the rows
+        ``1..n`` (``tclose_row``) in their content order, a function of the values alone (ties
+        only between rows of the same values), and stores them in that order: the order the
+        rows arrive in, the source's, must be neither numbered nor stored. Returns the number of
+        rows written."""
         ...
 
     def publish(
@@ -226,13 +235,13 @@ class InDatabaseJoin(Protocol):
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
-        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``aggregated``
-        values; ``DataError`` if the source no longer has every key."""
+        row ``keys[i]`` is in cluster ``labels[i]`` and takes its ``aggregated`` values; rows
+        numbered and stored in content order, as :meth:`Session.fill_streamed` says;
+        ``DataError`` if the source no longer has every key."""
         ...
 
 
@@ -370,6 +379,47 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class RowSecurity(Protocol):
+    """Optional, on a :class:`Database`: whether row-level security policies filter what a read
+    of a table returns, so that a release covers only the rows the connecting role sees (the
+    run's summary warns, the report's ``source.row_security`` says it). Fallback: not known
+    (``source.row_security`` is null)."""
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """``{"applies": bool, "tables": [...]}`` for a read of ``name`` by the connecting role:
+        ``tables`` lists, as ``{"table": ..., "role": ...}``, each table whose policies filter
+        the read (``name`` itself, or a table a view reads) and the role they filter (the view
+        owner's, for a view that is not ``security_invoker``), and ``role`` is the connecting
+        role where there are policies; ``applies`` is false with no table for a database
+        without row-level security. ``None``: the connector cannot tell."""
+        ...
+
+
+class ConnectorNotes(Protocol):
+    """Optional, on a :class:`Connector`: what ``tclose plugins`` says under it (the driver in
+    use, a faster one to install). Fallback: nothing."""
+
+    def notes(self) -> list[str]:
+        """Lines about the connector's installation, each a sentence; computed without
+        importing the connector's heavy modules (``tclose plugins`` stays quick)."""
+        ...
+
+
+class TablePerFile(Protocol):
+    """Optional, on a :class:`Database`: a database that is one file holding one table named
+    after the file (a Parquet file), so that another table is another file.
+
+    ``tclose init`` proposes the target file beside the source file, and the advice of a
+    refused target (the source itself, an existing target) names a file, not a table. Fallback:
+    another table of the same database (``<table>_anon``, no ``target.url``)."""
+
+    def target_beside(self, table: str) -> tuple[str, str]:
+        """The URL and the table name of a file beside this one to publish a table named
+        ``table`` (a file's table is its name without its suffix: a dot or a slash in
+        ``table`` becomes ``_``)."""
+        ...
+
+
 class TransactionalPublish(Protocol):
     """Optional, on a :class:`Database`: audit records that commit with the published table.
 
@@ -446,7 +496,7 @@ class InDatabaseChecks(Protocol):
     database, which reads only the QI and confidential columns back.
 
     With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
-    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_columns`` for the linkage check and
+    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
     ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
     digested and compared in Python (:class:`PublishedRecord`)."""
 
@@ -455,9 +505,10 @@ class InDatabaseChecks(Protocol):
         ``statement``), naming ``published_as`` (the target a staging table becomes)."""
         ...
 
-    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
-        """The ``columns`` of ``table`` whose non-null values are all distinct (at least
-        one)."""
+    def unique_rows(self, table: sa.Table, columns: Sequence[str]) -> int:
+        """How many rows of ``table`` hold a tuple of values of ``columns`` (taken together)
+        that no other row holds, each value compared by what it is (NULL equal to NULL, text
+        byte for byte, ``-0.0`` apart from ``0.0``)."""
         ...
 
     def read_with_digest(
@@ -471,6 +522,33 @@ class InDatabaseChecks(Protocol):
         """The frames of ``read(name, columns, "tclose_row", chunk_size, with_key=False)``,
         and ``content_digest`` of the table put into ``digest`` once they are all read."""
         ...
+
+
+class ReadOnlySource(Protocol):
+    """Optional, on a :class:`Database`: every connection opened read-only by the driver.
+
+    A source whose database is not the target's (another URL, and not a file of the target's
+    database of its kind) is only read, and so is every database that ``tclose verify``,
+    ``compare`` and ``init`` read: before its first connection, ``open_read_only()`` is called
+    (:func:`open_read_only`), and from then on the driver or the server refuses every write
+    through any of its connections (SQLite's ``mode=ro``, DuckDB's ``read_only``, PostgreSQL's
+    and MariaDB's read-only transactions by default), so no statement, the run's or a plugin's,
+    can change the source, and a database file's bytes stay as they were. Fallback: the source
+    is read in read-only sessions (:meth:`Database.session` with ``read_only``) only."""
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver."""
+        ...
+
+
+def open_read_only(database: Any) -> Any:
+    """``database``, opened read-only by its driver where it can be (:class:`ReadOnlySource`):
+    for a source that is only read (a run's whose target is in another database, ``tclose
+    verify``'s, ``compare``'s, ``init``'s)."""
+    opener = getattr(database, "open_read_only", None)
+    if callable(opener):
+        opener()
+    return database
 
 
 def capability(database: Any, name: str, default: Any = False) -> Any:
@@ -503,10 +581,14 @@ OPTIONAL = {
     "TableIdentity": TableIdentity,
     "TableDependencies": TableDependencies,
     "DatabaseFiles": DatabaseFiles,
+    "TablePerFile": TablePerFile,
+    "RowSecurity": RowSecurity,
+    "ConnectorNotes": ConnectorNotes,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,
     "InDatabaseChecks": InDatabaseChecks,
+    "ReadOnlySource": ReadOnlySource,
 }
 
 

@@ -10,7 +10,6 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
-import secrets
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -25,7 +24,7 @@ from .background import Background
 from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
-from .connector import Database, Session, joining
+from .connector import Database, Session, joining, open_read_only
 from .errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from .guards import refuse_overflow
 from .interrupts import Deferral
@@ -298,6 +297,7 @@ class Phases:
             source_url=plan.source_db.redacted_url,
             target_url=plan.target_db.redacted_url,
             output_columns=plan.columns,
+            row_security=plan.row_security,
         )
         self.timer = Timer(self.context.timings)
         self.keys = np.zeros(0)
@@ -395,13 +395,11 @@ class Phases:
         log.info("measures done in %.2f s (%.2f s waited)", pending.seconds, pending.waited)
 
     def write(self, source: Any, target: Any) -> None:
-        """Fill the staging table, new row numbers in a random order: joined in the source's
-        database, or streamed from a second pass over the source snapshot."""
+        """Fill the staging table: joined in the source's database, or streamed from a second
+        pass over the source snapshot. Either way the target's session numbers the rows
+        (``tclose_row``) and stores them in their content order, a function of the published
+        values alone."""
         plan, config = self.plan, self.plan.config
-        rng = np.random.default_rng(
-            config.seed if config.seed is not None else secrets.randbits(64)
-        )
-        new_rows = rng.permutation(len(self.keys)).astype(np.int64) + 1
         self.say(f"writing staging table {plan.staging}")
         with self.timer.phase("write"):
             if plan.joined:
@@ -410,7 +408,6 @@ class Phases:
                     config.source.key,
                     plan.staging_table,
                     self.keys,
-                    new_rows,
                     self.labels,
                     self.database_values,
                 )
@@ -425,7 +422,6 @@ class Phases:
                 plan.source,
                 plan.output_columns,
                 self.keys,
-                new_rows,
                 self.database_values,
                 self.set_aside,
                 _values_to_check(plan),
@@ -563,13 +559,12 @@ def _transformed_chunks(
     source_name,
     output_columns,
     keys,
-    new_rows,
     database_values,
     set_aside: set,
     checked: Mapping[str, str] | None = None,
 ) -> Generator[list[tuple], None, None]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
-    ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
+    the output columns, pass-through values exactly as the driver gave them.
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
@@ -607,7 +602,7 @@ def _transformed_chunks(
                 f"The source table {source_name} changed while it was being read "
                 f"(rows near position {position}). Nothing was published."
             )
-        columns = [new_rows[position : position + size].tolist()]
+        columns = []
         for column in output_columns:
             if column in database_values:
                 columns.append(database_values[column][position : position + size].tolist())
@@ -658,7 +653,8 @@ def verify_published(
 ) -> Verification:
     """Re-check the published target table of ``config`` from its rows (``tclose verify``).
 
-    Only the target table is read (streamed): the classes are rebuilt from its written
+    Only the target table is read (streamed), and every database is opened read-only by its
+    driver (:func:`~tclose.connector.open_read_only`): the classes are rebuilt from its written
     quasi-identifier values, and k and t are recomputed with the configured distances. The
     algorithm plugin need not be installed: t is checked whenever ``privacy.t`` is set, unless the
     configured algorithm is installed and declares that it does not enforce t (``mdav``).
@@ -685,6 +681,7 @@ def verify_published(
         source_db = registry.connector_for(dialect_of(config.source.url)).connect(
             config.source.url, config.source.password_file
         )
+        open_read_only(source_db)
         say(f"reading the source table {config.source.table}")
         source = resolve_name(source_db, config.source.table, "source.table", create=False)
         source_table = source_db.table(source)
@@ -695,6 +692,7 @@ def verify_published(
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
     linked = [kept_key] if kept_key is not None else []
@@ -731,6 +729,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     database = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(database)
     comment = getattr(database, "table_comment", lambda _name: None)(
         resolve_name(database, config.target.table, "target.table", create=False)
     )
@@ -774,7 +773,7 @@ def _read_written(
 
 def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
     """The verdict with the linkage check and the content digest of the scan."""
-    add_linkage_check(verification, scan.linking, scan.allowed_unique)
+    add_linkage_check(verification, scan.linkage_columns, scan.linkable_rows, scan.allowed_unique)
     verification.content_digest = scan.digest
     return verification
 

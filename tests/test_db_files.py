@@ -54,7 +54,6 @@ def _document(source_url: str, source_table: str, target_url: str, target_table:
         },
         "privacy": {"k": 3, "t": 0.3},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
 
 
@@ -219,7 +218,8 @@ def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_
             "anon.parquet",
             "other",
             ConfigError,
-            "target.table: anon",
+            r"named after the file: 'anon'. To publish 'other', name its own file: "
+            r"target.url: parquet:///.*/other.parquet and target.table: other",
         ),
         (
             "patients.parquet",

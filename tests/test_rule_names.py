@@ -504,7 +504,7 @@ def test_pg_the_runs_temporary_tables_are_its_own_whatever_the_search_path(pg, p
 
     s1, _ = pg_schemas
     columns = {
-        MAP_TABLE: 'src_key bigint, new_row bigint, "cluster" bigint',
+        MAP_TABLE: 'src_key bigint, "cluster" bigint',
         CENTROID_TABLE: '"cluster" bigint, v0 double precision, v1 double precision, '
         "v2 double precision",
     }
