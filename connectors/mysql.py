@@ -2,11 +2,18 @@
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
   (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
-  records and creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT
-  SNAPSHOT`` for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and
-  ``DROP TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
+  proves on an empty table the privileges its publish needs in the target's schema, records and
+  creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT``
+  for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and ``DROP
+  TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
   ``RENAME TABLE`` of both names in one statement commits and publishes them. A killed run can
   leave an empty, registered staging table behind: the next run on the schema drops it.
+- The staging table lives in the database ``tclose_staging`` (:data:`STAGING_SCHEMA`), which
+  tclose creates and grants to no one: an uncommitted row is read by a ``READ UNCOMMITTED``
+  session of any account that may read the table's database, so the unverified rows are kept
+  out of the target's. Only accounts with privileges on every database (``SELECT ON *.*``) or
+  granted ``tclose_staging`` by an administrator can read them. ``RENAME TABLE`` moves the
+  verified table into the target's database (atomically, as any rename).
 - ``INSERT ... SELECT`` reads the source with locks, not from the snapshot. On MariaDB with
   ``innodb_snapshot_isolation`` (10.6.18, 10.11.8, 11.x) the session turns it on, so such a read
   of a row changed since the snapshot fails the run instead of mixing two states of the source.
@@ -45,11 +52,14 @@ from sqlalchemy.pool import NullPool
 
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
+from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
 from tclose.progress import notice
 from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
 
+from .releases import record_release, releases_table
 from .sql import (
     OLD_MARK,
+    STAGING_MARK,
     DriverSession,
     SQLDatabase,
     TableName,
@@ -65,6 +75,12 @@ log = logging.getLogger("tclose")
 LOCK_WAIT_SECONDS = 30
 #: ER_CHECKREAD: a locking read met a row changed after the snapshot (snapshot isolation).
 RECORD_CHANGED = 1020
+#: The server's errors for an account that may not use a database or a table there
+#: (ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR) or a database that does not exist.
+ACCESS_DENIED = (1044, 1142, 1049)
+#: The mark of the empty table a run makes in the target's schema to prove, before any work,
+#: the privileges its publish needs there.
+PROBE_MARK = "__tclose_p_"
 
 
 def error_code(error: BaseException | None) -> int | None:
@@ -149,7 +165,7 @@ def driver_description(url: sa.URL) -> str:
 
 
 #: The registry of the tables runs create, one per schema (see :class:`MySQLSession`).
-REGISTRY_TABLE = "tclose_owned"
+REGISTRY_TABLE = OWNED_TABLE
 
 
 #: Two quoted names joined by a dot, as a view's stored definition names a table
@@ -365,7 +381,72 @@ class MySQLSession(DriverSession):
             )
 
     def prepare_staging(self, staging: sa.Table) -> None:
-        self.drop_leftovers(staging.schema)
+        """Drop leftovers, prove the privileges of the publish and create ``staging``: in
+        :data:`STAGING_SCHEMA` (made if need be; the target's database gives the table its
+        default character set and collation) after a probe of the target's database, or where
+        its name says."""
+        name = TableName(staging.schema, staging.name)
+        if name.schema != STAGING_SCHEMA:
+            self.drop_leftovers(name.schema)
+            self.create_staging(staging)
+            return
+        target = staging.info.get("target") or TableName(None, name.name)
+        self.prove_target_rights(target, staging.info.get("run_id") or random_suffix())
+        charset, collation = self.execute(
+            "SELECT default_character_set_name, default_collation_name FROM "
+            "information_schema.schemata WHERE schema_name = "
+            + (_literal(target.schema) if target.schema else "DATABASE()")
+        )[0]
+        staging.dialect_options["mysql"]["charset"] = charset
+        staging.dialect_options["mysql"]["collate"] = collation
+        try:
+            with contextlib.suppress(sa.exc.DBAPIError):  # denied: an administrator made it
+                self.execute(f"CREATE DATABASE IF NOT EXISTS {self.database.quote(name.schema)}")
+            self.drop_leftovers(name.schema)
+            self.create_staging(staging)
+        except sa.exc.DBAPIError as error:
+            if error_code(error.orig) not in ACCESS_DENIED:
+                raise
+            raise DataError(
+                f"tclose keeps the unverified rows of a run in the database {STAGING_SCHEMA}, "
+                f"which no account that may read {target.schema or 'the target database'} may "
+                f"read, and this account may not create it or its tables: "
+                f"{' '.join(str(error.orig).split())}. Ask an administrator to run CREATE "
+                f"DATABASE {STAGING_SCHEMA}; GRANT ALL ON {STAGING_SCHEMA}.* TO this account. "
+                f"Nothing was written."
+            ) from None
+
+    def prove_target_rights(self, target: TableName, run_id: str) -> None:
+        """Drop the leftovers of the target's database, then prove there, on an empty registered
+        table (:data:`PROBE_MARK`), what the publish needs (``CREATE`` and ``INSERT`` for the
+        table renamed in, ``ALTER`` and ``DROP`` for the one renamed out): a missing privilege
+        stops the run before any work, not after it."""
+        self.drop_leftovers(target.schema)
+        probe = self.database.owned_name(target, PROBE_MARK, run_id)
+        quoted = self.database.qualified(probe)
+        if self.database.exists(probe, self.connection):  # never adopt a table not created here
+            raise DataError(f"Table {probe} exists already; nothing was written. Run again.")
+        self.register(probe)
+        try:
+            self.execute(f"CREATE TABLE {quoted} (x INT)")
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.unregister(probe)
+            raise
+        try:
+            self.execute(f"ALTER TABLE {quoted} RENAME TO {quoted}")
+            self.execute(f"INSERT INTO {quoted} VALUES (1)")
+            self.execute(f"DROP TABLE {quoted}")
+        except sa.exc.DBAPIError as error:
+            raise DataError(
+                f"The database user may create tables in {target.schema or 'the database'} "
+                f"but not alter or drop them, which publishing needs (RENAME TABLE, DROP "
+                f"TABLE): {' '.join(str(error.orig).split())}. Nothing was written."
+            ) from None
+        self.unregister(probe)
+
+    def create_staging(self, staging: sa.Table) -> None:
+        """Record and create ``staging``, proving on it that it can be renamed and dropped."""
         name = TableName(staging.schema, staging.name)
         if self.database.exists(name, self.connection):  # never adopt a table not created here
             raise DataError(f"Table {name} exists already; nothing was written. Run again.")
@@ -609,6 +690,8 @@ class MySQLSession(DriverSession):
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
+            if exists:
+                self.refuse_foreign(target)
             self.check_staging(staging)
             # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
             # registration of the old target's parking name) as it runs.
@@ -637,7 +720,25 @@ class MySQLSession(DriverSession):
             else:
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
             self.published = True
-        self.tidy_after_publish(staging, old if exists else None)
+        self.tidy_after_publish(staging, target, old if exists else None)
+
+    def record_release(self, target: TableName) -> None:
+        """Record the published ``target`` in the registry of releases of its database, after
+        the ``RENAME`` (its identity is read from the renamed table; the DDL that makes the
+        registry commits, so it comes after the run's transaction), in a transaction of its
+        own."""
+        run_id = self.staging.info.get("run_id") if self.staging is not None else None
+        found = self.database.release_of(self.connection, target)
+        identity = found[1] if found is not None else None
+        if not run_id or found is None or identity is None:
+            return
+        home = found[0]
+        self.connection.execute(
+            sa.schema.CreateTable(releases_table(home.schema), if_not_exists=True)
+        )
+        self.execute("START TRANSACTION")
+        record_release(self.connection, home, str(run_id), identity, create=False)
+        self.execute("COMMIT")
 
     def check_staging(self, staging: TableName) -> None:
         """:class:`DataError` unless ``staging`` holds exactly the rows this run wrote.
@@ -661,9 +762,21 @@ class MySQLSession(DriverSession):
                 f"and verified its {self.rows_written} rows. Nothing was published; run again."
             )
 
-    def tidy_after_publish(self, staging: TableName, old: TableName | None) -> None:
-        """Drop the replaced target and clear the registry. The target is published already: a
-        failure here is logged, and the next run drops what is still registered."""
+    def tidy_after_publish(
+        self, staging: TableName, target: TableName, old: TableName | None
+    ) -> None:
+        """Record ``target`` as a release, drop the replaced target and clear the registry. The
+        target is published already: a failure here is logged; the next run drops what is still
+        registered, and refuses to replace a release left unrecorded."""
+        try:
+            self.record_release(target)
+        except Exception as error:
+            log.warning(
+                "published; recording %s as a release failed (%s): a run with if_exists: "
+                "replace will refuse to replace it (drop it yourself then)",
+                target,
+                " ".join(str(getattr(error, "orig", error)).split()),
+            )
         try:
             if old is not None:
                 self.execute(f"DROP TABLE {self.database.qualified(old)}")
@@ -793,6 +906,45 @@ class MySQLDatabase(SQLDatabase):
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
         return ("mysql", host, int(port), datadir, *stored)
+
+    def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
+        """As :meth:`SQLDatabase.owned_name`; the staging table's in :data:`STAGING_SCHEMA`."""
+        name = super().owned_name(target, mark, run_id)
+        return TableName(STAGING_SCHEMA, name.name) if mark == STAGING_MARK else name
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The table's database and name as ``information_schema.tables`` stores them, and its
+        identity: its ``CREATE_TIME`` (the second of its last ``CREATE``, ``RENAME`` or
+        ``ALTER``: a publish's ``RENAME`` sets it) and its comment (``tclose run <id>``). MariaDB
+        gives a table no lasting id that every account may read (InnoDB's needs ``PROCESS``),
+        so the same table is a base table of that name last made, renamed or altered in the
+        second the run published it, carrying the run's comment: a table dropped and made again,
+        renamed into its place (a ``CREATE TABLE ... LIKE`` copy carries the comment) or altered
+        since has another time."""
+        fold, current = connection.exec_driver_sql(
+            "SELECT @@lower_case_table_names, DATABASE()"
+        ).one()
+        schema = name.schema or current
+        if schema is None:
+            return None
+        compare = "BINARY table_schema = %s AND BINARY table_name = %s"
+        if int(fold):
+            compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
+        if connection.dialect.paramstyle == "qmark":
+            compare = compare.replace("%s", "?")
+        row = connection.exec_driver_sql(
+            "SELECT table_schema, table_name, table_type, create_time, table_comment "
+            f"FROM information_schema.tables WHERE {compare}",
+            (schema, name.name),
+        ).first()
+        if row is None:
+            return None
+        home = TableName(str(row[0]), str(row[1]))
+        if row[2] != "BASE TABLE" or row[3] is None:
+            return home, None
+        return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names

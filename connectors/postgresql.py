@@ -609,6 +609,17 @@ class PostgreSQLSession(DriverSession):
         )
         return rows[0][0]
 
+    def create_registry(self, table: sa.Table) -> None:
+        """``CREATE TABLE IF NOT EXISTS`` in a savepoint: a run publishing into the same schema
+        that created the registry first, uncommitted then, makes this one fail on its name
+        once it commits; the registry is then there."""
+        self.execute("SAVEPOINT tclose_registry")
+        try:
+            super().create_registry(table)
+        except sa.exc.IntegrityError:
+            self.execute("ROLLBACK TO SAVEPOINT tclose_registry")
+        self.execute("RELEASE SAVEPOINT tclose_registry")
+
     def renamed(self, target: TableName) -> None:
         # The staging table's primary key index keeps its random name unless it can take the
         # conventional one; either way no later staging table collides with it.
@@ -690,6 +701,22 @@ class PostgreSQLDatabase(SQLDatabase):
         ``search_path`` for an unqualified one)."""
         identities = self._identities("SELECT to_regclass(%(name)s)::oid", name)
         return identities[0] if identities else None
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The table's schema and name from ``pg_class``, and its identity: its OID, which a
+        table keeps for its life (renamed, altered, its rows changed) and which no other table
+        has while it lives; a table dropped and made again, or another renamed into its place,
+        has another. A temporary table has none a release can have."""
+        row = connection.exec_driver_sql(
+            "SELECT n.nspname, c.relname, c.oid, c.relpersistence FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%(name)s)",
+            {"name": self.qualified(name)},
+        ).first()
+        if row is None:
+            return None
+        return TableName(row[0], row[1]), None if row[3] == "t" else f"oid {row[2]}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every relation whose rows reading it reads: the

@@ -51,14 +51,19 @@ from tclose.atomic import read_text
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import (  # noqa: F401 (re-exported: the names connectors share with the core)
+    CENTROID_MARK,
     KEY_LABEL,
+    MAP_MARK,
     OLD_MARK,
     ROW_COLUMN,
     RUN_ID_LENGTH,
     STAGING_MARK,
     TableName,
+    run_table_name,
 )
 from tclose.redaction import redact_url, remember_secret, url_secrets
+
+from .releases import content_identity, record_release, release_problem, releases_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,10 +72,6 @@ log = logging.getLogger("tclose")
 
 #: ASCII upper-case letters to lower case (str.translate table of :meth:`SQLDatabase.column_key`).
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-
-#: Temporary helper tables of the in-database join (one run's session only).
-MAP_TABLE = "tclose_map"
-CENTROID_TABLE = "tclose_centroids"
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:
@@ -513,6 +514,35 @@ class SQLDatabase:
             unknown_types_unremarked(),  # MySQL parses the whole CREATE TABLE
         ):
             return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
+
+    # --- releases -------------------------------------------------------------------------------
+
+    def release_of(
+        self, connection: Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """Table ``name`` as the registry of releases knows it (:mod:`tclose.connectors.releases`):
+        its schema and name as the database stores them (the registry is that schema's) and its
+        identity now (``None``: none a release can have, e.g. a temporary table); ``None`` when
+        there is no such table. Generic: the name as given, and the table's content
+        (:func:`~tclose.connectors.releases.content_identity`), since the generic connector
+        knows no lasting identity of a table: the same table is the same rows."""
+        if not sa.inspect(connection).has_table(name.name, schema=name.schema):
+            return None
+        result = connection.execute(sa.select(sa.text("*")).select_from(bare_table(name)))
+        return name, content_identity(list(result.keys()), result)
+
+    def release_problem(self, name: TableName, connection: Connection | None = None) -> str | None:
+        """Why the existing table ``name`` is not a release that tclose published and that is
+        still the table it published (words for a message), or ``None`` when it is one: the
+        only tables ``if_exists: replace`` replaces (:class:`tclose.connector.Releases`)."""
+        with (
+            self.errors(f"looking for the release record of {name}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            found = self.release_of(bound, name)
+            if found is None:
+                return "it is not a table of the database's own catalog that tclose publishes"
+            return release_problem(bound, *found)
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;
@@ -967,8 +997,9 @@ class Session:
     ) -> None:
         """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
-        The small per-row result goes to temporary helper tables — ``tclose_map`` (source key,
-        new key, cluster) and ``tclose_centroids`` (cluster, the aggregated values) — and one
+        The small per-row result goes to temporary helper tables of the run — ``__tclose_m_<run>``
+        (source key, new key, cluster) and ``__tclose_c_<run>`` (cluster, the aggregated values),
+        names no user's table may bear, so neither shadows one — and one
         ``INSERT ... SELECT ... JOIN ... ORDER BY`` new key builds the staging table, so
         pass-through columns never leave the database and the physical row order is shuffled.
 
@@ -1003,8 +1034,9 @@ class Session:
         if isinstance(key_type, (sa.Integer, sa.types.NullType)):
             key_type = sa.BigInteger()
         metadata = sa.MetaData()
+        run_id = str(staging.info.get("run_id") or random_suffix())
         mapping = sa.Table(
-            MAP_TABLE,
+            run_table_name(MAP_MARK, run_id),
             metadata,
             *self.map_key(key_type),
             sa.Column("new_row", sa.BigInteger(), nullable=False),
@@ -1013,7 +1045,7 @@ class Session:
         )
         value_columns = {column: f"v{i}" for i, column in enumerate(aggregated)}
         centroids = sa.Table(
-            CENTROID_TABLE,
+            run_table_name(CENTROID_MARK, run_id),
             metadata,
             sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
             *[sa.Column(value_columns[c], staging.c[c].type) for c in aggregated],
@@ -1089,7 +1121,7 @@ class Session:
             table.drop(self.connection)
 
     def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.schema.SchemaItem]:
-        """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
+        """The ``src_key`` column of the join's map helper table (its primary key), and any
         index it needs; the source key is known to be unique and non-null."""
         return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
 
@@ -1179,14 +1211,44 @@ class Session:
                     f"is 'fail'. Nothing was published."
                 )
             if exists:
+                self.refuse_foreign(target)
                 self.connection.execute(sa.schema.DropTable(bare_table(target)))
             self.connection.execute(RenameTable(staging, target.name))
             self.renamed(target)
             self.check_published(target)
+            self.record_release(target)
             if before_commit is not None:
                 before_commit(self.connection)
             self.commit()
             self.published = True
+
+    def refuse_foreign(self, target: TableName) -> None:
+        """:class:`DataError` (nothing published) unless the existing ``target`` is a release
+        tclose published, still the table it published (checked again in the publishing
+        transaction: the plan's check came before the work)."""
+        problem = self.database.release_problem(target, self.connection)
+        if problem is not None:
+            raise DataError(
+                f"The target table {target} is not a release tclose published ({problem}); "
+                f"tclose replaces only its own releases. Nothing was published."
+            )
+
+    def record_release(self, target: TableName) -> None:
+        """Record the just-renamed ``target`` in the registry of releases of its schema, in the
+        publishing transaction (:mod:`tclose.connectors.releases`). A table without an identity
+        a release can have is not recorded (it can never be replaced)."""
+        run_id = self.staging.info.get("run_id") if self.staging is not None else None
+        found = self.database.release_of(self.connection, target)
+        identity = found[1] if found is not None else None
+        if not run_id or found is None or identity is None:
+            return
+        home = found[0]
+        self.create_registry(releases_table(home.schema))
+        record_release(self.connection, home, str(run_id), identity, create=False)
+
+    def create_registry(self, table: sa.Table) -> None:
+        """Create the registry ``table`` if it does not exist, in the session's transaction."""
+        self.connection.execute(sa.schema.CreateTable(table, if_not_exists=True))
 
     def check_published(self, target: TableName) -> None:
         """:class:`DataError` if ``target`` does not hold the :attr:`rows_written` rows."""

@@ -30,6 +30,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
+from .releases import content_identity
 from .sql import (
     DriverSession,
     NativeType,
@@ -360,6 +361,36 @@ class SQLiteDatabase(SQLDatabase):
                 ).first()
                 if row is not None:
                     return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
+        return None
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The schema (``main``, an attached database) and the table's name as ``sqlite_master``
+        stores it, found as SQLite finds an unqualified name; and its identity: its content
+        (:func:`~tclose.connectors.releases.content_identity`). SQLite gives a table no lasting
+        identity (a table dropped and made again takes the same root page and catalog row), so
+        the same table is the same name holding the same rows. A ``temp`` table has none a
+        release can have."""
+        schemas = [row[1] for row in connection.exec_driver_sql("PRAGMA database_list")]
+        if name.schema is not None:
+            schemas = [s for s in schemas if s.lower() == name.schema.lower()]
+        else:
+            schemas = sorted(schemas, key=lambda s: {"temp": 0, "main": 1}.get(s, 2))
+        for schema in schemas:
+            master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
+            row = connection.exec_driver_sql(
+                f"SELECT name FROM {self.quote(schema)}.{master} WHERE type = 'table' AND "
+                f"name = ? COLLATE NOCASE",
+                (name.name,),
+            ).first()
+            if row is None:
+                continue
+            home = TableName(schema, row[0])
+            if schema == "temp":
+                return home, None
+            result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
+            return home, content_identity(list(result.keys()), result)
         return None
 
     def tables_read(self, name: TableName) -> list[tuple]:

@@ -8,12 +8,14 @@ this order (the first problem found is the error):
    that enforces it, one distance per confidential attribute (the registry's default for the
    attribute's type when none is named);
 2. the tables: source, target, the run's staging table next to the target, the audit table;
-   a target (or audit table) that is the source named another way is refused;
+   a name tclose keeps for itself, and a target (or audit table) that is the source named
+   another way, are refused;
 3. the report files: an existing file that is not a report of tclose is refused;
 4. the columns: every configured attribute exists, the row key (``source.key``, else the single
    column primary key, else the dialect's row id), every column has one fate, and the columns of
    the written table;
-5. the target: an existing one with ``if_exists: fail`` is refused (unless a dry run);
+5. the target: an existing one with ``if_exists: fail`` is refused (unless a dry run), and
+   with ``replace`` unless it is a release tclose published (a dry run too);
 6. the write strategy: ``join`` (``INSERT ... SELECT`` inside the source's snapshot, same
    database) or ``stream`` (the source read again through the client into another database);
    and whether the ``run_publishing`` hooks record the run inside the publishing transaction.
@@ -36,7 +38,9 @@ from .errors import ConfigError, DataError
 from .guards import (
     refuse_foreign_audit_table,
     refuse_foreign_file,
+    refuse_foreign_target,
     refuse_output_paths,
+    refuse_reserved,
     refuse_same_table,
     refuse_unreplaceable_target,
 )
@@ -225,9 +229,10 @@ def build_plan(
     source_db, target_db = _connect(config, registry)
     run_id = run_id or uuid.uuid4().hex
     source, target = TableName.parse(config.source.table), TableName.parse(config.target.table)
+    audit = TableName.parse(config.report_table) if config.report_table else None
+    refuse_reserved(source, target, audit)
     target_db.check_table_name(target)
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
-    audit = TableName.parse(config.report_table) if config.report_table else None
     refuse_same_table(source_db, source, target_db, target, audit)
     if audit is not None:
         refuse_foreign_audit_table(target_db, audit)
@@ -246,6 +251,8 @@ def build_plan(
                 f"'fail'. Set if_exists: replace, or choose another target table."
             )
         refuse_unreplaceable_target(target_db, target)
+        if config.target.if_exists == "replace":
+            refuse_foreign_target(target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
