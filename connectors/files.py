@@ -485,6 +485,8 @@ class FileDatabase(DuckDBDatabase):
         file."""
         if self.format != "parquet" or not self.path.is_file():
             return "it is not a Parquet file"
+        if self.path.stat().st_size == 0:
+            return None  # an empty file holds nothing to lose
         relation = f"read_parquet({sql_string(str(self.path))})"
         with (
             self.errors(f"reading the metadata of {self.path}"),

@@ -114,13 +114,20 @@ def refuse_foreign_target(db: Any, name: Any) -> None:
         if callable(check)
         else "its connector cannot tell the releases tclose published"
     )
-    if problem is not None:
-        raise ConfigError(
-            f"==> At target ==> At key: table\nThe target table {name} exists and is not a "
-            f"release tclose published: {problem}. if_exists: replace replaces only tclose's "
-            f"own releases. If the table may go, drop it yourself (DROP TABLE {name}) and run "
-            f"again; otherwise choose another target table. Nothing was written."
-        )
+    if problem is None:
+        return
+    file = getattr(db, "path", None)  # a database that is one file (Parquet)
+    what, remedy = (
+        (f"file {file}", f"delete it yourself ({file})")
+        if isinstance(file, Path)
+        else (f"table {name}", f"drop it yourself (DROP TABLE {name})")
+    )
+    raise ConfigError(
+        f"==> At target ==> At key: table\nThe target {what} exists and is not a release "
+        f"tclose published: {problem}. if_exists: replace replaces only tclose's own releases. "
+        f"If it may go, {remedy} and run again; otherwise choose another target. Nothing was "
+        f"written."
+    )
 
 
 def refuse_foreign_audit_table(db: Any, name: Any) -> None:

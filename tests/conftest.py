@@ -175,6 +175,7 @@ def maria_login(maria):
     user, password = f"{maria.prefix}_login", f"Maria-{secrets.token_hex(8)}"
     maria.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
     maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
+    maria.execute(f"GRANT ALL ON `tclose_staging`.* TO '{user}'@'%'")  # where runs stage
     yield user, password
     maria.execute(f"DROP USER '{user}'@'%'")
 
