@@ -404,7 +404,7 @@ def test_a_dry_run_onto_an_existing_target_changes_no_table_and_adds_no_file(sql
     source, files = sqlite_run.rows("discharges"), set(_state(tmp_path))
     code, out, err = _cli("run", config, "--dry-run")
     assert code == 0, out + err
-    assert sqlite_run.tables() == {"discharges", "discharges_anon", "tclose_releases"}
+    assert sqlite_run.tables() == {"discharges", "discharges_anon"}
     assert sqlite_run.rows("discharges_anon") == released
     assert sqlite_run.rows("discharges") == source
     assert set(_state(tmp_path)) == files
