@@ -917,12 +917,13 @@ class MySQLDatabase(SQLDatabase):
     ) -> tuple[TableName, str | None] | None:
         """The table's database and name as ``information_schema.tables`` stores them, and its
         identity: its ``CREATE_TIME`` (the second of its last ``CREATE``, ``RENAME`` or
-        ``ALTER``: a publish's ``RENAME`` sets it) and its comment (``tclose run <id>``). MariaDB
-        gives a table no lasting id that every account may read (InnoDB's needs ``PROCESS``),
-        so the same table is a base table of that name last made, renamed or altered in the
-        second the run published it, carrying the run's comment: a table dropped and made again,
-        renamed into its place (a ``CREATE TABLE ... LIKE`` copy carries the comment) or altered
-        since has another time."""
+        ``ALTER``: a publish's ``RENAME`` sets it), its comment (``tclose run <id>``) and its
+        rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that every account may
+        read (InnoDB's needs ``PROCESS``), so the same table is a base table of that name last
+        made, renamed or altered in the second the run published it, carrying the run's comment
+        and the rows it published: a table dropped and made again, renamed into its place (a
+        ``CREATE TABLE ... LIKE`` copy carries the comment) or altered since has another time,
+        and one whose rows changed another checksum."""
         fold, current = connection.exec_driver_sql(
             "SELECT @@lower_case_table_names, DATABASE()"
         ).one()
@@ -944,7 +945,11 @@ class MySQLDatabase(SQLDatabase):
         home = TableName(str(row[0]), str(row[1]))
         if row[2] != "BASE TABLE" or row[3] is None:
             return home, None
-        return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}"
+        statement = f"CHECKSUM TABLE {self.qualified(home)}"
+        if connection.dialect.paramstyle in ("format", "pyformat"):
+            statement = statement.replace("%", "%%")
+        checksum = connection.exec_driver_sql(statement).one()[1]
+        return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, checksum {checksum}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names
