@@ -26,10 +26,13 @@ class LazyConnector:
         target: ``"module:Class"`` of the real connector class.
     """
 
-    def __init__(self, name: str, dialects: tuple[str, ...], target: str) -> None:
+    def __init__(
+        self, name: str, dialects: tuple[str, ...], target: str, notes: str | None = None
+    ) -> None:
         self.name = name
         self.dialects = dialects
         self.target = target
+        self._notes = notes
         self._real: Any = None
 
     def load(self) -> Any:
@@ -43,6 +46,14 @@ class LazyConnector:
         """The real connector's ``connect(url, password_file)``."""
         return self.load().connect(url, password_file)
 
+    def notes(self) -> list[str]:
+        """What ``tclose plugins`` says under the connector (``ConnectorNotes``), from the
+        light ``module:function`` given as ``notes`` (the connector module is not imported)."""
+        if self._notes is None:
+            return []
+        module, function = self._notes.split(":")
+        return list(getattr(importlib.import_module(module), function)())
+
 
 #: The built-in connectors, in registration order.
 BUILTIN_CONNECTORS = (
@@ -50,7 +61,12 @@ BUILTIN_CONNECTORS = (
     LazyConnector(
         "postgresql", ("postgresql",), "tclose.connectors.postgresql:PostgreSQLConnector"
     ),
-    LazyConnector("mysql", ("mysql", "mariadb"), "tclose.connectors.mysql:MySQLConnector"),
+    LazyConnector(
+        "mysql",
+        ("mysql", "mariadb"),
+        "tclose.connectors.mysql:MySQLConnector",
+        notes="tclose.connectors.mysql_drivers:notes",
+    ),
     LazyConnector("duckdb", ("duckdb",), "tclose.connectors.duckdb:DuckDBConnector"),
     LazyConnector("files", ("parquet", "csv"), "tclose.connectors.files:FileConnector"),
     LazyConnector("sqlalchemy", ("*",), "tclose.connectors.sql:SQLAlchemyConnector"),

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
-import glob
 import json
 import os
 import re
@@ -574,6 +573,8 @@ def _holds_duckdb(path: Path) -> bool:
 class DuckDBDatabase(SQLDatabase):
     """A DuckDB database file (see the module's docstring)."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = DuckDBSession
     #: DuckDB's MVCC: a transaction reads the snapshot taken when it began.
     snapshot_reads = True
@@ -600,7 +601,12 @@ class DuckDBDatabase(SQLDatabase):
                 "path or duckdb:////absolute/path), or create the file first (python -c "
                 f"\"import duckdb; duckdb.connect('{path}')\")."
             )
-        return sa.create_engine(self.url.set(drivername=DRIVER), poolclass=NullPool)
+        url = self.url.set(drivername=DRIVER)
+        if self.read_only and path != ":memory:":
+            # Both DuckDB's argument and its setting: a URL's own ?access_mode= is the setting.
+            url = url.update_query_dict({"access_mode": "read_only"})
+            return sa.create_engine(url, poolclass=NullPool, connect_args={"read_only": True})
+        return sa.create_engine(url, poolclass=NullPool)
 
     def files(self) -> list[Path]:
         """The database file and its write-ahead log (``.wal``); none in memory."""
@@ -611,6 +617,13 @@ class DuckDBDatabase(SQLDatabase):
 
     def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)
+        if "different configuration" in str(error):
+            return DataError(
+                f"{described} (this process has the file open in another mode: a source is "
+                f"opened read-only unless the target is in its database, and DuckDB opens a "
+                f"file one way per process; a target in the source's file must be named by "
+                f"the source's URL: leave target.url out, or write it as source.url)"
+            )
         if "lock" in str(error).lower() and "conflicting lock" in str(error).lower():
             return DataError(
                 f"{described} (another process has this DuckDB file open: DuckDB lets one "
@@ -749,8 +762,9 @@ class DuckDBDatabase(SQLDatabase):
             tree = c.execute(
                 sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
             ).scalar()
-        tree = json.loads(tree) if isinstance(tree, str) else tree
-        return _base_tables(tree), _files_read(tree)
+            tree = json.loads(tree) if isinstance(tree, str) else tree
+            files = _files_globbed(c, _names_read(tree))
+        return _base_tables(tree), files
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
@@ -796,11 +810,10 @@ def _base_tables(tree: Any) -> list[TableName]:
     return [name for value in tree.values() for name in _base_tables(value)]
 
 
-def _files_read(tree: Any) -> list[tuple]:
-    """The ``("file", device, inode)`` identity of every existing file a parsed statement may
-    read: each text constant in a table function's arguments (``read_parquet(['a.parquet',
-    'b/*.parquet'])``, globs expanded from the working folder, as DuckDB reads them) and each
-    table name that is a file's path (``FROM 'x.csv'``)."""
+def _names_read(tree: Any) -> list[str]:
+    """The file names (or patterns) a parsed statement (``json_serialize_sql``) may read: each
+    text constant in a table function's arguments (``read_parquet(['a.parquet',
+    'b/*.parquet'])``) and each table name that may be a file's (``FROM 'x.csv'``)."""
     paths: list[str] = []
 
     def strings(node: Any) -> None:
@@ -830,10 +843,24 @@ def _files_read(tree: Any) -> list[tuple]:
                 visit(item)
 
     visit(tree)
+    return paths
+
+
+def _files_globbed(connection: Connection, names: Sequence[str]) -> list[tuple]:
+    """The ``("file", device, inode)`` identity of every existing file of this machine that
+    ``names`` name as DuckDB reads them: each expanded by DuckDB's own ``glob`` on
+    ``connection`` (its ``**``, hidden files, ``~`` and ``file_search_path``, which Python's
+    ``glob`` does not share). A remote name (``s3://``, ``https://``) names no file here."""
     found = []
-    for path in paths:
-        pattern = any(c in path for c in "*?[")
-        for file in glob.glob(os.path.expanduser(path)) if pattern else [path]:
+    for name in names:
+        if "://" in name:
+            continue
+        try:
+            files = connection.execute(sa.text("SELECT file FROM glob(:p)"), {"p": name}).all()
+        except sa.exc.DBAPIError:  # not a name DuckDB can expand
+            connection.rollback()
+            continue
+        for (file,) in files:
             if os.path.isfile(file):
                 stat = os.stat(file)
                 found.append(("file", stat.st_dev, stat.st_ino))

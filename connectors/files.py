@@ -9,7 +9,15 @@ How it works: every connection is a fresh in-memory DuckDB database in which the
 exists, is a view (``read_parquet``, or ``read_csv`` with its types inferred from the whole
 file). A source is therefore read by DuckDB in chunks, in key order, without loading the file
 into Python (DuckDB sorts out of core when the file does not fit in memory). A Parquet source
-has no primary key: name ``source.key``. The source file is only ever read.
+has no primary key: name ``source.key``. The source file is only ever read, by DuckDB's readers.
+
+DuckDB's readers take a file name as a glob pattern (``data[2024].parquet`` reads
+``data0.parquet`` and ``data2.parquet``; so do ``*``, ``?`` and ``**``). tclose hands DuckDB no
+file name of the user's: every file it reads (the source, an existing target, the written
+temporary file) is read through a symbolic link in a private folder of its own, which DuckDB's
+``glob`` gives back as itself (:meth:`FileDatabase.literal`). A file name is thus always that one
+file, whatever characters it holds. Files are written (``COPY ... TO``) and renamed by their own
+names, which DuckDB and the operating system take literally.
 
 A target's staging table lives in the writing session's in-memory database (DuckDB spills it to
 its temporary directory when memory runs short), where it is verified like any staging table.
@@ -34,6 +42,9 @@ import contextlib
 import csv
 import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,7 +58,7 @@ from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
 from .duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
-from .sql import RUN_ID_LENGTH, NativeType, TableName, _connection, type_text
+from .sql import RUN_ID_LENGTH, NativeType, TableName, _connection, driver_connection, type_text
 
 #: The formats a file URL may name, and the DuckDB function that reads each.
 READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_size = -1)"}
@@ -271,7 +282,8 @@ class FileSession(DuckDBSession):
         expected = self.rows_written
         if expected is None:
             expected = self.connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
-        written = f"read_parquet({sql_string(str(temporary))})"
+        literal = self.database.literal(temporary, driver_connection(self.connection))
+        written = f"read_parquet({sql_string(literal)})"
         count = self.connection.exec_driver_sql(f"SELECT count(*) FROM {written}").scalar()
         if count != expected:
             raise DataError(
@@ -348,8 +360,62 @@ class FileDatabase(DuckDBDatabase):
                 f"{self.format}:////absolute/path."
             )
         self.path = Path(parsed.database).absolute()
+        self._links: dict[Path, str] = {}
+        self._link_folder: Path | None = None
+        self._file_url = parsed
         super().__init__(url, password_file)
         self.dialect = "duckdb"
+
+    def literal(self, path: Path, connection: Any) -> str:
+        """A path that DuckDB reads as the file ``path`` and nothing else, checked on the DuckDB
+        ``connection`` (a driver connection): a symbolic link to ``path`` in a private folder
+        (made once per database, removed with it), named by a number and ``path``'s suffixes
+        (DuckDB infers a compression from them), which DuckDB's own ``glob`` must give back as
+        itself. The link follows ``path``: a file renamed over it is the one read.
+
+        Raises:
+            DataError: DuckDB's ``glob`` gives back another list of files (the temporary
+                folder's own path holds characters DuckDB reads as a pattern), or no link
+                can be made there.
+        """
+        link = self._links.get(path)
+        if link is None:
+            if self._link_folder is None:
+                self._link_folder = Path(tempfile.mkdtemp(prefix="tclose-files-"))
+                weakref.finalize(self, shutil.rmtree, self._link_folder, True)
+            suffixes = re.sub(r"[^A-Za-z0-9.]", "", "".join(path.suffixes))
+            link = str(self._link_folder / f"{len(self._links)}{suffixes}")
+            try:
+                os.symlink(path, link)
+            except OSError as error:
+                raise DataError(
+                    f"Cannot make the link {link} by which DuckDB reads {path} as one file "
+                    f"(DuckDB reads a file name as a pattern): {error.strerror}. Set TMPDIR "
+                    f"to a folder where links can be made."
+                ) from None
+            self._links[path] = link
+        found = [
+            row[0] for row in connection.execute("SELECT file FROM glob(?)", [link]).fetchall()
+        ]
+        if found != [link]:
+            raise DataError(
+                f"DuckDB reads the link {link} to {path} as a pattern (it names "
+                f"{len(found)} file(s)): set TMPDIR to a folder whose path holds none of the "
+                f"characters *, ?, [, ], {{ and }}."
+            )
+        return link
+
+    def describe(self, error: BaseException | None, action: str) -> DataError:
+        """As :meth:`DuckDBDatabase.describe`, each link of :meth:`literal` named by its file."""
+        described = super().describe(error, action)
+        text = str(described)
+        for path, link in self._links.items():
+            text = text.replace(link, str(path))
+        if text == str(described):
+            return described
+        named = DataError(text)
+        named.driver_error = getattr(described, "driver_error", error)
+        return named
 
     @property
     def table_name(self) -> str:
@@ -368,12 +434,13 @@ class FileDatabase(DuckDBDatabase):
         :attr:`table_name` (else :attr:`unreadable` says why: a target may be aggregated)."""
         self.unreadable = None
         if self.path.is_file():
-            reader = READERS[self.format].format(path=sql_string(str(self.path)))
+            literal = self.literal(self.path, dbapi_connection)
+            reader = READERS[self.format].format(path=sql_string(literal))
             name = self.quote(self.table_name)
             try:
                 dbapi_connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {reader}")
             except self.engine.dialect.loaded_dbapi.Error as error:
-                self.unreadable = " ".join(str(error).split())
+                self.unreadable = " ".join(str(error).replace(literal, str(self.path)).split())
                 return
             if self.format == "csv":
                 columns = dbapi_connection.execute(f"DESCRIBE {name}").fetchall()
@@ -400,15 +467,26 @@ class FileDatabase(DuckDBDatabase):
             column.type = parquet_type(column.type, column.name, self.engine.dialect)
         return table
 
+    def target_beside(self, table: str) -> tuple[str, str]:
+        """The URL and table of the Parquet file beside this file for a table named ``table``
+        (a dot or a slash in it becomes ``_``: a file's table is its name up to its first
+        dot), spelled as this file's URL is (a relative path stays relative)."""
+        name = re.sub(r"[./\\\0]", "_", table) or "_"
+        database = str(Path(str(self._file_url.database)).with_name(f"{name}.parquet"))
+        url = self._file_url.set(drivername="parquet", database=database)
+        return url.render_as_string(hide_password=False), name
+
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` unless ``name`` is the file's table and the file can be written
         there: a CSV file is no target, nor a folder, nor a file in a folder that does not
         exist, nor an existing file that is not a Parquet file (``if_exists: replace`` replaces
         a table, not a user's other file)."""
         if self.format == "csv":
+            url, table = self.target_beside(name.name)
             raise ConfigError(
-                f"==> At {path}\nA CSV file can be a source only: publish into a Parquet file "
-                f"(parquet:///{self.path.with_suffix('.parquet').name}) or a database table."
+                f"==> At {path.split('.')[0]}.url\nA CSV file can be a source only. Publish "
+                f"into a Parquet file: target.url: {url} and target.table: {table}; or into a "
+                f"database table."
             )
         self._check_name(name, path)
         if self.path.is_dir():
@@ -436,11 +514,19 @@ class FileDatabase(DuckDBDatabase):
             )
 
     def _check_name(self, name: TableName, path: str) -> None:
-        if name.schema or name.name != self.table_name:
-            raise ConfigError(
-                f"==> At {path}\nThe file {self.path} holds one table, named after the file: "
-                f"write {path.split('.')[0]}.table: {self.table_name} (not {str(name)!r})."
+        if not name.schema and name.name == self.table_name:
+            return
+        section = path.split(".")[0]
+        advice = f"write {section}.table: {self.table_name} (not {str(name)!r})."
+        if section == "target":
+            url, table = self.target_beside(name.name)
+            advice = (
+                f"{self.table_name!r}. To publish {str(name)!r}, name its own file: "
+                f"target.url: {url} and target.table: {table}."
             )
+        raise ConfigError(
+            f"==> At {path}\nThe file {self.path} holds one table, named after the file: {advice}"
+        )
 
     def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
         if name.name == self.table_name and not self.path.is_file():
@@ -487,15 +573,15 @@ class FileDatabase(DuckDBDatabase):
             return "it is not a Parquet file"
         if self.path.stat().st_size == 0:
             return None  # an empty file holds nothing to lose
-        relation = f"read_parquet({sql_string(str(self.path))})"
         with (
             self.errors(f"reading the metadata of {self.path}"),
             _connection(self.engine, connection) as bound,
         ):
+            literal = sql_string(self.literal(self.path, driver_connection(bound)))
+            relation = f"read_parquet({literal})"
             metadata: dict[str, str] = dict(
                 bound.exec_driver_sql(
-                    "SELECT decode(key), decode(value) FROM "
-                    f"parquet_kv_metadata({sql_string(str(self.path))})"
+                    f"SELECT decode(key), decode(value) FROM parquet_kv_metadata({literal})"
                 ).all()
             )
             run, recorded = metadata.get("tclose_run"), metadata.get("tclose_content")
@@ -518,7 +604,8 @@ class FileDatabase(DuckDBDatabase):
             self.errors(f"reading the metadata of {self.path}"),
             _connection(self.engine, None) as bound,
         ):
-            row = bound.execute(query, {"path": str(self.path)}).first()
+            literal = self.literal(self.path, driver_connection(bound))
+            row = bound.execute(query, {"path": literal}).first()
         return f"tclose run {row[0]}" if row and row[0] else None
 
 

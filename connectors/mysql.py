@@ -26,9 +26,10 @@
   protocol, so the server sends numbers as bytes instead of formatting them as text), mysqlclient
   (``MySQLdb``, C, ``tclose[mysqlclient]``) and PyMySQL (pure Python). ``+mariadbconnector``,
   ``+mysqldb`` or ``+pymysql`` in the URL choose one. All are DB-API drivers on the one
-  connection of the session, so the snapshot and the locks are the same. The
-  run says which one it uses (:func:`tclose.progress.notice`: a line on the display, or an INFO
-  log record).
+  connection of the session, so the snapshot and the locks are the same. A run says which
+  one it uses, with the faster one to install, the first time that driver is used in the Python
+  environment (:func:`tclose.progress.notice_once`; an INFO log record, ``-v``, afterwards);
+  ``tclose plugins`` always says it (:mod:`tclose.connectors.mysql_drivers`).
 """
 
 from __future__ import annotations
@@ -53,9 +54,17 @@ from sqlalchemy.pool import NullPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
-from tclose.progress import notice
+from tclose.progress import notice_once
 from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
 
+from .mysql_drivers import (
+    DISTRIBUTIONS,
+    DRIVERS,
+    PREFERENCE,  # noqa: F401 (re-exported)
+    bare_url_driver,
+    description,
+    notes,
+)
 from .releases import record_release, releases_table
 from .sql import (
     OLD_MARK,
@@ -89,37 +98,13 @@ def error_code(error: BaseException | None) -> int | None:
     return getattr(error, "errno", None) or (args[0] if args else None)
 
 
-#: SQLAlchemy driver name -> (the module it imports, the distribution to name in messages).
-DRIVERS = {
-    "mysqldb": ("MySQLdb", "mysqlclient"),
-    "pymysql": ("pymysql", "PyMySQL"),
-    "mariadbconnector": ("mariadb", "MariaDB Connector/Python"),
-}
-
-
-#: SQLAlchemy driver name -> (the distribution pip installs, the tclose extra that installs it).
-DISTRIBUTIONS = {
-    "mysqldb": ("mysqlclient", "mysqlclient"),
-    "pymysql": ("PyMySQL", "mysql"),
-    "mariadbconnector": ("mariadb", "mariadb"),
-}
-
-
-#: The drivers a bare ``mysql://`` or ``mariadb://`` URL tries, fastest read first.
-PREFERENCE = ("mariadbconnector", "mysqldb", "pymysql")
-
-
 def choose_driver(url: sa.URL) -> sa.URL:
     """The URL with its driver: the one it names (``+mariadbconnector``, ``+mysqldb``,
-    ``+pymysql``), or for a bare ``mysql://``/``mariadb://`` the first of :data:`PREFERENCE`
-    that is installed (PyMySQL, a dependency of the ``mysql`` extra, last)."""
+    ``+pymysql``), or for a bare ``mysql://``/``mariadb://`` the fastest installed
+    (:func:`~tclose.connectors.mysql_drivers.bare_url_driver`)."""
     if "+" in url.drivername:
         return url
-    driver = next(
-        (d for d in PREFERENCE[:-1] if importlib.util.find_spec(DRIVERS[d][0]) is not None),
-        PREFERENCE[-1],
-    )
-    return url.set(drivername=f"{url.drivername}+{driver}")
+    return url.set(drivername=f"{url.drivername}+{bare_url_driver()}")
 
 
 #: The ``charset`` values that mean UTF-8 (``utf8`` is ``utf8mb3`` on MariaDB: 3-byte only).
@@ -150,18 +135,7 @@ def checked_charset(url: sa.URL) -> sa.URL:
 
 def driver_description(url: sa.URL) -> str:
     """One line naming the driver a URL uses and, for PyMySQL, the faster alternative."""
-    driver = url.get_driver_name()
-    _module, name = DRIVERS.get(driver, (driver, driver))
-    try:  # the installed version (PyMySQL's __version__ is the MySQLdb version it imitates)
-        version = importlib.metadata.version(DISTRIBUTIONS.get(driver, (driver,))[0])
-    except importlib.metadata.PackageNotFoundError:
-        version = "(version unknown)"
-    line = f"{url.get_backend_name()} driver: {name} {version}"
-    if driver == "pymysql":
-        line += " (pure Python; pip install 'tclose[mariadb]' reads several times faster)"
-    elif driver == "mysqldb":
-        line += " (text protocol; pip install 'tclose[mariadb]' reads several times faster)"
-    return line
+    return description(url.get_backend_name(), url.get_driver_name())
 
 
 #: The registry of the tables runs create, one per schema (see :class:`MySQLSession`).
@@ -799,8 +773,12 @@ class MySQLDatabase(SQLDatabase):
     ``mariadb://`` URLs alike: one kind of database, whose tables move between them as they
     are."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = MySQLSession
     identifier_limit = 64
+    #: A source's connections: every transaction read-only, autocommitted statements included.
+    read_only_statements = ("SET SESSION TRANSACTION READ ONLY",)
     #: A zero or invalid date is read as its text (:func:`tclose.runner._values_to_check`).
     invalid_dates_as_text = True
     #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.runner._values_to_check`).
@@ -857,7 +835,7 @@ class MySQLDatabase(SQLDatabase):
                 f"install 'tclose[{extra}]' (the {distribution} package), or write "
                 f"{url.get_backend_name()}:// without a driver to use the fastest installed one."
             )
-        notice(driver_description(url))
+        notice_once(f"mysql-driver-{driver}", driver_description(url))
         return checked_charset(url)
 
     def create_engine(self) -> sa.Engine:
@@ -1082,6 +1060,10 @@ class MySQLConnector:
 
     def connect(self, url: str, password_file: str | None = None) -> MySQLDatabase:
         return MySQLDatabase(url, password_file)
+
+    def notes(self) -> list[str]:
+        """The driver a bare URL reads through, and the faster one to install."""
+        return notes()
 
 
 @hookimpl

@@ -610,12 +610,19 @@ class PostgreSQLSession(DriverSession):
         return rows[0][0]
 
     def create_registry(self, table: sa.Table) -> None:
-        """``CREATE TABLE IF NOT EXISTS`` in a savepoint: a run publishing into the same schema
-        that created the registry first, uncommitted then, makes this one fail on its name
+        """Make the registry of releases if it does not exist, readable and writable by every
+        role (``PUBLIC``), so that each role publishing into the schema records its releases
+        there: a record gives a role nothing (only a table's owner may drop it), and a removed
+        one only makes a run refuse the table. In a savepoint: a run publishing into the same
+        schema that made the registry first, uncommitted then, makes this one fail on its name
         once it commits; the registry is then there."""
+        qualified = self.database.qualified(table)
+        if self.execute(f"SELECT to_regclass({_literal(qualified)})")[0][0] is not None:
+            return
         self.execute("SAVEPOINT tclose_registry")
         try:
             super().create_registry(table)
+            self.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {qualified} TO PUBLIC")
         except sa.exc.IntegrityError:
             self.execute("ROLLBACK TO SAVEPOINT tclose_registry")
         self.execute("RELEASE SAVEPOINT tclose_registry")
@@ -642,6 +649,9 @@ class PostgreSQLDatabase(SQLDatabase):
     identifier_bytes = True
     column_names_compared = "exactly (every name is quoted)"
     interval_type = True
+    #: A source's connections: every transaction read-only unless it says otherwise.
+    read_only_statements = ("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",)
+    row_level_security = True
 
     def column_key(self, name: str) -> str:
         """``name`` itself: tclose quotes every identifier, and PostgreSQL compares quoted
@@ -724,6 +734,22 @@ class PostgreSQLDatabase(SQLDatabase):
         inheriting tables (``pg_inherits``) of each, transitively."""
         return self._identities(_READS, name)
 
+    def row_security(self, name: TableName) -> dict[str, Any]:
+        """:class:`tclose.connector.RowSecurity`: the tables whose row-level security policies
+        filter a read of ``name`` by the connecting role (``current_user``): ``name`` itself,
+        and the tables a view reads, transitively, each as the role the database checks them
+        for (the view's owner, or the reading role for a ``security_invoker`` view). A table's
+        policies filter a role unless the table has none enabled (``relrowsecurity``), the
+        role is a superuser or ``BYPASSRLS``, or it has the owner's privileges and the table is
+        not ``FORCE ROW LEVEL SECURITY``. A partition or inheriting table read through its
+        parent is filtered by the parent's policies only, as PostgreSQL does."""
+        where = f"looking for row-level security on {name}"
+        with self.errors(where), self.engine.connect() as connection:
+            role = connection.exec_driver_sql("SELECT current_user").scalar()
+            rows = connection.exec_driver_sql(_ROW_SECURITY, {"name": self.qualified(name)}).all()
+        tables = [{"table": str(table), "role": str(reader)} for table, reader in rows]
+        return {"applies": bool(tables), "role": str(role), "tables": tables}
+
     def tables_dropped(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of the partitions a ``DROP TABLE`` of it drops with
         it (those of a partitioned table, transitively)."""
@@ -788,6 +814,31 @@ WITH RECURSIVE reads(oid) AS (
     ) next
 )
 SELECT oid FROM reads WHERE oid IS NOT NULL
+"""
+
+#: The tables whose row-level security filters a read of a relation (``%(name)s``, quoted) by
+#: ``current_user``, with the role each is checked for (:meth:`PostgreSQLDatabase.row_security`):
+#: a view's relations are read with its owner's rights unless it is ``security_invoker``.
+_ROW_SECURITY = """
+WITH RECURSIVE reads(oid, reader) AS (
+    SELECT to_regclass(%(name)s)::oid, (SELECT oid FROM pg_roles WHERE rolname = current_user)
+    UNION
+    SELECT d.refobjid,
+        CASE WHEN coalesce((SELECT bool_or(split_part(o, '=', 2)::boolean)
+                            FROM unnest(v.reloptions) o
+                            WHERE split_part(o, '=', 1) = 'security_invoker'), false)
+            THEN reads.reader ELSE v.relowner END
+    FROM reads
+    JOIN pg_class v ON v.oid = reads.oid AND v.relkind = 'v'
+    JOIN pg_rewrite w ON w.ev_class = v.oid
+    JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+        AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> v.oid
+)
+SELECT DISTINCT c.oid::regclass::text, r.rolname
+FROM reads JOIN pg_class c ON c.oid = reads.oid JOIN pg_roles r ON r.oid = reads.reader
+WHERE c.relkind IN ('r', 'p') AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
+    AND (c.relforcerowsecurity OR NOT pg_has_role(reads.reader, c.relowner, 'USAGE'))
+ORDER BY 1, 2
 """
 
 #: What keeps ``DROP TABLE`` of a table (``%(name)s``, quoted) from succeeding, in words.

@@ -314,6 +314,10 @@ class SQLDatabase:
     #: Whether the database has an interval type (months, days and time apart, as PostgreSQL's
     #: and DuckDB's): an interval of another database is refused where it has none.
     interval_type: ClassVar[bool] = False
+    #: Whether the database has row-level security policies (``False``: it has none, so no read
+    #: is filtered; ``None``: unknown, a dialect of the generic connector). A database that has
+    #: them says what they filter in :meth:`row_security`.
+    row_level_security: ClassVar[bool | None] = None
 
     def __init__(self, url: str, password_file: str | None = None) -> None:
         self.url = self.adapt_url(url_with_password(url, password_file))
@@ -327,6 +331,34 @@ class SQLDatabase:
         """The engine; without a pool, so that a session's connection (its temporary tables and
         locks) ends with the session."""
         return sa.create_engine(self.url, poolclass=NullPool)
+
+    #: Whether every connection is opened read-only by the driver (:meth:`open_read_only`).
+    read_only: bool = False
+    #: SQL run on each new connection of a database opened with :meth:`open_read_only`, after
+    #: which the server refuses every write of the connection's transactions (the generic
+    #: connector knows none: its source is read in read-only sessions only).
+    read_only_statements: ClassVar[tuple[str, ...]] = ()
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver or the server
+        (:class:`tclose.connector.ReadOnlySource`): for a source whose database is not the
+        target's, called before its first connection. The engine is made again by
+        :meth:`create_engine`, which sees :attr:`read_only` (SQLite's ``mode=ro``, DuckDB's
+        ``read_only``), and each new connection runs :attr:`read_only_statements`."""
+        self.read_only = True
+        self.engine.dispose()
+        self.engine = self.create_engine()
+        if self.read_only_statements:
+            sa.event.listen(self.engine, "connect", self._connected_read_only)
+
+    def _connected_read_only(self, dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in self.read_only_statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         """The URL to connect with (a dialect may choose its driver here)."""
@@ -543,6 +575,11 @@ class SQLDatabase:
             if found is None:
                 return "it is not a table of the database's own catalog that tclose publishes"
             return release_problem(bound, *found)
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
+        row-level security (:attr:`row_level_security` false), else ``None`` (unknown)."""
+        return {"applies": False, "tables": []} if self.row_level_security is False else None
 
     def row_key(self, table: sa.Table, key: str | None) -> sa.ColumnElement:
         """The column that identifies source rows: ``key``, else the single-column primary key;

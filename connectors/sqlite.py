@@ -17,6 +17,7 @@ import datetime as dt
 import os
 import re
 import sqlite3
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
@@ -299,6 +300,8 @@ def _bindable(value: Any, text: bool = False) -> Any:
 class SQLiteDatabase(SQLDatabase):
     """A SQLite database file (``sqlite:///path``; ``sqlite://`` is an in-memory database)."""
 
+    row_level_security = False  # no row-level security: no read is filtered
+
     session_class = SQLiteSession
 
     @property
@@ -315,9 +318,24 @@ class SQLiteDatabase(SQLDatabase):
                 f"{described} (another connection is writing to this database; "
                 f"waited {BUSY_TIMEOUT_SECONDS} s)"
             )
+        code = getattr(error, "sqlite_errorname", "")
+        if self.read_only and code.startswith("SQLITE_READONLY_"):
+            return DataError(
+                f"{described}. SQLite cannot read the source without writing to it ({code}: "
+                f"e.g. a writer that stopped in the middle of a transaction left a journal to "
+                f"roll back, or a write-ahead log to recover); tclose opens its source "
+                f"read-only and never writes it. Open the database once with a program that "
+                f"writes it (e.g. sqlite3 FILE 'PRAGMA quick_check'), then run again."
+            )
         return described
 
     def create_engine(self) -> Engine:
+        """The engine; for a source opened read-only (:meth:`open_read_only`) the file is
+        opened as a URI with ``mode=ro``, however the URL names it (a path, or a ``file:`` URI
+        whose own ``mode`` is replaced): SQLite then never writes the database file or its
+        write-ahead log (it reads a pending log without checkpointing it into the file; its
+        readers still write the log's shared-memory index ``-shm``). An in-memory database
+        has no file to protect."""
         memory = self.url.database in (None, "", ":memory:")
         uri = self.url.query.get("uri") in ("true", "1") or str(self.url.database).startswith(
             "file:"
@@ -330,8 +348,14 @@ class SQLiteDatabase(SQLDatabase):
                 + "; tclose never creates a database file. Check the URL (sqlite:///relative/"
                 "path or sqlite:////absolute/path), or create the file first."
             )
+        url = self.url
+        if self.read_only and not memory and url.query.get("mode") != "memory":
+            if not uri:
+                quoted = urllib.parse.quote(str(Path(str(url.database)).absolute()))
+                url = url.set(database=f"file:{quoted}")
+            url = url.update_query_dict({"mode": "ro", "uri": "true"})
         return sa.create_engine(
-            self.url,
+            url,
             poolclass=StaticPool if memory else NullPool,
             connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
         )

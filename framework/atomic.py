@@ -24,21 +24,26 @@ def name_max(folder: str | Path) -> int | None:
         return None
 
 
-def read_text(path: str | Path, encoding: str = "utf-8") -> str:
-    """The text of the file at ``path`` (as :meth:`Path.read_text`), refusing a device:
-    ``/dev/zero`` or ``/dev/urandom`` given as a configuration, report, hierarchy or password
-    file never ends, and reading it whole filled the memory (exit 4 at best). A pipe (``<(...)``,
-    ``/dev/stdin`` from a pipe) is read.
+def read_text(path: str | Path, encoding: str = "utf-8", max_bytes: int | None = None) -> str:
+    """The text of the file at ``path`` (as :meth:`Path.read_text`: line ends ``\r\n`` and
+    ``\r`` read as ``\n``), refusing a device: ``/dev/zero`` or ``/dev/urandom`` given as a
+    configuration, report, hierarchy or password file never ends, and reading it whole filled
+    the memory (exit 4 at best). A pipe (``<(...)``, ``/dev/stdin`` from a pipe) is read. With
+    ``max_bytes``, no more than that many bytes are read: a longer file is refused.
 
     Raises:
-        OSError: the file cannot be opened or read, or is a device (``strerror`` says so).
-        UnicodeDecodeError: the file is not in ``encoding``.
+        OSError: the file cannot be opened or read, is a device (``strerror`` says so), or holds
+            more than ``max_bytes`` bytes (``errno.EFBIG``).
+        UnicodeDecodeError: the file is not in ``encoding`` (``start``: the byte's offset).
     """
-    with open(path, encoding=encoding) as handle:
+    with open(path, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
             raise OSError(errno.ENODEV, "it is a device, not a file")
-        return handle.read()
+        data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"it holds more than {max_bytes} bytes")
+    return data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def write_atomically(path: str | Path, text: str) -> None:

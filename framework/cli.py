@@ -180,6 +180,21 @@ def _add_verify_and_init(commands: Any, noise: argparse.ArgumentParser) -> None:
 # --- commands ---------------------------------------------------------------------------------
 
 
+#: What the equivalence classes are, beside the clusters (the run's summary, ``tclose verify``).
+CLASSES_EXPLAINED = (
+    "the published rows grouped by equal quasi-identifier values, rebuilt by the verifier; "
+    "k and t are checked on the classes; clusters whose published quasi-identifier values "
+    "coincide form one class"
+)
+
+
+def _wrapped(text: str, indent: int) -> str:
+    """``text`` wrapped at 100 columns, its continuation lines indented by ``indent``."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, 100, subsequent_indent=" " * indent))
+
+
 def _figure(value: float | None, spec: str) -> str:
     """``value`` formatted, or ``-`` for a figure the report holds as null (not finite)."""
     return "-" if value is None else format(value, spec)
@@ -194,10 +209,19 @@ def _summary(report: dict, seconds: float) -> str:
     lines = [
         f"rows:      {report['source']['rows']} read, {report['target']['rows']} written",
         f"clusters:  {clusters['count']} (sizes {clusters['min']}..{clusters['max']}, "
-        f"mean {_figure(clusters['mean'], '.2f')})",
+        f"mean {_figure(clusters['mean'], '.2f')}): the algorithm's groups of rows",
+    ]
+    classes = next(
+        (c.get("classes") for c in report["verification"]["checks"] if c["name"] == "k_anonymity"),
+        None,
+    )
+    if classes is not None:
+        lines.append(_wrapped(f"classes:   {classes} equivalence classes: {CLASSES_EXPLAINED}", 11))
+    lines += [
         f"k:         requested {privacy['k']}, achieved {privacy['k_achieved']}",
         f"t:         requested {privacy['t']}, achieved (largest EMD) {t_achieved}",
-        f"SSE:       {_figure(report['utility']['sse'], '.4f')} (normalized)",
+        f"SSE:       {_figure(report['utility']['sse'], '.4f')} (normalized information loss, "
+        f"utility.sse)",
         f"verified:  {'yes' if report['verification']['passed'] else 'NO'}",
         f"time:      {seconds:.2f} s",
     ]
@@ -313,6 +337,7 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         f"table {config.target.table}: {sum(verification.class_sizes)} rows, "
         f"{len(verification.class_sizes)} classes"
     )
+    _echo(_wrapped(f"      classes: {CLASSES_EXPLAINED}", 6))
     for check in checks:
         mark = "PASS" if check["passed"] else "FAIL"
         actual = check["actual"]
@@ -547,8 +572,11 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
         skeleton,
     )
 
-    columns = inspect_table(args.url, args.table, args.password_file)
-    text = skeleton(args.url, args.table, columns)
+    outline = inspect_table(args.url, args.table, args.password_file)
+    columns = outline.columns
+    text = skeleton(
+        args.url, args.table, columns, implied_key=outline.implied_key, target=outline.target
+    )
     variables = sorted(set(re.findall(r"\$\{(TCLOSE_DB_[A-Z0-9_]+)\}", text)))
     if variables:
         _echo(
@@ -620,6 +648,9 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
         _echo(f"{kind}s:")
         for name, provided in sorted(registry.table(kind).items()):
             _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
+            notes = getattr(provided.obj, "notes", None) if kind == "connector" else None
+            for note in notes() if callable(notes) else []:
+                _echo(f"  {'':<16} note: {note}")
     if registry.broken:
         _echo("broken (not loaded):")
         for broken in registry.broken:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import Config, load_config
+from .connector import open_read_only
 from .errors import ConfigError
 from .progress import terminal_text
 from .registry import Registry, dialect_of, load_registry
@@ -34,11 +36,20 @@ COLUMNS = (
     ("record_linkage", "linkage"),
     ("interval_disclosure", "interval"),
     ("clusters", "clusters"),
+    ("classes", "classes"),
     ("t_achieved", "max EMD"),
     ("verified", "verified"),
     ("seconds", "time s"),
 )
 
+
+#: Printed under the table: what its columns are.
+LEGEND = (
+    "SSE: the normalized information loss of the published values, as a run's report gives it "
+    "(utility.sse); clusters: the algorithm's groups of rows; classes: the equivalence classes "
+    "of the would-be published rows, on which k and t are checked (clusters whose published "
+    "quasi-identifier values coincide form one class)"
+)
 
 #: The most settings (distinct algorithms × k × t) one comparison runs.
 MAX_SETTINGS = 10_000
@@ -142,6 +153,7 @@ def run_setting(
         "interval_disclosure": risk["interval_disclosure"],
         "reidentification_max": risk["reidentification"]["max"],
         "clusters": int(labels.max()) + 1 if len(labels) else 0,
+        "classes": len(verification.class_sizes),
         "k_achieved": verification.k_achieved,
         "t_achieved": _worst(verification.t_achieved.values()),
         "verified": bool(verification.passed),
@@ -183,8 +195,10 @@ def compare(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     runs = resolve_all(config, plan(config, algorithms, ks, ts), registry)
-    database = registry.connector_for(dialect_of(config.source.url)).connect(
-        config.source.url, config.source.password_file
+    database = open_read_only(
+        registry.connector_for(dialect_of(config.source.url)).connect(
+            config.source.url, config.source.password_file
+        )
     )
     line = f"reading {config.source.table}"
     say(line)
@@ -292,6 +306,7 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
         print(to_json(finite_report(result)), end="")  # strict JSON: a NaN EMD as null
     elif not args.quiet:
         print(terminal_text(format_table(result["runs"])))
+        print(textwrap.fill(LEGEND, 100))
         if args.html:
             print(terminal_text(f"risk–utility map: {args.html}"))
     return 0 if all(r["verified"] for r in result["runs"]) else 1

@@ -12,6 +12,7 @@ that names it. Passwords never appear in messages: URLs are shown redacted.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
@@ -466,7 +467,12 @@ def _as_text(value: Any) -> str:
             f" YAML 1.1 reads a number with an exponent as text unless it has a dot and a "
             f"signed exponent: write {dotted}e{sign}{exponent}."
         )
-    return f" It is text (quoted?): write {value.strip()} without quotes."
+    plain = value.strip()
+    if re.fullmatch(r"[-+]?[0-9][0-9_]*", plain):  # 08 and 1_0 are text to YAML 1.1 too
+        plain = str(int(plain.replace("_", ""), 10))
+    elif "_" in plain:
+        plain = repr(number)
+    return f" It is text (quoted?): write {plain} without quotes."
 
 
 def _table_spec(
@@ -744,7 +750,8 @@ def parse_settings(
         raise checker.fail(
             ("privacy", "t"),
             "t-closeness needs at least one attribute with role confidential (confidential=[...] "
-            "in tclose.anonymize); or leave t out for k-anonymity only.",
+            "in tclose.anonymize). For k-anonymity only, remove privacy.t and set "
+            "algorithm.name: mdav (algorithm='mdav'), which needs no t.",
         )
     algorithm = checker.mapping(
         document.get("algorithm") or {"name": "t-first"}, ("algorithm",), _ALGORITHM_KEYS, ("name",)
@@ -924,6 +931,8 @@ MAX_VALUES = 1_000_000
 #: The deepest nesting of lists and mappings a configuration may have (a real one has under 20
 #: levels; thousands overflowed Python's stack, an internal error).
 MAX_DEPTH = 100
+#: The largest configuration file read, in bytes (1 MiB; a real one is a few KiB).
+MAX_CONFIG_BYTES = 1 << 20
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -1096,6 +1105,98 @@ def _refuse_misread_categories(root: yaml.Node, checker: _Checker) -> None:
                     )
 
 
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+def _number_reading(node: yaml.ScalarNode, loader: yaml.SafeLoader) -> tuple[str, str] | None:
+    """What YAML 1.1 reads an integer or float scalar ``node`` as, and the plain decimal to
+    write instead, when it is not written in plain decimal: ``010`` (octal 8), ``0x10``
+    (hexadecimal 16), ``0b11`` (binary 3), ``1_000`` (1000), ``1:30`` (base 60: 90), ``1:30.5``
+    (90.5), ``1_0.5``; ``None`` for plain forms (``10``, ``+10``, ``1.5``, ``.5``, ``00.5``,
+    ``1.0e+3``) and for every other scalar. YAML 1.2 reads those forms otherwise (``010`` as 10,
+    ``1:30`` as text), and nothing in a configuration is written so on purpose.
+
+    Raises:
+        ValueError: an explicit ``!!int`` or ``!!float`` on a text that is no number.
+    """
+    text = node.value
+    if node.tag not in (_INT_TAG, _FLOAT_TAG):
+        return None
+    construct = loader.construct_yaml_int if node.tag == _INT_TAG else loader.construct_yaml_float
+    try:
+        value = construct(node)
+    except (ValueError, IndexError):  # PyYAML reads the first character of '' or '-'
+        raise ValueError(f"{text!r} is tagged as a number but is none") from None
+    plain = (
+        _DECIMAL.fullmatch(text) is not None
+        if node.tag == _INT_TAG
+        else "_" not in text and ":" not in text
+    )
+    if plain:
+        return None
+    body = text.lstrip("+-").lower()
+    digits = body.replace("_", "")
+    if ":" in body:
+        return f"the base-60 number {value} (YAML 1.2 reads text)", f"{value}"
+    if node.tag == _INT_TAG and body.startswith("0x"):
+        return f"the hexadecimal number {value}", f"{value}"
+    if node.tag == _INT_TAG and body.startswith("0b"):
+        return f"the binary number {value}", f"{value}"
+    if node.tag == _INT_TAG and digits.startswith("0") and len(digits) > 1:
+        decimal = int(text.replace("_", ""), 10)
+        return (
+            f"the octal number {value} (YAML 1.2 reads {decimal})",
+            f"{value}, or {decimal} if the digits were meant in decimal",
+        )
+    return f"the number {value} (its underscores dropped; YAML 1.2 reads text)", f"{value}"
+
+
+def _refuse_misread_numbers(root: yaml.Node, checker: _Checker, loader: yaml.SafeLoader) -> None:
+    """Refuse the first integer or float scalar of the document (keys that are not plain text
+    included) that is not written in plain decimal (:func:`_number_reading`), naming its key
+    path and line: ``k: 010`` ran with k = 8, silently. Every number of the document is
+    checked, in plugin options and attribute specs alike, once (an alias shares its anchor's
+    node)."""
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node, path: tuple[str, ...], item: int | None) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                step = (*path, str(key_node.value))
+                if isinstance(key_node, yaml.ScalarNode) and key_node.style is not None:
+                    walk(key_node, step, None)  # a plain key is the text written
+                walk(value_node, step, None)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, child in enumerate(node.value):
+                walk(child, path, index + 1 if item is None else item)
+        elif isinstance(node, yaml.ScalarNode):
+            where = f" (item {item} of the list)" if item is not None else ""
+            try:
+                found = _number_reading(node, loader)
+            except ValueError as error:
+                raise checker.fail(
+                    path,
+                    f"{error}{where} (line {node.start_mark.line + 1}): write the number, or "
+                    f"remove the tag (!!int, !!float).",
+                ) from None
+            if found is None:
+                return
+            reading, fix = found
+            raise checker.fail(
+                path,
+                f"YAML 1.1 reads {node.value}{where} (line {node.start_mark.line + 1}) as "
+                f"{reading}: a number in a configuration means one thing to every reader. "
+                f"Write it in plain decimal: write {fix}; or quote it ('{node.value}') if it "
+                f"is a text, such as a name.",
+            )
+
+    walk(root, (), None)
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a YAML configuration file (safe loader).
 
@@ -1104,8 +1205,14 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     """
     path = Path(path)
     try:
-        text = read_text(path)
+        text = read_text(path, max_bytes=MAX_CONFIG_BYTES)
     except OSError as error:
+        if error.errno == errno.EFBIG:
+            raise ConfigError(
+                f"{path} is larger than {MAX_CONFIG_BYTES // (1 << 20)} MiB, the limit of a "
+                f"configuration file (a real one holds a few KiB); it was not read. Is it the "
+                f"right file?"
+            ) from None
         raise ConfigError(f"Cannot read the configuration file {path}: {error.strerror}.") from None
     except UnicodeDecodeError as error:
         raise ConfigError(
@@ -1117,6 +1224,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         if node is not None:
             _check_expansion(node)
         lines = _line_map(node)  # before construction flattens merge keys (<<) into the nodes
+        if node is not None:
+            _refuse_misread_categories(node, _Checker(lines))
+            _refuse_misread_numbers(node, _Checker(lines), loader)
         document = None if node is None else loader.construct_document(node)
     except RecursionError:
         raise ConfigError(
@@ -1137,9 +1247,4 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             f"{path} is empty. Write a configuration there, or create one with "
             f"`tclose init URL TABLE -o {path}`."
         )
-    if node is not None:
-        try:
-            _refuse_misread_categories(node, _Checker(lines))
-        except ConfigError as error:
-            raise ConfigError(f"{path}: {error}") from None
     return parse_config(document, lines, base=path.parent)

@@ -17,10 +17,15 @@ checked before use, with the fallback named in its docstring:
 - :class:`Releases`: which existing tables are releases tclose published (the only ones a
   publish replaces);
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
+- :class:`TablePerFile`: a database that is one file holding one table (another table is
+  another file);
+- :class:`RowSecurity`: whether row-level security policies filter a read of the source;
+- :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
 - :class:`PublishedRecord`: the content digest's values, types and relation;
-- :class:`InDatabaseChecks`: the digest and linkage check done by the database.
+- :class:`InDatabaseChecks`: the digest and linkage check done by the database;
+- :class:`ReadOnlySource`: a source opened read-only by its driver.
 
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
@@ -366,6 +371,47 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class RowSecurity(Protocol):
+    """Optional, on a :class:`Database`: whether row-level security policies filter what a read
+    of a table returns, so that a release covers only the rows the connecting role sees (the
+    run's summary warns, the report's ``source.row_security`` says it). Fallback: not known
+    (``source.row_security`` is null)."""
+
+    def row_security(self, name: TableName) -> dict[str, Any] | None:
+        """``{"applies": bool, "tables": [...]}`` for a read of ``name`` by the connecting role:
+        ``tables`` lists, as ``{"table": ..., "role": ...}``, each table whose policies filter
+        the read (``name`` itself, or a table a view reads) and the role they filter (the view
+        owner's, for a view that is not ``security_invoker``), and ``role`` is the connecting
+        role where there are policies; ``applies`` is false with no table for a database
+        without row-level security. ``None``: the connector cannot tell."""
+        ...
+
+
+class ConnectorNotes(Protocol):
+    """Optional, on a :class:`Connector`: what ``tclose plugins`` says under it (the driver in
+    use, a faster one to install). Fallback: nothing."""
+
+    def notes(self) -> list[str]:
+        """Lines about the connector's installation, each a sentence; computed without
+        importing the connector's heavy modules (``tclose plugins`` stays quick)."""
+        ...
+
+
+class TablePerFile(Protocol):
+    """Optional, on a :class:`Database`: a database that is one file holding one table named
+    after the file (a Parquet file), so that another table is another file.
+
+    ``tclose init`` proposes the target file beside the source file, and the advice of a
+    refused target (the source itself, an existing target) names a file, not a table. Fallback:
+    another table of the same database (``<table>_anon``, no ``target.url``)."""
+
+    def target_beside(self, table: str) -> tuple[str, str]:
+        """The URL and the table name of a file beside this one to publish a table named
+        ``table`` (a file's table is its name without its suffix: a dot or a slash in
+        ``table`` becomes ``_``)."""
+        ...
+
+
 class TransactionalPublish(Protocol):
     """Optional, on a :class:`Database`: audit records that commit with the published table.
 
@@ -469,6 +515,33 @@ class InDatabaseChecks(Protocol):
         ...
 
 
+class ReadOnlySource(Protocol):
+    """Optional, on a :class:`Database`: every connection opened read-only by the driver.
+
+    A source whose database is not the target's (another URL, and not a file of the target's
+    database of its kind) is only read, and so is every database that ``tclose verify``,
+    ``compare`` and ``init`` read: before its first connection, ``open_read_only()`` is called
+    (:func:`open_read_only`), and from then on the driver or the server refuses every write
+    through any of its connections (SQLite's ``mode=ro``, DuckDB's ``read_only``, PostgreSQL's
+    and MariaDB's read-only transactions by default), so no statement, the run's or a plugin's,
+    can change the source, and a database file's bytes stay as they were. Fallback: the source
+    is read in read-only sessions (:meth:`Database.session` with ``read_only``) only."""
+
+    def open_read_only(self) -> None:
+        """Open every later connection read-only by the driver."""
+        ...
+
+
+def open_read_only(database: Any) -> Any:
+    """``database``, opened read-only by its driver where it can be (:class:`ReadOnlySource`):
+    for a source that is only read (a run's whose target is in another database, ``tclose
+    verify``'s, ``compare``'s, ``init``'s)."""
+    opener = getattr(database, "open_read_only", None)
+    if callable(opener):
+        opener()
+    return database
+
+
 def capability(database: Any, name: str, default: Any = False) -> Any:
     """The optional member ``name`` of ``database`` (a capability above), or ``default``."""
     return getattr(database, name, default)
@@ -499,10 +572,14 @@ OPTIONAL = {
     "TableDependencies": TableDependencies,
     "Releases": Releases,
     "DatabaseFiles": DatabaseFiles,
+    "TablePerFile": TablePerFile,
+    "RowSecurity": RowSecurity,
+    "ConnectorNotes": ConnectorNotes,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
     "PublishedRecord": PublishedRecord,
     "InDatabaseChecks": InDatabaseChecks,
+    "ReadOnlySource": ReadOnlySource,
 }
 
 

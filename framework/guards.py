@@ -63,7 +63,7 @@ def refuse_same_table(
         raise ConfigError(
             f"==> At target ==> At key: table\nThe target table {target} is the source table "
             f"{source} (the same table in the same database, named another way); tclose never "
-            f"modifies its source. Choose another target table."
+            f"modifies its source. {another_target(target_db, str(target.with_suffix('_anon')))}"
         )
     read = _related(source_db, "tables_read", source, source_id)
     if target_id is not None and read & _related(target_db, "tables_dropped", target, target_id):
@@ -71,7 +71,7 @@ def refuse_same_table(
             f"==> At target ==> At key: table\nThe target table {target} holds rows that the "
             f"source {source} reads (through a view, a partition or an inherited table); "
             f"replacing it would change the source, and tclose never modifies its source. "
-            f"Choose another target table."
+            f"{another_target(target_db, str(target.with_suffix('_anon')))}"
         )
     if audit is not None:
         audit_id = identify(target_db, audit)
@@ -122,12 +122,27 @@ def refuse_foreign_target(db: Any, name: Any) -> None:
         if isinstance(file, Path)
         else (f"table {name}", f"drop it yourself (DROP TABLE {name})")
     )
+    elsewhere = another_target(db, str(name.with_suffix("_2")))
     raise ConfigError(
         f"==> At target ==> At key: table\nThe target {what} exists and is not a release "
         f"tclose published: {problem}. if_exists: replace replaces only tclose's own releases. "
-        f"If it may go, {remedy} and run again; otherwise choose another target. Nothing was "
-        f"written."
+        f"If it may go, {remedy} and run again; otherwise publish elsewhere. {elsewhere} "
+        f"Nothing was written."
     )
+
+
+def another_target(db: Any, table: str) -> str:
+    """The advice to publish elsewhere, as a sentence: another table (``table``, say), or, in a
+    database that is one file holding one table (:class:`tclose.connector.TablePerFile`), the
+    file beside it to name in ``target.url`` with its table (another table name alone would be
+    refused: the file's table is named after the file)."""
+    from .connector import capability
+
+    beside = capability(db, "target_beside", None)
+    if callable(beside):
+        url, name = beside(table)
+        return f"Publish into another file: target.url: {url} and target.table: {name}."
+    return f"Choose another target table (e.g. {table})."
 
 
 def refuse_foreign_audit_table(db: Any, name: Any) -> None:
@@ -270,6 +285,13 @@ def same_file(one: str | Path, other: str | Path) -> bool:
         return os.path.samefile(one, other)
     except OSError:  # one of them does not exist (or cannot be reached)
         return False
+
+
+def shares_a_file(one: Any, other: Any) -> bool:
+    """Whether databases ``one`` and ``other`` are kept in a common file (:func:`same_file`,
+    among their connectors' ``files()``)."""
+    others = database_files(other)
+    return any(same_file(mine, theirs) for mine in database_files(one) for theirs in others)
 
 
 def refuse_output_paths(

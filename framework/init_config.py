@@ -7,7 +7,9 @@ unchanged starts as ``identifier`` (never published) instead: the row key, a col
 unique (a ``UNIQUE`` constraint or index: it links the release to the source), and a column whose
 name looks like a direct identifier (:func:`looks_identifying`). Comments explain each choice.
 Once at least one column is a ``quasi_identifier`` (and, with ``privacy.t``, one is
-``confidential``), the file loads with :func:`tclose.config.load_config` as written.
+``confidential``), the file loads with :func:`tclose.config.load_config` as written, and runs:
+its row key (:func:`proposed_key`) and target (:func:`proposed_target`: a Parquet file beside a
+file source) are ones a run takes.
 
 Only the table's definition is read: no row, no count, no data value.
 """
@@ -24,6 +26,7 @@ import sqlalchemy as sa
 import yaml
 
 from .config import ATTRIBUTE_TYPES
+from .connector import open_read_only
 from .errors import ConfigError
 from .naming import TableName
 
@@ -56,16 +59,24 @@ class ColumnInfo:
     nullable: bool = True
     #: declared unique on its own (a ``UNIQUE`` constraint or unique index of this column alone)
     unique: bool = False
+    #: of a type a row key is usually of: an integer, a text or a UUID (not a float or a date)
+    key_type: bool = False
 
 
 def attribute_type_of(column_type: sa.types.TypeEngine) -> str:
-    """The attribute type proposed for a SQL type: ``numeric`` for numbers, ``ordinal`` for dates
-    and times, ``nominal`` for everything else (text, booleans, enumerations)."""
+    """The attribute type proposed for a SQL type: ``numeric`` for numbers, ``date`` for dates,
+    ``datetime`` for dates with a time of day (``DATETIME``, ``TIMESTAMP``, with or without a
+    time zone), ``ordinal`` for times of day and intervals, ``nominal`` for everything else
+    (text, booleans, enumerations)."""
     if isinstance(column_type, sa.Boolean):
         return "nominal"
     if isinstance(column_type, (sa.Integer, sa.Numeric, sa.Float)):
         return "numeric"
-    if isinstance(column_type, (sa.Date, sa.DateTime, sa.Time, sa.Interval)):
+    if isinstance(column_type, sa.DateTime):
+        return "datetime"
+    if isinstance(column_type, sa.Date):
+        return "date"
+    if isinstance(column_type, (sa.Time, sa.Interval)):
         return "ordinal"
     return "nominal"
 
@@ -94,14 +105,43 @@ def describe_columns(table: sa.Table, dialect: sa.Dialect | None = None) -> list
                 bool(column.primary_key),
                 bool(column.nullable),
                 bool(column.unique) or column.name in unique,
+                isinstance(column.type, (sa.Integer, sa.String, sa.Uuid))
+                and not isinstance(column.type, sa.Boolean),
             )
         )
     return infos
 
 
+@dataclass(frozen=True)
+class SourceOutline:
+    """What ``tclose init`` knows of a source table: its columns, whether its database
+    identifies rows without a key, and where its release can be published."""
+
+    columns: list[ColumnInfo]
+    #: the database identifies rows without a key column (SQLite's ``rowid``)
+    implied_key: bool = False
+    #: the ``target.url`` to write (``None``: the source's database) and ``target.table``
+    target: tuple[str | None, str] | None = None
+
+
+def proposed_target(database: Any, table: str) -> tuple[str | None, str]:
+    """``(target.url, target.table)`` for the release of ``table``: ``<table>_anon`` beside it,
+    in the same schema of the same database (``target.url`` left out), or, for a database that
+    is one file holding one table (:class:`tclose.connector.TablePerFile`: Parquet, CSV), the
+    Parquet file ``<table>_anon.parquet`` beside the source file."""
+    from .connector import capability
+
+    anon = str(TableName.parse(table).with_suffix("_anon"))
+    beside = capability(database, "target_beside", None)
+    if callable(beside):
+        url, name = beside(TableName.parse(anon).name)
+        return url, name
+    return None, anon
+
+
 def inspect_table(
     url: str, table: str, password_file: str | None = None, registry: Any = None
-) -> list[ColumnInfo]:
+) -> SourceOutline:
     """Reflect ``table`` (``schema.table`` allowed) through the registered connector of the URL.
 
     Raises:
@@ -111,10 +151,18 @@ def inspect_table(
     from .registry import dialect_of, load_registry
 
     registry = registry or load_registry()
-    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
+    database = open_read_only(registry.connector_for(dialect_of(url)).connect(url, password_file))
     reflected = database.table(TableName.parse(table))
     engine = getattr(database, "engine", None)
-    return describe_columns(reflected, engine.dialect if engine is not None else None)
+    columns = describe_columns(reflected, engine.dialect if engine is not None else None)
+    implied = False
+    if not any(c.primary_key for c in columns):
+        try:
+            database.row_key(reflected, None)  # the dialect's row id, if it has one
+            implied = True
+        except ConfigError:  # none: a key must be named
+            pass
+    return SourceOutline(columns, implied, proposed_target(database, table))
 
 
 def refuse_output_on_database(
@@ -130,7 +178,7 @@ def refuse_output_on_database(
     if path.exists() and not path.is_file():
         raise ConfigError(f"{path} exists and is not a file; choose another output file.")
     registry = registry or load_registry()
-    database = registry.connector_for(dialect_of(url)).connect(url, password_file)
+    database = open_read_only(registry.connector_for(dialect_of(url)).connect(url, password_file))
     for file in database_files(database):
         if same_file(path, file):
             raise ConfigError(
@@ -199,6 +247,57 @@ def _comment(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+#: Names of a column that is a table's own row key: ``id``, ``uuid``, ``row_id``, ...
+_KEY_NAMES = {("id",), ("uuid",), ("guid",), ("rowid",), ("row", "id"), ("record", "id")}
+
+
+def _words(name: str) -> list[str]:
+    """``name`` split into lower-case words (at non-letters and camelCase humps)."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return [w for w in re.sub(r"[^0-9a-zA-Z]+", "_", spaced).lower().split("_") if w]
+
+
+def proposed_key(
+    columns: list[ColumnInfo], table: str, implied_key: bool = False
+) -> tuple[str | None, str]:
+    """The ``source.key`` the skeleton proposes and its comment: the single-column primary key;
+    else, where the database identifies rows by itself (``implied_key``), none; else a column
+    declared ``UNIQUE NOT NULL``; else a column named as a table's own key (``id``, ``uuid``,
+    ``row_id``, or the table's name and ``id``: ``patient_id`` in ``patients``) of an integer,
+    text or UUID type, which files (Parquet, CSV) and tables without constraints have; the run
+    checks that its values are unique and non-null. ``None`` when nothing fits."""
+    primary = [c for c in columns if c.primary_key]
+    if len(primary) == 1:
+        return primary[0].name, "identifies rows while tclose works; not published"
+    if implied_key:
+        return None, (
+            "name a unique, non-null column, or leave it out: the database's row id "
+            "identifies rows (there is no single-column primary key)"
+        )
+    declared = [c for c in columns if c.unique and not c.nullable]
+    if declared:
+        return declared[0].name, "declared UNIQUE NOT NULL: identifies rows; not published"
+    base = "".join(_words(TableName.parse(table).name))
+    named = [c for c in columns if c.key_type and tuple(_words(c.name)) in _KEY_NAMES]
+    named += [
+        c
+        for c in columns
+        if c.key_type
+        and len(_words(c.name)) > 1
+        and _words(c.name)[-1] == "id"
+        and base.startswith("".join(_words(c.name)[:-1]))
+    ]
+    if named:
+        return named[0].name, (
+            "proposed from its name (no primary key is declared): the run checks that its "
+            "values are unique and non-null; not published"
+        )
+    return None, (
+        "name a unique, non-null column: the table has no single-column primary key, and a "
+        "run needs one to identify rows"
+    )
+
+
 def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
     """The role the skeleton proposes for ``column`` and the comment that says why."""
     sql_type = _comment(column.sql_type)
@@ -212,10 +311,20 @@ def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
     return "other", sql_type
 
 
-def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
-    """The YAML text of a configuration skeleton for ``table`` with ``columns``."""
-    primary = [c.name for c in columns if c.primary_key]
-    key = primary[0] if len(primary) == 1 else None
+def skeleton(
+    url: str,
+    table: str,
+    columns: list[ColumnInfo],
+    *,
+    implied_key: bool = False,
+    target: tuple[str | None, str] | None = None,
+) -> str:
+    """The YAML text of a configuration skeleton for ``table`` with ``columns``: its row key
+    (:func:`proposed_key`; ``implied_key``: the database identifies rows without one) and its
+    ``target`` (``(target.url or None, target.table)``, default ``<table>_anon`` in the source's
+    database; see :func:`proposed_target`)."""
+    key, key_hint = proposed_key(columns, table, implied_key)
+    target_url, target_table = target or (None, str(TableName.parse(table).with_suffix("_anon")))
     base = table.rpartition(".")[2]
     width = max([len(_key(c.name)) for c in columns if len(_key(c.name)) <= 60] + [4])
     today = dt.date.today().isoformat()
@@ -250,15 +359,14 @@ def skeleton(url: str, table: str, columns: list[ColumnInfo]) -> str:
         f"  table: {_scalar(table)}",
     ]
     if key is not None:
-        lines.append(f"  key: {_key(key)}  # identifies rows while tclose works; not published")
+        lines.append(f"  key: {_key(key)}  # {key_hint}")
     else:
-        lines.append(
-            "  # key: COLUMN  # name a unique, non-null column (no single-column "
-            "primary key was found)"
-        )
+        lines.append(f"  # key: COLUMN  # {key_hint}")
+    lines.append("target:")
+    if target_url is not None:
+        lines.append(f"  url: {_scalar(url_for_file(target_url))}  # a new file beside the source")
     lines += [
-        "target:",
-        f"  table: {_scalar(base + '_anon')}  # where the verified, anonymized table is published",
+        f"  table: {_scalar(target_table)}  # where the verified, anonymized table is published",
         "  if_exists: fail  # fail | replace (an existing target is only replaced when verified)",
         "attributes:",
     ]

@@ -33,9 +33,10 @@ from typing import Any
 
 from .columns import check_column_fates, resolve_key, with_key
 from .config import AttributeSpec, Config, Settings
-from .connector import capability
+from .connector import capability, open_read_only
 from .errors import ConfigError, DataError
 from .guards import (
+    another_target,
     refuse_foreign_audit_table,
     refuse_foreign_file,
     refuse_foreign_target,
@@ -43,6 +44,7 @@ from .guards import (
     refuse_reserved,
     refuse_same_table,
     refuse_unreplaceable_target,
+    shares_a_file,
 )
 from .interfaces import Algorithm, Distance
 from .naming import ROW_COLUMN, STAGING_MARK, TableName
@@ -81,9 +83,12 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
         algorithm.name, algorithm.options_schema, settings.algorithm_options, "algorithm.options"
     )
     if algorithm.requires_t and settings.t is None:
+        free = sorted(a for a, p in registry.algorithms.items() if not p.obj.requires_t)
         raise ConfigError(
             f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs t (privacy.t; "
-            f"t= in tclose.anonymize): a number in (0, 1]."
+            f"t= in tclose.anonymize): a number in (0, 1], with a confidential attribute. For "
+            f"k-anonymity only, set algorithm.name to one that needs no t: "
+            f"{', '.join(f'algorithm.name: {a}' for a in free) or 'none is installed'}."
         )
     if settings.t is not None and not algorithm.requires_t:
         raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
@@ -170,6 +175,8 @@ class RunPlan:
         dry_run: verify but publish nothing.
         audit_in_publish: whether the ``run_publishing`` hooks record the run inside the
             publishing transaction (a hook is registered and the target's sessions support it).
+        row_security: whether row-level security filters the read of the source, as the source
+            database says (:class:`tclose.connector.RowSecurity`; ``None``: it cannot tell).
     """
 
     config: Config
@@ -191,6 +198,7 @@ class RunPlan:
     replace: bool
     dry_run: bool
     audit_in_publish: bool
+    row_security: dict[str, Any] | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -246,9 +254,12 @@ def build_plan(
     config, key = _resolve_columns(config, source_db, source_table, source)
     if target_db.exists(target):
         if config.target.if_exists == "fail" and not dry_run:
+            elsewhere = another_target(target_db, str(target.with_suffix("_2")))
             raise DataError(
                 f"The target table {target} already exists and target.if_exists is "
-                f"'fail'. Set if_exists: replace, or choose another target table."
+                f"'fail'. Set if_exists: replace to replace it (once the new table is "
+                f"verified; tclose replaces only its own releases), or publish elsewhere. "
+                f"{elsewhere}"
             )
         refuse_unreplaceable_target(target_db, target)
         if config.target.if_exists == "replace":
@@ -283,22 +294,28 @@ def build_plan(
         replace=config.target.if_exists == "replace",
         dry_run=dry_run,
         audit_in_publish=_audits_in_publish(registry, target_db),
+        row_security=_row_security(source_db, source),
     )
 
 
 def _connect(config: Config, registry: Registry) -> tuple[Any, Any]:
     """The source and target databases; one object when the target is in the source's database
-    and reached with the same credentials."""
-    source = config.source
-    source_db = registry.connector_for(dialect_of(source.url)).connect(
-        source.url, source.password_file
-    )
-    target = config.target
+    and reached with the same credentials. Otherwise the source is only read: its database is
+    opened read-only by the driver (:func:`~tclose.connector.open_read_only`), unless the target
+    is of its kind and in one of its files (the run writes that file anyway, and DuckDB opens a
+    file one way per process)."""
+    source, target = config.source, config.target
+
+    def connect(end: Any) -> Any:
+        return registry.connector_for(dialect_of(end.url)).connect(end.url, end.password_file)
+
+    source_db = connect(source)
     if target.url == source.url and target.password_file == source.password_file:
         return source_db, source_db
-    target_db = registry.connector_for(dialect_of(target.url)).connect(
-        target.url, target.password_file
-    )
+    open_read_only(source_db)
+    target_db = connect(target)
+    if type(target_db) is type(source_db) and shares_a_file(source_db, target_db):
+        source_db = connect(source)
     return source_db, target_db
 
 
@@ -325,6 +342,13 @@ def _output_columns(config: Config, source_table: Any) -> list[str]:
     if not config.keep_key and config.source.key:
         dropped.add(config.source.key)
     return [c.name for c in source_table.columns if c.name not in dropped]
+
+
+def _row_security(source_db: Any, source: TableName) -> dict[str, Any] | None:
+    """What the source database says of row-level security on the source
+    (:class:`tclose.connector.RowSecurity`), or ``None`` when it cannot tell."""
+    row_security = capability(source_db, "row_security", None)
+    return row_security(source) if callable(row_security) else None
 
 
 def _audits_in_publish(registry: Registry, target_db: Any) -> bool:

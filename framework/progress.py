@@ -13,7 +13,10 @@ phases, counts and table names only.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import os
 import re
 import shutil
 import sys
@@ -22,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import IO
 
 from .config import redact_url
@@ -208,6 +212,41 @@ class ConsoleHandler(logging.Handler):
             self.progress.write(self.format(record))
         except Exception:  # logging must never break a run
             self.handleError(record)
+
+
+def notices_folder() -> Path:
+    """Where :func:`notice_once` remembers what it told: ``tclose/notices`` in the user's cache
+    folder, ``$XDG_CACHE_HOME`` when it is an absolute path (the XDG Base Directory
+    specification ignores a relative one), else ``~/.cache``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    return root / "tclose" / "notices"
+
+
+def notice_once(key: str, text: str) -> None:
+    """:func:`notice` ``text`` the first time it is seen in this Python environment
+    (``sys.prefix``: each virtual environment has its own installed drivers), else log it at
+    INFO (``tclose -v`` shows it). A marker file in :func:`notices_folder`, named after the
+    environment and ``key``, remembers it once the text was shown (a ``--quiet`` command shows
+    nothing and marks nothing). A folder that cannot be written is no error: the notice is then
+    shown again next time."""
+    logger = logging.getLogger("tclose")
+    digest = hashlib.sha256(f"{sys.prefix}\0{key}".encode()).hexdigest()[:32]
+    marker: Path | None = None
+    try:
+        marker = notices_folder() / digest
+        seen = marker.exists()
+    except (OSError, RuntimeError):  # no home folder, or a folder that cannot be looked into
+        marker, seen = None, False
+    if seen:
+        logger.info(text)
+        return
+    shown = _current is not None or logger.isEnabledFor(logging.INFO)
+    notice(text)
+    if shown and marker is not None:
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{key}\n{sys.prefix}\n", encoding="utf-8")
 
 
 def notice(text: str) -> None:

@@ -330,6 +330,8 @@ class RunContext:
         source_url: the source URL, redacted.
         target_url: the target URL, redacted.
         output_columns: the columns of the written table, in order (names only).
+        row_security: whether row-level security filtered the read of the source
+            (:class:`tclose.connector.RowSecurity`; ``None``: not known).
     """
 
     registry: Registry
@@ -354,6 +356,7 @@ class RunContext:
     source_url: str | None = None
     target_url: str | None = None
     output_columns: Sequence[str] | None = None
+    row_security: Mapping[str, Any] | None = None
 
 
 def release_summary(
@@ -533,7 +536,12 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     config = context.config
     if config is None:
         return
-    report["source"].update({"url": context.source_url, "table": config.source.table})
+    security = dict(context.row_security) if context.row_security is not None else None
+    report["source"].update(
+        {"url": context.source_url, "table": config.source.table, "row_security": security}
+    )
+    if security and security.get("applies"):
+        report["warnings"].append(row_security_warning(security))
     report["target"].update({"url": context.target_url, "table": config.target.table})
     if context.output_columns is not None:
         report["target"]["columns"] = list(context.output_columns)
@@ -541,6 +549,19 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
         name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
     }
     report["config"] = json_document(redacted_document(config.document))
+
+
+def row_security_warning(security: Mapping[str, Any]) -> str:
+    """The warning of a source read through row-level security (``source.row_security``)."""
+    tables = ", ".join(
+        f"{t.get('table')} (for role {t.get('role')})" for t in security.get("tables", [])
+    )
+    return (
+        f"The source was read through row-level security: the policies of {tables} filter "
+        f"its rows, so the release covers only the rows role {security.get('role')} sees, not "
+        f"the whole table. To publish every row, read it as a role they do not filter (a "
+        f"BYPASSRLS role, or the table's owner unless it forces row-level security)."
+    )
 
 
 def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:

@@ -25,7 +25,7 @@ from .background import Background
 from .clustering import cluster_rows
 from .columns import resolve_key, with_key
 from .config import Config
-from .connector import Database, Session, joining
+from .connector import Database, Session, joining, open_read_only
 from .errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from .guards import refuse_overflow
 from .interrupts import Deferral
@@ -292,6 +292,7 @@ class Phases:
             source_url=plan.source_db.redacted_url,
             target_url=plan.target_db.redacted_url,
             output_columns=plan.columns,
+            row_security=plan.row_security,
         )
         self.timer = Timer(self.context.timings)
         self.keys = np.zeros(0)
@@ -652,7 +653,8 @@ def verify_published(
 ) -> Verification:
     """Re-check the published target table of ``config`` from its rows (``tclose verify``).
 
-    Only the target table is read (streamed): the classes are rebuilt from its written
+    Only the target table is read (streamed), and every database is opened read-only by its
+    driver (:func:`~tclose.connector.open_read_only`): the classes are rebuilt from its written
     quasi-identifier values, and k and t are recomputed with the configured distances. The
     algorithm plugin need not be installed: t is checked whenever ``privacy.t`` is set, unless the
     configured algorithm is installed and declares that it does not enforce t (``mdav``).
@@ -679,6 +681,7 @@ def verify_published(
         source_db = registry.connector_for(dialect_of(config.source.url)).connect(
             config.source.url, config.source.password_file
         )
+        open_read_only(source_db)
         say(f"reading the source table {config.source.table}")
         source_table = source_db.table(TableName.parse(config.source.table))
         config = with_key(config, resolve_key(source_db, source_table, config.source.key))
@@ -688,6 +691,7 @@ def verify_published(
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
     linked = [kept_key] if kept_key is not None else []
@@ -724,6 +728,7 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
     database = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
     )
+    open_read_only(database)
     comment = getattr(database, "table_comment", lambda _name: None)(
         TableName.parse(config.target.table)
     )

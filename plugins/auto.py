@@ -3,11 +3,11 @@
 No single algorithm of the paper wins everywhere: t-first is best when the confidential attribute
 is unrelated to the quasi-identifiers, merge when they follow each other (and merge can collapse
 into giant clusters there). ``auto`` runs the candidates that fit the table's size, refines each
-(:mod:`tclose.plugins.kernels.refine`), and publishes the partition of lowest SSE:
+(:mod:`tclose.plugins.kernels.refine`), and publishes the partition of lowest WCSS (below):
 
 1. ``t-first`` (always; it is the fastest), then refined;
 2. ``merge`` with the cost/gain partner (MDAV, then the merge loop choosing among the
-   ``candidates`` nearest clusters the one with the lowest SSE added per unit of EMD removed),
+   ``candidates`` nearest clusters the one with the least WCSS added per unit of EMD removed),
    its clusters of ``>= 2k`` rows split while t-close, then refined (on large tables within the
    time budget below);
 3. ``k-first`` (the paper's Algorithm 2 and merge loop), refined, only when the table has at most
@@ -19,10 +19,15 @@ t-first took: t-first's refinement gets half of what is left, merge must finish 
 the deadline (else it is abandoned, ``over budget``) and its refinement stops there, and a
 candidate that cannot start in time is ``skipped``. The result then depends on the machine's speed.
 
-``info`` lists every candidate with its SSE before and after refinement, its time, its number of
-clusters and its status (``ran``, ``skipped`` or ``over budget``), names the ``winner`` and says
-why it won. SSE here is the sum of squared distances to the cluster centroids in the standardized
-QI space divided by ``n * d`` (numeric QIs: the report's ``utility.sse``). ``auto`` requires ``t``.
+``info`` lists every candidate with its WCSS before and after refinement (``wcss_unrefined``,
+``wcss``), its time, its number of clusters and its status (``ran``, ``skipped`` or ``over
+budget``), names the ``winner`` and says why it won. WCSS is the within-cluster sum of squares
+of the matrix the algorithms see (the standardized QIs: z-scores, scaled ranks, scaled one-hot
+vectors, weights applied), the rows' squared distances to their cluster's centroid, divided by
+the matrix's number of cells: what the algorithms and refinement lower. It is not the report's
+``utility.sse``, the information loss of the published values, unless every QI is numeric, not
+rounded, of weight 1 (the published value is then the centroid): a nominal QI publishes its
+cluster's most frequent value, not a mean of one-hot vectors. ``auto`` requires ``t``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ __all__ = ["Auto"]
 
 class Auto:
     """Run t-first, merge (cost/gain partner, splits) and, on small tables, k-first; refine each;
-    publish the lowest SSE. See the module documentation."""
+    publish the lowest WCSS. See the module documentation."""
 
     name = "auto"
     options_schema: Mapping[str, Option] = {
@@ -170,7 +175,7 @@ class _Run:
     def candidate(
         self, name: str, build: Any, share: float = 1.0, started: float | None = None
     ) -> None:
-        """Run one candidate, refine it, and keep it if it has the lowest SSE so far.
+        """Run one candidate, refine it, and keep it if it has the lowest WCSS so far.
 
         On a table above ``exhaustive_rows``, the first candidate sets the deadline (``started``
         plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
@@ -210,12 +215,12 @@ class _Run:
             passes=self.options["refine_passes"],
             seconds=seconds,
         )
-        sse = sse_of(self.x, refined) / self.scale
+        wcss = sse_of(self.x, refined) / self.scale
         entry = {
             "name": name,
             "status": "ran",
-            "sse_unrefined": round(sse_of(self.x, labels) / self.scale, 8),
-            "sse": round(sse, 8),
+            "wcss_unrefined": round(sse_of(self.x, labels) / self.scale, 8),
+            "wcss": round(wcss, 8),
             "clusters": int(refined.max()) + 1 if refined.size else 0,
             "largest_cluster": int(np.bincount(refined).max()) if refined.size else 0,
             "seconds": round(time.perf_counter() - started, 4),
@@ -224,19 +229,19 @@ class _Run:
             "info": info,
         }
         self.report.append(entry)
-        if self.best is None or sse < self.best[0]:
-            self.best = (sse, len(self.report) - 1, refined)
+        if self.best is None or wcss < self.best[0]:
+            self.best = (wcss, len(self.report) - 1, refined)
 
     def result(self) -> Partition:
         assert self.best is not None  # t-first always runs
-        sse, index, labels = self.best
+        wcss, index, labels = self.best
         winner = self.report[index]["name"]
         others = [
-            f"{c['name']} {c['sse']:.6g}"
+            f"{c['name']} {c['wcss']:.6g}"
             for c in self.report
             if c.get("status") == "ran" and c["name"] != winner
         ]
-        why = f"lowest SSE after refinement ({sse:.6g})" + (
+        why = f"lowest within-cluster sum of squares (wcss) after refinement ({wcss:.6g})" + (
             f"; the others: {', '.join(others)}" if others else "; the only candidate that ran"
         )
         return Partition(labels, {"winner": winner, "why": why, "candidates": self.report})

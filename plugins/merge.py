@@ -29,7 +29,7 @@ PARTNER_OPTIONS: Mapping[str, Option] = {
         "nearest",
         "Merge partner: 'nearest' (the paper: closest centroid), 'min-emd' (among the "
         "'candidates' nearest clusters, the one whose merge gives the lowest EMD) or 'gain' "
-        "(among them, the lowest SSE added per unit of EMD removed).",
+        "(among them, the least within-cluster sum of squares added per unit of EMD removed).",
         choices=PARTNERS,
     ),
     "candidates": Option(

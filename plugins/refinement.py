@@ -3,7 +3,7 @@
 Every built-in algorithm accepts ``refine`` (off by default for the paper's ``merge``, ``k-first``
 and ``t-first`` and for ``mdav``, so that they reproduce their published results), with
 ``refine_passes`` and ``refine_seconds``. When on, the algorithm's partition is handed to
-:func:`tclose.plugins.kernels.refine.refine`, which lowers its SSE by splits, moves and swaps that
+:func:`tclose.plugins.kernels.refine.refine`, which lowers its within-cluster sum of squares (``wcss``) by splits, moves and swaps that
 keep every cluster ``>= k`` rows and t-close for every confidential attribute; what it did is
 reported under ``info["refine"]``.
 """
@@ -23,7 +23,8 @@ REFINE_OPTIONS: Mapping[str, Option] = {
     "refine": Option(
         bool,
         False,
-        "Refine the partition (splits, moves and swaps that lower the SSE and keep k and t).",
+        "Refine the partition (splits, moves and swaps that lower the within-cluster sum of "
+        "squares and keep k and t).",
     ),
     "refine_passes": Option(int, 3, "Passes of the refinement (it stops early when idle).", min=0),
     "refine_seconds": Option(

@@ -392,7 +392,9 @@ class TestDatabase:
                 registry = sa.table("tclose_releases", sa.column("name"), schema=schema)
                 with self.engine.begin() as connection:
                     connection.execute(
-                        registry.delete().where(registry.c.name.like(f"{self.prefix}%"))
+                        registry.delete().where(
+                            sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
+                        )
                     )
         self.engine.dispose()
 

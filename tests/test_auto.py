@@ -36,15 +36,16 @@ def test_auto_publishes_the_lowest_sse_and_says_why(table):
     ran = [c for c in info["candidates"] if c["status"] == "ran"]
     assert [c["name"] for c in info["candidates"]] == ["t-first", "merge", "k-first"]
     assert len(ran) == 3
-    best = min(ran, key=lambda c: c["sse"])
-    assert info["winner"] == best["name"] and "lowest SSE" in info["why"]
+    best = min(ran, key=lambda c: c["wcss"])
+    assert info["winner"] == best["name"] and "lowest within-cluster sum of squares" in info["why"]
     for candidate in ran:
-        assert candidate["sse"] <= candidate["sse_unrefined"] + 1e-12
+        assert candidate["wcss"] <= candidate["wcss_unrefined"] + 1e-12
         assert candidate["seconds"] >= candidate["seconds_refine"] >= 0
     assert result.report["verification"]["passed"]
     assert np.bincount(result.labels).min() >= 3
     assert max(result.report["privacy"]["t_achieved"].values()) <= 0.2 + 1e-9
-    assert result.report["utility"]["sse"] == pytest.approx(best["sse"], rel=1e-6)
+    # numeric QIs of weight 1: the within-cluster sum of squares is the report's SSE
+    assert result.report["utility"]["sse"] == pytest.approx(best["wcss"], rel=1e-6)
 
 
 def test_auto_beats_or_equals_every_paper_algorithm(table):

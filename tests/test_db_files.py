@@ -225,7 +225,8 @@ def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_
             "anon.parquet",
             "other",
             ConfigError,
-            "target.table: anon",
+            r"named after the file: 'anon'. To publish 'other', name its own file: "
+            r"target.url: parquet:///.*/other.parquet and target.table: other",
         ),
         (
             "patients.parquet",

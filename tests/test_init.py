@@ -96,7 +96,7 @@ def test_password_in_the_url_is_never_written(monkeypatch):
     document["attributes"] = {"age": {"role": "quasi_identifier"}}
     document["privacy"] = {"k": 2}
     assert parse_config(document).source.url == "postgresql://ann:from-env@db/x"
-    assert document["target"]["table"] == "people_anon"
+    assert document["target"]["table"] == "public.people_anon"  # the source's schema
 
 
 def test_odd_column_names_are_quoted(tmp_path):
@@ -110,9 +110,9 @@ def test_odd_column_names_are_quoted(tmp_path):
     assert main(["init", f"sqlite:///{database}", "t", "-o", str(output)]) == 0
     document = yaml.safe_load(output.read_text())
     assert list(document["attributes"]) == ["first name", "yes", "select", "a: b", "123"]
-    assert document["attributes"]["123"]["type"] == "ordinal"
-    assert "key" not in document["source"]  # no primary key: the user is told to name one
-    assert "# key: COLUMN" in output.read_text()
+    assert document["attributes"]["123"]["type"] == "date"
+    assert "key" not in document["source"]  # no primary key: SQLite's rowid identifies rows
+    assert "# key: COLUMN  # name a unique, non-null column, or leave it out" in output.read_text()
 
 
 def test_a_view_column_without_a_type_gets_a_clean_comment(tmp_path, capsys):

@@ -135,9 +135,11 @@ def test_each_driver_streams_the_rows_of_its_snapshot(maria, driver):
 
 
 @pytest.mark.mysql
-def test_the_command_names_the_driver_except_with_quiet(maria, capsys):
+def test_the_command_names_the_driver_once_except_with_quiet(maria, capsys, tmp_path, monkeypatch):
+    """Named the first time in an environment (tests/test_driver_notice.py): a fresh cache."""
     from tclose.cli import main
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source, target = maria.name("patients"), maria.name("anon")
     maria.create_patients(source, n=60)
     document = maria.config(source, target)
@@ -147,9 +149,17 @@ def test_the_command_names_the_driver_except_with_quiet(maria, capsys):
     document["target"] = {"table": target, "if_exists": "replace"}
     config = str(maria.write_config(document))
     assert main(["run", config]) == 0
-    assert "mysql driver: PyMySQL" in capsys.readouterr().err
+    first = capsys.readouterr().err
+    assert "mysql driver: PyMySQL" in first and "tclose[mariadb]" in first, first
     assert main(["-q", "run", config]) == 0
     assert capsys.readouterr().err == ""
+    # once per environment: not on every run and verify, always with -v
+    assert main(["run", config]) == 0
+    assert "mysql driver" not in capsys.readouterr().err
+    assert main(["verify", config]) == 0
+    assert "mysql driver" not in capsys.readouterr().err
+    assert main(["-v", "run", config]) == 0
+    assert "mysql driver: PyMySQL" in capsys.readouterr().err
 
 
 @pytest.mark.mysql

@@ -148,7 +148,7 @@ def test_refinement_lowers_the_sse_of_a_poor_partition():
     labels = np.arange(300) % 30  # valid for k = 10 but spatially random
     emd = charge.cluster_emd(labels).max()
     refined, info = refine(x, labels, [charge], 10, float(emd))
-    assert info["sse_after"] < 0.7 * info["sse_before"]
+    assert info["wcss_after"] < 0.7 * info["wcss_before"]
     assert charge.cluster_emd(refined).max() <= emd + 1e-9
     assert np.bincount(refined).min() >= 10
 

@@ -160,7 +160,8 @@ def test_compare_on_sqlite_publishes_nothing(sqlite_run, tmp_path, capsys):
     assert sqlite_run.tables() == before
     assert main(["compare", str(config), "--k", "3,5"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split()[:4] == ["algorithm", "k", "t", "SSE"] and len(table) == 3
+    assert table[0].split()[:4] == ["algorithm", "k", "t", "SSE"]
+    assert table[3].startswith("SSE: ")  # two settings, then the legend
 
 
 def test_compare_rejects_bad_settings_before_reading(sqlite_run, capsys):

@@ -184,8 +184,10 @@ def refine(
         splits: whether splits run.
 
     Returns:
-        ``(labels, info)``: dense ``int64`` labels and facts for the report (``sse_before``,
-        ``sse_after`` normalized by ``n * d``, ``splits``, ``resplits`` (pairs of clusters
+        ``(labels, info)``: dense ``int64`` labels and facts for the report (``wcss_before``,
+        ``wcss_after``: :func:`sse_of` divided by the number of cells of ``x``, the quantity
+        refinement lowers, which is not the report's ``utility.sse``; ``splits``, ``resplits``
+        (pairs of clusters
         split again), ``moves``, ``swaps``, ``passes``,
         ``seconds``; ``skipped`` with a reason when the input is not a valid partition).
     """
@@ -195,7 +197,7 @@ def refine(
     n = dense.shape[0]
     scale = float(max(x.size, 1))
     before = sse_of(x, dense)
-    info: dict[str, Any] = {"sse_before": before / scale, "sse_after": before / scale}
+    info: dict[str, Any] = {"wcss_before": before / scale, "wcss_after": before / scale}
     reason = _invalid(dense, distances, k, t)
     if reason or n == 0 or passes == 0:
         info["skipped"] = reason or "nothing to do"
@@ -221,7 +223,7 @@ def refine(
     if after > before + rounding or _invalid(result, distances, k, t):
         info["reverted"] = True  # the safety net: never reached by a correct kernel
         result, after = dense, before
-    info["sse_after"] = after / scale
+    info["wcss_after"] = after / scale
     info["seconds"] = round(time.perf_counter() - started, 4)
     return result, info
 
