@@ -378,16 +378,17 @@ class MySQLSession(DriverSession):
                 self.execute(f"CREATE DATABASE IF NOT EXISTS {self.database.quote(name.schema)}")
             self.drop_leftovers(name.schema)
             self.create_staging(staging)
-        except sa.exc.DBAPIError as error:
-            if error_code(error.orig) not in ACCESS_DENIED:
+        except (sa.exc.DBAPIError, DataError) as error:
+            driver_error = getattr(error, "orig", None) or getattr(error, "driver_error", None)
+            if error_code(driver_error) not in ACCESS_DENIED:
                 raise
             raise DataError(
                 f"tclose keeps the unverified rows of a run in the database {STAGING_SCHEMA}, "
                 f"which no account that may read {target.schema or 'the target database'} may "
-                f"read, and this account may not create it or its tables: "
-                f"{' '.join(str(error.orig).split())}. Ask an administrator to run CREATE "
-                f"DATABASE {STAGING_SCHEMA}; GRANT ALL ON {STAGING_SCHEMA}.* TO this account. "
-                f"Nothing was written."
+                f"read, and this account may not create it or use its tables: "
+                f"{' '.join(str(driver_error).split())}. Ask an administrator to run CREATE "
+                f"DATABASE IF NOT EXISTS {STAGING_SCHEMA}; GRANT ALL ON {STAGING_SCHEMA}.* TO "
+                f"this account. Nothing was written."
             ) from None
 
     def prove_target_rights(self, target: TableName, run_id: str) -> None:

@@ -24,9 +24,6 @@ from tclose import runner
 from tclose.cli import main
 from tclose.naming import STAGING_SCHEMA
 
-#: What tells a table of the run from the others: the test's prefix, or tclose's marks.
-_MARK = "__tclose_"
-
 
 def _held_at_publish(monkeypatch, look: Callable[[object], None]) -> list:
     """Call ``look(staging)`` once the run has verified its staging table, before it publishes
@@ -44,7 +41,9 @@ def _held_at_publish(monkeypatch, look: Callable[[object], None]) -> list:
 
 
 def _ours(db, name: str) -> bool:
-    return name.lower().startswith(db.prefix.lower()) or _MARK in name.lower()
+    """Whether ``name`` is this test's: its prefix, which the run's tables keep too (they are
+    named after the target); the shared servers hold other tests' tables."""
+    return name.lower().startswith(db.prefix.lower())
 
 
 def _sqlite_view(db, connection: sqlite3.Connection) -> dict:
@@ -58,8 +57,7 @@ def _sqlite_view(db, connection: sqlite3.Connection) -> dict:
 
 
 def _server_view(db, connection: sa.Connection, schemas: str) -> dict:
-    """Every table of this test (or of tclose's marks) that ``connection`` may see, with its
-    row count."""
+    """Every table of this test that ``connection`` may see, with its row count."""
     rows = connection.exec_driver_sql(
         "SELECT table_schema, table_name FROM information_schema.tables "
         f"WHERE table_schema {schemas}"
@@ -245,3 +243,23 @@ def test_duckdb_another_connection_sees_nothing_of_a_run(duckdb_db, monkeypatch,
     assert seen == [before]
     for engine in engines:
         engine.dispose()
+
+
+@pytest.mark.mysql
+def test_mariadb_an_account_without_the_staging_database_stops_before_any_work(maria, capsys):
+    """An account granted only the target's database cannot stage there: the run stops before
+    reading a row (exit 3), saying what an administrator runs, and writes nothing."""
+    user = f"{maria.prefix}_nostage"
+    maria.execute(f"CREATE USER '{user}'@'%'")
+    try:
+        maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
+        source, target = maria.name("src"), maria.name("anon")
+        maria.create_patients(source, n=30)
+        document = maria.config(source, target)
+        document["source"]["url"] = maria.engine.url.set(username=user).render_as_string(False)
+        assert main(["-q", "run", str(maria.write_config(document))]) == 3
+        err = capsys.readouterr().err
+        assert f"GRANT ALL ON {STAGING_SCHEMA}.* TO this account" in err, err
+        assert "partitioning" not in err and maria.tables() == {source}
+    finally:
+        maria.execute(f"DROP USER '{user}'@'%'")
