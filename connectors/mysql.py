@@ -65,7 +65,6 @@ from .mysql_drivers import (
     description,
     notes,
 )
-from .releases import record_release, releases_table
 from .sql import (
     OLD_MARK,
     STAGING_MARK,
@@ -399,47 +398,41 @@ class MySQLSession(DriverSession):
         self.drop_leftovers(target.schema)
         probe = self.database.owned_name(target, PROBE_MARK, run_id)
         quoted = self.database.qualified(probe)
-        if self.database.exists(probe, self.connection):  # never adopt a table not created here
-            raise DataError(f"Table {probe} exists already; nothing was written. Run again.")
-        self.register(probe)
-        try:
-            self.execute(f"CREATE TABLE {quoted} (x INT)")
-        except Exception:
-            with contextlib.suppress(Exception):
-                self.unregister(probe)
-            raise
-        try:
-            self.execute(f"ALTER TABLE {quoted} RENAME TO {quoted}")
-            self.execute(f"INSERT INTO {quoted} VALUES (1)")
-            self.execute(f"DROP TABLE {quoted}")
-        except sa.exc.DBAPIError as error:
-            raise DataError(
-                f"The database user may create tables in {target.schema or 'the database'} "
-                f"but not alter or drop them, which publishing needs (RENAME TABLE, DROP "
-                f"TABLE): {' '.join(str(error.orig).split())}. Nothing was written."
-            ) from None
+        self.create_registered(probe, lambda: self.execute(f"CREATE TABLE {quoted} (x INT)"))
+        self.prove_publish_rights(probe, f"INSERT INTO {quoted} VALUES (1)")
         self.unregister(probe)
 
     def create_staging(self, staging: sa.Table) -> None:
         """Record and create ``staging``, proving on it that it can be renamed and dropped."""
         name = TableName(staging.schema, staging.name)
+        self.create_registered(name, lambda: staging.create(self.connection))
+        self.staging = staging
+        self.prove_publish_rights(name)
+        staging.create(self.connection)
+
+    def create_registered(self, name: TableName, create: Callable[[], Any]) -> None:
+        """Record table ``name`` as this run's, then make it with ``create``. Never a name a
+        table holds; and a table that appears under it before ``create`` is not this run's: the
+        (committed) registration is taken back, so that no later run drops it."""
         if self.database.exists(name, self.connection):  # never adopt a table not created here
             raise DataError(f"Table {name} exists already; nothing was written. Run again.")
         self.register(name)
         try:
-            staging.create(self.connection)
+            create()
         except Exception:
-            # A table that appeared under the name since the check is not this run's: take the
-            # (committed) registration back, so that no later run drops it.
             with contextlib.suppress(Exception):
                 self.unregister(name)
             raise
-        self.staging = staging
-        # Publishing needs ALTER and DROP (RENAME TABLE, then DROP of the old target): prove
-        # them now, on the empty table, rather than after the work.
+
+    def prove_publish_rights(self, name: TableName, *statements: str) -> None:
+        """Prove on the empty table ``name`` what publishing needs in its database, rather than
+        after the work: ``ALTER`` (``RENAME TABLE``), ``statements``, then ``DROP`` (it drops
+        the table)."""
         quoted = self.database.qualified(name)
         try:
             self.execute(f"ALTER TABLE {quoted} RENAME TO {quoted}")
+            for statement in statements:
+                self.execute(statement)
             self.execute(f"DROP TABLE {quoted}")
         except sa.exc.DBAPIError as error:
             raise DataError(
@@ -447,7 +440,6 @@ class MySQLSession(DriverSession):
                 f"not alter or drop them, which publishing needs (RENAME TABLE, DROP TABLE): "
                 f"{' '.join(str(error.orig).split())}. Nothing was written."
             ) from None
-        staging.create(self.connection)
 
     # --- the registry of owned tables ----------------------------------------------------------
 
@@ -697,22 +689,16 @@ class MySQLSession(DriverSession):
             self.published = True
         self.tidy_after_publish(staging, target, old if exists else None)
 
-    def record_release(self, target: TableName) -> None:
-        """Record the published ``target`` in the registry of releases of its database, after
-        the ``RENAME`` (its identity is read from the renamed table; the DDL that makes the
-        registry commits, so it comes after the run's transaction), in a transaction of its
-        own."""
-        run_id = self.staging.info.get("run_id") if self.staging is not None else None
-        found = self.database.release_of(self.connection, target)
-        identity = found[1] if found is not None else None
-        if not run_id or found is None or identity is None:
-            return
-        home = found[0]
-        self.connection.execute(
-            sa.schema.CreateTable(releases_table(home.schema), if_not_exists=True)
-        )
+    @contextlib.contextmanager
+    def registry_transaction(self) -> Iterator[None]:
+        """A transaction of its own: the registry is written after the ``RENAME``, which
+        committed the run's (the DDL that makes the registry commits too, so it comes first)."""
         self.execute("START TRANSACTION")
-        record_release(self.connection, home, str(run_id), identity, create=False)
+        try:
+            yield
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
         self.execute("COMMIT")
 
     def check_staging(self, staging: TableName) -> None:
@@ -872,15 +858,7 @@ class MySQLDatabase(SQLDatabase):
             schema = name.schema or current
             if schema is None:
                 return None
-            compare = "BINARY table_schema = %s AND BINARY table_name = %s"
-            if int(fold):
-                compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
-            if connection.dialect.paramstyle == "qmark":
-                compare = compare.replace("%s", "?")
-            row = connection.exec_driver_sql(
-                f"SELECT table_schema, table_name FROM information_schema.tables WHERE {compare}",
-                (schema, name.name),
-            ).first()
+            row = _catalog_row(connection, "table_schema, table_name", schema, name.name, fold)
         if row is None:
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
@@ -909,16 +887,8 @@ class MySQLDatabase(SQLDatabase):
         schema = name.schema or current
         if schema is None:
             return None
-        compare = "BINARY table_schema = %s AND BINARY table_name = %s"
-        if int(fold):
-            compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
-        if connection.dialect.paramstyle == "qmark":
-            compare = compare.replace("%s", "?")
-        row = connection.exec_driver_sql(
-            "SELECT table_schema, table_name, table_type, create_time, table_comment "
-            f"FROM information_schema.tables WHERE {compare}",
-            (schema, name.name),
-        ).first()
+        columns = "table_schema, table_name, table_type, create_time, table_comment"
+        row = _catalog_row(connection, columns, schema, name.name, fold)
         if row is None:
             return None
         home = TableName(str(row[0]), str(row[1]))
@@ -1026,6 +996,22 @@ class MySQLDatabase(SQLDatabase):
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
         return super().adapt_portable_type(generic)  # times: fsp=6
+
+
+def _catalog_row(
+    connection: sa.Connection, columns: str, schema: str, table: str, fold: Any
+) -> Any:
+    """``columns`` of table ``schema.table``'s row of ``information_schema.tables`` (``None``
+    if none), names compared as the server compares them (in lower case under
+    ``lower_case_table_names`` ``fold``)."""
+    compare = "BINARY table_schema = %s AND BINARY table_name = %s"
+    if int(fold):
+        compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
+    if connection.dialect.paramstyle == "qmark":
+        compare = compare.replace("%s", "?")
+    return connection.exec_driver_sql(
+        f"SELECT {columns} FROM information_schema.tables WHERE {compare}", (schema, table)
+    ).first()
 
 
 def _may_hold_wide_integers(column_type: sa.types.TypeEngine) -> bool:

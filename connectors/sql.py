@@ -1271,9 +1271,9 @@ class Session:
             )
 
     def record_release(self, target: TableName) -> None:
-        """Record the just-renamed ``target`` in the registry of releases of its schema, in the
-        publishing transaction (:mod:`tclose.connectors.releases`). A table without an identity
-        a release can have is not recorded (it can never be replaced)."""
+        """Record the just-renamed ``target`` in the registry of releases of its schema
+        (:mod:`tclose.connectors.releases`), in :meth:`registry_transaction`. A table without an
+        identity a release can have is not recorded (it can never be replaced)."""
         run_id = self.staging.info.get("run_id") if self.staging is not None else None
         found = self.database.release_of(self.connection, target)
         identity = found[1] if found is not None else None
@@ -1281,7 +1281,13 @@ class Session:
             return
         home = found[0]
         self.create_registry(releases_table(home.schema))
-        record_release(self.connection, home, str(run_id), identity, create=False)
+        with self.registry_transaction():
+            record_release(self.connection, home, str(run_id), identity, create=False)
+
+    @contextlib.contextmanager
+    def registry_transaction(self) -> Iterator[None]:
+        """Where the registry is written: the publishing transaction itself."""
+        yield
 
     def create_registry(self, table: sa.Table) -> None:
         """Create the registry ``table`` if it does not exist, in the session's transaction."""

@@ -365,26 +365,40 @@ class SQLiteDatabase(SQLDatabase):
         table name as ``sqlite_master`` stores it (SQLite compares names without case); the
         ``main.``/``temp.`` prefixes and attached schemas are resolved as SQLite does."""
         with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
-            files = {
-                row[1].lower(): row[2]
-                for row in connection.exec_driver_sql("PRAGMA database_list").fetchall()
-            }
-            schemas = (
-                [name.schema.lower()]
-                if name.schema
-                else ["temp", "main"] + sorted(set(files) - {"temp", "main"})
-            )
-            for schema in schemas:
-                if schema not in files:
-                    continue
-                master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
-                row = connection.exec_driver_sql(
-                    f"SELECT name FROM {self.quote(schema)}.{master} WHERE type IN "
-                    f"('table', 'view') AND name = ? COLLATE NOCASE",
-                    (name.name,),
-                ).first()
-                if row is not None:
-                    return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
+            found = self._catalog_entry(connection, name, "('table', 'view')")
+        if found is None:
+            return None
+        home, file = found
+        return ("sqlite", self._file_identity(file, str(home.schema).lower()), home.name.lower())
+
+    def _catalog_entry(
+        self, connection: sa.Connection, name: TableName, kinds: str
+    ) -> tuple[TableName, str] | None:
+        """Table (or view: ``kinds``, an SQL list of ``sqlite_master`` types) ``name`` as SQLite
+        finds it: its schema (an unqualified name searched in ``temp``, ``main``, then the
+        attached databases) and its name as ``sqlite_master`` stores it (names compared without
+        case); and the schema's file (``""`` in memory)."""
+        files = {
+            row[1].lower(): (row[1], row[2])
+            for row in connection.exec_driver_sql("PRAGMA database_list").fetchall()
+        }
+        schemas = (
+            [name.schema.lower()]
+            if name.schema
+            else ["temp", "main"] + sorted(set(files) - {"temp", "main"})
+        )
+        for schema in schemas:
+            if schema not in files:
+                continue
+            master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
+            row = connection.exec_driver_sql(
+                f"SELECT name FROM {self.quote(schema)}.{master} WHERE type IN {kinds} "
+                f"AND name = ? COLLATE NOCASE",
+                (name.name,),
+            ).first()
+            if row is not None:
+                spelled, file = files[schema]
+                return TableName(spelled, row[0]), file
         return None
 
     def release_of(
@@ -396,26 +410,14 @@ class SQLiteDatabase(SQLDatabase):
         identity (a table dropped and made again takes the same root page and catalog row), so
         the same table is the same name holding the same rows. A ``temp`` table has none a
         release can have."""
-        schemas = [row[1] for row in connection.exec_driver_sql("PRAGMA database_list")]
-        if name.schema is not None:
-            schemas = [s for s in schemas if s.lower() == name.schema.lower()]
-        else:
-            schemas = sorted(schemas, key=lambda s: {"temp": 0, "main": 1}.get(s, 2))
-        for schema in schemas:
-            master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
-            row = connection.exec_driver_sql(
-                f"SELECT name FROM {self.quote(schema)}.{master} WHERE type = 'table' AND "
-                f"name = ? COLLATE NOCASE",
-                (name.name,),
-            ).first()
-            if row is None:
-                continue
-            home = TableName(schema, row[0])
-            if schema == "temp":
-                return home, None
-            result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
-            return home, content_identity(list(result.keys()), result)
-        return None
+        found = self._catalog_entry(connection, name, "('table')")
+        if found is None:
+            return None
+        home = found[0]
+        if home.schema == "temp":
+            return home, None
+        result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
+        return home, content_identity(list(result.keys()), result)
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's
