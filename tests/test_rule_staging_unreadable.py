@@ -92,6 +92,17 @@ def _source_and_config(db, path: str, tmp_path) -> str:
     return str(db.write_config(document, f"{path}-{secrets.token_hex(3)}.yaml"))
 
 
+def _published_unseen(monkeypatch, db, engine, schemas: str, path: str, tmp_path, look) -> None:
+    """A run (``path``: join or stream) publishes, and ``look`` saw, while it was held before
+    its publish, what the reader on ``engine`` saw before it began."""
+    config = _source_and_config(db, path, tmp_path)
+    with engine.connect() as connection:
+        before = _server_view(db, connection, schemas)
+    seen = _held_at_publish(monkeypatch, look)
+    assert main(["-q", "run", config]) == 0
+    assert seen == [before]
+
+
 @pytest.mark.parametrize("path", ["join", "stream"])
 def test_postgresql_a_read_uncommitted_reader_sees_nothing_of_a_run(
     pg, monkeypatch, tmp_path, path
@@ -110,12 +121,7 @@ def test_postgresql_a_read_uncommitted_reader_sees_nothing_of_a_run(
             assert found is None, staging
             return _server_view(pg, connection, schemas)
 
-    config = _source_and_config(pg, path, tmp_path)
-    with engine.connect() as connection:
-        before = _server_view(pg, connection, schemas)
-    seen = _held_at_publish(monkeypatch, look)
-    assert main(["-q", "run", config]) == 0
-    assert seen == [before]
+    _published_unseen(monkeypatch, pg, engine, schemas, path, tmp_path, look)
     engine.dispose()
 
 
@@ -155,12 +161,7 @@ def test_mariadb_a_read_uncommitted_reader_sees_nothing_of_a_run(
             assert connection.exec_driver_sql(f"SELECT count(*) FROM {qualified}").scalar() == 60
         return seen
 
-    config = _source_and_config(maria, path, tmp_path)
-    with engine.connect() as connection:
-        before = _server_view(maria, connection, schemas)
-    seen = _held_at_publish(monkeypatch, look)
-    assert main(["-q", "run", config]) == 0
-    assert seen == [before]
+    _published_unseen(monkeypatch, maria, engine, schemas, path, tmp_path, look)
     assert maria.tables() == {maria.name("anon")} | (
         {maria.name("src")} if path == "join" else set()
     )
