@@ -59,6 +59,8 @@ def main() -> None:
         f"clusters (min/mean/max) | SSE | SSE per QI | seconds |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    # every column needs a role: the columns the example does not use are dropped
+    unused = [c for c in frame.columns if c not in QUASI_IDENTIFIERS and c not in args.confidential]
     for algorithm in args.algorithms:
         for k in args.k:
             for t in args.t:
@@ -67,6 +69,7 @@ def main() -> None:
                     frame,
                     quasi_identifiers=QUASI_IDENTIFIERS,
                     confidential={c: "nominal" for c in args.confidential},
+                    identifiers=unused,
                     k=k,
                     t=t,
                     algorithm=algorithm,

@@ -99,7 +99,7 @@ def _instants(values: pd.Series, spec: Any, role: str) -> np.ndarray:
         )
     if getattr(converted.dt, "tz", None) is not None:
         converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
-    # NumPy's cast to nanoseconds wraps silently (2500-01-01 became 1915-06-14)
+    # NumPy's cast to nanoseconds wraps silently (2500-01-01 becomes 1915-06-14)
     outside = ((converted < pd.Timestamp.min) | (converted > pd.Timestamp.max)).to_numpy()
     if outside.any():
         raise DataError(
@@ -388,7 +388,7 @@ def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
         return 1.0, 0.0, 1.0, 1.0
     if numbers.min() == numbers.max():  # a constant column: every z-score 0, exactly
         # (its computed mean and deviation need not be: three 0.1 average 0.10000000000000002,
-        # and a deviation of 1e-17 made the rounding of a published mean a distance of ~1)
+        # and a deviation of 1e-17 would make the rounding of a published mean a distance of ~1)
         return 1.0, float(numbers.flat[0]), 1.0, 1.0
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         mean, std = numbers.mean(), numbers.std()
@@ -404,7 +404,7 @@ def _standardization(numbers: np.ndarray) -> tuple[float, float, float, float]:
 
 
 #: Below this population deviation the squares of the differences underflow (``[0, 1e-300]``
-#: had a computed deviation of 0, and standardized as a constant column).
+#: has a computed deviation of 0, and would standardize as a constant column).
 _TINY_STD = 1e-150
 
 

@@ -279,8 +279,8 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
             result = own(block.x, views, shared.k, shared.t, options, strata=block.strata)
             if isinstance(algorithm, Blocked):
                 return result  # checked by Blocked.partition_block, naming the wrapped plugin
-            # Checked here, as in process: an answer a pool could not pickle back (a lambda in
-            # its info) was retried, then reported as a BlockError that named no plugin.
+            # Checked here, in the worker, as in process: an answer a pool cannot pickle back (a
+            # lambda in its info) fails naming the plugin, not as a lost task that is retried.
             return Partition(checked_labels(algorithm, result, len(block.x)), result.info)
         options = (
             {**shared.options, "blocks": 1} if "blocks" in shared.options else {**shared.options}

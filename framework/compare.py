@@ -63,8 +63,8 @@ def plan(
 
     Raises:
         ConfigError: more than :data:`MAX_SETTINGS` (``--k $(seq -s, 1 5000)`` with 1000 t
-            built and validated 15 million settings, minutes and gigabytes before any row was
-            read).
+            would build and validate 15 million settings, minutes and gigabytes before any row
+            is read).
     """
     count = len(set(algorithms)) * len(set(ks)) * len(set(ts))
     if count > MAX_SETTINGS:
@@ -203,8 +203,8 @@ def compare(
     line = f"reading {config.source.table}"
     say(line)
     keys, encoded, set_aside = _read_inputs(database, config, progress, line)
-    # every k at once, before the first setting: a k too large for the table ended the command
-    # after the settings before it had run, and their rows were lost
+    # every k at once, before the first setting: a k too large for the table stops the command
+    # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
     rows = []
     line = f"running {len(runs)} settings on {len(keys)} rows"

@@ -133,7 +133,6 @@ def refuse_foreign_demo(path: Path) -> None:
     ours = len(header) == 100 and header.startswith(b"SQLite format 3\x00")
     if not (ours and int.from_bytes(header[68:72], "big") == DEMO_APPLICATION_ID):
         raise ConfigError(
-            f"{path} exists and is not a database made by tclose demo (a demo database made "
-            f"before 2026-11-27 carries no mark either); it is not replaced. Remove it, or "
-            f"choose another --dir."
+            f"{path} exists and is not a database made by tclose demo; it is not replaced. "
+            f"Remove it, or choose another --dir."
         )

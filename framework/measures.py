@@ -871,8 +871,8 @@ def _correlations(encoded, published, confidential_types, confidential) -> float
 def rescaled(original: np.ndarray, published: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Both columns divided by one power of two when their magnitude nears the float64 limit
     (above ``2**500``), so that sums of squares cannot overflow, or multiplied by one when it
-    is below ``2**-500`` (squares of ``1e-300`` underflow to 0: a deviation of 0 made such a
-    column constant); unchanged otherwise. Scaling by a power of two is exact, and every
+    is below ``2**-500`` (squares of ``1e-300`` underflow to 0: a deviation of 0 would make such
+    a column constant); unchanged otherwise. Scaling by a power of two is exact, and every
     measure that uses it is scale-invariant (IL1s, interval disclosure, relative moments,
     correlations)."""
     arrays = [np.asarray(a, dtype=np.float64) for a in (original, published)]
