@@ -689,6 +689,11 @@ class MySQLSession(DriverSession):
             self.published = True
         self.tidy_after_publish(staging, target, old if exists else None)
 
+    def hold_target(self, target: TableName) -> None:
+        """Read the target in the run's transaction: its metadata lock, held to the transaction's
+        end, keeps other sessions from dropping or renaming it until the ``RENAME TABLE``."""
+        self.execute(f"SELECT 1 FROM {self.database.qualified(target)} LIMIT 0")
+
     @contextlib.contextmanager
     def registry_transaction(self) -> Iterator[None]:
         """A transaction of its own: the registry is written after the ``RENAME``, which

@@ -609,6 +609,11 @@ class PostgreSQLSession(DriverSession):
         )
         return rows[0][0]
 
+    def hold_target(self, target: TableName) -> None:
+        """``LOCK TABLE ... IN ACCESS EXCLUSIVE MODE`` (the publish drops it anyway): a table
+        dropped and made again under the name before the lock is the one locked, and checked."""
+        self.execute(f"LOCK TABLE {self.database.qualified(target)} IN ACCESS EXCLUSIVE MODE")
+
     def create_registry(self, table: sa.Table) -> None:
         """Make the registry of releases if it does not exist, readable and writable by every
         role (``PUBLIC``), so that each role publishing into the schema records its releases

@@ -77,15 +77,11 @@ def release_problem(connection: Connection, home: TableName, identity: str | Non
     return None
 
 
-def record_release(
-    connection: Connection, home: TableName, run_id: str, identity: str, create: bool = True
-) -> None:
+def record_release(connection: Connection, home: TableName, run_id: str, identity: str) -> None:
     """Record table ``home`` as the release of run ``run_id``, with ``identity``, in the
-    registry of its schema (made first when ``create``), in the connection's transaction; the
-    row of an earlier release of that name is replaced."""
+    registry of its schema (which exists), in the connection's transaction; the row of an
+    earlier release of that name is replaced."""
     table = releases_table(home.schema)
-    if create:
-        connection.execute(sa.schema.CreateTable(table, if_not_exists=True))
     connection.execute(sa.delete(table).where(table.c.name == home.name))
     connection.execute(
         sa.insert(table).values(

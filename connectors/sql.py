@@ -1262,13 +1262,20 @@ class Session:
     def refuse_foreign(self, target: TableName) -> None:
         """:class:`DataError` (nothing published) unless the existing ``target`` is a release
         tclose published, still the table it published (checked again in the publishing
-        transaction: the plan's check came before the work)."""
+        transaction: the plan's check came before the work), once :meth:`hold_target` keeps
+        other sessions from replacing it until the publish."""
+        self.hold_target(target)
         problem = self.database.release_problem(target, self.connection)
         if problem is not None:
             raise DataError(
                 f"The target table {target} is not a release tclose published ({problem}); "
                 f"tclose replaces only its own releases. Nothing was published."
             )
+
+    def hold_target(self, target: TableName) -> None:
+        """Lock the existing ``target`` so that no other session drops or replaces it between
+        the check that it is a release and the publish. Generic: nothing (the dialect's
+        isolation decides)."""
 
     def record_release(self, target: TableName) -> None:
         """Record the just-renamed ``target`` in the registry of releases of its schema
@@ -1282,7 +1289,7 @@ class Session:
         home = found[0]
         self.create_registry(releases_table(home.schema))
         with self.registry_transaction():
-            record_release(self.connection, home, str(run_id), identity, create=False)
+            record_release(self.connection, home, str(run_id), identity)
 
     @contextlib.contextmanager
     def registry_transaction(self) -> Iterator[None]:
