@@ -230,7 +230,6 @@ def child(args: argparse.Namespace) -> None:
         },
         "privacy": {"k": 10, "t": 0.25},
         "algorithm": {"name": args.algorithm},
-        "output": {"seed": 1},
     }
     registry = load_registry(extra_plugins=[StandInPlugin()])
     with MemorySampler() as sampler:

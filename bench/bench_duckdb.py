@@ -80,7 +80,6 @@ def config(source_url: str, source: str, target_url: str, target: str) -> dict:
         },
         "privacy": {"k": 10, "t": 0.25},
         "algorithm": {"name": "t-first", "options": {"blocks": "auto"}},
-        "output": {"seed": 7},
     }
 
 

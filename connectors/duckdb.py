@@ -53,6 +53,7 @@ from tclose.hookspecs import hookimpl
 
 from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     KEY_LABEL,
+    ORDER_IS_IDENTITY,
     NativeType,
     Session,
     SQLDatabase,
@@ -408,6 +409,25 @@ class DuckDBSession(Session):
                     yield _records_like(chunk, names, floats)
                 if not len(vectors):
                     return
+
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each value in DuckDB's order, NULL first: text by its bytes, whatever
+        ``default_collation`` says (``COLLATE binary``); integers, decimals, booleans, dates,
+        times, UUIDs and blobs by value; a value of any other type (floats, whose ``-0.0``
+        equals ``0.0``; lists, structs, maps) by value, then by its text form byte by byte."""
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            kind = column.type
+            if isinstance(kind, sa.String):
+                keys.append(column.collate("binary").nulls_first())
+            elif isinstance(kind, ORDER_IS_IDENTITY) or (
+                isinstance(kind, sa.Numeric) and not isinstance(kind, sa.Float)
+            ):
+                keys.append(column.nulls_first())
+            else:
+                text = sa.func.encode(sa.cast(column, sa.String()))
+                keys += [column.nulls_first(), text.nulls_first()]
+        return keys
 
     def insert_arrays(
         self, table: sa.Table, arrays: Mapping[str, np.ndarray], chunk_size: int = 50_000

@@ -22,7 +22,7 @@ names, which DuckDB and the operating system take literally.
 A target's staging table lives in the writing session's in-memory database (DuckDB spills it to
 its temporary directory when memory runs short), where it is verified like any staging table.
 Publishing then writes it with ``COPY ... TO`` into a hidden temporary file next to the target
-(``.<name>.tclose-<run>.tmp``, rows in the shuffled order of ``tclose_row``), checks that the
+(``.<name>.tclose-<run>.tmp``, rows in ``tclose_row`` order, the content order), checks that the
 file holds every row, with the types and values verified (:meth:`FileSession._check_file`),
 flushes it to disk and renames it over the target — atomically: a reader
 sees the old file or the new one, never a half-written one, and a killed run leaves at most the

@@ -621,6 +621,21 @@ class MySQLSession(DriverSession):
                 f"that can (PostgreSQL, DuckDB), or drop the column (role: identifier)."
             ) from None
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each value in MariaDB's order, NULL first; text (and JSON) by its bytes
+        (``CAST(... AS BINARY)``), not by its collation, which calls ``'a'``, ``'A'`` and
+        ``'a '`` equal. Text and blobs are compared on their first ``max_sort_length`` bytes
+        only, so a column whose values may be longer adds the ``MD5`` of its bytes."""
+        (prefix,) = self.execute("SELECT @@max_sort_length")[0]
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            bytes_ = sa.cast(column, mysql.BINARY())
+            text = isinstance(column.type, (sa.String, sa.JSON))
+            keys.append(bytes_ if text else column)
+            if _may_be_longer(column.type, int(prefix)):
+                keys.append(sa.func.md5(bytes_))
+        return keys
+
     def drop_helpers(self, tables: Sequence[sa.Table]) -> None:
         # DROP TABLE would commit the transaction (and with it the unverified staging rows).
         for table in tables:
@@ -753,6 +768,15 @@ class MySQLSession(DriverSession):
                 "published; cleaning up afterwards failed (%s); the next run drops what remains",
                 " ".join(str(getattr(error, "orig", error)).split()),
             )
+
+
+def _may_be_longer(column_type: sa.types.TypeEngine, limit: int) -> bool:
+    """Whether values of a text or binary type may be longer than ``limit`` bytes (a
+    character takes up to 4 bytes; a text or binary type without a length may be long)."""
+    if not isinstance(column_type, (sa.String, sa.LargeBinary, sa.JSON)):
+        return False
+    length = getattr(column_type, "length", None)
+    return length is None or 4 * length > limit
 
 
 #: Characters MariaDB refuses at the end of a column name.

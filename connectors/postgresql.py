@@ -34,13 +34,14 @@ from sqlalchemy.dialects import postgresql
 
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
-from tclose.published import COPY_DIGEST_ALGORITHM, ROW_SAMPLE
+from tclose.published import COPY_DIGEST_ALGORITHM
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from .sql import (
     KEY_LABEL,
+    ORDER_IS_IDENTITY,
     ROW_COLUMN,
     DriverSession,
     SQLDatabase,
@@ -60,21 +61,6 @@ _COPY_TRAILER = struct.pack(">h", -1)
 #: float4, float8), and the struct that decodes each.
 _FIXED_WIDTH = {21: ">i2", 23: ">i4", 20: ">i8", 700: ">f4", 701: ">f8"}
 
-
-#: Column types whose SQL equality is Python's equality of the driver's values (the linkage
-#: check groups them as they are; other types are grouped by their text form).
-_NATIVE_EQUALITY = (
-    sa.Integer,
-    sa.Float,
-    sa.Numeric,
-    sa.Boolean,
-    sa.Date,
-    sa.DateTime,
-    sa.Time,
-    sa.Interval,
-    sa.Uuid,
-    sa.LargeBinary,
-)
 
 #: Column types read in binary format by psycopg's built-in loaders.
 _BINARY_SAFE = (sa.Integer, sa.Float, sa.Numeric, sa.String, sa.Boolean, sa.Date, sa.DateTime)
@@ -520,41 +506,48 @@ class PostgreSQLSession(DriverSession):
             "c": "type",
         }.get(str(kind))
 
-    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
-        """The ``columns`` of ``table`` whose non-null values are all distinct (at least one),
-        compared by the database: a ``GROUP BY ... HAVING count(*) > 1`` over the first
-        :data:`~tclose.published.ROW_SAMPLE` non-null values settles most columns (a repeat
-        there is a repeat), the whole column settles the others. Text is compared byte for
-        byte (``COLLATE "C"``); a type without an equality of its own (JSON, geometry,
-        case-insensitive text) by its text form."""
-        found = []
-        qualified = self.database.qualified(table)
-        for column in columns:
-            value = self._comparable(table.c[column])
-            sample = (
-                f"(SELECT {self.database.quote(column)} FROM {qualified} "
-                f"WHERE {self.database.quote(column)} IS NOT NULL LIMIT {ROW_SAMPLE}) AS sample"
-            )
-            (repeated,) = self.execute(f"SELECT EXISTS ({_repeats(sample, value)})")[0]
-            if repeated:
-                continue
-            present, repeated = self.execute(
-                f"SELECT EXISTS ({_non_null(qualified, value)}), "
-                f"EXISTS ({_repeats(qualified, value)})"
-            )[0]
-            if present and not repeated:
-                found.append(column)
-        return found
+    def unique_rows(self, table: sa.Table, columns: Sequence[str]) -> int:
+        """How many rows of ``table`` hold a tuple of ``columns`` no other row holds, counted
+        by the database: ``GROUP BY`` the columns' :meth:`identity` (NULL is one group) ``HAVING
+        count(*) = 1``."""
+        keys = [key for c in columns for key in self.identity(table.c[c])]
+        groups = (
+            sa.select(sa.literal(1)).select_from(table).group_by(*keys).having(sa.func.count() == 1)
+        )
+        self._shortest_floats()
+        counted = sa.select(sa.func.count()).select_from(groups.subquery("tclose_unique"))
+        return int(self.connection.execute(counted).scalar() or 0)
 
-    def _comparable(self, column: sa.Column) -> str:
-        """The SQL expression whose equality the linkage check uses for ``column``."""
-        name = self.database.quote(column.name)
+    def identity(self, column: sa.ColumnElement) -> list[sa.ColumnElement]:
+        """Expressions of ``column`` equal for two values exactly when they are the same
+        value, and in an order of the values: integers, booleans, dates, times, UUIDs and
+        ``bytea`` by value; text by its bytes (``COLLATE "C"``, whatever the column's
+        collation); a float by value, then by its bits (``-0`` apart from ``0``); a numeric by
+        value, then by its scale (``1.0`` apart from ``1.00``); any other type (intervals,
+        whose ``'1 day'`` equals ``'24 hours'``, arrays, JSON, geometry, case-insensitive text)
+        by its text form, byte by byte (:meth:`_shortest_floats`)."""
         kind = column.type
+        if isinstance(kind, sa.Float):
+            return [column, sa.func.float8send(sa.cast(column, sa.Double()))]
+        if isinstance(kind, sa.Numeric):
+            return [column, sa.func.scale(column)]
         if isinstance(kind, sa.String) and not isinstance(kind, (sa.Enum, postgresql.CITEXT)):
-            return f'{name} COLLATE "C"'
-        if isinstance(kind, _NATIVE_EQUALITY):
-            return name
-        return f'CAST({name} AS text) COLLATE "C"'
+            return [column.collate("C")]
+        if isinstance(kind, ORDER_IS_IDENTITY):
+            return [column]
+        return [sa.cast(column, sa.Text()).collate("C")]
+
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each column's :meth:`identity`, NULL first."""
+        return [key.nulls_first() for column in columns for key in self.identity(column)]
+
+    def _shortest_floats(self) -> None:
+        """Floats in text (in an array, say) shortest exact, for the rest of the transaction,
+        whatever the session's ``extra_float_digits`` was (any value above 0 gives them)."""
+        self.execute(
+            "SELECT set_config('extra_float_digits', '1', true) "
+            "WHERE current_setting('extra_float_digits')::int < 1"
+        )
 
     #: The name of the staging table's primary key while :meth:`insert_joined` has dropped it.
     _dropped_key: str | None = None
@@ -567,6 +560,7 @@ class PostgreSQLSession(DriverSession):
         stays ``NOT NULL``, and a duplicate key would fail the ``ADD``, so the table written is
         the same)."""
         self._dropped_key = self.primary_key_name(staging)
+        self._shortest_floats()  # the content order compares some values by their text
         self.execute(
             f"ALTER TABLE {self.database.qualified(staging)} "
             f"DROP CONSTRAINT {self.database.quote(self._dropped_key)}"
@@ -592,14 +586,6 @@ class PostgreSQLSession(DriverSession):
         # Temporary tables are never analyzed by autovacuum; the join plan needs their sizes.
         for table in tables:
             self.execute(f"ANALYZE {self.database.qualified(table)}")
-
-    def streamed_rows_written(self, staging: sa.Table) -> None:
-        # Rows arrived in source-key order; rewrite the heap in new-key order so that the
-        # physical order of the published table says nothing about the source order.
-        self.execute(
-            f"CLUSTER {self.database.qualified(staging)} USING "
-            f"{self.database.quote(self.primary_key_name(staging))}"
-        )
 
     def primary_key_name(self, table: sa.Table | TableName) -> str:
         name = self.database.qualified(table)
@@ -1067,16 +1053,6 @@ def _nul_error(columns: Sequence[str], rows: Sequence[tuple]) -> DataError:
         f"of a batch of {len(rows)}. Remove the character in a view of the source, or drop "
         f"the column (role: identifier)."
     )
-
-
-def _non_null(rows: str, value: str) -> str:
-    """SQL: a row of ``rows`` (a table or a subquery) for each where ``value`` is not NULL."""
-    return f"SELECT 1 FROM {rows} WHERE {value} IS NOT NULL"
-
-
-def _repeats(rows: str, value: str) -> str:
-    """SQL: a row for each non-NULL ``value`` that ``rows`` holds more than once."""
-    return f"{_non_null(rows, value)} GROUP BY {value} HAVING count(*) > 1"
 
 
 def _literal(text: str) -> str:

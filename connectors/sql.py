@@ -56,6 +56,7 @@ from tclose.naming import (  # noqa: F401 (re-exported: the names connectors sha
     MAP_MARK,
     OLD_MARK,
     ROW_COLUMN,
+    ROWS_MARK,
     RUN_ID_LENGTH,
     STAGING_MARK,
     TableName,
@@ -72,6 +73,19 @@ log = logging.getLogger("tclose")
 
 #: ASCII upper-case letters to lower case (str.translate table of :meth:`SQLDatabase.column_key`).
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+#: Types whose order tells every two different values apart: sorting by the value alone is a
+#: content order (``Session.content_order``; floats, numerics, intervals and collated text are
+#: not among them: their order calls some different values equal).
+ORDER_IS_IDENTITY = (
+    sa.Integer,
+    sa.Boolean,
+    sa.Date,
+    sa.DateTime,
+    sa.Time,
+    sa.Uuid,
+    sa.LargeBinary,
+)
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:
@@ -1022,30 +1036,56 @@ class Session:
 
     # --- writing --------------------------------------------------------------------------------
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """The sort keys of the content order of rows of ``columns`` (the published columns,
+        in the staging table's order): the order ``tclose_row`` numbers and stores a release in.
+
+        The order must be a function of the values alone, with ties only between rows that
+        hold the same values (then any order among them is the same release). Generic: each
+        column in the database's own order, so values it calls equal (a case-insensitive
+        collation's ``'a'`` and ``'A'``) may come in any order; the built-in connectors order
+        text by its bytes and break such ties (``docs/databases.md``, "The content order")."""
+        return list(columns)
+
+    def insert_in_content_order(
+        self, staging: sa.Table, selected: Sequence[sa.ColumnElement]
+    ) -> int:
+        """Fill ``staging`` with the rows of ``selected`` (the columns of a table or subquery,
+        one per output column, in the staging table's order) in content order: ``INSERT ...
+        SELECT ROW_NUMBER() OVER (ORDER BY keys), ... ORDER BY keys`` with the keys of
+        :meth:`content_order`, so that ``tclose_row`` numbers the rows in that order and they
+        are stored in it. Returns the rows inserted (``-1``: unknown); :meth:`joined_rows_written`
+        is for the caller to call once it has checked the count."""
+        output_columns = [c.name for c in staging.columns][1:]
+        keys = self.content_order(selected)
+        query = sa.select(sa.func.row_number().over(order_by=keys), *selected).order_by(*keys)
+        return self.insert_joined(
+            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
+        )
+
     def fill_joined(
         self,
         source: sa.Table,
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
         The small per-row result goes to temporary helper tables of the run — ``__tclose_m_<run>``
-        (source key, new key, cluster) and ``__tclose_c_<run>`` (cluster, the aggregated values),
-        names no user's table may bear, so neither shadows one — and one
-        ``INSERT ... SELECT ... JOIN ... ORDER BY`` new key builds the staging table, so
-        pass-through columns never leave the database and the physical row order is shuffled.
+        (source key, cluster) and ``__tclose_c_<run>`` (cluster, the aggregated values), names no
+        user's table may bear, so neither shadows one — and one ``INSERT ... SELECT ... JOIN``
+        numbers the rows in content order (:meth:`insert_in_content_order`), so pass-through
+        columns never leave the database and neither ``tclose_row`` nor the stored order depends
+        on the source's order.
 
         Args:
             source: the reflected source table.
             key: ``source.key`` (``None``: the primary key).
             staging: the created staging table.
             keys: the source key of every row read in pass 1, shape ``(n,)``.
-            new_rows: the new key of every row, a permutation of ``1..n``.
             labels: dense cluster labels ``0..L-1`` of every row.
             aggregated: column → new value of every row (constant within a cluster).
 
@@ -1054,7 +1094,7 @@ class Session:
         """
         action = f"writing the staging table {staging.fullname} from {source.fullname}"
         with self.database.errors(action):
-            self._fill_joined(source, key, staging, keys, new_rows, labels, aggregated)
+            self._fill_joined(source, key, staging, keys, labels, aggregated)
 
     def _fill_joined(
         self,
@@ -1062,7 +1102,6 @@ class Session:
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
@@ -1076,7 +1115,6 @@ class Session:
             run_table_name(MAP_MARK, run_id),
             metadata,
             *self.map_key(key_type),
-            sa.Column("new_row", sa.BigInteger(), nullable=False),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
             prefixes=["TEMPORARY"],
         )
@@ -1092,7 +1130,7 @@ class Session:
         mapping.create(self.connection)
         centroids.create(self.connection)
         try:
-            self.insert_arrays(mapping, {"src_key": keys, "new_row": new_rows, "cluster": labels})
+            self.insert_arrays(mapping, {"src_key": keys, "cluster": labels})
         except DataError as failure:
             integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
             if not isinstance(failure.driver_error, integrity):
@@ -1112,22 +1150,21 @@ class Session:
         )
         self.helpers_loaded([mapping, centroids])
         output_columns = [c.name for c in staging.columns][1:]
-        selected = [mapping.c.new_row] + [
-            centroids.c[value_columns[c]] if c in value_columns else source.c[c]
-            for c in output_columns
+        # Labelled by position: SQLite resolves no subquery column labelled "true" or "false".
+        selected = [
+            (centroids.c[value_columns[c]] if c in value_columns else source.c[c]).label(f"c{i}")
+            for i, c in enumerate(output_columns)
         ]
-        query = (
+        rows = (
             sa.select(*selected)
             .select_from(
                 source.join(mapping, row_key == mapping.c.src_key).join(
                     centroids, centroids.c.cluster == mapping.c.cluster
                 )
             )
-            .order_by(mapping.c.new_row)
+            .subquery("tclose_joined")
         )
-        found = self.insert_joined(
-            staging, staging.insert().from_select([ROW_COLUMN, *output_columns], query)
-        )
+        found = self.insert_in_content_order(staging, list(rows.c))
         if found not in (-1, len(keys)):
             raise DataError(
                 f"{len(keys)} rows of {source.fullname} were partitioned but the write found "
@@ -1141,7 +1178,7 @@ class Session:
         self.writes_done()
 
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
-        """Run the ``INSERT ... SELECT ... JOIN`` of :meth:`fill_joined` into ``staging``;
+        """Run the ``INSERT ... SELECT`` of :meth:`insert_in_content_order` into ``staging``;
         return the rows it inserted (``-1``: unknown)."""
         # Without preserve_rowcount SQLAlchemy reports -1 for an INSERT on some drivers
         # (psycopg), and the count is the check that every row was found once.
@@ -1165,25 +1202,41 @@ class Session:
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Fill ``staging`` from rows computed by the runner (a target in another database).
 
-        Each chunk is a list of tuples in the staging table's column order (``tclose_row``
-        first). Returns the number of rows written.
+        Each chunk is a list of tuples of the output columns, in the staging table's column
+        order after ``tclose_row``. The rows go to a temporary helper table as they come
+        (:meth:`insert_rows`), then into ``staging`` numbered in content order
+        (:meth:`insert_in_content_order`): the order they arrived in, the source's, is
+        neither numbered nor stored. Returns the number of rows written.
         """
-        columns = [c.name for c in staging.columns]
+        columns = [c.name for c in staging.columns][1:]
+        run_id = str(staging.info.get("run_id") or random_suffix())
+        arrived = sa.Table(
+            run_table_name(ROWS_MARK, run_id),
+            sa.MetaData(),
+            *[sa.Column(c, staging.c[c].type, nullable=True) for c in columns],
+            prefixes=["TEMPORARY"],
+        )
+        arrived.info["source_dialect"] = staging.info.get("source_dialect", self.database.dialect)
         written = 0
         with self.database.errors(f"writing the staging table {staging.fullname}"):
+            arrived.create(self.connection)
             for rows in chunks:
-                self.insert_rows(staging, columns, rows)
+                self.insert_rows(arrived, columns, rows)
                 written += len(rows)
-            self.streamed_rows_written(staging)
+            found = self.insert_in_content_order(staging, list(arrived.c))
+            if found not in (-1, written):
+                raise DataError(
+                    f"{written} rows were written into {arrived.name} but {found} reached the "
+                    f"staging table {staging.fullname}. Nothing was published."
+                )
+            self.joined_rows_written(staging)
+            self.drop_helpers([arrived])
             self.writes_done()
         self.rows_written = written
         return written
 
     def helpers_loaded(self, tables: Sequence[sa.Table]) -> None:
         """Called after the helper tables are filled (PostgreSQL analyzes them here)."""
-
-    def streamed_rows_written(self, staging: sa.Table) -> None:
-        """Called after a streamed fill (PostgreSQL reorders the heap by the new key here)."""
 
     def writes_done(self) -> None:
         """Called when the staging table is complete (MySQL commits here)."""
@@ -1402,6 +1455,8 @@ class MySQLBits(NativeType):
     (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). A value is read as its unsigned integer
     (``MySQLSession.read_expression``; the drivers give bytes): the target's session writes
     :meth:`bits` of it (``5`` in a ``BIT(4)`` is ``'0101'``)."""
+
+    cache_ok = True  # its state, the length and the name, makes its cache key
 
     def __init__(self, length: int, name: str) -> None:
         super().__init__(name)

@@ -74,6 +74,17 @@ class SQLiteSession(DriverSession):
             staging.append_constraint(sa.CheckConstraint("1", name=f"tclose_run_{run_id}"))
         self.prepare_staging(staging)
 
+    def content_order(self, columns: Sequence[sa.ColumnElement]) -> list[sa.ColumnElement]:
+        """Each value in SQLite's order (NULL, numbers by value, text, blobs), text by its
+        bytes whatever the column's collation (``COLLATE BINARY``); then by its storage class,
+        which tells an integer ``1`` from a real ``1.0`` in a column that holds both."""
+        keys: list[sa.ColumnElement] = []
+        for column in columns:
+            # COLLATE applies to the column's text, whatever its declared type.
+            as_text = sa.type_coerce(column, sa.String())
+            keys += [as_text.collate("BINARY"), sa.func.typeof(column)]
+        return keys
+
     def insert_rows(self, table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> None:
         """``executemany``; values ``sqlite3`` cannot bind (``Decimal``, dates and times, UUIDs,
         from another database) are stored as their text, as SQLAlchemy's SQLite types do.

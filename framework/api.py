@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from .config import (
 from .errors import ConfigError, VerificationError
 from .measures import INTERVAL_P, measure_configured
 from .plan import resolve_plugins, with_attribute_options
-from .published import add_linkage_check, frame_linking_columns, linkage_advice
+from .published import add_linkage_check, canonical, frame_linkage, linkage_advice
 from .registry import Registry, load_registry
 from .report import RunContext, build_report
 from .runner import Timer
@@ -36,8 +35,9 @@ class AnonymizationResult:
 
     Attributes:
         data: the release: quasi-identifiers replaced by their cluster's aggregate, identifiers
-            dropped, rows set aside by ``missing: exclude-rows`` left out, rows shuffled and
-            given a fresh ``RangeIndex`` (unless ``keep_order``). This is what may be shared.
+            dropped, rows set aside by ``missing: exclude-rows`` left out, rows in their content
+            order (:func:`in_content_order`) with a fresh ``RangeIndex`` (unless
+            ``keep_order``). This is what may be shared.
         labels: ``int64`` cluster of every input row, aligned with the input (dense,
             ``0..L-1``; ``-1`` for a row set aside). For analysis only: it links the clusters to
             the input rows, so it must not be shared with the release.
@@ -61,7 +61,6 @@ def anonymize(
     identifiers: Sequence[str] | None = (),
     other: Sequence[str] | Mapping[str, Any] = (),
     keep_order: bool = False,
-    seed: int | None = None,
     registry: Registry | None = None,
     interval_p: float = INTERVAL_P,
     **options: Any,
@@ -86,23 +85,27 @@ def anonymize(
             ``{"notes": {"allow_unique": True}}`` for a column whose values may be unique).
         keep_order: keep the input's row order and index in ``data`` (for analysis only: such
             a frame links back to the input row by row; do not share it).
-        seed: seed of the shuffle of the output rows (default: a fresh random seed).
         registry: the plugins to use (default: built-ins and installed plugins).
         interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML).
 
     Returns:
         an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
-        the output rows, pass-through columns checked for linking values).
+        the output rows, no row unique on its pass-through columns taken together).
 
     Raises:
         ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
-        VerificationError: the output failed verification (a linking pass-through column, or a
-            bug in the algorithm plugin).
+        VerificationError: the output failed verification (rows that their pass-through columns
+            single out, or a bug in the algorithm plugin).
     """
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
-    _check_seed(seed)
+    if "seed" in options:
+        raise ConfigError(
+            "anonymize() takes no seed: the release is in the order of its content "
+            "(in_content_order), the same for the same rows, so nothing orders it at random "
+            "and nothing kept could link its rows to the input's. Remove seed=."
+        )
     if not isinstance(keep_order, (bool, np.bool_)):  # "false" would keep the order, and link
         raise ConfigError(f"keep_order must be True or False; got {keep_order!r}.")
     # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
@@ -143,7 +146,6 @@ def anonymize(
         labels,
         settings.k,
         keep_order,
-        seed,
     )
     if keep_order:
         data.index = index[~encoded.excluded]
@@ -152,15 +154,6 @@ def anonymize(
     report = build_report(context)
     _refuse_unverified(context, report)
     return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
-
-
-def _check_seed(seed: Any) -> None:
-    """:class:`ConfigError` unless ``seed`` is ``None`` or a non-negative integer (NumPy
-    would raise its own error for a negative one or a string)."""
-    if seed is None:
-        return
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer or None; got {seed!r}.")
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -307,7 +300,7 @@ def _verify_release(
         len(data),
         encoded.confidential,
     )
-    add_linkage_check(verification, *frame_linking_columns(data, attributes))
+    add_linkage_check(verification, *frame_linkage(data, attributes))
     return verification
 
 
@@ -320,12 +313,12 @@ def _release(
     labels: np.ndarray,
     k: int,
     keep_order: bool,
-    seed: int | None,
 ) -> pd.DataFrame:
     """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
     a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
-    shuffled with a fresh ``RangeIndex`` unless ``keep_order``. ``labels``: the cluster of each
-    kept row; ``k``: the release's k (which categories a ``category`` dtype may still name)."""
+    in content order (:func:`in_content_order`) with a fresh ``RangeIndex`` unless
+    ``keep_order``. ``labels``: the cluster of each kept row; ``k``: the release's k (which
+    categories a ``category`` dtype may still name)."""
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
     data.attrs = {}  # the input's metadata is not the release's
     for column, values in aggregated.items():
@@ -339,8 +332,48 @@ def _release(
         data[column] = values
     if keep_order:
         return data
-    rng = np.random.default_rng(seed if seed is not None else secrets.randbits(64))
-    return data.iloc[rng.permutation(len(data))].reset_index(drop=True)
+    return in_content_order(data)
+
+
+def in_content_order(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``data`` in their content order, with a fresh ``RangeIndex``: the order of
+    :func:`anonymize`'s release, a function of the values alone (the index and the order the
+    rows come in play no part).
+
+    Rows are sorted column by column, in column order. Numbers (NumPy integer, boolean and
+    float dtypes) by value, missing first and ``-0.0`` before ``0.0``; date-times and
+    durations by their integer ticks, ``NaT`` first; categories by their code; values of
+    any other dtype by the ``repr`` of their Python value (``1``, ``1.0``, ``True`` and
+    ``'1'`` apart; a zoned date-time in UTC). Rows that tie hold the same values.
+
+    >>> in_content_order(pd.DataFrame({"a": [2, 1, 2], "b": ["y", "z", "x"]}))
+       a  b
+    0  1  z
+    1  2  x
+    2  2  y
+    """
+    keys: list[np.ndarray] = []
+    for column in data.columns:
+        keys += _order_keys(data[column])
+    order = np.lexsort(keys[::-1]) if keys else np.arange(len(data))
+    return data.iloc[order].reset_index(drop=True)
+
+
+def _order_keys(values: pd.Series) -> list[np.ndarray]:
+    """The sort keys of one column for :func:`in_content_order`, most significant first."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        return [values.to_numpy()]
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        return [~missing, np.where(missing, 0.0, numbers), ~np.signbit(numbers)]
+    if isinstance(dtype, pd.CategoricalDtype):
+        return [values.cat.codes.to_numpy()]
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return [np.asarray(values.array.asi8)]
+    texts = np.array([repr(canonical(v)) for v in values.astype(object)], dtype=object)
+    return [pd.factorize(texts, sort=True)[0]]
 
 
 def _rounded_in_input_type(kept: pd.Series, labels: np.ndarray, published: np.ndarray) -> Any:

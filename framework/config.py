@@ -60,7 +60,7 @@ _ATTRIBUTE_KEYS = {
 _PRIVACY_KEYS = {"k", "t"}
 _ALGORITHM_KEYS = {"name", "options"}
 _REPORT_KEYS = {"json", "html", "table", "interval_p"}
-_OUTPUT_KEYS = {"seed", "keep_key"}
+_OUTPUT_KEYS = {"keep_key"}
 _URL_SCHEME = re.compile(URL_SCHEME)
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -81,7 +81,8 @@ class AttributeSpec:
     hierarchy: Any = None
     missing: str = "error"
     weight: float = 1.0
-    #: ``role: other`` only: the column may be published although its values are unique per row.
+    #: ``role: other`` only: the column is left out of the linkage check (which judges the
+    #: pass-through columns together), so its values may single out rows.
     allow_unique: bool = False
 
 
@@ -114,7 +115,6 @@ class Config:
     report_table: str | None = None
     #: half-width of interval disclosure in standard deviations (``report.interval_p``).
     interval_p: float = 0.05
-    seed: int | None = None
     keep_key: bool = False
     document: dict[str, Any] = field(default_factory=dict)
     lines: dict[tuple[str, ...], int] = field(default_factory=dict)
@@ -821,10 +821,15 @@ def parse_config(
         )
     settings = parse_settings(top, lines, base)
     report = _report_settings(checker, top.get("report"))
-    output = checker.mapping(top.get("output") or {}, ("output",), _OUTPUT_KEYS)
-    seed = output.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        raise checker.fail(("output", "seed"), f"Expected an integer >= 0, got {seed!r}.")
+    output = top.get("output") or {}
+    if isinstance(output, Mapping) and "seed" in output:
+        raise checker.fail(
+            ("output", "seed"),
+            "output.seed is not a setting: a release is ordered by its content alone "
+            "(tclose_row numbers the rows in that order), so no seed orders it, and none may be "
+            "kept that would link its rows to the source's. Remove the key.",
+        )
+    output = checker.mapping(output, ("output",), _OUTPUT_KEYS)
     keep_key = checker.boolean(output.get("keep_key", False), ("output", "keep_key"))
     if target is None:
         raise checker.fail(
@@ -847,7 +852,6 @@ def parse_config(
         report_html=report.get("html"),
         report_table=report.get("table"),
         interval_p=float(report.get("interval_p", 0.05)),
-        seed=seed,
         keep_key=keep_key,
         document=dict(document),
         lines=lines or {},

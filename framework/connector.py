@@ -185,8 +185,12 @@ class Session(Protocol):
 
     def fill_streamed(self, staging: sa.Table, chunks: Iterable[list[tuple]]) -> int:
         """Write rows computed by the runner into the created ``staging`` table, in this
-        session's transaction: each chunk a list of tuples in the staging column order
-        (``tclose_row`` first). Returns the number of rows written."""
+        session's transaction: each chunk a list of tuples of the output columns, in the
+        staging table's column order after ``tclose_row``. The session numbers the rows
+        ``1..n`` (``tclose_row``) in their content order, a function of the values alone (ties
+        only between rows of the same values), and stores them in that order: the order the
+        rows arrive in, the source's, must be neither numbered nor stored. Returns the number of
+        rows written."""
         ...
 
     def publish(
@@ -232,13 +236,13 @@ class InDatabaseJoin(Protocol):
         key: str | None,
         staging: sa.Table,
         keys: np.ndarray,
-        new_rows: np.ndarray,
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
-        row ``keys[i]`` becomes ``new_rows[i]`` in cluster ``labels[i]`` with the ``aggregated``
-        values; ``DataError`` if the source no longer has every key."""
+        row ``keys[i]`` is in cluster ``labels[i]`` and takes its ``aggregated`` values; rows
+        numbered and stored in content order, as :meth:`Session.fill_streamed` says;
+        ``DataError`` if the source no longer has every key."""
         ...
 
 
@@ -488,7 +492,7 @@ class InDatabaseChecks(Protocol):
     database, which reads only the QI and confidential columns back.
 
     With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
-    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_columns`` for the linkage check and
+    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
     ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
     digested and compared in Python (:class:`PublishedRecord`)."""
 
@@ -497,9 +501,10 @@ class InDatabaseChecks(Protocol):
         ``statement``), naming ``published_as`` (the target a staging table becomes)."""
         ...
 
-    def unique_columns(self, table: sa.Table, columns: Sequence[str]) -> list[str]:
-        """The ``columns`` of ``table`` whose non-null values are all distinct (at least
-        one)."""
+    def unique_rows(self, table: sa.Table, columns: Sequence[str]) -> int:
+        """How many rows of ``table`` hold a tuple of values of ``columns`` (taken together)
+        that no other row holds, each value compared by what it is (NULL equal to NULL, text
+        byte for byte, ``-0.0`` apart from ``0.0``)."""
         ...
 
     def read_with_digest(

@@ -8,7 +8,9 @@ tables it creates in the database at ``url`` and drops afterwards:
    2**62, doubles such as 0.1 + 0.2 and 1/3, decimals with ``decimal_digits`` significant
    digits, timestamps with microseconds, dates, text with quotes, ``%``, backslashes and
    non-ASCII letters, NULLs, booleans, a column named ``Odd col %``) goes through
-   ``staging_table`` → ``session(staging)`` → ``fill_streamed`` → ``publish``;
+   ``staging_table`` → ``session(staging)`` → ``fill_streamed`` → ``publish``: every row once,
+   ``tclose_row`` numbering them ``1..n``, and the same numbering when the rows arrive in
+   reverse (the content order, not the order of arrival);
 3. **reads**: streamed in chunks of at most ``chunk_size`` rows, ordered by the key, every value
    as written (same value; the representation may be the driver's: a date as text on SQLite),
    with and without the key, in a read-only session too; a missing table or column is a
@@ -159,17 +161,52 @@ def _check_members(check: _Check) -> None:
 
 
 def _write_fixture(check: _Check, decimal_digits: int) -> list[tuple]:
-    """Create the source table through the write path; return its rows (key first)."""
+    """Create the source table through the write path; return its rows (key first) as the
+    connector numbered them, once it is checked that they are the fixture's, numbered ``1..n``,
+    and numbered alike when the rows arrive in another order."""
     definition = _fixture_definition(decimal_digits)
+    fixture = fixture_rows(decimal_digits)
     staging = check.staging(definition, check.source, (), "tclose-check")
-    rows = [(i + 1, *row) for i, row in enumerate(fixture_rows(decimal_digits))]
     with check.database.session(staging) as session:
-        written = session.fill_streamed(staging, [rows[:10], rows[10:]])
-        check.expect(written == len(rows), f"fill_streamed returned {written}, not {len(rows)}")
+        written = session.fill_streamed(staging, [fixture[:10], fixture[10:]])
+        check.expect(written == len(fixture), f"fill_streamed returned {written}, not {ROWS}")
         session.publish(check.name_of(staging), check.source, replace=False)
     check.expect(check.database.exists(check.source), "the published table does not exist")
     check.left_nothing(staging, "after publish")
+    rows = _all_rows(check.database, check.source)
+    _check_numbered(check, "the published fixture", fixture, rows)
+    staging = check.staging(definition, check.source, (), "tclose-check")
+    with check.database.session(staging) as session:
+        session.fill_streamed(staging, [fixture[::-1][:7], fixture[::-1][7:]])
+        chunks = session.read_rows(check.name_of(staging), list(FIXTURE_COLUMNS))
+        again = [tuple(r) for chunk in chunks for r in chunk]
+    check.expect(
+        again == rows,
+        "fill_streamed numbers the rows by the order they arrive in, not by their content "
+        "(the same rows in reverse got other tclose_row values)",
+    )
+    check.left_nothing(staging, "after a session left without publish")
     return rows
+
+
+def _check_numbered(
+    check: _Check, what: str, expected: Sequence[tuple], got: Sequence[Sequence]
+) -> None:
+    """``got`` (key first, in key order) holds the rows of ``expected`` (without a key), each
+    once, in some order, under the keys ``1..n``."""
+    if not check.expect(len(got) == len(expected), f"{what}: {len(got)} rows, not {len(expected)}"):
+        return
+    check.expect(
+        [row[0] for row in got] == list(range(1, len(got) + 1)),
+        f"{what}: tclose_row is not 1..{len(got)} in key order",
+    )
+    unmatched = list(expected)
+    for row in got:
+        match = next((w for w in unmatched if all(map(same_value, w, row[1:]))), None)
+        if match is None:
+            check.problems.append(f"{what}: a row holds values no row written held: {row!r}")
+            return
+        unmatched.remove(match)
 
 
 def _compare(check: _Check, what: str, expected: Sequence[tuple], got: Sequence[Sequence]) -> None:
@@ -218,17 +255,16 @@ def _expect_data_error(check: _Check, what: str, action: Callable[[], Any]) -> N
     check.problems.append(f"{what} raised no DataError")
 
 
-def _run_rows(source_rows: list[tuple]) -> tuple[list[int], list[int], list[float]]:
-    """New keys (reversed), cluster labels and the aggregated ``qi`` of every source row."""
-    n = len(source_rows)
-    labels = [i % 3 for i in range(n)]
-    return [n - i for i in range(n)], labels, [label / 3 + 0.1 for label in labels]
+def _run_rows(source_rows: list[tuple]) -> tuple[list[int], list[float]]:
+    """Cluster labels and the aggregated ``qi`` of every source row."""
+    labels = [i % 3 for i in range(len(source_rows))]
+    return labels, [label / 3 + 0.1 for label in labels]
 
 
 def _expected_target(source_rows: list[tuple]) -> list[tuple]:
-    new_rows, _labels, qi = _run_rows(source_rows)
-    out = [(new, q, *row[2:]) for new, q, row in zip(new_rows, qi, source_rows, strict=True)]
-    return sorted(out)
+    """The output rows (without ``tclose_row``) of a run over ``source_rows``."""
+    _labels, qi = _run_rows(source_rows)
+    return [(q, *row[2:]) for q, row in zip(qi, source_rows, strict=True)]
 
 
 def _check_run(check: _Check, rows: list[tuple]) -> None:
@@ -240,23 +276,24 @@ def _check_run(check: _Check, rows: list[tuple]) -> None:
     staging = check.staging(source, check.target, ["qi"], database.dialect)
     with database.session(staging) as session:
         read = [tuple(r) for c in session.read_rows(check.source, list(FIXTURE_COLUMNS)) for r in c]
-        new_rows, labels, qi = _run_rows(read)
+        labels, qi = _run_rows(read)
         if capability(database, "joins_in_snapshot"):
             joining(session).fill_joined(
                 source,
                 None,
                 staging,
                 np.array([r[0] for r in read]),
-                np.array(new_rows, dtype=np.int64),
                 np.array(labels, dtype=np.int64),
                 {"qi": np.array(qi)},
             )
         else:
-            out = [(new, q, *row[2:]) for new, q, row in zip(new_rows, qi, read, strict=True)]
+            out = _expected_target(read)
             session.fill_streamed(staging, [out[:7], out[7:]])
         columns = list(FIXTURE_COLUMNS)
         back = [tuple(r) for c in session.read_rows(check.name_of(staging), columns) for r in c]
-        _compare(check, "the staging table read back in its session", _expected_target(rows), back)
+        _check_numbered(
+            check, "the staging table read back in its session", _expected_target(rows), back
+        )
         session.publish(check.name_of(staging), check.target, replace=False)
     check.left_nothing(staging, "after publish")
     target = database.table(check.target)
@@ -266,7 +303,7 @@ def _check_run(check: _Check, rows: list[tuple]) -> None:
             f"column {column!r} has type {target.c[column].type!r} in the published table, "
             f"{source.c[column].type!r} in the source",
         )
-    _compare(
+    _check_numbered(
         check, "the published table", _expected_target(rows), _all_rows(database, check.target)
     )
 
@@ -283,7 +320,7 @@ def _check_failures(check: _Check, rows: list[tuple]) -> None:
     database = check.database
     before = _all_rows(database, check.target)
     source = database.table(check.source)
-    out = [tuple(r) for r in before]
+    out = [tuple(r[1:]) for r in before]
 
     def broken_chunks() -> Iterator[list[tuple]]:
         yield out[:5]
@@ -312,12 +349,12 @@ def _check_replace(check: _Check) -> None:
     database = check.database
     before = _all_rows(database, check.target)
     staging = check.staging(database.table(check.target), check.target, ["qi"], database.dialect)
-    newer = [(key, -qi, *rest) for key, qi, *rest in before][:-1]
+    newer = [(-qi, *rest) for _key, qi, *rest in before][:-1]
     with database.session(staging) as session:
         session.fill_streamed(staging, [newer])
         session.publish(check.name_of(staging), check.target, replace=True)
     check.left_nothing(staging, "after publish with replace")
-    check.expect(_all_rows(database, check.target) == newer, "replace=True did not swap the rows")
+    _check_numbered(check, "after replace=True", newer, _all_rows(database, check.target))
 
 
 def _drop(check: _Check, drop: Callable[[Any], None] | None) -> None:

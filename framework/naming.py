@@ -22,6 +22,9 @@ OLD_MARK = "__tclose_o_"
 #: user may bear (:func:`reserved`), so a helper never shadows one.
 MAP_MARK = "__tclose_m_"
 CENTROID_MARK = "__tclose_c_"
+#: Mark of a streamed fill's temporary helper table, ``__tclose_r_<run>``: the rows as they
+#: arrive, until they are numbered in content order.
+ROWS_MARK = "__tclose_r_"
 #: Characters of the run id in an owned name.
 RUN_ID_LENGTH = 12
 #: The registry of the releases tclose published, one table per schema: a publish replaces an

@@ -40,13 +40,17 @@ keep every hashed value (PostgreSQL's binary ``COPY`` of ``integer`` 3 and ``dat
 table, a table with row-level security): what such a relation shows may depend on the session,
 so it never verifies (``tclose.cli.content_digest_check``).
 
-Linkage check. A published pass-through column (``role: other``) whose non-null values are all
-distinct (and which has at least one non-null value in a table of two rows or more) maps one-to-one
-onto source rows: it is a *linking column* and fails verification, unless its attribute says
-``allow_unique: true`` (the report lists such columns). Confidential columns are published
-unchanged by design and are not checked; quasi-identifiers are covered by the k-anonymity check.
-On PostgreSQL the database compares the values (``unique_columns``: SQL equality, text byte for
-byte); elsewhere the values read back are compared in Python.
+Linkage check. The published pass-through columns (``role: other``) are taken together: a row
+whose tuple of their values no other row holds maps one-to-one onto its source row (whoever
+knows those values of a person finds the person's row, and its confidential values). The check
+counts such rows and fails when there is one, naming the columns and the count. A column whose
+attribute says ``allow_unique: true`` is left out of the tuple (the report lists such
+columns); a column of the published table that no run writes is in it. NULL is a value, equal
+to NULL (a reader compares what is shown); a table of one row counts none (its row count alone
+links it). Confidential columns are published unchanged by design and are not in the tuple;
+quasi-identifiers are covered by the k-anonymity check. On PostgreSQL the database counts the
+rows (``unique_rows``: ``GROUP BY`` the columns, each compared by value, text byte for byte);
+elsewhere the rows read back are hashed in Python (:func:`tuple_hashes`).
 """
 
 from __future__ import annotations
@@ -89,8 +93,6 @@ COPY_DIGEST_ALGORITHM = (
     "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "
     "tclose_row) TO STDOUT (FORMAT binary), client encoding UTF8"
 )
-#: Rows of a column the in-database linkage check looks at first (a repeat there settles it).
-ROW_SAMPLE = 65_536
 _MODULUS = 2**256
 
 
@@ -111,12 +113,14 @@ def _first_values(rows: Sequence[tuple]) -> dict[int, Any]:
 
 
 def _needs_canonical(value: Any) -> bool:
-    """Whether values of this one's type may need :func:`_canonical` (a representative value
+    """Whether values of this one's type may need :func:`canonical` (a representative value
     per type is checked; any ``datetime`` type triggers the check of every value)."""
     return isinstance(value, (dt.datetime, memoryview, np.generic))
 
 
-def _canonical(value: Any) -> Any:
+def canonical(value: Any) -> Any:
+    """``value`` as the digest and the linkage check compare it: an aware date-time in UTC
+    (tagged), a ``memoryview`` as ``bytes``, a NumPy scalar as its Python value."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return ("utc", value.astimezone(dt.timezone.utc).replace(tzinfo=None))
     if isinstance(value, memoryview):
@@ -124,6 +128,18 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _canonical_rows(rows: Sequence[tuple]) -> Sequence[tuple]:
+    """``rows`` with the values of the columns that need it :func:`canonical` (only those
+    columns: one timestamp column of twenty, say)."""
+    positions = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
+    if not positions:
+        return rows
+    columns = list(zip(*rows))
+    for i in positions:
+        columns[i] = tuple(map(canonical, columns[i]))
+    return list(zip(*columns))
 
 
 class ContentDigest:
@@ -142,12 +158,7 @@ class ContentDigest:
 
     def update(self, rows: Sequence[tuple]) -> None:
         """Add rows (tuples of values, in the order of ``columns``)."""
-        canonical = [i for i, v in _first_values(rows).items() if _needs_canonical(v)]
-        if canonical:  # only the columns of such a type (one timestamp column of twenty, say)
-            columns = list(zip(*rows))
-            for i in canonical:
-                columns[i] = tuple(map(_canonical, columns[i]))
-            rows = list(zip(*columns))
+        rows = _canonical_rows(rows)
         sha256 = hashlib.sha256
         hashes = [sha256(repr(row).encode("utf-8", "surrogatepass")).digest() for row in rows]
         self.rows += len(rows)
@@ -169,67 +180,59 @@ class ContentDigest:
         }
 
 
-def is_linking(values: pd.Series | Sequence[Any], n_rows: int | None = None) -> bool:
-    """Whether a column's non-null values are unique per row (so they link rows one-to-one)."""
-    series = pd.Series(values, dtype=object) if not isinstance(values, pd.Series) else values
-    rows = len(series) if n_rows is None else n_rows
-    present = series.dropna()
-    return rows >= 2 and len(present) >= 1 and not present.duplicated().any()
+def tuple_hashes(tuples: Sequence[tuple]) -> np.ndarray:
+    """A 64-bit hash (``int64``) of each tuple's values as the linkage check compares them: the
+    ``repr`` of their :func:`canonical` values, so that NULL (``None``) is a value equal to
+    NULL, NaN equals NaN, and ``1``, ``1.0``, ``True``, ``'1'``, ``0.0`` and ``-0.0`` differ.
+    Python's string hash (random per process, the same within one): two different tuples
+    share a hash with a chance of about n²/2^65, which can only make rows look less
+    unique."""
+    texts = map(repr, _canonical_rows(tuples))
+    return np.fromiter(map(hash, texts), dtype=np.int64, count=len(tuples))
 
 
-class UniqueTracker:
-    """Streamed :func:`is_linking` for several columns: keeps a 64-bit hash per non-null value."""
+def unique_count(hashes: np.ndarray, rows: int) -> int:
+    """How many of ``rows`` rows hold a hash no other row holds (0 below two rows: a table of
+    one row links to its source by its row count alone, whatever it holds)."""
+    if rows < 2 or not len(hashes):
+        return 0
+    _values, counts = np.unique(hashes, return_counts=True)
+    return int((counts == 1).sum())
 
-    def __init__(self, columns: Sequence[str]) -> None:
-        self.hashes: dict[str, list[np.ndarray]] = {c: [] for c in columns}
-        self.repeated: set[str] = set()  # columns already seen to repeat a value
+
+def linkable_rows(frame: pd.DataFrame) -> int:
+    """How many rows of ``frame`` hold a tuple of values (all its columns) that no other row
+    holds (:func:`tuple_hashes`); 0 without columns or below two rows."""
+    if not len(frame.columns):
+        return 0
+    tuples = list(frame.astype(object).itertuples(index=False, name=None))
+    return unique_count(tuple_hashes(tuples), len(frame))
+
+
+class TupleTracker:
+    """Streamed :func:`linkable_rows` of the columns at ``positions`` of rows read in chunks:
+    keeps a 64-bit hash per row."""
+
+    def __init__(self, positions: Sequence[int]) -> None:
+        self.positions = list(positions)
+        self.hashes: list[np.ndarray] = []
         self.rows = 0
 
-    def update(self, column: str, values: Sequence[Any]) -> None:
-        if column in self.repeated:
-            return
-        present = [v for v in values if v is not None]
-        try:
-            distinct = len(set(present))
-        except TypeError:  # unhashable driver values (e.g. memoryview): their canonical text
-            present = [repr(_canonical(v)) for v in present]
-            distinct = len(set(present))
-        if distinct < len(present):  # a repeat within the chunk: not linking
-            self.repeated.add(column)
-            self.hashes[column] = []
-            return
-        if present:
-            self.hashes[column].append(_hash64(present))
+    def update(self, rows: Sequence[tuple]) -> None:
+        self.rows += len(rows)
+        if self.positions and rows:
+            picked = [tuple(row[i] for i in self.positions) for row in rows]
+            self.hashes.append(tuple_hashes(picked))
 
-    def linking(self) -> list[str]:
-        """The tracked columns whose non-null values are all distinct (hash collisions, at
-        about n²/2^65, can only make a column look not linking)."""
-        found = []
-        for column, parts in self.hashes.items():
-            if column in self.repeated:
-                continue
-            hashed = (
-                np.concatenate([np.asarray(p, dtype=np.uint64) for p in parts])
-                if parts
-                else np.empty(0, dtype=np.uint64)
-            )
-            if self.rows >= 2 and len(hashed) >= 1 and len(np.unique(hashed)) == len(hashed):
-                found.append(column)
-        return found
-
-
-def _hash64(values: list[Any]) -> np.ndarray:
-    """A 64-bit hash of each value (of its canonical text when pandas cannot hash it)."""
-    try:
-        series = pd.Series(values, dtype=object)
-        return pd.util.hash_pandas_object(series, index=False).to_numpy()
-    except (TypeError, ValueError):
-        series = pd.Series([repr(_canonical(v)) for v in values], dtype=object)
-        return pd.util.hash_pandas_object(series, index=False).to_numpy()
+    def linkable_rows(self) -> int:
+        if not self.positions or not self.hashes:
+            return 0
+        return unique_count(np.concatenate(self.hashes), self.rows)
 
 
 def checked_columns(attributes: Mapping[str, Any], present: Iterable[str]) -> tuple[list, list]:
-    """The pass-through columns subject to the linkage check, and those allowed to be unique."""
+    """The pass-through columns whose values the linkage check takes together, and those left
+    out of it (``allow_unique: true``)."""
     present = set(present)
     others = [a for a in attributes.values() if a.role == "other" and a.name in present]
     return (
@@ -254,45 +257,55 @@ def undeclared_columns(config: Any, present: Iterable[str]) -> list[str]:
     return [c for c in present if c != "tclose_row" and c not in declared]
 
 
-def frame_linking_columns(
+def frame_linkage(
     data: pd.DataFrame, attributes: Mapping[str, Any]
-) -> tuple[list[str], list[str]]:
-    """The linking pass-through columns of a published DataFrame (the API's release), and the
-    pass-through columns allowed to be unique, as :func:`add_linkage_check` takes them."""
+) -> tuple[list[str], int, list[str]]:
+    """The linkage of a published DataFrame (the API's release), as :func:`add_linkage_check`
+    takes it: the pass-through columns taken together, the rows unique on them, and the
+    pass-through columns left out (``allow_unique``)."""
     checked, allowed = checked_columns(attributes, data.columns)
-    return [c for c in checked if is_linking(data[c])], allowed
+    return checked, linkable_rows(data[checked]), allowed
 
 
-def add_linkage_check(verification: Any, linking: Sequence[str], allowed: Sequence[str] = ()):
-    """Append the ``linkage`` check to a :class:`tclose.verify.Verification` (in place)."""
+def add_linkage_check(
+    verification: Any, columns: Sequence[str], linkable: int, allowed: Sequence[str] = ()
+) -> Any:
+    """Append the ``linkage`` check to a :class:`tclose.verify.Verification` (in place): it
+    fails when ``linkable`` rows are unique on the pass-through ``columns`` taken together."""
+    failed = linkable > 0
     verification.checks.append(
         {
             "name": "linkage",
-            "passed": not linking,
-            "expected": "no pass-through column unique per row",
-            "actual": ("linking columns: " + ", ".join(linking)) if linking else "none",
-            "linking_columns": list(linking),
+            "passed": not failed,
+            "expected": "no row unique on its pass-through columns taken together",
+            "actual": f"{linkable} row(s) unique on ({', '.join(columns)})" if failed else "none",
+            "linkable_rows": linkable,
+            "columns": list(columns),
+            "linking_columns": list(columns) if failed else [],
             "allowed_unique": list(allowed),
         }
     )
-    verification.passed = verification.passed and not linking
+    verification.passed = verification.passed and not failed
     return verification
 
 
 def linkage_advice(
     checks: Sequence[dict[str, Any]],
     drop: str = "role: identifier",
-    allow: str = "set allow_unique: true on each",
+    allow: str = "set allow_unique: true on those whose values may single a row out",
 ) -> str:
-    """A sentence naming the linking columns of a failed ``linkage`` check and the fixes
-    (``drop`` and ``allow``, as the caller spells them); "" if the check passed or is absent."""
+    """A sentence naming the linking columns of a failed ``linkage`` check, the rows they
+    single out and the fixes (``drop`` and ``allow``, as the caller spells them); "" if the
+    check passed or is absent."""
     failed = next((c for c in checks if c["name"] == "linkage" and not c["passed"]), None)
     if failed is None:
         return ""
     columns = ", ".join(failed["linking_columns"])
+    rows = failed.get("linkable_rows")
     return (
-        f" Linking columns (values unique per row): {columns}. Drop them with {drop}, or "
-        f"{allow} to publish them anyway."
+        f" Linking columns (taken together, their values single out {rows} row(s), each "
+        f"linked to one source row): {columns}. Drop some with {drop}, or {allow} (a column "
+        f"left out of the check is published as it is)."
     )
 
 
@@ -302,7 +315,10 @@ class PublishedScan:
 
     frame: pd.DataFrame
     digest: dict[str, Any]
-    linking: list[str]
+    #: the pass-through columns the linkage check takes together
+    linkage_columns: list[str]
+    #: the rows unique on them
+    linkable_rows: int
     allowed_unique: list[str] = field(default_factory=list)
 
 
@@ -433,7 +449,7 @@ def _scan_in_database(
     session, table, config, wanted, progress, line, total, published_as
 ) -> PublishedScan:
     """Read only the QI and confidential columns; the database digests the table and compares
-    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_columns``).
+    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_rows``).
     A session with ``read_with_digest`` reads the columns and digests the table in one pass
     (PostgreSQL: one binary ``COPY``, when the columns are fixed-width numbers); otherwise
     ``read`` then ``content_digest`` read the table twice."""
@@ -454,12 +470,12 @@ def _scan_in_database(
     written = session.table(table)
     checked, allowed = checked_columns(config.attributes, written.c.keys())
     checked += undeclared_columns(config, written.c.keys())
-    linking = session.unique_columns(written, checked) if len(frame) >= 2 else []
+    linkable = session.unique_rows(written, checked) if len(frame) >= 2 and checked else 0
     if not digest:
         digest = session.content_digest(written, published_as)
     digest["rows"] = len(frame)
     _record_types(session, written, digest)
-    return PublishedScan(frame, digest, linking, allowed)
+    return PublishedScan(frame, digest, checked, linkable, allowed)
 
 
 def _scan(
@@ -470,8 +486,8 @@ def _scan(
     digest = ContentDigest(columns, algorithm)
     checked, allowed = checked_columns(config.attributes, columns)
     checked += undeclared_columns(config, columns)
-    tracker = UniqueTracker(checked)
     position = {c: i for i, c in enumerate(columns)}
+    tracker = TupleTracker([position[c] for c in checked])
     getter = operator.itemgetter(*[position[c] for c in wanted])
     pick = getter if len(wanted) > 1 else (lambda row: (getter(row),))
     frames, done = [], 0
@@ -481,9 +497,7 @@ def _scan(
         if rows and type(rows[0]) is not tuple:  # psycopg gives tuples, others may not
             rows = [tuple(r) for r in rows]
         digest.update(rows)
-        tracker.rows += len(rows)
-        for column in checked:
-            tracker.update(column, list(map(operator.itemgetter(position[column]), rows)))
+        tracker.update(rows)
         frames.append(pd.DataFrame.from_records(list(map(pick, rows)), columns=wanted))
         done += len(rows)
         if progress is not None:
@@ -491,4 +505,4 @@ def _scan(
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=wanted)
     summary = digest.as_dict()
     _record_types(session, written, summary)
-    return PublishedScan(frame, summary, tracker.linking(), allowed)
+    return PublishedScan(frame, summary, checked, tracker.linkable_rows(), allowed)

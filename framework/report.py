@@ -565,8 +565,10 @@ def row_security_warning(security: Mapping[str, Any]) -> str:
 
 
 def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:
-    """The content digest of the written table and the pass-through columns allowed to be
-    unique per row (from the verifier's ``linkage`` check)."""
+    """The content digest of the written table and, from the verifier's ``linkage`` check,
+    the pass-through columns left out of it (``allowed_unique``), those taken together
+    (``linkage_columns``), the rows unique on them (``linkable_rows``) and, when there are
+    such rows, the columns that single them out (``linking_columns``)."""
     if verification is None:
         return
     if verification.content_digest is not None:
@@ -574,6 +576,8 @@ def _add_release_facts(report: dict[str, Any], verification: Verification | None
     linkage = next((c for c in verification.checks if c["name"] == "linkage"), None)
     if linkage is not None:
         report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
+        report["verification"]["linkage_columns"] = linkage.get("columns", [])
+        report["verification"]["linkable_rows"] = linkage.get("linkable_rows", 0)
         report["verification"]["linking_columns"] = linkage.get("linking_columns", [])
 
 

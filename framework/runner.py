@@ -10,7 +10,6 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
-import secrets
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -390,13 +389,11 @@ class Phases:
         log.info("measures done in %.2f s (%.2f s waited)", pending.seconds, pending.waited)
 
     def write(self, source: Any, target: Any) -> None:
-        """Fill the staging table, new row numbers in a random order: joined in the source's
-        database, or streamed from a second pass over the source snapshot."""
+        """Fill the staging table: joined in the source's database, or streamed from a second
+        pass over the source snapshot. Either way the target's session numbers the rows
+        (``tclose_row``) and stores them in their content order, a function of the published
+        values alone."""
         plan, config = self.plan, self.plan.config
-        rng = np.random.default_rng(
-            config.seed if config.seed is not None else secrets.randbits(64)
-        )
-        new_rows = rng.permutation(len(self.keys)).astype(np.int64) + 1
         self.say(f"writing staging table {plan.staging}")
         with self.timer.phase("write"):
             if plan.joined:
@@ -405,7 +402,6 @@ class Phases:
                     config.source.key,
                     plan.staging_table,
                     self.keys,
-                    new_rows,
                     self.labels,
                     self.database_values,
                 )
@@ -420,7 +416,6 @@ class Phases:
                 plan.source,
                 plan.output_columns,
                 self.keys,
-                new_rows,
                 self.database_values,
                 self.set_aside,
                 _values_to_check(plan),
@@ -558,13 +553,12 @@ def _transformed_chunks(
     source_name,
     output_columns,
     keys,
-    new_rows,
     database_values,
     set_aside: set,
     checked: Mapping[str, str] | None = None,
 ) -> Generator[list[tuple], None, None]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
-    ``tclose_row`` and the output columns, pass-through values exactly as the driver gave them.
+    the output columns, pass-through values exactly as the driver gave them.
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
@@ -602,7 +596,7 @@ def _transformed_chunks(
                 f"The source table {source_name} changed while it was being read "
                 f"(rows near position {position}). Nothing was published."
             )
-        columns = [new_rows[position : position + size].tolist()]
+        columns = []
         for column in output_columns:
             if column in database_values:
                 columns.append(database_values[column][position : position + size].tolist())
@@ -772,7 +766,7 @@ def _read_written(
 
 def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
     """The verdict with the linkage check and the content digest of the scan."""
-    add_linkage_check(verification, scan.linking, scan.allowed_unique)
+    add_linkage_check(verification, scan.linkage_columns, scan.linkable_rows, scan.allowed_unique)
     verification.content_digest = scan.digest
     return verification
 

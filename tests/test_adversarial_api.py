@@ -78,12 +78,12 @@ def ssn_index(n: int = N) -> pd.Index:
 )
 def test_the_release_and_report_carry_nothing_of_the_index(index):
     df = frame().set_axis(index, axis=0)
-    result = anonymize(df, seed=1)
+    result = anonymize(df)
     assert isinstance(result.data.index, pd.RangeIndex) and result.data.index.name is None
     assert list(result.data.columns) == ["age", "zip", "charge"]
     assert "123-45-" not in json.dumps(result.report, allow_nan=False)
     # labels follow the input rows by position: the rows of one cluster publish one QI tuple
-    reference = anonymize(frame(), seed=1)
+    reference = anonymize(frame())
     assert (result.labels == reference.labels).all()
     kept = anonymize(df, keep_order=True)
     assert kept.data.index.equals(df.index)
@@ -112,9 +112,9 @@ def test_error_messages_number_rows_by_position_not_by_index_label():
     assert "123-45-" not in str(error.value)
 
 
-@pytest.mark.parametrize("seed", ["abc", -1, 1.5, True])
-def test_a_bad_seed_is_a_config_error(seed):
-    with pytest.raises(ConfigError, match="seed must be a non-negative integer"):
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, True, 42, None])
+def test_any_seed_is_a_config_error(seed):
+    with pytest.raises(ConfigError, match="takes no seed"):
         anonymize(frame(), seed=seed)
 
 

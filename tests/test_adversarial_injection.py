@@ -98,7 +98,6 @@ def _nasty_run(db, nasty: str, capsys) -> None:
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
         "report": {"json": str(db.tmp_path / "r.json"), "html": str(db.tmp_path / "r.html")},
     }
     path = str(db.write_config(document))
@@ -294,7 +293,6 @@ def test_the_html_report_shows_markup_in_names_and_values_as_text(lite, monkeypa
         },
         "privacy": {"k": 3, "t": 1.0},
         "algorithm": {"name": algorithm.obj.name, "options": {}},
-        "output": {"seed": 7},
         "report": {"json": str(lite.tmp_path / "r.json"), "html": str(html)},
     }
     assert main(["-q", "run", str(lite.write_config(document))]) == 0, capsys.readouterr().err
@@ -416,7 +414,6 @@ def test_nasty_names_in_a_csv_header_and_file_names(duck, tmp_path, capsys):
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")

@@ -64,7 +64,8 @@ def test_following_the_advice_runs(tmp_path, capsys, base):
     path = _write(tmp_path, base.replace("k: 3", "k: 010"))
     assert main(["-q", "run", "--dry-run", str(path)]) == 2
     assert "write 8, or 10" in capsys.readouterr().err
-    path.write_text(base.replace("k: 3", "k: 10"), encoding="utf-8")
+    passing = base.replace(": other\n", ": {role: other, allow_unique: true}\n")  # linkage aside
+    path.write_text(passing.replace("k: 3", "k: 10"), encoding="utf-8")
     assert main(["-q", "run", "--dry-run", str(path)]) == 0
     assert load_config(path).k == 10
 

@@ -56,10 +56,11 @@ class MemorySession:
             yield pd.DataFrame.from_records(rows, columns=names)
 
     def fill_streamed(self, staging, chunks) -> int:
+        """The rows numbered 1..n in their content order (here: by their values' repr)."""
         rows = self._get(TableName(staging.schema, staging.name))[1]
-        for chunk in chunks:
-            rows.extend(tuple(r) for r in chunk)
-        return len(rows)
+        arrived = [tuple(r) for chunk in chunks for r in chunk]
+        rows.extend((i, *row) for i, row in enumerate(sorted(arrived, key=repr), start=1))
+        return len(arrived)
 
     def publish(self, staging, target, replace, before_commit=None) -> None:
         if self.database.exists(target) and not replace:
@@ -151,29 +152,50 @@ def test_a_connector_from_scratch_passes_check_connector() -> None:
     assert STORE[url] == {}
 
 
+def _problems(session_class: type[MemorySession], url: str) -> str:
+    """The problems check_connector finds in the memory connector with ``session_class``."""
+
+    class Database(MemoryDatabase):
+        @contextlib.contextmanager
+        def session(self, staging=None, *, read_only=False):
+            yield session_class(self, staging)
+
+    class Connector(MemoryConnector):
+        def connect(self, url, password_file=None):
+            return Database(url)
+
+    try:
+        check_connector(Connector(), url, drop=lambda name: STORE[url].pop(str(name)))
+    except AssertionError as error:
+        return str(error)
+    return ""
+
+
 def test_check_connector_catches_a_publish_that_drops_the_last_row() -> None:
     class Lossy(MemorySession):
         def publish(self, staging, target, replace, before_commit=None) -> None:
             self.own[str(staging)][1].pop()
             super().publish(staging, target, replace, before_commit)
 
-    class LossyDatabase(MemoryDatabase):
-        @contextlib.contextmanager
-        def session(self, staging=None, *, read_only=False):
-            yield Lossy(self, staging)
+    problems = _problems(Lossy, "memory://lossy")
+    assert problems, "check_connector accepted a publish that loses a row"
+    assert "the published fixture: 22 rows, not 23" in problems
+    assert "the published table: 21 rows, not 22" in problems
 
-    class LossyConnector(MemoryConnector):
-        def connect(self, url, password_file=None):
-            return LossyDatabase(url)
 
-    url = "memory://lossy"
-    try:
-        check_connector(LossyConnector(), url, drop=lambda name: STORE[url].pop(str(name)))
-    except AssertionError as error:
-        assert "read_rows: 22 rows, not 23" in str(error)
-        assert "the published table: 21 rows, not 23" in str(error)
-    else:
-        raise AssertionError("check_connector accepted a publish that loses a row")
+def test_check_connector_catches_rows_numbered_in_the_order_they_arrive() -> None:
+    """Rule R4 for third-party connectors: numbering the rows as they come (the source's
+    order) is a failed check."""
+
+    class InArrivalOrder(MemorySession):
+        def fill_streamed(self, staging, chunks) -> int:
+            rows = self._get(TableName(staging.schema, staging.name))[1]
+            arrived = [tuple(r) for chunk in chunks for r in chunk]
+            rows.extend((i, *row) for i, row in enumerate(arrived, start=1))
+            return len(arrived)
+
+    problems = _problems(InArrivalOrder, "memory://arrival")
+    assert "numbers the rows by the order they arrive in" in problems
 
 
 def test_a_run_publishes_through_the_connector_from_scratch(tmp_path) -> None:
@@ -197,7 +219,8 @@ def test_a_run_publishes_through_the_connector_from_scratch(tmp_path) -> None:
         def register_connectors(self, register):
             register(MemoryConnector())
 
-    attributes = {c: {"role": "other"} for c in frame.columns[1:]}
+    # together they single out every row: not what this test is about
+    attributes = {c: {"role": "other", "allow_unique": True} for c in frame.columns[1:]}
     attributes.update(
         name={"role": "identifier"},
         age={"role": "quasi_identifier", "type": "numeric"},

@@ -182,14 +182,15 @@ def test_generic_postgresql_run_keeps_pass_through_types_exactly(pg):
 
 def test_generic_publish_refuses_a_table_that_lost_rows(lite):
     database = SQLAlchemyConnector().connect(_url(lite))
-    lite.create(lite.name("src"), [sa.Column("id", sa.Integer, primary_key=True)], [{"id": 1}])
+    columns = [sa.Column("id", sa.Integer, primary_key=True), sa.Column("v", sa.Integer)]
+    lite.create(lite.name("src"), columns, [{"id": 1, "v": 5}])
     source = database.table(TableName(None, lite.name("src")))
-    staging = database.staging_table(TableName(None, lite.name("stg")), source, [], ())
+    staging = database.staging_table(TableName(None, lite.name("stg")), source, ["v"], ())
     with (
         pytest.raises(DataError, match="holds 1 rows, 2 were written"),
         database.session(staging) as session,
     ):
-        session.fill_streamed(staging, [[(1,)]])
+        session.fill_streamed(staging, [[(5,)]])
         session.rows_written = 2  # as if a row went missing in the rename
         session.publish(TableName(None, lite.name("stg")), TableName(None, lite.name("t")), False)
     assert lite.tables() == {lite.name("src")}

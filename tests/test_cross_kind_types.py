@@ -135,7 +135,6 @@ def _run(source_db, source: str, target_db, target: str, capsys) -> tuple[int, s
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
     return source_db.run_and_verify(document, capsys)[:2]
 

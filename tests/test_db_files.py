@@ -54,7 +54,6 @@ def _document(source_url: str, source_table: str, target_url: str, target_table:
         },
         "privacy": {"k": 3, "t": 0.3},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
 
 

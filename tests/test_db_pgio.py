@@ -247,12 +247,12 @@ def test_join_write_with_the_key_added_afterwards_writes_the_same_table(pg, monk
 
     source = pg.name("patients")
     pg.create_patients(source)
-    document = pg.config(source, pg.name("fast"), output={"seed": 7})
+    document = pg.config(source, pg.name("fast"))
     assert main(["run", str(pg.write_config(document, "fast.yaml")), "-q"]) == 0
     fast = _published(pg, pg.name("fast"))
 
     monkeypatch.setattr(PostgreSQLSession, "insert_joined", Session.insert_joined)
-    document = pg.config(source, pg.name("slow"), output={"seed": 7})
+    document = pg.config(source, pg.name("slow"))
     assert main(["run", str(pg.write_config(document, "slow.yaml")), "-q"]) == 0
     slow = _published(pg, pg.name("slow"))
 

@@ -63,7 +63,6 @@ def _document(db, source: str, target: str) -> dict:
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {}},
-        "output": {"seed": 7},
     }
 
 

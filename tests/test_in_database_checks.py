@@ -8,6 +8,7 @@ import contextlib
 import copy
 import io
 import json
+from collections import Counter
 
 import pytest
 import sqlalchemy as sa
@@ -22,7 +23,6 @@ from tclose.published import (
     DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
     ContentDigest,
-    is_linking,
     scan_published,
 )
 from tclose.registry import load_registry
@@ -131,7 +131,8 @@ def test_the_earlier_digest_hashes_json_and_arrays_as_it_did(pg, tmp_path):
         "tags = ARRAY[patient_id % 2, 7]"
     )
     document = pg.config(source, target)
-    document["attributes"].update({"doc": {"role": "other"}, "tags": {"role": "other"}})
+    passing = {"role": "other", "allow_unique": True}  # with ward, they single out 8 rows
+    document["attributes"].update({"doc": passing, "tags": dict(passing)})
     document["report"] = {"json": str(tmp_path / "report.json")}
     config = pg.write_config(document)
     assert _cli("run", str(config))[0] == 0
@@ -174,7 +175,7 @@ def test_a_copy_digest_cannot_be_claimed_where_it_cannot_be_computed(tmp_path, l
 
 @pytest.fixture
 def linkage_table(pg):
-    """Columns whose linking verdicts differ: unique, a repeat only after the sampled rows,
+    """Columns whose rows the linkage check tells apart differently: unique, one late repeat,
     text unique only by case, all NULL, JSON unique and repeated, NaN twice, and a repeat."""
     n = 12
     rows = [
@@ -210,18 +211,32 @@ def linkage_table(pg):
     return name, [c.name for c in table.columns if c.name != "id"], rows
 
 
-@pytest.mark.parametrize("sample", [3, 65_536])
-def test_the_database_finds_exactly_the_linking_columns(pg, linkage_table, monkeypatch, sample):
-    monkeypatch.setattr(postgresql, "ROW_SAMPLE", sample)  # 3: the late repeat is not sampled
-    name, columns, rows = linkage_table
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ["unique_text"],
+        ["late_repeat"],
+        ["by_case"],
+        ["all_null"],
+        ["json_unique"],
+        ["json_repeat"],
+        ["nan_twice"],
+        ["repeats"],
+        ["late_repeat", "repeats"],
+        ["json_repeat", "repeats"],
+        ["all_null", "nan_twice"],
+        ["by_case", "json_repeat", "repeats"],
+    ],
+)
+def test_the_database_counts_the_rows_their_columns_single_out(pg, linkage_table, columns):
+    """The database's count is the rows whose tuple (NULL a value, NaN equal to NaN, text byte
+    for byte, JSON by content) no other row holds, as counted here in Python."""
+    name, _all, rows = linkage_table
     database = load_registry().connector_for("postgresql").connect(pg.url)
     with database.session(read_only=True) as session:
-        found = session.unique_columns(session.table(TableName.parse(name)), columns)
-    assert found == ["unique_text", "by_case", "json_unique"]
-    # The Python definition agrees wherever equality means the same (JSON: as text; NaN: a
-    # float NaN is not equal to itself in Python, the database groups NaNs).
-    for column in ["unique_text", "late_repeat", "by_case", "all_null", "repeats"]:
-        assert is_linking([r[column] for r in rows]) == (column in found), column
+        found = session.unique_rows(session.table(TableName.parse(name)), columns)
+    tuples = Counter(tuple(repr(r[c]) for c in columns) for r in rows)
+    assert found == sum(n == 1 for n in tuples.values())
 
 
 def test_a_linking_column_stops_the_run_on_postgresql(pg, tmp_path):

@@ -66,13 +66,16 @@ def test_skeleton_needs_roles_then_loads_and_runs(skeleton_file, tmp_path, monke
     with pytest.raises(ConfigError, match="No attribute has role quasi_identifier"):
         load_config(skeleton_file)
     text = skeleton_file.read_text()
-    for column in ("age", "zip", "length_of_stay"):
+    # Left as `other`, the columns that describe a stay would single out every row together
+    # (the linkage check): they are quasi-identifiers, as in configs/quickstart.yaml.
+    stay = ("admission_day", "length_of_stay", "procedures", "diagnoses", "severity")
+    for column in ("age", "zip", *stay):
         text = _set_role(text, column, "quasi_identifier")
     text = _set_role(text, "charge", "confidential")
     skeleton_file.write_text(text)
 
     config = load_config(skeleton_file)
-    assert config.quasi_identifiers == ["age", "zip", "length_of_stay"]
+    assert config.quasi_identifiers == ["age", "zip", *stay]
     assert config.confidential == ["charge"] and config.identifiers == ["patient_id", "name"]
     assert (
         config.line_of("attributes", "charge")

@@ -470,7 +470,7 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(db, tmp_path
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first", "options": {"blocks": 2, "workers": 1}},
-        "output": {"seed": 5, "keep_key": True},
+        "output": {"keep_key": True},
     }
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
@@ -649,7 +649,7 @@ def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measu
     db = tmp_path / "m.db"
     with sqlite3.connect(db) as connection:
         _mixed_table(60, seed=3).to_sql("src", connection, index=False)
-    other = {"role": "other"}
+    other = {"role": "other", "allow_unique": True}  # together they single out rows
     document = {
         "source": {"url": f"sqlite:///{db}", "table": "src", "key": "pid"},
         "target": {"table": "pub"},
@@ -661,7 +661,7 @@ def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measu
         },
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first"},
-        "output": {"seed": 5, "keep_key": True},
+        "output": {"keep_key": True},
     }
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")

@@ -88,9 +88,9 @@ def ward_config(sqlite_run):
     document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
     document["privacy"] = {"k": 3}
     document["attributes"].update(
-        age={"role": "other"},
-        zip={"role": "other"},
-        length_of_stay={"role": "other"},
+        age={"role": "other", "allow_unique": True},
+        zip={"role": "other", "allow_unique": True},
+        length_of_stay={"role": "other", "allow_unique": True},
         ward={"role": "quasi_identifier", "type": "nominal"},
     )
     return sqlite_run.write(document)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tclose.published import ContentDigest, UniqueTracker, is_linking
+import pandas as pd
+
+from tclose.published import ContentDigest, TupleTracker, linkable_rows
 
 ROWS = [(1, 2.5, "a", None), (2, 3.5, "b", None), (3, 2.5, "a", None)]
 
@@ -40,7 +42,7 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
 
     import numpy as np
 
-    from tclose.published import _MODULUS, _canonical
+    from tclose.published import _MODULUS, canonical
 
     tz = dt.timezone(dt.timedelta(hours=-5))
     rows = [
@@ -58,7 +60,7 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
     columns = ("a", "b", "c", "d", "e", "f", "g")
     total = 0
     for row in rows:
-        text = repr(tuple(_canonical(v) for v in row))
+        text = repr(tuple(canonical(v) for v in row))
         total += int.from_bytes(
             hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), "big"
         )
@@ -66,19 +68,19 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
     assert _digest(rows, columns, chunks=4) == hashlib.sha256(summary).hexdigest()
 
 
-def test_linkage_tracker_across_chunks():
-    tracker = UniqueTracker(["unique", "repeats_later", "nulls", "blob"])
+def test_linkage_tracker_across_chunks_takes_the_columns_together():
+    tracker = TupleTracker([0, 2])
     for chunk in ([0, 1, 2], [3, 4, 5]):
-        tracker.rows += len(chunk)
-        tracker.update("unique", [f"u{i}" for i in chunk])
-        tracker.update("repeats_later", [f"r{i % 4}" for i in chunk])
-        tracker.update("nulls", [None for _ in chunk])
-        tracker.update("blob", [memoryview(bytes([i])) for i in chunk])
-    assert tracker.linking() == ["unique", "blob"]
+        tracker.update(
+            [(i // 2, "ignored", None if i < 2 else memoryview(bytes([i % 4]))) for i in chunk]
+        )
+    # (0, None) twice; (1, b"\x02"), (1, b"\x03"), (2, b"\x00"), (2, b"\x01") once each
+    assert tracker.linkable_rows() == 4
 
 
-def test_is_linking_rule():
-    assert is_linking(["a", "b", None])
-    assert not is_linking(["a", "a", "b"])
-    assert not is_linking([None, None])
-    assert not is_linking(["only row"])
+def test_linkable_rows_rule():
+    frame = pd.DataFrame({"a": ["x", "x", "y", None, None], "b": [1, 1, 1, 2, 2]})
+    assert linkable_rows(frame) == 1  # (y, 1); NULL equals NULL
+    assert linkable_rows(frame[["b"]]) == 0
+    assert linkable_rows(pd.DataFrame({"a": ["only row"]})) == 0
+    assert linkable_rows(frame[[]]) == 0

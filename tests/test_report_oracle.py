@@ -210,18 +210,19 @@ def _emd(spec: dict, rows: pd.Series, column: pd.Series) -> float:
     return float(solved.fun)
 
 
-def _linking(rows: pd.DataFrame, attributes: dict) -> list[str]:
-    """The linking pass-through columns (guide.md): non-null values all distinct, at least
-    one, in two rows or more, and no ``allow_unique``."""
-    return [
+def _linkage(rows: pd.DataFrame, attributes: dict) -> tuple[list[str], int]:
+    """The pass-through columns taken together (guide.md: role other, no ``allow_unique``) and
+    the rows whose tuple of their values (NULL a value) no other row holds; none in a table of
+    fewer than two rows."""
+    columns = [
         c
         for c, spec in attributes.items()
-        if spec["role"] == "other"
-        and not spec.get("allow_unique")
-        and len(rows) >= 2
-        and rows[c].notna().any()
-        and not rows[c].dropna().duplicated().any()
+        if spec["role"] == "other" and not spec.get("allow_unique")
     ]
+    if not columns or len(rows) < 2:
+        return columns, 0
+    keys = rows[columns].map(_key).apply(tuple, axis=1)
+    return columns, int((keys.map(keys.value_counts()) == 1).sum())
 
 
 def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dict:
@@ -250,7 +251,7 @@ def oracle(source: pd.DataFrame, published: pd.DataFrame, document: dict) -> dic
     # Equivalence classes: the published rows sharing every QI value (NULL a value).
     keys = published[quasi].map(_key).apply(tuple, axis=1)
     classes = published.groupby(keys, sort=False).groups
-    figures["linking"] = _linking(published, attributes)
+    figures["linkage_columns"], figures["linkable_rows"] = _linkage(published, attributes)
     figures["classes"] = len(classes)
     figures["class_sizes"] = sorted(len(rows) for rows in classes.values())
     figures["k_achieved"] = min(figures["class_sizes"])
@@ -494,12 +495,15 @@ def check_report(figures: dict, report: dict, document: dict) -> None:
             assert _close(check["actual"], figures["t_achieved"][column])
             assert check["classes_above_t"] == sum(e > t + TOLERANCE for e in emds)
         assert checks[f"confidential_multiset:{column}"]["actual"] == "identical"
-    assert report["verification"]["linking_columns"] == figures["linking"]
-    assert checks["linkage"]["linking_columns"] == figures["linking"]
+    linkable = figures["linkable_rows"]
+    assert report["verification"]["linkable_rows"] == checks["linkage"]["linkable_rows"] == linkable
+    assert report["verification"]["linkage_columns"] == figures["linkage_columns"]
+    linking = figures["linkage_columns"] if linkable else []
+    assert report["verification"]["linking_columns"] == linking
     verified = (
         figures["k_achieved"] >= k
         and (t is None or all(v <= t + TOLERANCE for v in figures["t_achieved"].values()))
-        and not figures["linking"]
+        and not linkable
     )
     assert report["verification"]["passed"] == verified
     assert report["run"]["published"] == verified
@@ -580,7 +584,6 @@ def releases(draw) -> tuple[pd.DataFrame, dict]:
         "attributes": attributes,
         "privacy": privacy,
         "algorithm": {"name": algorithm},
-        "output": {"seed": draw(st.integers(0, 99))},
     }
     return frame, document
 
@@ -636,8 +639,10 @@ def test_the_report_and_verify_state_what_the_tables_hold(tmp_path_factory, case
             c for c, s in document["attributes"].items() if s.get("missing") == "exclude-rows"
         ]
         kept = source[~source[excluded].map(_key).eq(MISSING).any(axis=1)] if excluded else source
-        linking = _linking(kept, document["attributes"])  # pass-through values are the source's
-        assert linking and report["verification"]["linking_columns"] == linking
+        # pass-through values are the source's
+        columns, linkable = _linkage(kept, document["attributes"])
+        assert linkable and report["verification"]["linkable_rows"] == linkable
+        assert report["verification"]["linking_columns"] == columns
         assert "anon" not in sa.inspect(engine).get_table_names()
         return
     event("published")
@@ -700,7 +705,6 @@ def _fixed() -> tuple[pd.DataFrame, dict]:
         "attributes": attributes,
         "privacy": {"k": 3, "t": 0.5},
         "algorithm": {"name": "t-first"},
-        "output": {"seed": 3},
     }
     return frame, document
 
@@ -902,18 +906,17 @@ def test_a_datetime_qi_is_its_class_mean_to_the_nearest_microsecond(request, kin
 def test_a_column_added_after_the_run_that_links_rows_fails_linkage(request, kind, column):
     """The source key (or any column) put back into the published table, unique per row:
     ``tclose verify`` said ``PASS linkage ... got none`` and ``verified``, as it checked the
-    configured pass-through columns only. A column repeating its values still verifies."""
+    configured pass-through columns only. It is judged with them: a column holding one value
+    still verifies."""
     database = request.getfixturevalue(kind)
     _, config, _, _, _ = _publish_fixed(database)
     quoted = database.quote(database.name("anon"))
     database.execute(f"ALTER TABLE {quoted} ADD COLUMN {database.quote(column)} INTEGER")
-    database.execute(f"UPDATE {quoted} SET {database.quote(column)} = tclose_row % 2")
+    database.execute(f"UPDATE {quoted} SET {database.quote(column)} = 1")
     code, out = _cli("verify", config)
-    assert code == 0 and "PASS  linkage" in out, out  # 0 and 1: links nothing
+    assert code == 0 and "PASS  linkage" in out, out  # one value: singles out nothing more
     database.execute(f"UPDATE {quoted} SET {database.quote(column)} = tclose_row * 7")
     code, out = _cli("verify", config)
     assert code == 1, out
-    assert (
-        f"FAIL  linkage: expected no pass-through column unique per row, got linking columns: {column}"
-        in out
-    )
+    expected = "FAIL  linkage: expected no row unique on its pass-through columns taken together"
+    assert expected in out and "row(s) unique on (" in out and f"{column})" in out, out

@@ -34,7 +34,7 @@ def standardized(original: pd.DataFrame, published: pd.DataFrame) -> tuple[np.nd
 
 def test_run_report_holds_risk_computed_from_the_published_rows(sqlite_run, tmp_path, capsys):
     report_path = tmp_path / "report.json"
-    document = sqlite_run.config(output={"seed": 7, "keep_key": True})
+    document = sqlite_run.config(output={"keep_key": True})
     document["report"] = {"interval_p": 0.5}
     assert main(["run", str(sqlite_run.write(document)), "--report", str(report_path)]) == 0
     report = json.loads(report_path.read_text())
@@ -190,7 +190,7 @@ def test_verify_source_prints_the_measures_of_the_run(sqlite_run, tmp_path, caps
     from tclose.runner import verify_published
 
     report_path = tmp_path / "report.json"
-    config = sqlite_run.write(sqlite_run.config(output={"seed": 7, "keep_key": keep_key}))
+    config = sqlite_run.write(sqlite_run.config(output={"keep_key": keep_key}))
     assert main(["run", str(config), "--report", str(report_path)]) == 0
     report = json.loads(report_path.read_text())
     capsys.readouterr()
