@@ -796,6 +796,35 @@ class DuckDBDatabase(SQLDatabase):
             where = ("file", stat.st_dev, stat.st_ino)
         return ("duckdb", where, found[0].lower(), found[1].lower())
 
+    def release_of(
+        self, connection: Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The table's schema and name as DuckDB's catalog spells them, and its identity: its
+        content, the row count and the sum of DuckDB's ``hash`` of each row's values. DuckDB
+        gives a table no lasting identity (its catalog's ids are new each time the file is
+        opened), so the same table is the same name holding the same rows."""
+        found = self._catalog_name(connection, name)
+        if found is None:
+            return None
+        home = TableName(*found)
+        columns = [
+            self.quote(column)
+            for (column,) in connection.execute(
+                sa.text(
+                    "SELECT column_name FROM duckdb_columns() WHERE database_name = "
+                    "current_database() AND schema_name = :s AND table_name = :t "
+                    "ORDER BY column_index"
+                ),
+                {"s": home.schema, "t": home.name},
+            )
+        ]
+        if not columns:  # a view: no table a release can be
+            return home, None
+        count, total = connection.exec_driver_sql(
+            f"SELECT count(*), sum(hash({', '.join(columns)})::HUGEINT) FROM {self.qualified(home)}"
+        ).one()
+        return home, f"content {count} rows, columns {', '.join(columns)}, hash sum {total}"
+
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names
         (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively, and

@@ -150,6 +150,12 @@ class FileSession(DuckDBSession):
                 f"The target file {path} already exists and target.if_exists is 'fail'. "
                 f"Nothing was published."
             )
+        problem = self.database.release_problem(target) if path.exists() else None
+        if problem is not None:
+            raise DataError(
+                f"The target file {path} is not a release tclose published ({problem}); tclose "
+                f"replaces only its own releases. Nothing was published."
+            )
         run_id = (self.staging.info.get("run_id") if self.staging is not None else None) or ""
         temporary = _temporary(path, run_id)
         try:
@@ -255,8 +261,20 @@ class FileSession(DuckDBSession):
         """``COPY`` the staging table, in ``tclose_row`` order, to ``temporary`` and check that
         the file holds every row written and verified, unchanged (:meth:`_check_file`)."""
         table = self.database.qualified(staging)
-        metadata = f", KV_METADATA {{tclose_run: {sql_string(run_id)}}}" if run_id else ""
         self._check_intervals(table)
+        values = [
+            self.database.quote(c)
+            if _read_back_as(k) == k
+            else f"CAST({self.database.quote(c)} AS {_read_back_as(k)})"
+            for c, k in self._described(table).items()
+        ]
+        content = _content_mark(self.connection, table, values)
+        metadata = (
+            f", KV_METADATA {{tclose_run: {sql_string(run_id)}, "
+            f"tclose_content: {sql_string(content)}}}"
+            if run_id
+            else ""
+        )
         self.connection.exec_driver_sql(
             f"COPY (SELECT * FROM {table} ORDER BY 1) TO {sql_string(str(temporary))} "
             f"(FORMAT parquet{metadata})"
@@ -273,6 +291,17 @@ class FileSession(DuckDBSession):
                 f"Nothing was published."
             )
         self._check_file(table, written)
+
+
+def _content_mark(connection: Connection, relation: str, values: Sequence[str]) -> str:
+    """The content of a Parquet release as its metadata ``tclose_content`` records it: the row
+    count and the sum of DuckDB's ``hash`` of each row's ``values`` (SQL expressions, in the
+    file's column order), as :meth:`FileSession._check_file` compares a file with its staging
+    table."""
+    count, total = connection.exec_driver_sql(
+        f"SELECT count(*), sum(hash({', '.join(values)})::HUGEINT) FROM {relation}"
+    ).one()
+    return f"{count} rows, hash sum {total}"
 
 
 #: Bytes the publishing run's temporary file adds to the target's name (:func:`_temporary`).
@@ -545,6 +574,37 @@ class FileDatabase(DuckDBDatabase):
         """The file's identity: a file reads nothing else (DuckDB's views do)."""
         identity = self.table_identity(name)
         return [] if identity is None else [identity]
+
+    def release_problem(self, name: TableName, connection: Connection | None = None) -> str | None:
+        """Why the existing file is not a release tclose published, unchanged since; ``None``
+        when it is one. A file has no registry: its mark is its own metadata, ``tclose_run``
+        (the run) and ``tclose_content`` (its rows, :func:`_content_mark`). The same release is
+        a Parquet file of those rows under that metadata: a user's file has no such metadata,
+        and a release whose rows changed since (rewritten, edited, appended to) is another
+        file."""
+        if self.format != "parquet" or not self.path.is_file():
+            return "it is not a Parquet file"
+        if self.path.stat().st_size == 0:
+            return None  # an empty file holds nothing to lose
+        with (
+            self.errors(f"reading the metadata of {self.path}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            literal = sql_string(self.literal(self.path, driver_connection(bound)))
+            relation = f"read_parquet({literal})"
+            metadata: dict[str, str] = dict(
+                bound.exec_driver_sql(
+                    f"SELECT decode(key), decode(value) FROM parquet_kv_metadata({literal})"
+                ).all()
+            )
+            run, recorded = metadata.get("tclose_run"), metadata.get("tclose_content")
+            if not run or not recorded:
+                return "its metadata holds no record of a tclose run and of the rows it wrote"
+            described = bound.exec_driver_sql(f"DESCRIBE SELECT * FROM {relation}").all()
+            now = _content_mark(bound, relation, [self.quote(row[0]) for row in described])
+        if now != recorded:
+            return f"its rows are not those run {run} wrote: it changed since"
+        return None
 
     def table_comment(self, name: TableName) -> str | None:
         """``tclose run <id>`` from a Parquet file's key-value metadata ``tclose_run``."""

@@ -2,11 +2,18 @@
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
   (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
-  records and creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT
-  SNAPSHOT`` for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and
-  ``DROP TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
+  proves on an empty table the privileges its publish needs in the target's schema, records and
+  creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT``
+  for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and ``DROP
+  TEMPORARY TABLE`` do not commit). The staging rows are verified inside that transaction;
   ``RENAME TABLE`` of both names in one statement commits and publishes them. A killed run can
   leave an empty, registered staging table behind: the next run on the schema drops it.
+- The staging table lives in the database ``tclose_staging`` (:data:`STAGING_SCHEMA`), which
+  tclose creates and grants to no one: an uncommitted row is read by a ``READ UNCOMMITTED``
+  session of any account that may read the table's database, so the unverified rows are kept
+  out of the target's. Only accounts with privileges on every database (``SELECT ON *.*``) or
+  granted ``tclose_staging`` by an administrator can read them. ``RENAME TABLE`` moves the
+  verified table into the target's database (atomically, as any rename).
 - ``INSERT ... SELECT`` reads the source with locks, not from the snapshot. On MariaDB with
   ``innodb_snapshot_isolation`` (10.6.18, 10.11.8, 11.x) the session turns it on, so such a read
   of a row changed since the snapshot fails the run instead of mixing two states of the source.
@@ -46,6 +53,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
+from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
 from tclose.progress import notice_once
 from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
 
@@ -59,6 +67,7 @@ from .mysql_drivers import (
 )
 from .sql import (
     OLD_MARK,
+    STAGING_MARK,
     DriverSession,
     SQLDatabase,
     TableName,
@@ -74,6 +83,12 @@ log = logging.getLogger("tclose")
 LOCK_WAIT_SECONDS = 30
 #: ER_CHECKREAD: a locking read met a row changed after the snapshot (snapshot isolation).
 RECORD_CHANGED = 1020
+#: The server's errors for an account that may not use a database or a table there
+#: (ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR) or a database that does not exist.
+ACCESS_DENIED = (1044, 1142, 1049)
+#: The mark of the empty table a run makes in the target's schema to prove, before any work,
+#: the privileges its publish needs there.
+PROBE_MARK = "__tclose_p_"
 
 
 def error_code(error: BaseException | None) -> int | None:
@@ -123,7 +138,7 @@ def driver_description(url: sa.URL) -> str:
 
 
 #: The registry of the tables runs create, one per schema (see :class:`MySQLSession`).
-REGISTRY_TABLE = "tclose_owned"
+REGISTRY_TABLE = OWNED_TABLE
 
 #: The longest file name (in bytes) the server's file system keeps (``NAME_MAX`` of ext4, XFS,
 #: Btrfs, APFS, NTFS), and the longest extension the server gives a table's files (``.ibd``,
@@ -345,25 +360,85 @@ class MySQLSession(DriverSession):
             )
 
     def prepare_staging(self, staging: sa.Table) -> None:
-        self.drop_leftovers(staging.schema)
+        """Drop leftovers, prove the privileges of the publish and create ``staging``: in
+        :data:`STAGING_SCHEMA` (made if need be; the target's database gives the table its
+        default character set and collation) after a probe of the target's database, or where
+        its name says."""
         name = TableName(staging.schema, staging.name)
+        if name.schema != STAGING_SCHEMA:
+            self.drop_leftovers(name.schema)
+            self.create_staging(staging)
+            return
+        target = staging.info.get("target") or TableName(None, name.name)
+        self.prove_target_rights(target, staging.info.get("run_id") or random_suffix())
+        charset, collation = self.execute(
+            "SELECT default_character_set_name, default_collation_name FROM "
+            "information_schema.schemata WHERE schema_name = "
+            + (_literal(target.schema) if target.schema else "DATABASE()")
+        )[0]
+        staging.dialect_options["mysql"]["charset"] = charset
+        staging.dialect_options["mysql"]["collate"] = collation
+        try:
+            with contextlib.suppress(sa.exc.DBAPIError):  # denied: an administrator made it
+                self.execute(f"CREATE DATABASE IF NOT EXISTS {self.database.quote(name.schema)}")
+            self.drop_leftovers(name.schema)
+            self.create_staging(staging)
+        except (sa.exc.DBAPIError, DataError) as error:
+            driver_error = getattr(error, "orig", None) or getattr(error, "driver_error", None)
+            if error_code(driver_error) not in ACCESS_DENIED:
+                raise
+            raise DataError(
+                f"tclose keeps the unverified rows of a run in the database {STAGING_SCHEMA}, "
+                f"which no account that may read {target.schema or 'the target database'} may "
+                f"read, and this account may not create it or use its tables: "
+                f"{' '.join(str(driver_error).split())}. Ask an administrator to run CREATE "
+                f"DATABASE IF NOT EXISTS {STAGING_SCHEMA}; GRANT ALL ON {STAGING_SCHEMA}.* TO "
+                f"this account. Nothing was written."
+            ) from None
+
+    def prove_target_rights(self, target: TableName, run_id: str) -> None:
+        """Drop the leftovers of the target's database, then prove there, on an empty registered
+        table (:data:`PROBE_MARK`), what the publish needs (``CREATE`` and ``INSERT`` for the
+        table renamed in, ``ALTER`` and ``DROP`` for the one renamed out): a missing privilege
+        stops the run before any work, not after it."""
+        self.drop_leftovers(target.schema)
+        probe = self.database.owned_name(target, PROBE_MARK, run_id)
+        quoted = self.database.qualified(probe)
+        self.create_registered(probe, lambda: self.execute(f"CREATE TABLE {quoted} (x INT)"))
+        self.prove_publish_rights(probe, f"INSERT INTO {quoted} VALUES (1)")
+        self.unregister(probe)
+
+    def create_staging(self, staging: sa.Table) -> None:
+        """Record and create ``staging``, proving on it that it can be renamed and dropped."""
+        name = TableName(staging.schema, staging.name)
+        self.create_registered(name, lambda: staging.create(self.connection))
+        self.staging = staging
+        self.prove_publish_rights(name)
+        staging.create(self.connection)
+
+    def create_registered(self, name: TableName, create: Callable[[], Any]) -> None:
+        """Record table ``name`` as this run's, then make it with ``create``. Never a name a
+        table holds; and a table that appears under it before ``create`` is not this run's: the
+        (committed) registration is taken back, so that no later run drops it."""
         if self.database.exists(name, self.connection):  # never adopt a table not created here
             raise DataError(f"Table {name} exists already; nothing was written. Run again.")
         self.register(name)
         try:
-            staging.create(self.connection)
+            create()
         except Exception:
-            # A table that appeared under the name since the check is not this run's: take the
-            # (committed) registration back, so that no later run drops it.
             with contextlib.suppress(Exception):
                 self.unregister(name)
             raise
-        self.staging = staging
-        # Publishing needs ALTER and DROP (RENAME TABLE, then DROP of the old target): prove
-        # them now, on the empty table, rather than after the work.
+
+    def prove_publish_rights(self, name: TableName, *statements: str) -> None:
+        """Prove on the empty table ``name`` what publishing needs in its database, rather than
+        after the work: ``ALTER`` (``RENAME TABLE``), ``statements``, then ``DROP`` (it drops
+        the table)."""
         quoted = self.database.qualified(name)
         try:
             self.execute(f"ALTER TABLE {quoted} RENAME TO {quoted}")
+            for statement in statements:
+                self.execute(statement)
             self.execute(f"DROP TABLE {quoted}")
         except sa.exc.DBAPIError as error:
             raise DataError(
@@ -371,7 +446,6 @@ class MySQLSession(DriverSession):
                 f"not alter or drop them, which publishing needs (RENAME TABLE, DROP TABLE): "
                 f"{' '.join(str(error.orig).split())}. Nothing was written."
             ) from None
-        staging.create(self.connection)
 
     # --- the registry of owned tables ----------------------------------------------------------
 
@@ -604,6 +678,8 @@ class MySQLSession(DriverSession):
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
+            if exists:
+                self.refuse_foreign(target)
             self.check_staging(staging)
             # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
             # registration of the old target's parking name) as it runs.
@@ -632,7 +708,24 @@ class MySQLSession(DriverSession):
             else:
                 self.execute(f"RENAME TABLE {quoted(staging)} TO {quoted(target)}")
             self.published = True
-        self.tidy_after_publish(staging, old if exists else None)
+        self.tidy_after_publish(staging, target, old if exists else None)
+
+    def hold_target(self, target: TableName) -> None:
+        """Read the target in the run's transaction: its metadata lock, held to the transaction's
+        end, keeps other sessions from dropping or renaming it until the ``RENAME TABLE``."""
+        self.execute(f"SELECT 1 FROM {self.database.qualified(target)} LIMIT 0")
+
+    @contextlib.contextmanager
+    def registry_transaction(self) -> Iterator[None]:
+        """A transaction of its own: the registry is written after the ``RENAME``, which
+        committed the run's (the DDL that makes the registry commits too, so it comes first)."""
+        self.execute("START TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
 
     def check_staging(self, staging: TableName) -> None:
         """:class:`DataError` unless ``staging`` holds exactly the rows this run wrote.
@@ -656,9 +749,21 @@ class MySQLSession(DriverSession):
                 f"and verified its {self.rows_written} rows. Nothing was published; run again."
             )
 
-    def tidy_after_publish(self, staging: TableName, old: TableName | None) -> None:
-        """Drop the replaced target and clear the registry. The target is published already: a
-        failure here is logged, and the next run drops what is still registered."""
+    def tidy_after_publish(
+        self, staging: TableName, target: TableName, old: TableName | None
+    ) -> None:
+        """Record ``target`` as a release, drop the replaced target and clear the registry. The
+        target is published already: a failure here is logged; the next run drops what is still
+        registered, and refuses to replace a release left unrecorded."""
+        try:
+            self.record_release(target)
+        except Exception as error:
+            log.warning(
+                "published; recording %s as a release failed (%s): a run with if_exists: "
+                "replace will refuse to replace it (drop it yourself then)",
+                target,
+                " ".join(str(getattr(error, "orig", error)).split()),
+            )
         try:
             if old is not None:
                 self.execute(f"DROP TABLE {self.database.qualified(old)}")
@@ -790,7 +895,7 @@ class MySQLDatabase(SQLDatabase):
             schema = name.schema or current
             if schema is None:
                 return None
-            row = _stored(connection, "tables", int(fold), schema, name.name)
+            row = _catalog_row(connection, "table_schema, table_name", schema, name.name, fold)
         if row is None:
             return None
         stored = tuple(v.lower() if int(fold) else v for v in row)
@@ -817,10 +922,15 @@ class MySQLDatabase(SQLDatabase):
                     f"none ({self.redacted_url}): write it as database.table, or name the "
                     f"database in the URL."
                 )
-            found = _stored(connection, "tables", int(fold), schema, name.name)
+            found = _catalog_row(connection, "table_schema, table_name", schema, name.name, fold)
             if found is not None or not create:
-                return TableName(*found) if found is not None else name
-            database = _stored(connection, "schemata", int(fold), schema)
+                return TableName(str(found[0]), str(found[1])) if found is not None else name
+            compare = "LOWER(schema_name) = LOWER(%s)" if int(fold) else "BINARY schema_name = %s"
+            if connection.dialect.paramstyle == "qmark":
+                compare = compare.replace("%s", "?")
+            database = connection.exec_driver_sql(
+                f"SELECT schema_name FROM information_schema.schemata WHERE {compare}", (schema,)
+            ).first()
         if database is None:
             raise ConfigError(
                 f"==> At {path}\nThe database {schema} of table {name} does not exist on "
@@ -831,7 +941,7 @@ class MySQLDatabase(SQLDatabase):
             raise ConfigError(
                 f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
             )
-        return TableName(database[0], name.name)
+        return TableName(str(database[0]), name.name)
 
     def name_problem(self, name: str) -> str | None:
         """Also: a name whose file name on the server is too long. The server keeps a table in
@@ -865,6 +975,42 @@ class MySQLDatabase(SQLDatabase):
                 row = connection.exec_driver_sql(f"SELECT {measures}").one()
             sizes.update(zip(new, (int(size) for size in row), strict=True))
         return sum(sizes[c] for c in name)
+
+    def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
+        """As :meth:`SQLDatabase.owned_name`; the staging table's in :data:`STAGING_SCHEMA`."""
+        name = super().owned_name(target, mark, run_id)
+        return TableName(STAGING_SCHEMA, name.name) if mark == STAGING_MARK else name
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The table's database and name as ``information_schema.tables`` stores them, and its
+        identity: its ``CREATE_TIME`` (the second of its last ``CREATE``, ``RENAME`` or
+        ``ALTER``: a publish's ``RENAME`` sets it), its comment (``tclose run <id>``) and its
+        rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that every account may
+        read (InnoDB's needs ``PROCESS``), so the same table is a base table of that name last
+        made, renamed or altered in the second the run published it, carrying the run's comment
+        and the rows it published: a table dropped and made again, renamed into its place (a
+        ``CREATE TABLE ... LIKE`` copy carries the comment) or altered since has another time,
+        and one whose rows changed another checksum."""
+        fold, current = connection.exec_driver_sql(
+            "SELECT @@lower_case_table_names, DATABASE()"
+        ).one()
+        schema = name.schema or current
+        if schema is None:
+            return None
+        columns = "table_schema, table_name, table_type, create_time, table_comment"
+        row = _catalog_row(connection, columns, schema, name.name, fold)
+        if row is None:
+            return None
+        home = TableName(str(row[0]), str(row[1]))
+        if row[2] != "BASE TABLE" or row[3] is None:
+            return home, None
+        statement = f"CHECKSUM TABLE {self.qualified(home)}"
+        if connection.dialect.paramstyle in ("format", "pyformat"):
+            statement = statement.replace("%", "%%")
+        checksum = connection.exec_driver_sql(statement).one()[1]
+        return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, checksum {checksum}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names
@@ -964,27 +1110,20 @@ class MySQLDatabase(SQLDatabase):
         return super().adapt_portable_type(generic)  # times: fsp=6
 
 
-def _stored(
-    connection: sa.Connection, catalog: str, fold: int, schema: str, table: str | None = None
-) -> tuple[str, ...] | None:
-    """The schema (and table) as ``information_schema.<catalog>`` (``tables`` or ``schemata``)
-    spells the one named ``schema`` (and ``table``), compared as the server compares names
-    (without case under ``lower_case_table_names``); ``None`` if there is none."""
-    columns = ["table_schema", "table_name"] if catalog == "tables" else ["schema_name"]
-    given = [schema] if table is None else [schema, table]
-    if fold:
-        compare = " AND ".join(f"LOWER({c}) = LOWER(%s)" for c in columns)
-    else:
-        compare = " AND ".join(f"BINARY {c} = %s" for c in columns)
+def _catalog_row(
+    connection: sa.Connection, columns: str, schema: str, table: str, fold: Any
+) -> Any:
+    """``columns`` of table ``schema.table``'s row of ``information_schema.tables`` (``None``
+    if none), names compared as the server compares them (in lower case under
+    ``lower_case_table_names`` ``fold``)."""
+    compare = "BINARY table_schema = %s AND BINARY table_name = %s"
+    if int(fold):
+        compare = "LOWER(table_schema) = LOWER(%s) AND LOWER(table_name) = LOWER(%s)"
     if connection.dialect.paramstyle == "qmark":
         compare = compare.replace("%s", "?")
-    row = connection.exec_driver_sql(
-        f"SELECT {', '.join(columns)} FROM information_schema.{catalog} WHERE {compare}",
-        tuple(given),
+    return connection.exec_driver_sql(
+        f"SELECT {columns} FROM information_schema.tables WHERE {compare}", (schema, table)
     ).first()
-    if row is None:
-        return None
-    return tuple(v.decode() if isinstance(v, (bytes, bytearray)) else str(v) for v in row)
 
 
 def _may_hold_wide_integers(column_type: sa.types.TypeEngine) -> bool:

@@ -598,6 +598,29 @@ class PostgreSQLSession(DriverSession):
         )
         return rows[0][0]
 
+    def hold_target(self, target: TableName) -> None:
+        """``LOCK TABLE ... IN ACCESS EXCLUSIVE MODE`` (the publish drops it anyway): a table
+        dropped and made again under the name before the lock is the one locked, and checked."""
+        self.execute(f"LOCK TABLE {self.database.qualified(target)} IN ACCESS EXCLUSIVE MODE")
+
+    def create_registry(self, table: sa.Table) -> None:
+        """Make the registry of releases if it does not exist, readable and writable by every
+        role (``PUBLIC``), so that each role publishing into the schema records its releases
+        there: a record gives a role nothing (only a table's owner may drop it), and a removed
+        one only makes a run refuse the table. In a savepoint: a run publishing into the same
+        schema that made the registry first, uncommitted then, makes this one fail on its name
+        once it commits; the registry is then there."""
+        qualified = self.database.qualified(table)
+        if self.execute(f"SELECT to_regclass({_literal(qualified)})")[0][0] is not None:
+            return
+        self.execute("SAVEPOINT tclose_registry")
+        try:
+            super().create_registry(table)
+            self.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {qualified} TO PUBLIC")
+        except sa.exc.IntegrityError:
+            self.execute("ROLLBACK TO SAVEPOINT tclose_registry")
+        self.execute("RELEASE SAVEPOINT tclose_registry")
+
     def renamed(self, target: TableName) -> None:
         # The staging table's primary key index keeps its random name unless it can take the
         # conventional one; either way no later staging table collides with it.
@@ -758,6 +781,22 @@ class PostgreSQLDatabase(SQLDatabase):
         ``search_path`` for an unqualified one)."""
         identities = self._identities("SELECT to_regclass(%(name)s)::oid", name)
         return identities[0] if identities else None
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The table's schema and name from ``pg_class``, and its identity: its OID, which a
+        table keeps for its life (renamed, altered, its rows changed) and which no other table
+        has while it lives; a table dropped and made again, or another renamed into its place,
+        has another. A temporary table has none a release can have."""
+        row = connection.exec_driver_sql(
+            "SELECT n.nspname, c.relname, c.oid, c.relpersistence FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%(name)s)",
+            {"name": self.qualified(name)},
+        ).first()
+        if row is None:
+            return None
+        return TableName(row[0], row[1]), None if row[3] == "t" else f"oid {row[2]}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every relation whose rows reading it reads: the

@@ -51,14 +51,20 @@ from tclose.atomic import read_text
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import (  # noqa: F401 (re-exported: the names connectors share with the core)
+    CENTROID_MARK,
     KEY_LABEL,
+    MAP_MARK,
     OLD_MARK,
     ROW_COLUMN,
+    ROWS_MARK,
     RUN_ID_LENGTH,
     STAGING_MARK,
     TableName,
+    run_table_name,
 )
 from tclose.redaction import redact_url, remember_secret, url_secrets
+
+from .releases import content_identity, record_release, release_problem, releases_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,9 +74,6 @@ log = logging.getLogger("tclose")
 #: ASCII upper-case letters to lower case (str.translate table of :meth:`SQLDatabase.column_key`).
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
-#: Temporary helper tables of the in-database join (one run's session only).
-MAP_TABLE = "tclose_map"
-CENTROID_TABLE = "tclose_centroids"
 #: Types whose order tells every two different values apart: sorting by the value alone is a
 #: content order (``Session.content_order``; floats, numerics, intervals and collated text are
 #: not among them: their order calls some different values equal).
@@ -83,9 +86,6 @@ ORDER_IS_IDENTITY = (
     sa.Uuid,
     sa.LargeBinary,
 )
-#: Start of the name of a streamed fill's temporary helper table, which holds the rows as they
-#: arrive until they are numbered (a random suffix follows: it shadows no table of the user's).
-ROWS_TABLE = "tclose_rows"
 
 
 def url_with_password(url: str, password_file: str | None) -> sa.URL:
@@ -588,6 +588,35 @@ class SQLDatabase:
         ):
             return sa.inspect(connection).get_table_comment(name.name, schema=name.schema)["text"]
 
+    # --- releases -------------------------------------------------------------------------------
+
+    def release_of(
+        self, connection: Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """Table ``name`` as the registry of releases knows it (:mod:`tclose.connectors.releases`):
+        its schema and name as the database stores them (the registry is that schema's) and its
+        identity now (``None``: none a release can have, e.g. a temporary table); ``None`` when
+        there is no such table. Generic: the name as given, and the table's content
+        (:func:`~tclose.connectors.releases.content_identity`), since the generic connector
+        knows no lasting identity of a table: the same table is the same rows."""
+        if not sa.inspect(connection).has_table(name.name, schema=name.schema):
+            return None
+        result = connection.execute(sa.select(sa.text("*")).select_from(bare_table(name)))
+        return name, content_identity(list(result.keys()), result)
+
+    def release_problem(self, name: TableName, connection: Connection | None = None) -> str | None:
+        """Why the existing table ``name`` is not a release that tclose published and that is
+        still the table it published (words for a message), or ``None`` when it is one: the
+        only tables ``if_exists: replace`` replaces (:class:`tclose.connector.Releases`)."""
+        with (
+            self.errors(f"looking for the release record of {name}"),
+            _connection(self.engine, connection) as bound,
+        ):
+            found = self.release_of(bound, name)
+            if found is None:
+                return "it is not a table of the database's own catalog that tclose publishes"
+            return release_problem(bound, *found)
+
     def row_security(self, name: TableName) -> dict[str, Any] | None:
         """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
         row-level security (:attr:`row_level_security` false), else ``None`` (unknown)."""
@@ -1077,11 +1106,12 @@ class Session:
     ) -> None:
         """Fill ``staging`` inside this database, from ``source`` read in this session's snapshot.
 
-        The small per-row result goes to temporary helper tables — ``tclose_map`` (source key,
-        cluster) and ``tclose_centroids`` (cluster, the aggregated values) — and one
-        ``INSERT ... SELECT ... JOIN`` numbers the rows in content order
-        (:meth:`insert_in_content_order`), so pass-through columns never leave the database
-        and neither ``tclose_row`` nor the stored order depends on the source's order.
+        The small per-row result goes to temporary helper tables of the run — ``__tclose_m_<run>``
+        (source key, cluster) and ``__tclose_c_<run>`` (cluster, the aggregated values), names no
+        user's table may bear, so neither shadows one — and one ``INSERT ... SELECT ... JOIN``
+        numbers the rows in content order (:meth:`insert_in_content_order`), so pass-through
+        columns never leave the database and neither ``tclose_row`` nor the stored order depends
+        on the source's order.
 
         Args:
             source: the reflected source table.
@@ -1112,8 +1142,9 @@ class Session:
         if isinstance(key_type, (sa.Integer, sa.types.NullType)):
             key_type = sa.BigInteger()
         metadata = sa.MetaData()
+        run_id = str(staging.info.get("run_id") or random_suffix())
         mapping = sa.Table(
-            MAP_TABLE,
+            run_table_name(MAP_MARK, run_id),
             metadata,
             *self.map_key(key_type),
             sa.Column("cluster", sa.BigInteger(), nullable=False),
@@ -1122,7 +1153,7 @@ class Session:
         )
         value_columns = {column: f"v{i}" for i, column in enumerate(aggregated)}
         centroids = sa.Table(
-            CENTROID_TABLE,
+            run_table_name(CENTROID_MARK, run_id),
             metadata,
             sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
             *[sa.Column(value_columns[c], staging.c[c].type) for c in aggregated],
@@ -1198,7 +1229,7 @@ class Session:
             table.drop(self.connection)
 
     def map_key(self, key_type: sa.types.TypeEngine) -> list[sa.schema.SchemaItem]:
-        """The ``src_key`` column of the helper table ``tclose_map`` (its primary key), and any
+        """The ``src_key`` column of the join's map helper table (its primary key), and any
         index it needs; the source key is known to be unique and non-null."""
         return [sa.Column("src_key", key_type, primary_key=True, autoincrement=False)]
 
@@ -1212,8 +1243,9 @@ class Session:
         neither numbered nor stored. Returns the number of rows written.
         """
         columns = [c.name for c in staging.columns][1:]
+        run_id = str(staging.info.get("run_id") or random_suffix())
         arrived = sa.Table(
-            f"{ROWS_TABLE}_{random_suffix()}",
+            run_table_name(ROWS_MARK, run_id),
             sa.MetaData(),
             *[sa.Column(c, staging.c[c].type, nullable=True) for c in columns],
             prefixes=["TEMPORARY"],
@@ -1303,15 +1335,59 @@ class Session:
                     f"The target table {target} already exists and target.if_exists "
                     f"is 'fail'. Nothing was published."
                 )
-            if exists:  # IF EXISTS: a table dropped meanwhile by another session is no error
+            if exists:
+                self.refuse_foreign(target)
+                # IF EXISTS: a table dropped meanwhile by another session is no error
                 self.connection.execute(sa.schema.DropTable(bare_table(target), if_exists=True))
             self.connection.execute(RenameTable(staging, target.name))
             self.renamed(target)
             self.check_published(target)
+            self.record_release(target)
             if before_commit is not None:
                 before_commit(self.connection)
             self.commit()
             self.published = True
+
+    def refuse_foreign(self, target: TableName) -> None:
+        """:class:`DataError` (nothing published) unless the existing ``target`` is a release
+        tclose published, still the table it published (checked again in the publishing
+        transaction: the plan's check came before the work), once :meth:`hold_target` keeps
+        other sessions from replacing it until the publish."""
+        self.hold_target(target)
+        problem = self.database.release_problem(target, self.connection)
+        if problem is not None:
+            raise DataError(
+                f"The target table {target} is not a release tclose published ({problem}); "
+                f"tclose replaces only its own releases. Nothing was published."
+            )
+
+    def hold_target(self, target: TableName) -> None:
+        """Lock the existing ``target`` so that no other session drops or replaces it between
+        the check that it is a release and the publish. Generic: nothing (the dialect's
+        isolation decides)."""
+
+    def record_release(self, target: TableName) -> None:
+        """Record the just-renamed ``target`` in the registry of releases of its schema
+        (:mod:`tclose.connectors.releases`), in :meth:`registry_transaction`. A table without an
+        identity a release can have is not recorded (it can never be replaced)."""
+        run_id = self.staging.info.get("run_id") if self.staging is not None else None
+        found = self.database.release_of(self.connection, target)
+        identity = found[1] if found is not None else None
+        if not run_id or found is None or identity is None:
+            return
+        home = found[0]
+        self.create_registry(releases_table(home.schema))
+        with self.registry_transaction():
+            record_release(self.connection, home, str(run_id), identity)
+
+    @contextlib.contextmanager
+    def registry_transaction(self) -> Iterator[None]:
+        """Where the registry is written: the publishing transaction itself."""
+        yield
+
+    def create_registry(self, table: sa.Table) -> None:
+        """Create the registry ``table`` if it does not exist, in the session's transaction."""
+        self.connection.execute(sa.schema.CreateTable(table, if_not_exists=True))
 
     def check_published(self, target: TableName) -> None:
         """:class:`DataError` if ``target`` does not hold the :attr:`rows_written` rows."""

@@ -31,6 +31,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 from tclose.errors import DataError
 from tclose.hookspecs import hookimpl
 
+from .releases import content_identity
 from .sql import (
     DriverSession,
     NativeType,
@@ -171,41 +172,8 @@ class SQLiteSession(DriverSession):
             self.execute("PRAGMA query_only = OFF")
 
 
-def _existing(raw: sqlite3.Connection, name: TableName) -> tuple[str, str] | None:
-    """``(database, stored name)`` of the table or view ``name`` denotes, searched as SQLite
-    searches: the named database, else ``temp``, ``main`` and the attached ones in their
-    order (``PRAGMA database_list``); ``None`` if there is none."""
-    listed = [row[1] for row in raw.execute("PRAGMA database_list")]
-    if name.schema is None:
-        schemas = ["temp", "main", *[s for s in listed if s not in ("temp", "main")]]
-    else:
-        schemas = [next((s for s in listed if s.lower() == name.schema.lower()), name.schema)]
-    for schema in schemas:
-        found = _named(raw, schema, name.name)
-        if found is not None:
-            return found
-    return None
-
-
-def _named(raw: sqlite3.Connection, schema: str, table: str) -> tuple[str, str] | None:
-    """``(database, stored name)`` of the table or view ``table`` of database ``schema``
-    (names compared as SQLite compares them, without case), or ``None``."""
-    temporary = schema.lower() == "temp"
-    master = "sqlite_temp_master" if temporary else "sqlite_master"
-    quoted = '"' + schema.replace('"', '""') + '"'
-    try:
-        row = raw.execute(
-            f"SELECT name FROM {quoted}.{master} WHERE type IN ('table', 'view') "
-            "AND name = ? COLLATE NOCASE",
-            (table,),
-        ).fetchone()
-    except sqlite3.OperationalError:  # no such database
-        return None
-    return None if row is None else ("temp" if temporary else schema, row[0])
-
-
-def _created(raw: sqlite3.Connection, name: TableName) -> tuple[str, str] | None:
-    """``(database, name)`` where ``CREATE TABLE name`` would put the table, as SQLite's own
+def _created(raw: sqlite3.Connection, name: TableName) -> TableName | None:
+    """``name`` in the database where ``CREATE TABLE name`` would put it, as SQLite's own
     program for it says: ``EXPLAIN`` compiles the statement without running it (nothing is
     written, the file is not touched), and its ``CreateBtree`` names the database by its
     number (``PRAGMA database_list``; 1 is ``temp``, listed only once used). ``None`` when
@@ -220,7 +188,7 @@ def _created(raw: sqlite3.Connection, name: TableName) -> tuple[str, str] | None
     if number is None:
         return None
     listed = {row[0]: row[1] for row in raw.execute("PRAGMA database_list")}
-    return listed.get(number, "temp" if number == 1 else str(number)), name.name
+    return TableName(listed.get(number, "temp" if number == 1 else str(number)), name.name)
 
 
 _BINDABLE = (int, float, str, bytes, type(None))
@@ -428,61 +396,94 @@ class SQLiteDatabase(SQLDatabase):
         table name as ``sqlite_master`` stores it (SQLite compares names without case); the
         ``main.``/``temp.`` prefixes and attached schemas are resolved as SQLite does."""
         with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
-            files = {
-                row[1].lower(): row[2]
-                for row in connection.exec_driver_sql("PRAGMA database_list").fetchall()
-            }
-            schemas = (
-                [name.schema.lower()]
-                if name.schema
-                else ["temp", "main"] + sorted(set(files) - {"temp", "main"})
-            )
-            for schema in schemas:
-                if schema not in files:
-                    continue
-                master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
-                row = connection.exec_driver_sql(
-                    f"SELECT name FROM {self.quote(schema)}.{master} WHERE type IN "
-                    f"('table', 'view') AND name = ? COLLATE NOCASE",
-                    (name.name,),
-                ).first()
-                if row is not None:
-                    return ("sqlite", self._file_identity(files[schema], schema), row[0].lower())
+            found = self._catalog_entry(connection, name, "('table', 'view')")
+        if found is None:
+            return None
+        home, file = found
+        return ("sqlite", self._file_identity(file, str(home.schema).lower()), home.name.lower())
+
+    def _catalog_entry(
+        self, connection: sa.Connection, name: TableName, kinds: str
+    ) -> tuple[TableName, str] | None:
+        """Table (or view: ``kinds``, an SQL list of ``sqlite_master`` types) ``name`` as SQLite
+        finds it: its schema (an unqualified name searched in ``temp``, ``main``, then the
+        attached databases) and its name as ``sqlite_master`` stores it (names compared without
+        case); and the schema's file (``""`` in memory)."""
+        files = {
+            row[1].lower(): (row[1], row[2])
+            for row in connection.exec_driver_sql("PRAGMA database_list").fetchall()
+        }
+        schemas = (
+            [name.schema.lower()]
+            if name.schema
+            else ["temp", "main"] + sorted(set(files) - {"temp", "main"})
+        )
+        for schema in schemas:
+            if schema not in files:
+                continue
+            master = "sqlite_temp_master" if schema == "temp" else "sqlite_master"
+            row = connection.exec_driver_sql(
+                f"SELECT name FROM {self.quote(schema)}.{master} WHERE type IN {kinds} "
+                f"AND name = ? COLLATE NOCASE",
+                (name.name,),
+            ).first()
+            if row is not None:
+                spelled, file = files[schema]
+                return TableName(spelled, row[0]), file
         return None
 
     def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
         """``name`` in the database (SQLite's schema: ``main``, ``temp`` or an attached one)
-        SQLite resolves it to: where an existing table or view is (the named database, else
-        ``temp``, ``main`` and the attached ones, in that order), else, with ``create``, where
-        a ``CREATE TABLE`` of it would land (SQLite's compiled program for it, never run).
-        Refused (:class:`ConfigError`) when that database has no file (``PRAGMA
-        database_list``: the temporary database, an in-memory one, a private temporary one,
-        however the URL or the name spells it) or keeps its journal in memory (a ``memdb`` URI
-        names a file that is not one). Both names as SQLite spells them."""
+        SQLite resolves it to: where an existing table or view is (:meth:`_catalog_entry`),
+        else, with ``create``, where a ``CREATE TABLE`` of it would land (SQLite's compiled
+        program for it, never run). Refused (:class:`ConfigError`) when that database has no
+        file (``PRAGMA database_list``: the temporary database, an in-memory one, a private
+        temporary one, however the URL or the name spells it) or keeps its journal in memory
+        (a ``memdb`` URI names a file, which it keeps in memory). Both names as SQLite spells
+        them."""
         with (
             self.errors(f"resolving the table name {name}"),
             self.engine.connect() as connection,
         ):
-            raw: Any = driver_connection(connection)
-            found = _existing(raw, name)
-            if found is None and create:
-                found = _created(raw, name)
-            if found is None:
+            found = self._catalog_entry(connection, name, "('table', 'view')")
+            home = found[0] if found is not None else None
+            if home is None and create:
+                home = _created(driver_connection(connection), name)
+            if home is None:
                 return name
-            schema, stored = found
-            files = {row[1]: row[2] for row in raw.execute("PRAGMA database_list")}
+            listed = connection.exec_driver_sql("PRAGMA database_list").fetchall()
+            files = {row[1]: row[2] for row in listed}
             journal = None
-            if files.get(schema):
-                journal = raw.execute(f"PRAGMA {self.quote(schema)}.journal_mode").fetchone()
-        if journal is None or str(journal[0]).lower() == "memory":
+            if files.get(home.schema):
+                pragma = f"PRAGMA {self.quote(str(home.schema))}.journal_mode"
+                journal = connection.exec_driver_sql(pragma).scalar()
+        if journal is None or str(journal).lower() == "memory":
             raise vanishing_table(
                 name,
                 path,
-                f"in {schema!r}, a database SQLite keeps in memory or in a temporary file (it "
-                f"names no file for it, or keeps its journal in memory)",
-                database=schema == "main",
+                f"in {home.schema!r}, a database SQLite keeps in memory or in a temporary file "
+                f"(it names no file for it, or keeps its journal in memory)",
+                database=home.schema == "main",
             )
-        return TableName(schema, stored)
+        return home
+
+    def release_of(
+        self, connection: sa.Connection, name: TableName
+    ) -> tuple[TableName, str | None] | None:
+        """The schema (``main``, an attached database) and the table's name as ``sqlite_master``
+        stores it, found as SQLite finds an unqualified name; and its identity: its content
+        (:func:`~tclose.connectors.releases.content_identity`). SQLite gives a table no lasting
+        identity (a table dropped and made again takes the same root page and catalog row), so
+        the same table is the same name holding the same rows. A ``temp`` table has none a
+        release can have."""
+        found = self._catalog_entry(connection, name, "('table')")
+        if found is None:
+            return None
+        home = found[0]
+        if home.schema == "temp":
+            return home, None
+        result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
+        return home, content_identity(list(result.keys()), result)
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's

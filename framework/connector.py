@@ -16,6 +16,8 @@ checked before use, with the fallback named in its docstring:
   schemas and in-memory databases play no part);
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
 - :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
+- :class:`Releases`: which existing tables are releases tclose published (the only ones a
+  publish replaces);
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
 - :class:`TablePerFile`: a database that is one file holding one table (another table is
   another file);
@@ -202,7 +204,8 @@ class Session(Protocol):
     ) -> None:
         """Put the verified ``staging`` table in place under ``target``'s name, atomically: the
         target shows the old rows or all the new ones, never a mix or nothing (``DataError`` if
-        it exists and not ``replace``, nothing changed). ``before_commit`` (see
+        it exists and not ``replace``, or is not a release tclose published (:class:`Releases`),
+        nothing changed); the published table is recorded as a release. ``before_commit`` (see
         :class:`TransactionalPublish`) is called with the connection before the commit."""
         ...
 
@@ -363,6 +366,20 @@ class TableDependencies(Protocol):
         """What keeps the publish from replacing table ``name`` (views that read it, foreign
         keys that reference it, tables that inherit from it), each described in words; empty
         when nothing does."""
+        ...
+
+
+class Releases(Protocol):
+    """Optional, on a :class:`Database`: which existing tables are releases tclose published.
+
+    A publish records its table in a registry only tclose writes, with the identity the
+    database gives the table (``tclose.connectors.releases``); ``if_exists: replace`` replaces
+    an existing target only when :meth:`release_problem` finds it recorded there and still the
+    table that was published. Fallback: an existing target is never replaced (exit 2)."""
+
+    def release_problem(self, name: TableName) -> str | None:
+        """Why the existing table ``name`` is not a release tclose published and still the
+        table it published, in words for a message; ``None`` when it is one."""
         ...
 
 
@@ -580,6 +597,7 @@ OPTIONAL = {
     "NameResolution": NameResolution,
     "TableIdentity": TableIdentity,
     "TableDependencies": TableDependencies,
+    "Releases": Releases,
     "DatabaseFiles": DatabaseFiles,
     "TablePerFile": TablePerFile,
     "RowSecurity": RowSecurity,

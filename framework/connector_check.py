@@ -117,6 +117,8 @@ class _Check:
         prefix = f"tclose_check_{secrets.token_hex(3)}"
         self.source = TableName(schema, f"{prefix}_src")
         self.target = TableName(schema, f"{prefix}_tgt")
+        #: Whether the registry of releases was there before the check published anything.
+        self.registry_existed = False
 
     def expect(self, condition: bool, problem: str) -> bool:
         if not condition:
@@ -356,7 +358,8 @@ def _check_replace(check: _Check) -> None:
 
 
 def _drop(check: _Check, drop: Callable[[Any], None] | None) -> None:
-    """Drop the check's tables: with ``drop``, else through the database's SQLAlchemy engine."""
+    """Drop the check's tables: with ``drop``, else through the database's SQLAlchemy engine;
+    and their records in the registry of releases, which goes too if the check made it."""
     engine = getattr(check.database, "engine", None)
     for name in (check.source, check.target):
         if not check.database.exists(name):
@@ -369,6 +372,37 @@ def _drop(check: _Check, drop: Callable[[Any], None] | None) -> None:
             sa.Table(name.name, sa.MetaData(), schema=name.schema).drop(engine)
         else:
             check.problems.append(f"cannot drop {name}: pass drop= to check_connector")
+    if engine is not None:
+        _forget_releases(check, engine)
+
+
+def _registry_exists(engine: Any, schema: str | None) -> bool:
+    """Whether the registry of releases (:data:`tclose.naming.RELEASES_TABLE`) is in ``schema``."""
+    import sqlalchemy as sa
+
+    from .naming import RELEASES_TABLE
+
+    with engine.connect() as connection:
+        return bool(sa.inspect(connection).has_table(RELEASES_TABLE, schema=schema))
+
+
+def _forget_releases(check: _Check, engine: Any) -> None:
+    """Delete the check's rows from the registry of releases; drop the registry if the check
+    made it and it is empty."""
+    import sqlalchemy as sa
+
+    from .naming import RELEASES_TABLE
+
+    schema = check.source.schema
+    if not _registry_exists(engine, schema):
+        return
+    registry = sa.Table(RELEASES_TABLE, sa.MetaData(), sa.Column("name"), schema=schema)
+    names = [check.source.name, check.target.name]
+    with engine.begin() as connection:
+        connection.execute(registry.delete().where(registry.c.name.in_(names)))
+        empty = connection.execute(sa.select(sa.func.count()).select_from(registry)).scalar() == 0
+    if empty and not check.registry_existed:
+        registry.drop(engine)
 
 
 def run_check(
@@ -382,6 +416,8 @@ def run_check(
 ) -> list[str]:
     """Run every check (see the module docstring); return the problems found."""
     check = _Check(connector, url, password_file, schema)
+    engine = getattr(check.database, "engine", None)
+    check.registry_existed = engine is not None and _registry_exists(engine, schema)
     try:
         _check_members(check)
         rows = _write_fixture(check, decimal_digits)

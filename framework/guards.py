@@ -6,6 +6,10 @@ output file overwrites something that is not an output of tclose.
   id; see :meth:`tclose.connectors.sql.SQLDatabase.table_identity`), never by spelling; nor may
   the target or the audit table be a table the source reads (a view's, a partition, an
   inheriting table: :class:`tclose.connector.TableDependencies`).
+- :func:`refuse_reserved`: no source, target or audit table bears a name tclose keeps for
+  itself (:func:`tclose.naming.reserved`).
+- :func:`refuse_foreign_target`: ``if_exists: replace`` replaces only a release tclose
+  published, still the table it published (:class:`tclose.connector.Releases`).
 - :func:`refuse_unreplaceable_target`: an existing target must be a table (not a view, ...)
   that the database will replace (no view or foreign key depends on it).
 - :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
@@ -27,6 +31,7 @@ import numpy as np
 
 from .atomic import ATOMIC_NAME_EXTRA, name_max
 from .errors import ConfigError, DataError
+from .naming import reserved
 
 #: The first bytes of every SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -83,6 +88,47 @@ def refuse_same_table(
                 f"a row appended to it would change the source. Choose another name for "
                 f"report.table."
             )
+
+
+def refuse_reserved(source: Any, target: Any, audit: Any = None) -> None:
+    """:class:`ConfigError` (exit 2) when the source, the target or the audit table bears a
+    name tclose keeps for itself (:func:`tclose.naming.reserved`): its registries, the names
+    it gives the tables a run creates, its staging schema."""
+    for key, name in (("source", source), ("target", target), ("report", audit)):
+        why = None if name is None else reserved(name)
+        if why is not None:
+            raise ConfigError(
+                f"==> At {key} ==> At key: table\nThe table {name} cannot be used: {why}. "
+                f"tclose reads and writes no table under such a name; choose another."
+            )
+
+
+def refuse_foreign_target(db: Any, name: Any) -> None:
+    """:class:`ConfigError` (exit 2) when the existing target ``name`` is not a release tclose
+    published, still the table it published (``release_problem``,
+    :class:`tclose.connector.Releases`): ``if_exists: replace`` replaces nothing else, and a
+    connector that cannot tell its releases replaces nothing."""
+    check = getattr(db, "release_problem", None)
+    problem = (
+        check(name)
+        if callable(check)
+        else "its connector cannot tell the releases tclose published"
+    )
+    if problem is None:
+        return
+    file = getattr(db, "path", None)  # a database that is one file (Parquet)
+    what, remedy = (
+        (f"file {file}", f"delete it yourself ({file})")
+        if isinstance(file, Path)
+        else (f"table {name}", f"drop it yourself (DROP TABLE {name})")
+    )
+    elsewhere = another_target(db, str(name.with_suffix("_2")))
+    raise ConfigError(
+        f"==> At target ==> At key: table\nThe target {what} exists and is not a release "
+        f"tclose published: {problem}. if_exists: replace replaces only tclose's own releases. "
+        f"If it may go, {remedy} and run again; otherwise publish elsewhere. {elsewhere} "
+        f"Nothing was written."
+    )
 
 
 def another_target(db: Any, table: str) -> str:

@@ -9,13 +9,15 @@ this order (the first problem found is the error):
    attribute's type when none is named);
 2. the tables: source, target, the run's staging table next to the target, the audit table,
    each resolved once by its database to a schema-qualified name (:func:`resolve_name`), which
-   every later statement uses; a name in a temporary schema or an in-memory database is
-   refused, and so is a target (or audit table) that is the source named another way;
+   every later statement uses; a name in a temporary schema or an in-memory database, a name
+   tclose keeps for itself, and a target (or audit table) that is the source named another way
+   are refused;
 3. the report files: an existing file that is not a report of tclose is refused;
 4. the columns: every configured attribute exists, the row key (``source.key``, else the single
    column primary key, else the dialect's row id), every column has one fate, and the columns of
    the written table;
-5. the target: an existing one with ``if_exists: fail`` is refused (unless a dry run);
+5. the target: an existing one with ``if_exists: fail`` is refused (unless a dry run), and
+   with ``replace`` unless it is a release tclose published (a dry run too);
 6. the write strategy: ``join`` (``INSERT ... SELECT`` inside the source's snapshot, same
    database) or ``stream`` (the source read again through the client into another database);
    and whether the ``run_publishing`` hooks record the run inside the publishing transaction.
@@ -40,7 +42,9 @@ from .guards import (
     another_target,
     refuse_foreign_audit_table,
     refuse_foreign_file,
+    refuse_foreign_target,
     refuse_output_paths,
+    refuse_reserved,
     refuse_same_table,
     refuse_unreplaceable_target,
     shares_a_file,
@@ -235,13 +239,15 @@ def build_plan(
     resolved = resolve_plugins(config, registry)
     source_db, target_db = _connect(config, registry)
     run_id = run_id or uuid.uuid4().hex
+    refuse_reserved(*_parsed(config))  # before any name is looked up
     source = resolve_name(source_db, config.source.table, "source.table", create=False)
     target = resolve_name(target_db, config.target.table, "target.table")
-    staging = target_db.owned_name(target, STAGING_MARK, run_id)
     audit = None
     if config.report_table:
         audit = resolve_name(target_db, config.report_table, "report.table")
         config = dataclasses.replace(config, report_table=audit.qualified)  # for the hooks
+    refuse_reserved(source, target, audit)  # as resolved: a search path may lead there
+    staging = target_db.owned_name(target, STAGING_MARK, run_id)
     refuse_same_table(source_db, source, target_db, target, audit)
     if audit is not None:
         refuse_foreign_audit_table(target_db, audit)
@@ -259,9 +265,12 @@ def build_plan(
             raise DataError(
                 f"The target table {target} already exists and target.if_exists is "
                 f"'fail'. Set if_exists: replace to replace it (once the new table is "
-                f"verified), or publish elsewhere. {elsewhere}"
+                f"verified; tclose replaces only its own releases), or publish elsewhere. "
+                f"{elsewhere}"
             )
         refuse_unreplaceable_target(target_db, target)
+        if config.target.if_exists == "replace":
+            refuse_foreign_target(target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
@@ -294,6 +303,12 @@ def build_plan(
         audit_in_publish=_audits_in_publish(registry, target_db),
         row_security=_row_security(source_db, source),
     )
+
+
+def _parsed(config: Config) -> tuple[TableName, TableName, TableName | None]:
+    """The source, target and audit table as the configuration writes them."""
+    audit = TableName.parse(config.report_table) if config.report_table else None
+    return TableName.parse(config.source.table), TableName.parse(config.target.table), audit
 
 
 def resolve_name(database: Any, table: str, path: str, create: bool = True) -> TableName:

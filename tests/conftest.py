@@ -87,9 +87,11 @@ class SQLiteHelpers:
             return [d[0] for d in cursor.description]
 
     def tables(self) -> set[str]:
+        """The database's tables but tclose's registry of releases (``tclose_releases``, made
+        by the first publish; ``tests/test_rule_owned.py`` checks it)."""
         with sqlite3.connect(self.db) as connection:
             rows = connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            return {r[0] for r in rows.fetchall()}
+            return {r[0] for r in rows.fetchall()} - {"tclose_releases"}
 
 
 @pytest.fixture
@@ -176,6 +178,7 @@ def maria_login(maria):
     user, password = f"{maria.prefix}_login", f"Maria-{secrets.token_hex(8)}"
     maria.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
     maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
+    maria.execute(f"GRANT ALL ON `tclose_staging`.* TO '{user}'@'%'")  # where runs stage
     yield user, password
     maria.execute(f"DROP USER '{user}'@'%'")
 
@@ -217,7 +220,8 @@ class TestDatabase:
 
             url = url.replace("duckdb://", connector.DRIVER + "://", 1)
         self.engine = sa.create_engine(url, poolclass=NullPool)
-        self.schemas: list[str | None] = [None]
+        # MariaDB/MySQL runs keep their staging tables in the database tclose_staging.
+        self.schemas: list[str | None] = [None] + (["tclose_staging"] if dialect == "mysql" else [])
 
     def name(self, base: str) -> str:
         """A table name unique to this test."""
@@ -273,9 +277,29 @@ class TestDatabase:
         ]
         return self.create(name, columns, rows)
 
+    def release(self, target: str, n: int = 6) -> list[tuple]:
+        """Publish a small release of tclose under ``target`` (``if_exists: replace`` replaces
+        only tclose's releases) from a source of ``n`` patients dropped afterwards; return its
+        rows in ``tclose_row`` order."""
+        from tclose.cli import main
+
+        source = self.name(f"r{secrets.token_hex(3)}")
+        self.create_patients(source, n=n)
+        document = self.config(source, target)
+        for column, spec in document["attributes"].items():  # too few rows to pass any through
+            if spec["role"] == "other":
+                document["attributes"][column] = {"role": "identifier"}
+        path = self.write_config(document, f"{source}.yaml")
+        assert main(["-q", "run", str(path)]) == 0
+        self.execute(f"DROP TABLE {self.quote(source)}")
+        return self.rows(target, order="tclose_row")
+
     def rows(
         self, name: str, columns: str = "*", order: str | None = None, schema: str | None = None
     ) -> list[tuple]:
+        head, _, tail = name.partition(".")
+        if schema is None and tail and head in self.schemas:  # a name as tables() gives it
+            schema, name = head, tail
         table = self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
         suffix = f" ORDER BY {order}" if order else ""
         return self.execute(f"SELECT {columns} FROM {table}{suffix}")
@@ -314,11 +338,15 @@ class TestDatabase:
         """This test's tables (any name with its prefix, helper tables included)."""
         found = set()
         inspector = sa.inspect(self.engine)
-        for schema in self.schemas:
+        for schema in self._existing(inspector):
             for table in inspector.get_table_names(schema=schema):
                 if table.startswith(self.prefix):
                     found.add(table if schema is None else f"{schema}.{table}")
         return found
+
+    def _existing(self, inspector: sa.Inspector) -> list[str | None]:
+        """:attr:`schemas` that exist (tclose_staging exists once a MariaDB run made it)."""
+        return [s for s in self.schemas if s is None or inspector.has_schema(s)]
 
     def config(self, source: str, target: str, **overrides) -> dict:
         """A valid configuration for a :meth:`create_patients` table (``note`` and ``code``,
@@ -356,10 +384,19 @@ class TestDatabase:
 
     def drop_all(self) -> None:
         inspector = sa.inspect(self.engine)
-        for schema in self.schemas:
+        for schema in self._existing(inspector):
             for table in inspector.get_table_names(schema=schema):
                 if table.lower().startswith(self.prefix.lower()):  # also T..._SRC look-alikes
                     sa.Table(table, sa.MetaData(), schema=schema).drop(self.engine)
+            if "tclose_releases" in inspector.get_table_names(schema=schema):
+                # the release records of this test's tables, in a registry the servers share
+                registry = sa.table("tclose_releases", sa.column("name"), schema=schema)
+                with self.engine.begin() as connection:
+                    connection.execute(
+                        registry.delete().where(
+                            sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
+                        )
+                    )
         self.engine.dispose()
 
 

@@ -250,10 +250,10 @@ def test_a_target_dropped_by_someone_else_during_a_replace_run_is_published(
 ):
     source, target = db.name("src"), db.name("anon")
     db.create_patients(source, n=60)
-    _user_table(db, target)
     document = db.config(source, target)
     document["target"]["if_exists"] = "replace"
     config = str(db.write_config(document))
+    assert main(["-q", "run", config]) == 0  # a release, which if_exists: replace replaces
     report = tmp_path / "report.json"
     run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], "publish")
     run.wait_paused()
@@ -381,8 +381,9 @@ def test_rows_written_into_mariadbs_staging_table_by_another_session_are_never_p
     run = runs(tmp_path, "run", ["-q", "run", config, "--report", str(report)], "publish")
     run.wait_paused()
     (staging,) = [t for t in maria.tables() if "__tclose_s_" in t]
+    schema, name = staging.split(".")  # tclose_staging: root may write there
     maria.execute(
-        f"INSERT INTO `{staging}` (tclose_row, age, zip, length_of_stay, charge, code) "
+        f"INSERT INTO `{schema}`.`{name}` (tclose_row, age, zip, length_of_stay, charge, code) "
         "VALUES (999999, 1, 2, 3, 4, 'intruder')"
     )
     code, _, err = run.finish()
@@ -429,19 +430,21 @@ def test_a_table_under_the_parking_name_of_the_replaced_target_is_never_dropped(
 
     source, target = maria.name("src"), maria.name("anon")
     maria.create_patients(source, n=60)
-    _user_table(maria, target)
     document = maria.config(source, target)
     document["target"]["if_exists"] = "replace"
     config = str(maria.write_config(document))
+    assert main(["-q", "run", config]) == 0  # a release, which the next run replaces
+    published = maria.rows(target, order="tclose_row")
     run = runs(tmp_path, "run", ["-q", "run", config], "publish")
     run.wait_paused()
     (staging,) = [t for t in maria.tables() if STAGING_MARK in t]
-    parking = staging.replace(STAGING_MARK, OLD_MARK)
+    parking = staging.split(".")[-1].replace(STAGING_MARK, OLD_MARK)  # in the target's schema
     _user_table(maria, parking)
     code, _, err = run.finish()
     assert code == 3, err
     assert "Nothing was published" in err, err
-    assert maria.rows(target) == [(1,), (2,)] and maria.rows(parking) == [(1,), (2,)]
+    assert maria.rows(target, order="tclose_row") == published
+    assert maria.rows(parking) == [(1,), (2,)]
     assert maria.tables() == {source, target, parking}
     other = maria.config(source, maria.name("other"))  # a later run on the schema
     assert main(["-q", "run", str(maria.write_config(other, "other.yaml"))]) == 0
@@ -459,9 +462,10 @@ def test_a_parking_name_taken_between_the_check_and_the_rename_is_unregistered(
 
     source, target = maria.name("src"), maria.name("anon")
     maria.create_patients(source, n=30)
-    _user_table(maria, target)
     document = maria.config(source, target)
     document["target"]["if_exists"] = "replace"
+    assert main(["-q", "run", str(maria.write_config(document))]) == 0  # a release
+    published = maria.rows(target, order="tclose_row")
     publish, exists, taken = MySQLSession.publish, MySQLDatabase.exists, []
 
     def publish_after_someone_took_the_name(self, staging, *args, **kwargs):
@@ -478,7 +482,8 @@ def test_a_parking_name_taken_between_the_check_and_the_rename_is_unregistered(
     assert "Nothing was published" in capsys.readouterr().err
     registered = maria.execute(f"SELECT name FROM {REGISTRY_TABLE}")
     assert (taken[0],) not in registered
-    assert maria.rows(taken[0]) == [(1,), (2,)] and maria.rows(target) == [(1,), (2,)]
+    assert maria.rows(taken[0]) == [(1,), (2,)]
+    assert maria.rows(target, order="tclose_row") == published
 
 
 @pytest.mark.mysql
@@ -488,6 +493,7 @@ def test_a_staging_name_taken_before_the_create_is_unregistered(maria, monkeypat
     so that no later run drops that table."""
     from tclose.connectors.mysql import REGISTRY_TABLE, MySQLDatabase, MySQLSession
     from tclose.connectors.sql import STAGING_MARK
+    from tclose.naming import STAGING_SCHEMA
 
     source, target = maria.name("src"), maria.name("anon")
     maria.create_patients(source, n=30)
@@ -497,7 +503,7 @@ def test_a_staging_name_taken_before_the_create_is_unregistered(maria, monkeypat
         register(self, name, *args, **kwargs)
         if STAGING_MARK in name.name and not taken:
             taken.append(name.name)
-            _user_table(maria, name.name)
+            maria.create(name.name, [sa.Column("mine", sa.Integer)], [{"mine": 1}], name.schema)
 
     def not_seen(self, name, connection=None):
         return False if taken and name.name == taken[0] else exists(self, name, connection)
@@ -507,10 +513,11 @@ def test_a_staging_name_taken_before_the_create_is_unregistered(maria, monkeypat
     assert main(["-q", "run", str(maria.write_config(maria.config(source, target)))]) == 3
     assert "creating the staging table" in capsys.readouterr().err
     monkeypatch.undo()
-    assert (taken[0],) not in maria.execute(f"SELECT name FROM {REGISTRY_TABLE}")
+    registry = f"{STAGING_SCHEMA}.{REGISTRY_TABLE}"
+    assert (taken[0],) not in maria.execute(f"SELECT name FROM {registry}")
     other = maria.config(source, maria.name("other"))  # a later run on the schema
     assert main(["-q", "run", str(maria.write_config(other, "other.yaml"))]) == 0
-    assert maria.rows(taken[0]) == [(1,), (2,)]
+    assert maria.rows(taken[0], schema=STAGING_SCHEMA) == [(1,)]
 
 
 def test_a_run_on_another_target_in_the_schema_leaves_a_running_run_alone(db, tmp_path, runs):

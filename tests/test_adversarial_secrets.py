@@ -37,6 +37,7 @@ def maria_user(maria):
     escaped = password.replace("\\", "\\\\").replace("'", "\\'")
     maria.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{escaped}'")
     maria.execute(f"GRANT ALL ON `{maria.engine.url.database}`.* TO '{user}'@'%'")
+    maria.execute(f"GRANT ALL ON `tclose_staging`.* TO '{user}'@'%'")  # where runs stage
     yield user, password
     maria.execute(f"DROP USER '{user}'@'%'")
 

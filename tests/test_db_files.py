@@ -164,7 +164,12 @@ def test_an_existing_target_file_is_kept_unless_replace(duck, tmp_path):
     assert target.read_bytes() == old
 
     document["target"]["if_exists"] = "replace"
+    with pytest.raises(ConfigError, match="is not a release tclose published"):  # a user's file
+        run(load_config(_write_config(tmp_path, document)))
+    assert target.read_bytes() == old
+    target.unlink()
     assert run(load_config(_write_config(tmp_path, document))).published
+    assert run(load_config(_write_config(tmp_path, document))).published  # its own release
     assert _rows(duck, f"'{target}'", "count(*)") == [(N,)]
 
 
@@ -183,14 +188,15 @@ def test_a_failure_while_writing_the_file_leaves_the_target_as_it_was(duck, tmp_
 
     source, target = tmp_path / "patients.parquet", tmp_path / "anon.parquet"
     _write_source(duck, source)
-    old = _write_old(duck, target)
+    document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
+    document["target"]["if_exists"] = "replace"
+    assert run(load_config(_write_config(tmp_path, document))).published  # a release
+    old = target.read_bytes()
 
     def broken_flush(path):  # the COPY has written the temporary file; the disk then fails
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(files, "_flush", broken_flush)
-    document = _document(f"parquet:///{source}", "patients", f"parquet:///{target}", "anon")
-    document["target"]["if_exists"] = "replace"
     with pytest.raises(OSError, match="Input/output"):
         run(load_config(_write_config(tmp_path, document)))
     assert target.read_bytes() == old

@@ -143,6 +143,12 @@ def test_an_existing_target(source, registry):
         build_plan(parse_config(_document(source)), registry)
     assert build_plan(parse_config(_document(source)), registry, dry_run=True).dry_run
     replacing = _document(source, target={"table": "people_anon", "if_exists": "replace"})
+    for dry_run in (False, True):  # a table tclose did not publish is never replaced
+        with pytest.raises(
+            ConfigError, match="table people_anon exists and is not a release tclose"
+        ):
+            build_plan(parse_config(replacing), registry, dry_run=dry_run)
+    replacing["target"]["table"] = "people_new"
     assert build_plan(parse_config(replacing), registry).replace
 
 

@@ -330,7 +330,10 @@ def test_a_source_pattern_matching_the_target_reads_the_source(tmp_path, duck):
     as a pattern: the run reads the source alone, not the target's rows as the source's."""
     source, target = tmp_path / "data[2024].parquet", tmp_path / "data2.parquet"
     _write_file(duck, source)
-    _write_file(duck, target, 7)
+    seven = tmp_path / "seven.parquet"  # the target: a release of tclose (which replace may
+    _write_file(duck, seven, 7)  # replace) of other rows than the source's
+    first = _document(f"parquet:///{seven}", "seven", f"parquet:///{target}", "data2")
+    assert _run(tmp_path, first, "seven.yaml")[0] == 0
     document = _document(f"parquet:///{source}", "data[2024]", f"parquet:///{target}", "data2")
     document["target"]["if_exists"] = "replace"
     code, report = _run(tmp_path, document)
