@@ -75,6 +75,7 @@ from .sql import (
     driver_connection,
     random_suffix,
     tables_read_through,
+    vanishing_table,
 )
 
 log = logging.getLogger("tclose")
@@ -145,6 +146,10 @@ REGISTRY_TABLE = OWNED_TABLE
 #: ``.frm``, ``.MYD``): a table's name, as the server spells it in file names, must fit both.
 FILE_NAME_MAX = 255
 FILE_EXTENSION = 4
+#: The storage engines that keep a table's rows in memory only (gone when the server restarts):
+#: the tables a run creates (staging, hence the release, and the audit table) take the engine
+#: the server gives a session's new tables, which must not be one of these.
+MEMORY_ENGINES = ("MEMORY", "HEAP")
 
 
 #: Two quoted names joined by a dot, as a view's stored definition names a table
@@ -906,15 +911,26 @@ class MySQLDatabase(SQLDatabase):
         spelled as the server stores them. MariaDB/MySQL has no temporary schema (a temporary
         table belongs to its session, and each session of a run is new). Refused
         (:class:`ConfigError`): a name without a database when the URL selects none; with
-        ``create``, a database that does not exist, or a name the server would not store as it
-        is (:meth:`name_problem`: its file name)."""
+        ``create``, a server that gives new tables an engine keeping them in memory
+        (:data:`MEMORY_ENGINES`), a database that does not exist, or a name the server would not
+        store as it is (:meth:`name_problem`: its file name)."""
         with (
             self.errors(f"resolving the table name {name}"),
             self.engine.connect() as connection,
         ):
-            fold, current = connection.exec_driver_sql(
-                "SELECT @@lower_case_table_names, DATABASE()"
+            fold, current, engine = connection.exec_driver_sql(
+                "SELECT @@lower_case_table_names, DATABASE(), "
+                "COALESCE(@@enforce_storage_engine, @@default_storage_engine)"
             ).one()
+            if create and str(engine).upper() in MEMORY_ENGINES:
+                raise vanishing_table(
+                    name,
+                    path,
+                    f"a table of the {engine} engine, which keeps its rows in memory only (the "
+                    f"engine this server gives the tables a session creates: "
+                    f"default_storage_engine, set by the server or the URL's init_command)",
+                    database=True,
+                )
             schema = name.schema or current
             if schema is None:
                 raise ConfigError(

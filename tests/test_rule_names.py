@@ -540,3 +540,20 @@ def test_a_parquet_target_keeps_no_audit_table(lite, duck, tmp_path, no_work, ca
     assert _run(lite, document) == 2
     assert "At report" in capsys.readouterr().err
     assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.mysql
+def test_mariadb_tables_created_in_memory_are_refused(maria, no_work, capsys):
+    """A URL whose ``init_command`` (or a server whose ``default_storage_engine``) makes new
+    tables ``MEMORY`` tables: the staging table, hence the release, and the audit table would
+    keep their rows in memory only, gone at the server's next restart."""
+    source = maria.name("src")
+    maria.create_patients(source, n=20)
+    document = maria.config(source, maria.name("out"))
+    url = sa.make_url(maria.url).update_query_dict(
+        {"init_command": "SET default_storage_engine=MEMORY"}
+    )
+    document["source"]["url"] = url.render_as_string(False)
+    assert _run(maria, document) == 2
+    err = capsys.readouterr().err
+    assert "At target.url" in err and "MEMORY" in err and "in memory" in err
