@@ -77,7 +77,7 @@ def test_verify_rebuilds_a_missing_audit_row_once(db, tmp_path):
     assert privacy["t_achieved"]["charge"] == recorded["privacy"]["t_achieved"]["charge"]
 
     code, out = _verify(config)  # the row exists now: verify changes nothing
-    assert code == 0 and "rebuilt" not in out, out
+    assert code == 0 and "rebuilt the audit record" not in out, out
     assert _audit(db, audit) == [row]
 
 
@@ -90,7 +90,7 @@ def test_an_existing_audit_row_is_left_alone(lite, tmp_path):
     assert main(["-q", "run", str(config)]) == 0
     before = _audit(lite, audit)
     code, out = _verify(config)
-    assert code == 0 and "rebuilt" not in out, out
+    assert code == 0 and "rebuilt the audit record" not in out, out
     assert _audit(lite, audit) == before and "rebuilt_by" not in before[0]["report"]["run"]
 
 
@@ -123,7 +123,7 @@ def test_no_report_table_no_rebuild(lite, tmp_path):
     config = lite.write_config(lite.config(source, target))
     assert main(["-q", "run", str(config)]) == 0
     code, out = _verify(config)
-    assert code == 0 and "rebuilt" not in out, out
+    assert code == 0 and "rebuilt the audit record" not in out, out
     assert lite.tables() == {source, target}
 
 
@@ -141,7 +141,7 @@ def test_a_record_that_cannot_be_written_is_a_warning_not_the_verdict(lite, tmp_
     capsys.readouterr()
     assert main(["-q", "verify", str(config)]) == 0
     captured = capsys.readouterr()
-    assert "verdict: verified" in captured.out and "rebuilt" not in captured.out
+    assert "verdict: verified" in captured.out and "rebuilt the audit record" not in captured.out
     assert "could not rebuild the audit record of run" in captured.err
     assert "lacks the column(s) started_at" in captured.err
     assert lite.rows(audit) == []
