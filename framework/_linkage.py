@@ -15,7 +15,11 @@ from .jit import njit
 DECIDED, OVERFLOW = 0, 1
 
 
-@njit(cache=True)
+@njit(
+    "Tuple((int64[::1], int64[::1], int64[::1], int64[::1], float64[:, ::1], float64[:, ::1]))"
+    "(readonly(float64[:, ::1]), int64)",
+    cache=True,
+)
 def build_tree(
     points: np.ndarray, leaf_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -64,7 +68,31 @@ def build_tree(
         if width <= 0.0:
             continue
         middle = (a + b) // 2
-        _select(points, widest, perm, a, b, middle)
+        # Quickselect (median of three): perm[middle] becomes the point of rank middle - a
+        # along column widest, those before it no greater and those after it no smaller.
+        first, last = a, b - 1
+        while last > first:
+            mid = (first + last) // 2
+            x = points[perm[first], widest]
+            y = points[perm[mid], widest]
+            z = points[perm[last], widest]
+            pivot = max(min(x, y), min(max(x, y), z))
+            i, k = first, last
+            while i <= k:
+                while points[perm[i], widest] < pivot:
+                    i += 1
+                while points[perm[k], widest] > pivot:
+                    k -= 1
+                if i <= k:
+                    perm[i], perm[k] = perm[k], perm[i]
+                    i += 1
+                    k -= 1
+            if middle <= k:
+                last = k
+            elif middle >= i:
+                first = i
+            else:
+                break
         child = count
         count += 2
         start[child], stop[child] = a, middle
@@ -83,56 +111,19 @@ def build_tree(
     )
 
 
-@njit(cache=True)
-def _select(points: np.ndarray, j: int, perm: np.ndarray, a: int, b: int, k: int) -> None:
-    """Reorder ``perm[a:b]`` so that ``perm[k]`` is the point of rank ``k - a`` along column
-    ``j``, those before it no greater and those after it no smaller (quickselect, median of
-    three)."""
-    lo, hi = a, b - 1
-    while hi > lo:
-        mid = (lo + hi) // 2
-        x, y, z = points[perm[lo], j], points[perm[mid], j], points[perm[hi], j]
-        pivot = max(min(x, y), min(max(x, y), z))
-        i, m = lo, hi
-        while i <= m:
-            while points[perm[i], j] < pivot:
-                i += 1
-            while points[perm[m], j] > pivot:
-                m -= 1
-            if i <= m:
-                perm[i], perm[m] = perm[m], perm[i]
-                i += 1
-                m -= 1
-        if k <= m:
-            hi = m
-        elif k >= i:
-            lo = i
-        else:
-            return
-
-
-@njit(cache=True)
 def rows_in_tree_order(classes: np.ndarray, perm: np.ndarray) -> np.ndarray:
     """The rows sorted (stably) by the position of their class's vector in the tree: rows of a
     class are consecutive and neighbouring rows search the same part of the tree."""
-    m = len(perm)
-    rank = np.empty(m, np.int64)
-    for t in range(m):
-        rank[perm[t]] = t
-    offsets = np.zeros(m + 1, np.int64)
-    for i in range(len(classes)):
-        offsets[rank[classes[i]] + 1] += 1
-    for t in range(m):
-        offsets[t + 1] += offsets[t]
-    order = np.empty(len(classes), np.int64)
-    for i in range(len(classes)):
-        slot = rank[classes[i]]
-        order[offsets[slot]] = i
-        offsets[slot] += 1
-    return order
+    rank = np.empty(len(perm), np.int64)
+    rank[perm] = np.arange(len(perm))
+    return np.argsort(rank[classes], kind="stable")
 
 
-@njit(cache=True, nogil=True)
+@njit(
+    "float64(readonly(float64[:, ::1]), int64, readonly(float64[:, ::1]), int64)",
+    cache=True,
+    nogil=True,
+)
 def _distance(source_x: np.ndarray, i: int, distinct: np.ndarray, c: int) -> float:
     """Euclidean distance of source row ``i`` and published vector ``c`` (unrotated, in order:
     no fast-math, so every decision uses the same figure)."""
@@ -143,7 +134,16 @@ def _distance(source_x: np.ndarray, i: int, distinct: np.ndarray, c: int) -> flo
     return np.sqrt(total)
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+@njit(
+    "void(readonly(int64[::1]), readonly(float64[:, ::1]), readonly(float64[:, ::1]),"
+    " readonly(float64[:, ::1]), readonly(float64[:, ::1]), readonly(int64[::1]),"
+    " readonly(int64[::1]), readonly(int64[::1]), readonly(int64[::1]),"
+    " readonly(float64[:, ::1]), readonly(float64[:, ::1]), readonly(int64[::1]),"
+    " readonly(int64[::1]), float64, float64, int64, float64[::1], int8[::1])",
+    cache=True,
+    nogil=True,
+    fastmath={"reassoc", "contract"},
+)
 def link_rows(
     rows: np.ndarray,
     source_x: np.ndarray,

@@ -208,6 +208,7 @@ def _search_rows(source_x, distinct, basis, counts, classes, tolerance, out) -> 
 
     d = source_x.shape[1]
     rotated = np.ascontiguousarray(distinct @ basis)
+    basis = np.ascontiguousarray(basis)  # the kernels' declared layout (principal_axes' is not)
     # Rounding of the rotation and of the fast-math sums, far below the tolerance for data in
     # standard deviations: the search never misses a vector within r + tolerance.
     scale = max(1.0, float(source_x.max()), -float(source_x.min()), float(np.abs(rotated).max()))

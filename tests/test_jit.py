@@ -1,6 +1,7 @@
-"""``tclose.jit.njit``: Numba is imported only when a compiled kernel is first called, and the
-kernels then behave as Numba's own (issue 14: a small run calls no compiled kernel and should not
-pay Numba's import)."""
+"""``tclose.jit.njit``: Numba is imported only when a compiled kernel is first used (issue 14: a
+small run calls no compiled kernel and should not pay Numba's import), the kernel is then
+Numba's own dispatcher, and it is compiled for its one declared signature only, with the kernels
+it calls and nothing else (issue 29: no surprise compilation)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,22 @@ import numpy as np
 from tclose.jit import njit
 
 
-@njit(cache={cache})
+@njit("float64(float64)", cache={cache})
 def square(v):
     return v * v
 
 
-@njit(cache={cache})
+@njit("float64(readonly(float64[::1]))", cache={cache})
 def sum_of_squares(values):
     total = 0.0
     for v in values:
         total += square(v)
     return total
+
+
+@njit("float64(float64[::1])", cache={cache})
+def unrelated(values):
+    return values[0]
 
 
 def plain(values):
@@ -57,9 +63,12 @@ def test_the_module_holds_lazy_kernels_until_one_is_called(kernel_module):
     assert isinstance(kernel_module.sum_of_squares, LazyKernel)
     kept = kernel_module.sum_of_squares  # as `from module import sum_of_squares` would keep it
     assert kept(np.arange(4.0)) == 14.0  # 0 + 1 + 4 + 9, the compiled callee found by name
-    # Every kernel of the module is now Numba's dispatcher, under its own name.
+    # The kernel and the one it calls are now Numba's dispatchers, under their own names; the
+    # module's other kernel is not made (nor compiled).
     assert isinstance(kernel_module.square, CPUDispatcher)
     assert isinstance(kernel_module.sum_of_squares, CPUDispatcher)
+    assert isinstance(kernel_module.unrelated, LazyKernel)
+    assert "not made yet" in repr(kernel_module.unrelated)
     assert kernel_module.plain is not None and not isinstance(kernel_module.plain, LazyKernel)
     # The kept reference forwards calls and attributes to the same dispatcher.
     assert dispatcher_of(kept) is kernel_module.sum_of_squares
@@ -150,3 +159,59 @@ def test_importing_kernels_and_opening_a_compile_notice_do_not_import_numba(tmp_
     assert result["before"] is False and result["inside"] is False
     assert result["value"] == 5.0
     assert result["kernels"] >= 1 and result["seconds"] > 0
+
+
+def test_a_kernel_is_compiled_for_its_declared_signature_only(kernel_module):
+    """Arguments of another type are converted where Numba converts them safely (read-only or
+    writable arrays for a read-only parameter, an int for a float) and refused otherwise: never
+    compiled for a new signature."""
+    kernel = kernel_module.sum_of_squares
+    assert kernel(np.arange(3.0)) == 5.0
+    read_only = np.arange(3.0)
+    read_only.flags.writeable = False
+    assert kernel(read_only) == 5.0
+    assert kernel_module.square(3) == 9.0
+    for wrong in (np.arange(3, dtype=np.int32), np.arange(6.0)[::2], np.arange(3.0, dtype="f4")):
+        with pytest.raises(TypeError, match="No matching definition"):
+            kernel(wrong)
+    writable_only = kernel_module.unrelated
+    with pytest.raises(TypeError, match="No matching definition"):
+        writable_only(read_only)
+    for made in (kernel_module.sum_of_squares, kernel_module.square, kernel_module.unrelated):
+        assert len(made.signatures) == 1
+        assert not dispatcher_of(made)._can_compile
+
+
+def test_a_kernel_declares_its_signature_unless_numba_inlines_it():
+    from tclose.jit import njit
+
+    with pytest.raises(TypeError, match="declares its one signature"):
+        njit(None, cache=True)
+    with pytest.raises(TypeError, match="declares its one signature"):
+        njit("float64(float64)", inline="always")
+    assert isinstance(njit(None, inline="always")(lambda v: v), LazyKernel)
+
+
+def test_kernels_calling_each_other_in_a_cycle_are_refused(tmp_path, monkeypatch):
+    name = f"cyclic_kernels_{tmp_path.name.replace('-', '_')}"
+    source = """
+from tclose.jit import njit
+
+
+@njit("int64(int64)")
+def ping(v):
+    return pong(v - 1) if v > 0 else 0
+
+
+@njit("int64(int64)")
+def pong(v):
+    return ping(v - 1) if v > 0 else 0
+"""
+    (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(name)
+    try:
+        with pytest.raises(TypeError, match="cycle: ping -> pong -> ping"):
+            module.ping(3)
+    finally:
+        sys.modules.pop(name, None)

@@ -238,10 +238,25 @@ def test_improving_codes_are_exactly_the_improving_ones(seed, n, m_max, s):
         cluster.segment_of,
         cluster.order,
     )
+    no_tree = np.zeros(0, dtype=np.int64)
     fast = np.array(
         [
-            k_first_module._ordered_improves(
-                0, c, cluster.tables, cluster.n_segments, cluster.o_prefix, 0, n, s
+            k_first_module._candidate_improves(
+                0,
+                int(np.flatnonzero(d.codes == c)[0]),  # a row of code c
+                members,
+                rows,
+                cluster.o_codes,
+                cluster.o_off,
+                cluster.o_prefix,
+                cluster.o_rows,
+                cluster.tables,
+                cluster.n_segments,
+                np.zeros((0, n), dtype=np.int64),
+                *[no_tree] * 9,  # no nominal attribute
+                cluster.stamp,
+                cluster.verdict,
+                cluster.generation,
             )
             for c in range(d.m)
         ]

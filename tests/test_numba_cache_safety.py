@@ -21,10 +21,11 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 import tclose.plugins.kernels as kernels
-from tclose.jit import bind_module, dispatcher_of
+from tclose.jit import LazyKernel
 
 MODULES = sorted(
-    f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)
+    [f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)]
+    + ["tclose._linkage"]
 )
 
 
@@ -39,18 +40,24 @@ def load_previous():
     return sys.modules["k_first_previous"]
 
 
-def cached_dispatchers(module):
-    bind_module(vars(module))  # the module's lazy kernels become its Numba dispatchers
+def is_kernel(value) -> bool:
+    return isinstance(value, (LazyKernel, CPUDispatcher))
+
+
+def cached_kernels(module):
+    """The module's own cached kernels, lazy or made (nothing is compiled here)."""
     for name, value in vars(module).items():
-        if (
-            isinstance(value, CPUDispatcher)
-            and value.py_func.__module__ == module.__name__
-            and type(value._cache).__name__ != "NullCache"
-        ):
+        if not is_kernel(value) or value.py_func.__module__ != module.__name__:
+            continue
+        if isinstance(value, LazyKernel):
+            cached = bool(value.options.get("cache"))
+        else:
+            cached = type(value._cache).__name__ != "NullCache"
+        if cached:
             yield name, value
 
 
-def called_dispatchers(module, function):
+def called_kernels(module, function):
     """The compiled functions that ``function``'s source calls, by name or ``module.name``."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function.py_func)))
     for node in ast.walk(tree):
@@ -62,8 +69,7 @@ def called_dispatchers(module, function):
         elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
             owner = vars(module).get(node.func.value.id)
             target = getattr(owner, node.func.attr, None) if owner is not None else None
-        target = dispatcher_of(target)  # a foreign kernel imported before its module was bound
-        if isinstance(target, CPUDispatcher):
+        if is_kernel(target):
             yield target
 
 
@@ -72,8 +78,8 @@ def test_cached_functions_call_only_their_own_module(name):
     module = importlib.import_module(name)
     foreign = [
         f"{function_name} calls {callee.py_func.__module__}.{callee.py_func.__name__}"
-        for function_name, function in cached_dispatchers(module)
-        for callee in called_dispatchers(module, function)
+        for function_name, function in cached_kernels(module)
+        for callee in called_kernels(module, function)
         if callee.py_func.__module__ != module.__name__
     ]
     assert not foreign, foreign
@@ -86,7 +92,7 @@ def test_the_check_finds_a_foreign_call():
     k_first_previous = load_previous()
     callees = {
         f"{c.py_func.__module__}.{c.py_func.__name__}"
-        for c in called_dispatchers(k_first_previous, k_first_previous._member_emd)
+        for c in called_kernels(k_first_previous, k_first_previous._member_emd)
     }
     assert callees == {
         "tclose.plugins.kernels.emd.numerator_sorted",

@@ -70,62 +70,11 @@ _TOTAL_BLOCK = 4096
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared compiled helpers
+# Shared set-up of the compiled loops
 # ---------------------------------------------------------------------------------------------
 
+#: Positions per block of the distance loops: the partial sums stay in L1 across the columns.
 _BLOCK = 256
-
-
-@njit(cache=True)
-def sq_dist(xt: np.ndarray, lo: int, hi: int, point: np.ndarray, dist: np.ndarray) -> None:
-    """``dist[p] = |xt[:, p] - point|^2`` for the positions ``lo <= p < hi``
-    (:func:`sq_dist_mixed` without one-hot groups)."""
-    no_codes = np.empty((0, 0), dtype=np.int64)
-    sq_dist_mixed(xt, no_codes, np.empty(0, dtype=np.int64), lo, hi, point, np.empty(0), dist)
-
-
-@njit(cache=True)
-def argmax_lowest(dist: np.ndarray, rows: np.ndarray, lo: int, hi: int, best: int) -> int:
-    """Position of the largest ``dist[lo:hi]``, ties to the lowest ``rows`` value.
-
-    ``best`` is the winner so far over other ranges (or ``-1``); it is returned if no position of
-    this range beats it (``-1`` if there is none at all).
-    """
-    if best < 0:
-        if lo >= hi:
-            return -1
-        best = lo
-    best_dist = dist[best]
-    best_row = rows[best]
-    span = dist[lo:hi]
-    span_rows = rows[lo:hi]
-    for a in range(span.shape[0]):
-        v = span[a]
-        if v < best_dist:
-            continue
-        if v > best_dist or span_rows[a] < best_row:
-            best = lo + a
-            best_dist = v
-            best_row = span_rows[a]
-    return best
-
-
-@njit(cache=True)
-def subtract_rows(total: np.ndarray, x: np.ndarray, members: np.ndarray, count: int) -> None:
-    """``total -= x[row]`` for the rows ``members[:count]``, in that order."""
-    for a in range(count):
-        row = members[a]
-        for j in range(total.shape[0]):
-            total[j] -= x[row, j]
-
-
-@njit(cache=True)
-def _move(xt: np.ndarray, rows: np.ndarray, dist: np.ndarray, src: int, dst: int) -> None:
-    """Move the record at position ``src`` into position ``dst``."""
-    rows[dst] = rows[src]
-    dist[dst] = dist[src]
-    for j in range(xt.shape[0]):
-        xt[j, dst] = xt[j, src]
 
 
 def _transpose_rows(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -142,11 +91,22 @@ def mdav_compiled(x: np.ndarray, k: int, ties_to_highest: bool) -> np.ndarray:
     """MDAV labels of the rows of ``x`` (C-contiguous float64, finite, ``n >= 1``); see
     :func:`tclose.plugins.kernels.mdav.mdav`."""
     rows = np.arange(x.shape[0], dtype=np.int64)
-    return _mdav_loop(x, _transpose_rows(x, rows), rows, k, ties_to_highest, column_total(x))
+    return _mdav_loop(
+        x, _transpose_rows(x, rows), rows, int(k), bool(ties_to_highest), column_total(x)
+    )
 
 
-@njit(cache=True)
+@njit(
+    "int64[::1](readonly(float64[:, ::1]), float64[:, ::1], int64[::1], int64, boolean,"
+    " float64[::1])",
+    cache=True,
+)
 def _mdav_loop(x, xt, rows, k, high, total):
+    """The MDAV loop, one compiled function (each helper would be compiled, and its code
+    optimized again inside each caller). ``stage`` 0 takes the centroid of the records left,
+    finds ``r``; 1 clusters around ``r`` (and finds ``s`` among the records before the cluster
+    leaves); 2 clusters around ``s``. Ties to the lowest row (``high``: the nearest to the
+    highest)."""
     n, d = x.shape
     labels = np.empty(n, dtype=np.int64)
     dist = np.empty(n)
@@ -156,92 +116,105 @@ def _mdav_loop(x, xt, rows, k, high, total):
     near_row = np.empty(k, dtype=np.int64)
     m = n
     label = 0
-    while m >= 2 * k:
-        two_clusters = m >= 3 * k
-        for j in range(d):
-            point[j] = total[j] / m
-        sq_dist(xt, 0, m, point, dist)
-        r = rows[argmax_lowest(dist, rows, 0, m, -1)]
-        for j in range(d):
-            point[j] = x[r, j]
-        sq_dist(xt, 0, m, point, dist)
-        # s: farthest from r among the records remaining *before* r's cluster leaves (sdcMicro).
-        s = rows[argmax_lowest(dist, rows, 0, m, -1)]
-        _k_nearest(dist, rows, m, k, high, near_pos, near_dist, near_row)
-        m = _remove_cluster(x, xt, rows, dist, m, k, total, labels, label, near_pos, near_row)
-        label += 1
-        if two_clusters:
+    stage = 0
+    seed = -1
+    other = -1
+    two_clusters = False
+    while stage > 0 or m >= 2 * k:
+        if stage == 0:
+            two_clusters = m >= 3 * k
             for j in range(d):
-                point[j] = x[s, j]
-            sq_dist(xt, 0, m, point, dist)
-            _k_nearest(dist, rows, m, k, high, near_pos, near_dist, near_row)
-            m = _remove_cluster(x, xt, rows, dist, m, k, total, labels, label, near_pos, near_row)
-            label += 1
+                point[j] = total[j] / m
+        else:
+            for j in range(d):
+                point[j] = x[seed, j]
+        # dist[p] = |xt[:, p] - point|^2 for p < m, summed in column order (see the module
+        # doc), by blocks of positions that stay in L1 across the columns; the loops index
+        # views from 0, so that Numba drops the negative-index test and vectorizes.
+        for block in range(0, m, _BLOCK):
+            out = dist[block : min(block + _BLOCK, m)]
+            out[:] = 0.0
+            for j in range(d):
+                column = xt[j, block : block + out.shape[0]]
+                pj = point[j]
+                for p in range(out.shape[0]):
+                    diff = column[p] - pj
+                    out[p] += diff * diff
+        if stage < 2:  # the farthest record, ties to the lowest row
+            best = 0
+            for p in range(m):
+                if dist[p] < dist[best]:
+                    continue
+                if dist[p] > dist[best] or rows[p] < rows[best]:
+                    best = p
+            if stage == 0:
+                seed, stage = rows[best], 1
+                continue
+            other = rows[best]  # s, among the records left before r's cluster leaves
+        # The k smallest (dist, row) by insertion into a sorted buffer (rows at equal distance
+        # ascending, or descending if high); after the first few records, almost every record
+        # fails the first comparison with the buffer's worst.
+        count = 0
+        worst_dist = np.inf
+        worst_row = -1
+        for p in range(m):
+            v = dist[p]
+            if count == k:
+                if v > worst_dist:
+                    continue
+                r = rows[p]
+                if v == worst_dist and (r < worst_row if high else r > worst_row):
+                    continue
+                slot = k - 1
+            else:
+                r = rows[p]
+                slot = count
+                count += 1
+            while slot > 0:
+                w = near_dist[slot - 1]
+                s = near_row[slot - 1]
+                if v > w or (v == w and (r < s if high else r > s)):
+                    break
+                near_dist[slot] = w
+                near_row[slot] = s
+                near_pos[slot] = near_pos[slot - 1]
+                slot -= 1
+            near_dist[slot] = v
+            near_row[slot] = r
+            near_pos[slot] = p
+            if count == k:
+                worst_dist = near_dist[k - 1]
+                worst_row = near_row[k - 1]
+        # Label them and update the running sum (rows in buffer order); swap-remove them,
+        # highest position first (an insertion sort), so that the record moved into a freed
+        # slot is never one still to go.
+        for a in range(k):
+            labels[near_row[a]] = label
+            for j in range(d):
+                total[j] -= x[near_row[a], j]
+        for a in range(1, k):
+            p = near_pos[a]
+            b = a - 1
+            while b >= 0 and near_pos[b] < p:
+                near_pos[b + 1] = near_pos[b]
+                b -= 1
+            near_pos[b + 1] = p
+        for a in range(k):
+            m -= 1
+            p = near_pos[a]
+            if p != m:
+                rows[p] = rows[m]
+                dist[p] = dist[m]
+                for j in range(d):
+                    xt[j, p] = xt[j, m]
+        label += 1
+        if stage == 1 and two_clusters:
+            seed, stage = other, 2
+        else:
+            stage = 0
     for p in range(m):
         labels[rows[p]] = label
     return labels
-
-
-@njit(cache=True)
-def _k_nearest(dist, rows, m, k, high, near_pos, near_dist, near_row) -> None:
-    """The ``k`` smallest ``(dist, row)`` among positions ``0..m-1``, in ``near_*[:k]``.
-
-    Rows at equal distance are ordered by ascending row index, or descending if ``high``.
-    Insertion into a sorted buffer of ``k``: after the first few records, almost every record
-    fails the first comparison with the buffer's worst.
-    """
-    count = 0
-    worst_dist = np.inf
-    worst_row = -1
-    for p in range(m):
-        v = dist[p]
-        if count == k:
-            if v > worst_dist:
-                continue
-            r = rows[p]
-            if v == worst_dist and (r < worst_row if high else r > worst_row):
-                continue
-            slot = k - 1
-        else:
-            r = rows[p]
-            slot = count
-            count += 1
-        while slot > 0:
-            w = near_dist[slot - 1]
-            s = near_row[slot - 1]
-            if v > w or (v == w and (r < s if high else r > s)):
-                break
-            near_dist[slot] = w
-            near_row[slot] = s
-            near_pos[slot] = near_pos[slot - 1]
-            slot -= 1
-        near_dist[slot] = v
-        near_row[slot] = r
-        near_pos[slot] = p
-        if count == k:
-            worst_dist = near_dist[k - 1]
-            worst_row = near_row[k - 1]
-
-
-@njit(cache=True)
-def _remove_cluster(x, xt, rows, dist, m, k, total, labels, label, near_pos, near_row) -> int:
-    """Label the records at ``near_pos[:k]``, update the running sum, swap-remove them."""
-    for a in range(k):
-        labels[near_row[a]] = label
-    subtract_rows(total, x, near_row, k)
-    # Highest position first: the record moved into a freed slot is then never one still to go.
-    for a in range(1, k):
-        p = near_pos[a]
-        b = a - 1
-        while b >= 0 and near_pos[b] < p:
-            near_pos[b + 1] = near_pos[b]
-            b -= 1
-        near_pos[b + 1] = p
-    for a in range(k):
-        m -= 1
-        if near_pos[a] != m:
-            _move(xt, rows, dist, m, near_pos[a])
-    return m
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,9 +231,9 @@ def t_first_compiled(x: np.ndarray, stratum: np.ndarray, sizes: np.ndarray) -> n
     table look-up per group and record (cheap, but rounded differently from the column sum). Each
     decision (the farthest record, the two closest of a stratum) then recomputes, for the few
     records whose look-up distance is within ``eps`` of the winner's, the plain column-order sum
-    of :func:`sq_dist` and decides on it. ``eps`` (:func:`_fill_point`) is twice a rigorous bound
-    on the difference of the two sums, so no record outside that margin can win: the labels are,
-    bit for bit, those of the column-sum kernel (:func:`tclose.plugins.kernels.t_first.
+    and decides on it. ``eps`` (see :data:`_EPS_UNIT`) is twice a rigorous bound on the
+    difference of the two sums, so no record outside that margin can win: the labels are, bit for
+    bit, those of the column-sum kernel (:func:`tclose.plugins.kernels.t_first.
     t_first_reference`), ties included.
     """
     from tclose.plugins.kernels.onehot import column_layout
@@ -298,303 +271,218 @@ def _t_first_run(
         x,
         xt,
         np.ascontiguousarray(layout.codes[:, rows]),
-        (layout.numeric, layout.group_lo, layout.group_hi, layout.group_value, layout.table_start),
-        (
-            xt.min(axis=1) if has_numeric else np.empty(0),
-            xt.max(axis=1) if has_numeric else np.empty(0),
-        ),
+        _int64(layout.numeric),
+        _int64(layout.group_lo),
+        _int64(layout.group_hi),
+        np.ascontiguousarray(layout.group_value, dtype=np.float64),
+        _int64(layout.table_start),
+        xt.min(axis=1) if has_numeric else np.empty(0),
+        xt.max(axis=1) if has_numeric else np.empty(0),
         rows,
         start,
-        sizes.astype(np.int64),
+        _int64(sizes),
         column_total(x),
     )
 
 
-@njit(cache=True)
-def _t_first_loop(x, xt, codes, layout, ranges, rows, start, sizes, total):
+def _int64(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+#: ``8 u`` (``u = 2^-53``, the unit roundoff). Both sums of a record's distance (look-ups and
+#: column order) add ``K <= d + g + 8`` rounded non-negative terms (a group's term is
+#: ``S_g - p_v^2 + (c - p_v)^2``, ``S_g = sum p_j^2``); each is within ``K u B`` of the exact
+#: distance, ``B`` being the sum over the numeric columns of the largest ``(x_j - p_j)^2`` over
+#: the column's range plus the sum over the groups of ``S_g`` and the largest table entry, which
+#: bounds the distance and the partial sums of both. So the two differ by at most
+#: ``e = 2 K u B``; the decisions need ``eps >= 2 e = 4 K u B``, and ``eps = 8 K u B`` doubles it
+#: for the rounding of ``B`` itself.
+_EPS_UNIT = 8.0 * 2.0**-53
+
+
+@njit(
+    "int64[::1](readonly(float64[:, ::1]), float64[:, ::1], int64[:, ::1], readonly(int64[::1]),"
+    " readonly(int64[::1]), readonly(int64[::1]), readonly(float64[::1]),"
+    " readonly(int64[::1]), readonly(float64[::1]), readonly(float64[::1]), int64[::1],"
+    " readonly(int64[::1]), readonly(int64[::1]), float64[::1])",
+    cache=True,
+)
+def _t_first_loop(
+    x, xt, codes, numeric, group_lo, group_hi, group_value, table_start, low, high, rows, start,
+    sizes, total,
+):  # fmt: skip
+    """The t-first loop, one compiled function (each helper would be compiled, and its code
+    optimized again inside each caller). ``stage`` 0 takes the centroid of the records left and
+    finds ``x0``; 1 clusters around ``x0`` and finds ``x1``, the farthest from it among the
+    records left; 2 clusters around ``x1``.
+
+    ``xt`` holds the numeric columns ``numeric`` of the records left (compacted, see the module
+    doc), ``codes`` their category in each one-hot group ``[group_lo, group_hi)`` of value
+    ``group_value``, ``low``/``high`` the numeric columns' ranges; stratum ``i`` holds the
+    positions ``start[i]`` to ``start[i] + count[i] - 1`` (``count`` starts at ``sizes``).
+    """
     n, d = x.shape
     n_strata = sizes.shape[0]
+    n_numeric = numeric.shape[0]
+    n_groups = group_lo.shape[0]
     count = sizes.copy()
     extras = sizes - n // n_strata
     labels = np.empty(n, dtype=np.int64)
     dist = np.empty(n)
     point = np.empty(d)
-    numeric, group_lo, group_hi = layout[0], layout[1], layout[2]
-    point_numeric = np.empty(numeric.shape[0])
-    table = np.empty(max(1, (group_hi - group_lo).sum()))
+    point_numeric = np.empty(n_numeric)
+    entries = 0
+    for g in range(n_groups):
+        entries += group_hi[g] - group_lo[g]
+    table = np.empty(max(1, entries))
     members = np.empty(n_strata + 1, dtype=np.int64)
     m = n
     label = 0
+    stage = 0
+    seed = -1
     while m > 0:
-        for j in range(d):
-            point[j] = total[j] / m
-        eps = _fill_point(point, layout, ranges, point_numeric, table)
-        _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
-        x0 = rows[_farthest(x, point, eps, dist, rows, start, count)]
-        for j in range(d):
-            point[j] = x[x0, j]
-        eps = _fill_point(point, layout, ranges, point_numeric, table)
-        _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
-        m -= _stratified_cluster(
-            x,
-            xt,
-            codes,
-            rows,
-            dist,
-            start,
-            count,
-            extras,
-            total,
-            labels,
-            label,
-            members,
-            point,
-            eps,
-        )
-        label += 1
-        if m > 0:
-            # dist still holds the distances to x0 (= point) of the records left: x1 is the
-            # farthest.
-            x1 = rows[_farthest(x, point, eps, dist, rows, start, count)]
+        if stage == 0:
             for j in range(d):
-                point[j] = x[x1, j]
-            eps = _fill_point(point, layout, ranges, point_numeric, table)
-            _sq_dist_strata(xt, codes, layout[4], start, count, point_numeric, table, dist)
-            m -= _stratified_cluster(
-                x,
-                xt,
-                codes,
-                rows,
-                dist,
-                start,
-                count,
-                extras,
-                total,
-                labels,
-                label,
-                members,
-                point,
-                eps,
-            )
-            label += 1
-    return labels
-
-
-#: ``8 u`` (``u = 2^-53``, the unit roundoff): each sum is within ``K u B`` of the exact distance
-#: (:func:`_fill_point`), so the two differ by at most ``e = 2 K u B``; the decisions need
-#: ``eps >= 2 e = 4 K u B``, and ``8 K u B`` doubles it for the rounding of ``B`` itself.
-_EPS_UNIT = 8.0 * 2.0**-53
-
-
-@njit(cache=True)
-def _fill_point(point, layout, ranges, point_numeric, table) -> float:
-    """The point's numeric coordinates, and its table ``|c e_v - p|^2`` for every group
-    (twin of :func:`tclose.plugins.kernels.onehot.fill_tables_reference`). Returns ``eps``.
-
-    ``eps`` is four times a bound on the difference between the look-up distance and the
-    column-order sum of any record (twice what the decisions need, see :data:`_EPS_UNIT`). Both
-    sums add ``K <= d + g + 8`` rounded non-negative terms (the group
-    terms are ``S_g - p_v^2 + (c - p_v)^2``, ``S_g = sum p_j^2``); each is off by at most
-    ``K u`` times ``B = sum over numeric columns of the largest (x_j - p_j)^2 over the column's
-    range + sum over groups of (S_g + the largest table entry)``, which bounds the distance and
-    the partial sums of both.
-    """
-    numeric, group_lo, group_hi, group_value, table_start = layout
-    low, high = ranges
-    bound = 0.0
-    for a in range(numeric.shape[0]):
-        p = point[numeric[a]]
-        point_numeric[a] = p
-        bound += max((high[a] - p) * (high[a] - p), (low[a] - p) * (low[a] - p))
-    for g in range(group_lo.shape[0]):
-        total = 0.0
-        for j in range(group_lo[g], group_hi[g]):
-            total += point[j] * point[j]
-        worst = 0.0
-        for j in range(group_lo[g], group_hi[g]):
-            gap = group_value[g] - point[j]
-            entry = (total - point[j] * point[j]) + gap * gap
-            table[table_start[g] + j - group_lo[g]] = entry
-            worst = max(worst, abs(entry))
-        bound += total + worst
-    return _EPS_UNIT * (point.shape[0] + group_lo.shape[0] + 8) * bound
-
-
-@njit(cache=True)
-def _column_sum(x, row, point) -> float:
-    """``|x[row] - point|^2`` summed in column order: the value of :func:`sq_dist`, bit for bit."""
-    acc = 0.0
-    for j in range(point.shape[0]):
-        diff = x[row, j] - point[j]
-        acc += diff * diff
-    return acc
-
-
-@njit(cache=True)
-def sq_dist_mixed(xt, codes, table_start, lo, hi, point, table, dist) -> None:
-    """``dist[p] = |xt[:, p] - point|^2`` over the numeric columns ``xt`` for the positions
-    ``lo <= p < hi``, plus one table entry per one-hot group:
-    ``dist[p] += table[table_start[g] + codes[g, p]]`` (numeric columns first, groups in order).
-    """
-    # Blocks of 256 positions: the partial sums stay in L1 across the d columns. The loops index
-    # views from 0, so that Numba knows the indices are non-negative, drops the negative-index
-    # wraparound test and vectorizes (5x faster than indexing with range(lo, hi)).
-    d = xt.shape[0]
-    n_groups = codes.shape[0]
-    acc = np.empty(_BLOCK)
-    for block in range(lo, hi, _BLOCK):
-        width = min(_BLOCK, hi - block)
-        out = dist[block : block + width]
-        if d == 0:
-            acc[:width] = 0.0
+                point[j] = total[j] / m
         else:
-            column = xt[0, block : block + width]
-            p0 = point[0]
-            for p in range(width):
-                diff = column[p] - p0
-                acc[p] = diff * diff  # == 0.0 + diff * diff, bit for bit
-        for j in range(1, d):
-            column = xt[j, block : block + width]
-            pj = point[j]
-            for p in range(width):
-                diff = column[p] - pj
-                acc[p] += diff * diff
+            for j in range(d):
+                point[j] = x[seed, j]
+        # The point's numeric coordinates and its table |c e_v - p|^2 for every group (twin of
+        # tclose.plugins.kernels.onehot.fill_tables_reference), and eps (see _EPS_UNIT).
+        bound = 0.0
+        for a in range(n_numeric):
+            p = point[numeric[a]]
+            point_numeric[a] = p
+            bound += max((high[a] - p) * (high[a] - p), (low[a] - p) * (low[a] - p))
         for g in range(n_groups):
-            group = codes[g, block : block + width]
-            entries = table[table_start[g] :]
-            for p in range(width):
-                acc[p] += entries[group[p]]
-        for p in range(width):
-            out[p] = acc[p]
-
-
-@njit(cache=True)
-def _sq_dist_strata(xt, codes, table_start, start, count, point, table, dist) -> None:
-    for i in range(start.shape[0]):
-        sq_dist_mixed(xt, codes, table_start, start[i], start[i] + count[i], point, table, dist)
-
-
-@njit(cache=True)
-def _argmax_strata(dist, rows, start, count) -> int:
-    best = -1
-    for i in range(start.shape[0]):
-        best = argmax_lowest(dist, rows, start[i], start[i] + count[i], best)
-    return best
-
-
-@njit(cache=True)
-def _farthest(x, point, eps, dist, rows, start, count) -> int:
-    """Position of the record farthest from ``point`` by the column-order sum, ties to the
-    lowest row. ``dist`` holds distances within ``eps / 2`` of it; those within ``eps`` of the
-    largest are replaced by the column sum (no other can win)."""
-    threshold = dist[_argmax_strata(dist, rows, start, count)] - eps
-    best = -1
-    best_dist = -1.0
-    best_row = -1
-    for i in range(start.shape[0]):
-        for p in range(start[i], start[i] + count[i]):
-            if dist[p] >= threshold:
-                v = _column_sum(x, rows[p], point)
-                dist[p] = v
-                if v > best_dist or (v == best_dist and rows[p] < best_row):
-                    best, best_dist, best_row = p, v, rows[p]
-    return best
-
-
-@njit(cache=True)
-def _two_nearest(span, span_rows):
-    """Positions in ``span`` of the smallest and second smallest ``(span, span_rows)``
-    (``-1`` for the second if the span has one record)."""
-    best = -1
-    best_dist = np.inf
-    best_row = -1
-    second = -1
-    second_dist = np.inf
-    second_row = -1
-    for a in range(span.shape[0]):
-        v = span[a]
-        if v > second_dist:
-            continue
-        r = span_rows[a]
-        if v < best_dist or (v == best_dist and r < best_row):
-            second, second_dist, second_row = best, best_dist, best_row
-            best, best_dist, best_row = a, v, r
-        elif v < second_dist or r < second_row:
-            second, second_dist, second_row = a, v, r
-    return best, second
-
-
-@njit(cache=True)
-def _refine_two_nearest(x, seed, span, span_rows, threshold):
-    """:func:`_two_nearest` by the column-order sum to ``seed``, among the positions whose
-    ``span`` is at most ``threshold`` (their ``span`` becomes that sum); the others cannot be
-    among the two nearest (see :func:`_stratified_cluster`)."""
-    best = -1
-    best_dist = np.inf
-    best_row = -1
-    second = -1
-    second_dist = np.inf
-    second_row = -1
-    for a in range(span.shape[0]):
-        if span[a] > threshold:
-            continue
-        v = _column_sum(x, span_rows[a], seed)
-        span[a] = v
-        r = span_rows[a]
-        if v < best_dist or (v == best_dist and r < best_row):
-            second, second_dist, second_row = best, best_dist, best_row
-            best, best_dist, best_row = a, v, r
-        elif v < second_dist or (v == second_dist and r < second_row):
-            second, second_dist, second_row = a, v, r
-    return best, second
-
-
-@njit(cache=True)
-def _stratified_cluster(
-    x, xt, codes, rows, dist, start, count, extras, total, labels, label, members, seed, eps
-) -> int:
-    """One cluster: the closest record to ``seed`` of every stratum, plus one extra record.
-
-    The extra is the second closest record of the first stratum that still holds extras, unless
-    none does. ``dist`` holds look-up distances to the seed; in each stratum those within ``eps``
-    of the second smallest are replaced by the column-order sum, which decides. The chosen records
-    are labelled and swap-removed (``dist`` moves along, so that it still gives the distances of
-    the records left). Returns how many were taken.
-    """
-    taken = 0
-    extra_taken = False
-    for i in range(start.shape[0]):
-        lo = start[i]
-        span = dist[lo : lo + count[i]]
-        span_rows = rows[lo : lo + count[i]]
-        best, second = _two_nearest(span, span_rows)
-        threshold = span[second if second >= 0 else best] + eps
-        best, second = _refine_two_nearest(x, seed, span, span_rows, threshold)
-        best_row = span_rows[best]
-        second_row = span_rows[second] if second >= 0 else -1
-        members[taken] = best_row
-        labels[best_row] = label
-        taken += 1
-        if not extra_taken and extras[i] > 0:
-            extra_taken = True
-            extras[i] -= 1
-            members[taken] = second_row
-            labels[second_row] = label
-            taken += 1
-            # Higher position first, so that the record moved into it is never `best`.
-            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + max(best, second))
-            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + min(best, second))
-        else:
-            _remove_in_stratum(xt, codes, rows, dist, start, count, i, lo + best)
-    subtract_rows(total, x, members, taken)
-    return taken
-
-
-@njit(cache=True)
-def _remove_in_stratum(xt, codes, rows, dist, start, count, i, p) -> None:
-    last = start[i] + count[i] - 1
-    if p != last:
-        _move(xt, rows, dist, last, p)
-        for g in range(codes.shape[0]):
-            codes[g, p] = codes[g, last]
-    count[i] -= 1
+            squares = 0.0
+            for j in range(group_lo[g], group_hi[g]):
+                squares += point[j] * point[j]
+            worst = 0.0
+            for j in range(group_lo[g], group_hi[g]):
+                gap = group_value[g] - point[j]
+                entry = (squares - point[j] * point[j]) + gap * gap
+                table[table_start[g] + j - group_lo[g]] = entry
+                worst = max(worst, abs(entry))
+            bound += squares + worst
+        eps = _EPS_UNIT * (d + n_groups + 8) * bound
+        # Look-up distances of every record left: the numeric columns in column order, then
+        # one table entry per group (twin: tclose.plugins.kernels.onehot.sq_dist_reference), by
+        # blocks of positions that stay in L1 across the columns; the loops index views from 0,
+        # so that Numba drops the negative-index test and vectorizes.
+        for i in range(n_strata):
+            for block in range(start[i], start[i] + count[i], _BLOCK):
+                out = dist[block : min(block + _BLOCK, start[i] + count[i])]
+                for j in range(n_numeric):
+                    column = xt[j, block : block + out.shape[0]]
+                    pj = point_numeric[j]
+                    if j == 0:
+                        for p in range(out.shape[0]):
+                            diff = column[p] - pj
+                            out[p] = diff * diff  # == 0.0 + diff * diff, bit for bit
+                    else:
+                        for p in range(out.shape[0]):
+                            diff = column[p] - pj
+                            out[p] += diff * diff
+                if n_numeric == 0:
+                    out[:] = 0.0
+                for g in range(n_groups):
+                    group = codes[g, block : block + out.shape[0]]
+                    lookup = table[table_start[g] :]
+                    for p in range(out.shape[0]):
+                        out[p] += lookup[group[p]]
+        if stage > 0:
+            # One cluster: the closest record to the seed of every stratum, plus the second
+            # closest of the first stratum that still holds extras, unless none does. In each
+            # stratum the two nearest by the look-up distances give a threshold (the second's
+            # + eps); the records within it get their column-order sum, which decides.
+            taken = 0
+            extra_taken = False
+            for i in range(n_strata):
+                lo = start[i]
+                span = dist[lo : lo + count[i]]
+                span_rows = rows[lo : lo + count[i]]
+                threshold = np.inf
+                first = second = -1
+                for phase in range(2):
+                    first, first_dist, first_row = -1, np.inf, -1
+                    second, second_dist, second_row = -1, np.inf, -1
+                    for a in range(span.shape[0]):
+                        v = span[a]
+                        if phase == 1:
+                            if v > threshold:
+                                continue
+                            v = 0.0
+                            for j in range(d):
+                                diff = x[span_rows[a], j] - point[j]
+                                v += diff * diff
+                            span[a] = v
+                        if v > second_dist:
+                            continue
+                        r = span_rows[a]
+                        if v < first_dist or (v == first_dist and r < first_row):
+                            second, second_dist, second_row = first, first_dist, first_row
+                            first, first_dist, first_row = a, v, r
+                        elif v < second_dist or r < second_row:
+                            second, second_dist, second_row = a, v, r
+                    threshold = span[second if second >= 0 else first] + eps
+                members[taken] = span_rows[first]
+                labels[span_rows[first]] = label
+                taken += 1
+                out_first, out_then = lo + first, -1
+                if not extra_taken and extras[i] > 0:
+                    extra_taken = True
+                    extras[i] -= 1
+                    members[taken] = span_rows[second]
+                    labels[span_rows[second]] = label
+                    taken += 1
+                    # Higher position first, so that the record moved into it is never first.
+                    out_first, out_then = lo + max(first, second), lo + min(first, second)
+                for p in (out_first, out_then):  # swap-remove, dist moving along
+                    last = lo + count[i] - 1
+                    if p < 0:
+                        continue
+                    if p != last:
+                        rows[p] = rows[last]
+                        dist[p] = dist[last]
+                        for j in range(n_numeric):
+                            xt[j, p] = xt[j, last]
+                        for g in range(n_groups):
+                            codes[g, p] = codes[g, last]
+                    count[i] -= 1
+            for a in range(taken):
+                for j in range(d):
+                    total[j] -= x[members[a], j]
+            m -= taken
+            label += 1
+            if stage == 2 or m == 0:
+                stage = 0
+                continue
+        # The farthest record by the column-order sum, ties to the lowest row: dist holds
+        # distances within eps / 2 of it; those within eps of the largest get the column sum
+        # (no other can win). In stage 1, dist holds the distances to x0 of the records left.
+        top, top_row = -np.inf, -1
+        for i in range(n_strata):
+            span = dist[start[i] : start[i] + count[i]]
+            span_rows = rows[start[i] : start[i] + count[i]]
+            for a in range(span.shape[0]):
+                if span[a] < top:
+                    continue
+                if span[a] > top or span_rows[a] < top_row:
+                    top, top_row = span[a], span_rows[a]
+        threshold = top - eps
+        best, best_dist, best_row = -1, -1.0, -1
+        for i in range(n_strata):
+            for p in range(start[i], start[i] + count[i]):
+                if dist[p] >= threshold:
+                    r = rows[p]
+                    v = 0.0
+                    for j in range(d):
+                        diff = x[r, j] - point[j]
+                        v += diff * diff
+                    dist[p] = v
+                    if v > best_dist or (v == best_dist and r < best_row):
+                        best, best_dist, best_row = p, v, r
+        seed = rows[best]
+        stage += 1
+    return labels

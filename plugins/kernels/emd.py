@@ -32,7 +32,7 @@ sums of ``G`` read from its prefix sums. A cluster of ``s`` rows costs ``O(s log
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -285,7 +285,8 @@ def segment_emds(
     """EMDs of groups against a reference, from the segments on which each group's count is
     constant: ``E = s cum_prefix[first] + sum over segments of sum_{i in [lo, hi)} |n F - s G_i|``
     and ``EMD = E / (n s (m - 1))``, all groups at once, ``O(S log m)`` for ``S`` segments (the
-    NumPy twin of :func:`segment_sum`, for :meth:`OrderedEMD.cluster_emd` and the block views).
+    NumPy twin of :func:`numerator_sorted`, for :meth:`OrderedEMD.cluster_emd` and the block
+    views).
 
     Args:
         lo, hi: ``int64 (S,)`` each segment's codes ``[lo, hi)`` (``hi <= m - 1``), the segments
@@ -334,7 +335,7 @@ def max_emd_of_rows(distances: Sequence[FittedDistance], rows: np.ndarray) -> fl
             numer = numerator_of_rows(
                 parts.codes, rows, parts.cum_counts, parts.cum_prefix, parts.table_rows
             )
-            emd = emd_from_numerator(
+            emd = cast(Any, emd_from_numerator).py_func(  # the same rule, not compiled
                 numer, parts.table_rows, rows.shape[0], parts.cum_counts.shape[0]
             )
         else:
@@ -344,48 +345,24 @@ def max_emd_of_rows(distances: Sequence[FittedDistance], rows: np.ndarray) -> fl
 
 
 # ----------------------------------------------------------------------------------------------
-# Compiled helpers shared by the merge loop and k-first (exact int64 numerators).
+# Exact int64 numerators of one group (the merge loop; k-first and refinement keep their own
+# compiled copies, see their modules).
 
 
-@njit(cache=True)
-def segment_sum(v: int, s: int, lo: int, hi: int, cum: np.ndarray, cum_prefix: np.ndarray) -> int:
-    """``sum_{i in [lo, hi)} |v - s * cum[i]|`` for nondecreasing ``cum``, in ``O(log m)``.
-
-    Args:
-        v: ``n * F``, the scaled cluster count, constant on the range.
-        s: cluster size.
-        lo: first index.
-        hi: one past the last index (``hi <= m - 1``).
-        cum: global cumulative counts ``(m,)``.
-        cum_prefix: ``cum_prefix[i] = sum_{j<i} cum[j]``, ``(m,)``.
-    """
-    if hi <= lo:
-        return 0
-    a = lo
-    b = hi
-    while a < b:
-        mid = (a + b) // 2
-        if s * cum[mid] >= v:
-            b = mid
-        else:
-            a = mid + 1
-    return (
-        v * (a - lo)
-        - s * (cum_prefix[a] - cum_prefix[lo])
-        + s * (cum_prefix[hi] - cum_prefix[a])
-        - v * (hi - a)
-    )
-
-
-@njit(cache=True)
+@njit("int64(readonly(int64[::1]), int64, readonly(int64[::1]), readonly(int64[::1]))", cache=True)
 def numerator_sorted(codes: np.ndarray, n: int, cum: np.ndarray, cum_prefix: np.ndarray) -> int:
     """The exact EMD numerator ``E`` of a cluster given its codes sorted ascending, ``O(s log m)``.
+
+    After its ``r``-th row (``r = 1..s``) the cluster's count ``F`` is ``r`` up to the next row's
+    code: on that range ``[lo, hi)`` the sum of ``|v - s cum[i]|`` (``v = n F``) splits at the
+    first ``i`` with ``s cum[i] >= v`` (a binary search; ``cum`` is nondecreasing) into two sums
+    of ``cum`` read from its prefix sums.
 
     Args:
         codes: ``int64 (s,)`` sorted codes of the cluster's rows, ``s >= 1``.
         n: rows in the table.
         cum: global cumulative counts ``(m,)``.
-        cum_prefix: prefix sums of ``cum``, ``(m,)``.
+        cum_prefix: prefix sums of ``cum``, ``(m,)``: ``cum_prefix[i] = sum_{j<i} cum[j]``.
 
     Returns:
         ``E``; the EMD is ``E / (n * s * (m - 1))``.
@@ -394,20 +371,36 @@ def numerator_sorted(codes: np.ndarray, n: int, cum: np.ndarray, cum_prefix: np.
     top = cum.shape[0] - 1
     total = s * cum_prefix[min(codes[0], top)]  # F = 0 below the first code
     for r in range(s):
+        lo = codes[r]
         hi = codes[r + 1] if r + 1 < s else top
-        total += segment_sum(n * (r + 1), s, codes[r], hi, cum, cum_prefix)
+        if hi <= lo:
+            continue
+        v = n * (r + 1)
+        a, b = lo, hi
+        while a < b:
+            mid = (a + b) // 2
+            if s * cum[mid] >= v:
+                b = mid
+            else:
+                a = mid + 1
+        total += (
+            v * (a - lo)
+            - s * (cum_prefix[a] - cum_prefix[lo])
+            + s * (cum_prefix[hi] - cum_prefix[a])
+            - v * (hi - a)
+        )
     return total
 
 
-@njit(cache=True)
+@njit("float64(int64, int64, int64, int64)", cache=True)
 def emd_from_numerator(numer: int, n: int, s: int, m: int) -> float:
-    """``float(E) / float(n * s * (m - 1))``; ``0`` when ``m == 1``. The one rounding rule."""
+    """``float(E) / float(n * s * (m - 1))``; ``0`` when ``m == 1``. The one rounding rule
+    (Python code calls its ``py_func``: the same operations, nothing to compile)."""
     if m <= 1:
         return 0.0
     return float(numer) / float(n * s * (m - 1))
 
 
-@njit(cache=True)
 def numerator_of_rows(
     codes: np.ndarray, rows: np.ndarray, cum: np.ndarray, cum_prefix: np.ndarray, n: int
 ) -> int:
@@ -420,4 +413,11 @@ def numerator_of_rows(
         cum_prefix: prefix sums of ``cum``, ``(m,)``.
         n: rows of the reference table (``cum[-1]``).
     """
-    return numerator_sorted(np.sort(codes[rows]), n, cum, cum_prefix)
+    return int(
+        numerator_sorted(
+            np.sort(codes[rows]).astype(np.int64, copy=False),
+            int(n),
+            np.ascontiguousarray(cum, dtype=np.int64),
+            np.ascontiguousarray(cum_prefix, dtype=np.int64),
+        )
+    )

@@ -38,7 +38,7 @@ are tables whose QIs follow the confidential order, where almost every candidate
   recomputation gives, so every decision and tie is the same.
 - Candidates that cannot be swapped in are passed in ``O(1)``: the code improves on some member
   iff ``Hp(c)`` exceeds the least ``Hp`` of the member codes above it or ``Hm(c)`` is below the
-  greatest ``Hm`` of those below (:func:`_ordered_improves`). With several attributes the test is
+  greatest ``Hm`` of those below (:func:`_candidate_improves`). With several attributes the test is
   made on the attribute with the largest EMD: a necessary condition for a swap.
 - Nominal attributes (:class:`~tclose.plugins.kernels.nominal.TreeParts`, the equal distance or
   a hierarchy) keep the gaps of the cluster's counts per tree node; a swap changes the nodes on
@@ -137,14 +137,14 @@ def k_first(
     label = 0
     reported = time.monotonic()
     while size:
-        _sq_dists(xt, size, _mean(xt, size), dist)
+        _distances(xt, size, -1, dist)  # to the centroid of the records left
         source = int(np.argmax(dist[:size]))  # x_0; argmax ties go to the lowest row
         for second in (False, True):
             if second:  # x_1: farthest from x_0's point among those left
                 if not size:
                     break
                 source = int(np.argmax(dist[:size]))
-            _sq_dists(xt, size, xt[:, source].copy(), dist)
+            _distances(xt, size, source, dist)
             members = generate(rows[:size], dist[:size], source)
             labels[rows[members]] = label
             label += 1
@@ -307,7 +307,19 @@ _FIRST_BATCH = 32
 _SAMPLE = 512
 
 
-@njit(cache=True)
+#: Signature parts: read-only ``int64`` arrays of one, two and three dimensions.
+_RI = "readonly(int64[::1])"
+_RI2 = "readonly(int64[:, ::1])"
+_RI3 = "readonly(int64[:, :, ::1])"
+
+
+@njit(
+    f"int64[::1]({_RI}, readonly(float64[::1]), {_RI}, {_RI2}, {_RI}, {_RI}, {_RI3}, {_RI}, {_RI},"
+    f" int64[:, :, ::1], int64[::1], int64[:, ::1], int64[::1], {_RI2}, {_RI}, {_RI}, {_RI}, {_RI},"
+    f" {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, int64[::1], int64[::1], int64[::1], int64[::1],"
+    " boolean[::1], int64[::1], float64)",
+    cache=True,
+)
 def _generate(
     members, key, rows,
     o_codes, o_off, o_cum, o_cuts, o_prefix, o_rows, tables, n_segments, segment_of, order,
@@ -323,18 +335,20 @@ def _generate(
             candidates come in the order (key, position).
         rows: ``(|X'|,)`` row of each position, ascending.
         o_codes, o_off, o_cum, o_prefix, o_rows: the ordered attributes'
-            :class:`OrderedParts`, concatenated; ``o_cuts``: see :func:`_cuts`; ``tables``, ``n_segments``, ``segment_of``,
-            ``order``: their scratch (see :func:`_build_table`).
+            :class:`OrderedParts`, concatenated; ``o_cuts``: see :func:`_cuts`; ``tables``,
+            ``n_segments``, ``segment_of``, ``order``: their scratch (see :func:`_build_table`).
         t_codes, ..., t_height: the nominal attributes' :class:`TreeParts`, concatenated;
             ``gaps``, ``pos``, ``neg``: their state; ``stamp``, ``verdict``, ``generation``:
-            cached answers of :func:`_tree_improves`, per value.
+            cached answers of :func:`_candidate_improves`, per value.
         limit: ``t + EMD_TOLERANCE``.
 
     Returns:
         the final members' positions, ascending.
 
     Arrays are passed one by one, not in tuples: a call with tuples of arrays costs hundreds of
-    nanoseconds of reference counting, more than the work of the hot helpers.
+    nanoseconds of reference counting, more than the work of the hot helpers. The set-up and the
+    ordering of the candidates are written out here, not in helpers: each compiled helper would
+    be compiled on its own and optimized again inside its caller.
     """
     members = members.copy()
     s = members.shape[0]
@@ -343,28 +357,96 @@ def _generate(
     numer = np.zeros(n_attributes, dtype=np.int64)
     emds = np.zeros(n_attributes)
     delta = np.zeros((n_attributes, s), dtype=np.int64)
-    _start_emds(members, rows, numer, emds, o_codes, o_off, o_cum, o_cuts, o_prefix, o_rows,
-                tables, n_segments, segment_of, order, t_codes, t_off, path_ptr, path_slot,
-                slot_node, slot_count, slot_off, node_off, node_weight, t_rows, t_height, gaps,
-                pos, neg)  # fmt: skip
+    # The exact numerators (numer) and EMDs (emds) of the first members, ordered attributes
+    # first, and the attributes' states for them (segment tables, nominal gaps).
+    codes = np.empty(s, dtype=np.int64)
+    for a in range(n_ordered):
+        _build_table(a, members, rows, o_codes, o_off, o_cuts, o_prefix, o_rows, tables,
+                     n_segments, segment_of, order)  # fmt: skip
+        for q in range(s):
+            codes[q] = o_codes[a, rows[members[q]]]
+        codes.sort()
+        # sum over the segments [codes[r], codes[r + 1]) of constant F = r + 1 (the same sum
+        # as tclose.plugins.kernels.emd.numerator_sorted; F = 0 below the first code)
+        n = o_rows[a]
+        cum, prefix = o_cum[o_off[a] : o_off[a + 1]], o_prefix[o_off[a] : o_off[a + 1]]
+        top = cum.shape[0] - 1
+        total = s * prefix[min(codes[0], top)]
+        for r in range(s):
+            lo = codes[r]
+            hi = codes[r + 1] if r + 1 < s else top
+            if hi <= lo:
+                continue
+            v = n * (r + 1)
+            p, b = lo, hi  # the first p with s * cum[p] >= v
+            while p < b:
+                mid = (p + b) // 2
+                if s * cum[mid] >= v:
+                    b = mid
+                else:
+                    p = mid + 1
+            total += (
+                v * (p - lo)
+                - s * (prefix[p] - prefix[lo])
+                + s * (prefix[hi] - prefix[p])
+                - v * (hi - p)
+            )
+        numer[a] = total
+        emds[a] = _ordered_emd(total, n, s, top + 1)
+    for a in range(t_codes.shape[0]):  # nominal attribute a's gaps for the members
+        for node in range(node_off[a], node_off[a + 1]):
+            pos[node] = 0
+            neg[node] = 0
+        for slot in range(slot_off[a], slot_off[a + 1]):
+            gaps[slot] = -s * slot_count[slot]
+            neg[slot_node[slot]] += s * slot_count[slot]
+        for q in range(s):
+            c = t_codes[a, rows[members[q]]]
+            for p in range(path_ptr[t_off[a] + c], path_ptr[t_off[a] + c + 1]):
+                _move_gap(path_slot[p], t_rows[a], gaps, pos, neg, slot_node)
+        total = 0
+        for node in range(node_off[a], node_off[a + 1]):
+            total += node_weight[node] * min(pos[node], neg[node])
+        numer[n_ordered + a] = total
+        emds[n_ordered + a] = _tree_emd(total, t_rows[a], s, t_height[a])
     generation[0] += 1  # forget the cached verdicts of the previous cluster
-    if emds.max() <= limit:
+    target = 0  # the attribute of the largest EMD (the first of equals), as np.argmax(emds)
+    for a in range(n_attributes):
+        if emds[a] > emds[target]:
+            target = a
+    if emds[target] <= limit:
         return members
-    last = _last_member(members, key)
+    last = members[0]  # the k-th closest member: candidates come after it in (key, position)
+    for j in members:
+        if key[j] > key[last] or (key[j] == key[last] and j > last):
+            last = j
     # Phase 0: most scans stop early, so first the next few candidates, in order. Phase 1: the
     # rest, in buckets of keys, each sorted when the scan reaches it.
-    target = int(np.argmax(emds))
     stream = _next_closest(key, key[last], last, _FIRST_BATCH)
     bounds = np.array([0, stream.shape[0]])
     for phase in range(2):
         if phase == 1:
             if stream.shape[0] < _FIRST_BATCH:
                 break
-            stream, bounds = _bucket_candidates(key, stream[-1])
-        for b in range(bounds.shape[0] - 1):
-            lo, hi = bounds[b], bounds[b + 1]
-            if phase == 1:
-                _sort_bucket(stream, lo, hi, key)
+            stream, bounds = _buckets(key, stream[-1])
+        for bucket in range(bounds.shape[0] - 1):
+            lo, hi = bounds[bucket], bounds[bucket + 1]
+            if phase == 1 and hi - lo <= 32:  # sort the bucket by (key, position): insertion
+                for i in range(lo + 1, hi):
+                    j = stream[i]
+                    p = i
+                    while p > lo and key[stream[p - 1]] > key[j]:
+                        stream[p] = stream[p - 1]
+                        p -= 1
+                    stream[p] = j
+            elif phase == 1:  # or a stable sort by key (positions are ascending in a bucket)
+                part = stream[lo:hi].copy()
+                values = np.empty(hi - lo)
+                for i in range(hi - lo):
+                    values[i] = key[part[i]]
+                ranked = np.argsort(values, kind="mergesort")
+                for i in range(hi - lo):
+                    stream[lo + i] = part[ranked[i]]
             for i in range(lo, hi):
                 j = stream[i]
                 if not _candidate_improves(target, j, members, rows, o_codes, o_off, o_prefix,
@@ -377,118 +459,73 @@ def _generate(
                              t_off, path_ptr, path_slot, slot_node, node_weight, t_rows,
                              t_height, gaps, pos, neg):  # fmt: skip
                     generation[0] += 1  # the cached verdicts are stale
-                    if emds.max() <= limit:
+                    target = 0
+                    for a in range(n_attributes):
+                        if emds[a] > emds[target]:
+                            target = a
+                    if emds[target] <= limit:
                         return members
-                    target = int(np.argmax(emds))
     return members
 
 
-@njit(cache=True)
-def _start_emds(
-    members, rows, numer, emds,
-    o_codes, o_off, o_cum, o_cuts, o_prefix, o_rows, tables, n_segments, segment_of, order,
-    t_codes, t_off, path_ptr, path_slot, slot_node, slot_count, slot_off, node_off, node_weight,
-    t_rows, t_height, gaps, pos, neg,
-) -> None:  # fmt: skip
-    """The exact numerators (``numer``) and EMDs (``emds``) of the first members, ordered
-    attributes first, and the attributes' states for them (segment tables, nominal gaps)."""
-    s = members.shape[0]
-    n_ordered = o_codes.shape[0]
-    zs = np.empty(s, dtype=np.int64)
-    for a in range(n_ordered):
-        _build_table(a, members, rows, o_codes, o_off, o_cuts, o_prefix, o_rows, tables,
-                     n_segments, segment_of, order)  # fmt: skip
-        for q in range(s):
-            zs[q] = o_codes[a, rows[members[q]]]
-        zs.sort()
-        lo, hi = o_off[a], o_off[a + 1]
-        numer[a] = _numerator_sorted(zs, o_rows[a], o_cum[lo:hi], o_prefix[lo:hi])
-        emds[a] = _ordered_emd(numer[a], o_rows[a], s, hi - lo)
-    for a in range(t_codes.shape[0]):
-        numer[n_ordered + a] = _tree_start(a, members, rows, t_codes, t_off, path_ptr,
-                                           path_slot, slot_node, slot_count, slot_off,
-                                           node_off, node_weight, t_rows[a], gaps, pos, neg)  # fmt: skip
-        emds[n_ordered + a] = _tree_emd(numer[n_ordered + a], t_rows[a], s, t_height[a])
-
-
-@njit(cache=True, inline="always")
-def _last_member(members, key) -> int:
-    """The k-th closest member: candidates come after it in (key, position) order."""
-    last = members[0]
-    for j in members:
-        if key[j] > key[last] or (key[j] == key[last] and j > last):
-            last = j
-    return last
-
-
-@njit(cache=True, _nrt=False)
+@njit(
+    f"boolean(int64, int64, {_RI}, {_RI}, {_RI2}, {_RI}, {_RI}, {_RI}, int64[:, :, ::1],"
+    f" int64[::1], {_RI2}, {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, int64[::1], int64[::1],"
+    " int64[::1], int64[::1], boolean[::1], int64[::1])",
+    cache=True,
+    _nrt=False,
+)
 def _candidate_improves(
     target, j, members, rows, o_codes, o_off, o_prefix, o_rows, tables, n_segments, t_codes,
     t_off, path_ptr, path_slot, slot_node, node_weight, t_rows, gaps, pos, neg, stamp, verdict,
     generation,
 ) -> bool:  # fmt: skip
     """Whether candidate ``j`` can lower the numerator of attribute ``target`` (the one of the
-    greatest EMD): :func:`_ordered_improves`, or :func:`_tree_improves` cached per value until
-    the next swap (``stamp``, ``verdict``, ``generation``).
+    greatest EMD).
+
+    Ordered: replacing some member by a row of code ``c`` lowers the exact numerator iff
+    ``Hp(c)`` is above the least ``Hp`` of the member codes above ``c`` or ``Hm(c)`` below the
+    greatest ``Hm`` of those below (see :func:`_build_table`). Nominal: some member's
+    replacement lowers it (``O(k H)``), the answer cached per value until the next swap
+    (``stamp``, ``verdict``, ``generation``).
 
     Compiled without the Numba runtime (``_nrt=False``), as the other per-candidate helpers: its
     arrays are then passed without reference counting. Inlined, or compiled with the runtime, it
     made the scan up to 3.5 times slower (nominal attributes, 6,000 rows)."""
     n_ordered = o_codes.shape[0]
+    s = members.shape[0]
     if target < n_ordered:
-        return _ordered_improves(target, o_codes[target, rows[j]], tables, n_segments, o_prefix,
-                                 o_off[target], o_rows[target], members.shape[0])  # fmt: skip
+        a = target
+        c = o_codes[a, rows[j]]
+        q, hp, hm = _locate(a, c, tables, n_segments, o_prefix, o_off[a], o_rows[a], s)
+        if hp > tables[a, q, _T]:
+            return True
+        if c > tables[a, q, _LO]:
+            return hm < tables[a, q, _U]
+        return q > 0 and hm < tables[a, q, _U0]
     a = target - n_ordered
-    slot = t_off[a] + t_codes[a, rows[j]]
+    c = t_codes[a, rows[j]]
+    slot = t_off[a] + c
     if stamp[slot] != generation[0]:  # not cached since the last swap
         stamp[slot] = generation[0]
-        verdict[slot] = _tree_improves(a, j, members, rows, t_codes, t_off, path_ptr, path_slot,
-                                       slot_node, node_weight, t_rows[a], gaps, pos, neg)  # fmt: skip
+        verdict[slot] = False
+        for q in range(s):
+            z = t_codes[a, rows[members[q]]]
+            change = _tree_delta(c, z, t_off[a], path_ptr, path_slot, slot_node, node_weight,
+                                 t_rows[a], gaps, pos, neg)  # fmt: skip
+            if change < 0:
+                verdict[slot] = True
+                break
     return verdict[slot]
 
 
-@njit(cache=True, _nrt=False)
-def _ordered_improves(a, c, tables, n_segments, prefix, base, n, s) -> bool:
-    """Whether replacing some member by a row of code ``c`` lowers the exact numerator of
-    ordered attribute ``a``: ``Hp(c)`` above the least ``Hp`` of the member codes above ``c``,
-    or ``Hm(c)`` below the greatest ``Hm`` of those below (see :func:`_build_table`)."""
-    q, hp, hm = _locate(a, c, tables, n_segments, prefix, base, n, s)
-    if hp > tables[a, q, _T]:
-        return True
-    if c > tables[a, q, _LO]:
-        return hm < tables[a, q, _U]
-    return q > 0 and hm < tables[a, q, _U0]
-
-
-@njit(cache=True, _nrt=False)
-def _tree_improves(
-    a, j, members, rows, t_codes, t_off, path_ptr, path_slot, slot_node, node_weight, n, gaps,
-    pos, neg,
-) -> bool:  # fmt: skip
-    """Whether replacing some member by candidate ``j`` lowers the exact numerator of nominal
-    attribute ``a`` (``O(k H)``; the caller caches the answer per value until the next swap)."""
-    c = t_codes[a, rows[j]]
-    for q in range(members.shape[0]):
-        z = t_codes[a, rows[members[q]]]
-        change = _tree_delta(c, z, t_off[a], path_ptr, path_slot, slot_node, node_weight, n,
-                             gaps, pos, neg)  # fmt: skip
-        if change < 0:
-            return True
-    return False
-
-
-@njit(cache=True, inline="always")
-def _locate(a, c, tables, n_segments, prefix, base, n, s) -> tuple[int, int, int]:
-    """Segment ``q`` of code ``c`` for ordered attribute ``a``, and ``Hp(c)``, ``Hm(c)``."""
-    q = n_segments[a] - 1
-    while tables[a, q, _LO] > c:
-        q -= 1
-    hp = tables[a, q, _HP] + _sum_hp(tables, a, q, c, n, s, prefix, base)
-    hm = tables[a, q, _HM] + _sum_hm(tables, a, q, c, n, s, prefix, base)
-    return q, hp, hm
-
-
-@njit(cache=True, _nrt=False)
+@njit(
+    f"boolean(int64, int64[::1], {_RI}, int64[::1], float64[::1], int64[:, ::1], {_RI2}, {_RI},"
+    f" {_RI3}, {_RI}, {_RI}, int64[:, :, ::1], int64[::1], int64[:, ::1], int64[::1], {_RI2},"
+    f" {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, {_RI}, int64[::1], int64[::1], int64[::1])",
+    cache=True,
+    _nrt=False,
+)
 def _try_swap(
     y, members, rows, numer, emds, delta,
     o_codes, o_off, o_cuts, o_prefix, o_rows, tables, n_segments, segment_of, order,
@@ -535,12 +572,18 @@ def _try_swap(
             worst = max(worst, _tree_emd(e, t_rows[a], s, t_height[a]))
         if worst < best:
             best_out, best = r, worst
-    if best >= emds.max():
+    current = 0.0  # emds.max()
+    for a in range(emds.shape[0]):
+        current = max(current, emds[a])
+    if best >= current:
         return False
-    for a in range(t_codes.shape[0]):
+    for a in range(t_codes.shape[0]):  # a row of value z replaced by one of value c
+        c = t_codes[a, rows[y]]
         z = t_codes[a, rows[members[best_out]]]
-        _tree_apply(t_codes[a, rows[y]], z, t_off[a], path_ptr, path_slot, slot_node, t_rows[a],
-                    gaps, pos, neg)  # fmt: skip
+        for p in range(path_ptr[t_off[a] + c], path_ptr[t_off[a] + c + 1]):
+            _move_gap(path_slot[p], t_rows[a], gaps, pos, neg, slot_node)
+        for p in range(path_ptr[t_off[a] + z], path_ptr[t_off[a] + z + 1]):
+            _move_gap(path_slot[p], -t_rows[a], gaps, pos, neg, slot_node)
     for a in range(numer.shape[0]):
         numer[a] += delta[a, best_out]
         if a < n_ordered:
@@ -562,7 +605,7 @@ def _try_swap(
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _ordered_emd(numer: int, n: int, s: int, m: int) -> float:
     """``float(E) / float(n * s * (m - 1))``; ``0`` when ``m == 1`` (as in the emd module)."""
     if m <= 1:
@@ -570,36 +613,24 @@ def _ordered_emd(numer: int, n: int, s: int, m: int) -> float:
     return float(numer) / float(n * s * (m - 1))
 
 
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _tree_emd(numer: int, n: int, s: int, height: int) -> float:
     """``float(E) / float(H * n * s)``, as :meth:`NominalEMD.emd_of_counts`."""
     return float(numer) / float(height * n * s)
 
 
-@njit(cache=True)
-def _tree_start(
-    a, members, rows, t_codes, t_off, path_ptr, path_slot, slot_node, slot_count, slot_off,
-    node_off, node_weight, n, gaps, pos, neg,
-) -> int:  # fmt: skip
-    """Set nominal attribute ``a``'s gaps for the members; return its numerator ``E``."""
-    s = members.shape[0]
-    for node in range(node_off[a], node_off[a + 1]):
-        pos[node] = 0
-        neg[node] = 0
-    for slot in range(slot_off[a], slot_off[a + 1]):
-        gaps[slot] = -s * slot_count[slot]
-        neg[slot_node[slot]] += s * slot_count[slot]
-    for q in range(s):
-        c = t_codes[a, rows[members[q]]]
-        for p in range(path_ptr[t_off[a] + c], path_ptr[t_off[a] + c + 1]):
-            _move_gap(path_slot[p], n, gaps, pos, neg, slot_node)
-    total = 0
-    for node in range(node_off[a], node_off[a + 1]):
-        total += node_weight[node] * min(pos[node], neg[node])
-    return total
+@njit(None, inline="always")
+def _locate(a, c, tables, n_segments, prefix, base, n, s) -> tuple[int, int, int]:
+    """Segment ``q`` of code ``c`` for ordered attribute ``a``, and ``Hp(c)``, ``Hm(c)``."""
+    q = n_segments[a] - 1
+    while tables[a, q, _LO] > c:
+        q -= 1
+    hp = tables[a, q, _HP] + _sum_hp(tables, a, q, c, n, s, prefix, base)
+    hm = tables[a, q, _HM] + _sum_hm(tables, a, q, c, n, s, prefix, base)
+    return q, hp, hm
 
 
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _move_gap(slot: int, change: int, gaps, pos, neg, slot_node) -> None:
     """Add ``change`` to the gap of ``slot``, keeping its node's ``pos`` and ``neg`` sums."""
     node = slot_node[slot]
@@ -610,7 +641,7 @@ def _move_gap(slot: int, change: int, gaps, pos, neg, slot_node) -> None:
     gaps[slot] = new
 
 
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _node_delta(node: int, old1: int, new1: int, old2: int, new2: int, pos, neg, weight) -> int:
     """Change of ``weight * min(pos, neg)`` of ``node`` when two of its gaps change."""
     p = pos[node] + max(new1, 0) - max(old1, 0) + max(new2, 0) - max(old2, 0)
@@ -618,7 +649,11 @@ def _node_delta(node: int, old1: int, new1: int, old2: int, new2: int, pos, neg,
     return weight[node] * (min(p, q) - min(pos[node], neg[node]))
 
 
-@njit(cache=True, _nrt=False)
+@njit(
+    f"int64(int64, int64, int64, {_RI}, {_RI}, {_RI}, {_RI}, int64, {_RI}, {_RI}, {_RI})",
+    cache=True,
+    _nrt=False,
+)
 def _tree_delta(c, z, base, path_ptr, path_slot, slot_node, node_weight, n, gaps, pos, neg) -> int:
     """Change of a nominal numerator when a row of value ``z`` is replaced by one of value ``c``
     (``base``: the attribute's offset in ``path_ptr``), ``O(H)``: below their lowest common
@@ -645,16 +680,12 @@ def _tree_delta(c, z, base, path_ptr, path_slot, slot_node, node_weight, n, gaps
     return total + _node_delta(slot_node[up], gu, gu + n, gd, gd - n, pos, neg, node_weight)
 
 
-@njit(cache=True, _nrt=False)
-def _tree_apply(c, z, base, path_ptr, path_slot, slot_node, n, gaps, pos, neg) -> None:
-    """Replace a row of value ``z`` by one of value ``c`` in a nominal attribute's gaps."""
-    for p in range(path_ptr[base + c], path_ptr[base + c + 1]):
-        _move_gap(path_slot[p], n, gaps, pos, neg, slot_node)
-    for p in range(path_ptr[base + z], path_ptr[base + z + 1]):
-        _move_gap(path_slot[p], -n, gaps, pos, neg, slot_node)
-
-
-@njit(cache=True, _nrt=False)
+@njit(
+    f"void(int64, {_RI}, {_RI}, {_RI2}, {_RI}, {_RI3}, {_RI}, {_RI}, int64[:, :, ::1], int64[::1],"
+    " int64[:, ::1], int64[::1])",
+    cache=True,
+    _nrt=False,
+)
 def _build_table(
     a, members, rows, codes, offsets, cuts, prefix, table_rows, tables, n_segments, segment_of,
     order,
@@ -726,47 +757,7 @@ def _build_table(
     n_segments[a] = r + 1
 
 
-@njit(cache=True)
-def _numerator_sorted(codes: np.ndarray, n: int, cum: np.ndarray, cum_prefix: np.ndarray) -> int:
-    """The exact EMD numerator of a group given its codes sorted ascending, ``O(s log m)``: the
-    same sum as :func:`tclose.plugins.kernels.emd.numerator_sorted`, kept here so that this
-    module's compiled code calls no compiled function of another file (see ``_compiled.py``)."""
-    s = codes.shape[0]
-    top = cum.shape[0] - 1
-    total = s * cum_prefix[min(codes[0], top)]  # F = 0 below the first code
-    for r in range(s):
-        hi = codes[r + 1] if r + 1 < s else top
-        lo = codes[r]
-        if hi <= lo:
-            continue
-        v = n * (r + 1)
-        p = _first_above(cum, 0, lo, hi, s, v, False)  # first i with s * cum[i] >= v
-        total += (
-            v * (p - lo)
-            - s * (cum_prefix[p] - cum_prefix[lo])
-            + s * (cum_prefix[hi] - cum_prefix[p])
-            - v * (hi - p)
-        )
-    return total
-
-
-@njit(cache=True, inline="always")
-def _first_above(
-    cum: np.ndarray, base: int, lo: int, hi: int, s: int, threshold: int, strict: bool
-) -> int:
-    """First ``i`` in ``[lo, hi)`` with ``s * cum[base + i] > threshold`` (``>=`` if not
-    ``strict``); ``hi`` if none (``cum`` is nondecreasing)."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        value = s * cum[base + mid]
-        if value > threshold or (not strict and value == threshold):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _sum_hp(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -> int:
     """``sum_{i in [lo, c)} |D_i + n| - |D_i|`` inside segment ``q`` of attribute ``t``
     (``D_i = v - s cum_i``; ``prefix[base:]`` are the attribute's prefix sums of ``cum``).
@@ -786,7 +777,7 @@ def _sum_hp(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -
     return total
 
 
-@njit(cache=True, inline="always")
+@njit(None, inline="always")
 def _sum_hm(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -> int:
     """``sum_{i in [lo, c)} |D_i - n| - |D_i|`` inside segment ``q`` of attribute ``t``.
 
@@ -805,15 +796,15 @@ def _sum_hm(tables, t: int, q: int, c: int, n: int, s: int, prefix, base: int) -
     return total
 
 
-@njit(cache=True)
-def _bucket_candidates(key: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray]:
+@njit("Tuple((int64[::1], int64[::1]))(readonly(float64[::1]), int64)", cache=True)
+def _buckets(key: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray]:
     """The positions after ``last`` in (key, position) order, grouped into buckets of keys.
 
     The bucket boundaries are quantiles of a sample of at most ``_SAMPLE`` keys (evenly spaced
     positions), so buckets hold about 16 records each whatever the distribution of the keys; a
     key's bucket is found by binary search among the boundaries. Keys in a lower bucket are all
     smaller, equal keys share a bucket, and inside a bucket positions are ascending (buckets are
-    not sorted here: see :func:`_sort_bucket`).
+    not sorted here: :func:`_generate` sorts each when it reaches it).
 
     Returns:
         ``(stream, bounds)``: bucket ``b`` is ``stream[bounds[b]:bounds[b + 1]]``.
@@ -857,28 +848,7 @@ def _bucket_candidates(key: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarr
     return stream, bounds
 
 
-@njit(cache=True)
-def _sort_bucket(stream: np.ndarray, lo: int, hi: int, key: np.ndarray) -> None:
-    """Sort ``stream[lo:hi]`` (positions, ascending) by (key, position): a stable sort by key."""
-    if hi - lo <= 32:
-        for i in range(lo + 1, hi):  # insertion sort
-            j = stream[i]
-            p = i
-            while p > lo and key[stream[p - 1]] > key[j]:
-                stream[p] = stream[p - 1]
-                p -= 1
-            stream[p] = j
-        return
-    part = stream[lo:hi].copy()
-    values = np.empty(hi - lo)
-    for i in range(hi - lo):
-        values[i] = key[part[i]]
-    order = np.argsort(values, kind="mergesort")
-    for i in range(hi - lo):
-        stream[lo + i] = part[order[i]]
-
-
-@njit(cache=True)
+@njit("int64[::1](readonly(float64[::1]), float64, int64, int64)", cache=True)
 def _next_closest(key: np.ndarray, after_key: float, after: int, count: int) -> np.ndarray:
     """Positions of the ``count`` smallest pairs (key, position) that come after
     ``(after_key, after)``, in that order (one pass, insertion into the ``count`` best)."""
@@ -902,23 +872,21 @@ def _next_closest(key: np.ndarray, after_key: float, after: int, count: int) -> 
     return best[:found]
 
 
-@njit(cache=True)
-def _mean(xt: np.ndarray, size: int) -> np.ndarray:
-    """Mean of the first ``size`` records of the column-major ``xt``, summed in row order."""
-    out = np.zeros(xt.shape[0])
-    for j in range(xt.shape[0]):
-        total = 0.0
-        for i in range(size):
-            total += xt[j, i]
-        out[j] = total / size
-    return out
-
-
-@njit(cache=True)
-def _sq_dists(xt: np.ndarray, size: int, point: np.ndarray, out: np.ndarray) -> None:
-    """Squared Euclidean distance of the first ``size`` records of the column-major ``xt`` to
-    ``point`` into ``out[:size]``, summed over the columns in order: ``(0 + d_0^2) + d_1^2 ...``
+@njit("void(readonly(float64[:, ::1]), int64, int64, float64[::1])", cache=True)
+def _distances(xt: np.ndarray, size: int, source: int, out: np.ndarray) -> None:
+    """Squared Euclidean distance of the first ``size`` records of the column-major ``xt`` into
+    ``out[:size]``, to the record at position ``source``, or to their mean (summed in row
+    order) when ``source < 0``; summed over the columns in order, ``(0 + d_0^2) + d_1^2 ...``
     (the loop over records is the inner one, so it vectorizes without reordering any sum)."""
+    point = np.empty(xt.shape[0])
+    for j in range(xt.shape[0]):
+        if source >= 0:
+            point[j] = xt[j, source]
+        else:
+            total = 0.0
+            for i in range(size):
+                total += xt[j, i]
+            point[j] = total / size
     for i in range(size):
         out[i] = 0.0
     for j in range(xt.shape[0]):
@@ -929,7 +897,7 @@ def _sq_dists(xt: np.ndarray, size: int, point: np.ndarray, out: np.ndarray) -> 
             out[i] += diff * diff
 
 
-@njit(cache=True)
+@njit("int64(readonly(int64[::1]), int64, int64[::1], float64[:, ::1], float64[::1])", cache=True)
 def _remove(
     members: np.ndarray, size: int, rows: np.ndarray, xt: np.ndarray, dist: np.ndarray
 ) -> int:
@@ -940,11 +908,13 @@ def _remove(
         start = members[q] + 1
         stop = members[q + 1] if q + 1 < members.shape[0] else size
         length = stop - start
-        if length > 0:
-            rows[kept : kept + length] = rows[start:stop]
-            dist[kept : kept + length] = dist[start:stop]
+        if length > 0:  # kept < start: a forward copy reads each value before it is replaced
+            for i in range(length):
+                rows[kept + i] = rows[start + i]
+                dist[kept + i] = dist[start + i]
             for j in range(xt.shape[0]):
-                xt[j, kept : kept + length] = xt[j, start:stop]
+                for i in range(length):
+                    xt[j, kept + i] = xt[j, start + i]
             kept += length
     return kept
 

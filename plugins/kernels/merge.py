@@ -181,7 +181,9 @@ class _Clusters:
         order = np.argsort(dense, kind="stable")  # rows ascending inside each cluster
         self.size = np.bincount(dense)
         n_clusters = self.size.shape[0]
-        self.sums = _cluster_sums(x, order, self.size)
+        self.sums, self.head, self.tail, self.nxt = _start_clusters(
+            x, order.astype(np.int64), self.size.astype(np.int64)
+        )
         self.packed = self.sums / self.size[:, None]
         self.ids = np.arange(n_clusters, dtype=np.int64)
         self.slot = np.arange(n_clusters, dtype=np.int64)
@@ -190,7 +192,6 @@ class _Clusters:
         self.emd = np.zeros(n_clusters)
         for d in distances:
             np.maximum(self.emd, d.cluster_emd(dense), out=self.emd)
-        self.head, self.tail, self.nxt = _linked_lists(order, self.size)
 
     def rows(self, *clusters: int) -> np.ndarray:
         """The rows of the given clusters (in list order, not sorted)."""
@@ -234,25 +235,40 @@ class _Clusters:
         return out
 
 
-@njit(cache=True)
-def _linked_lists(
-    order: np.ndarray, sizes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``head``, ``tail``, ``nxt`` of clusters listed row by row in ``order``."""
+def _nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int) -> int:
+    """The live cluster whose centroid is closest to the one in slot ``own``; ties: lowest id."""
+    return int(_k_nearest(packed, ids, n_alive, own, 1)[0])
+
+
+@njit(
+    "Tuple((float64[:, ::1], int64[::1], int64[::1], int64[::1]))"
+    "(readonly(float64[:, ::1]), readonly(int64[::1]), readonly(int64[::1]))",
+    cache=True,
+)
+def _start_clusters(
+    x: np.ndarray, order: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``sums``, ``head``, ``tail``, ``nxt`` of the clusters listed row by row in ``order``: the
+    sum of ``x`` over each cluster's rows, added in ascending row order, and its rows as a
+    linked list."""
+    sums = np.zeros((sizes.shape[0], x.shape[1]))
     head = np.empty(sizes.shape[0], dtype=np.int64)
     tail = np.empty(sizes.shape[0], dtype=np.int64)
     nxt = np.full(order.shape[0], -1, dtype=np.int64)
     start = 0
     for c in range(sizes.shape[0]):
         head[c] = order[start]
-        for i in range(start, start + sizes[c] - 1):
-            nxt[order[i]] = order[i + 1]
         tail[c] = order[start + sizes[c] - 1]
+        for i in range(start, start + sizes[c]):
+            if i + 1 < start + sizes[c]:
+                nxt[order[i]] = order[i + 1]
+            for j in range(x.shape[1]):
+                sums[c, j] += x[order[i], j]
         start += sizes[c]
-    return head, tail, nxt
+    return sums, head, tail, nxt
 
 
-@njit(cache=True)
+@njit("int64[::1](readonly(int64[::1]), readonly(int64[::1]), int64, int64)", cache=True)
 def _gather(head: np.ndarray, nxt: np.ndarray, c: int, size: int) -> np.ndarray:
     """The ``size`` rows of cluster ``c``, walking its linked list."""
     out = np.empty(size, dtype=np.int64)
@@ -263,53 +279,23 @@ def _gather(head: np.ndarray, nxt: np.ndarray, c: int, size: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
-def _cluster_sums(x: np.ndarray, order: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Sum of ``x`` over each cluster's rows, added in ascending row order."""
-    out = np.zeros((sizes.shape[0], x.shape[1]))
-    start = 0
-    for c in range(sizes.shape[0]):
-        for i in range(start, start + sizes[c]):
-            for j in range(x.shape[1]):
-                out[c, j] += x[order[i], j]
-        start += sizes[c]
-    return out
-
-
-@njit(cache=True)
-def _sq_dist(a: np.ndarray, b: np.ndarray) -> float:
-    total = 0.0
-    for j in range(a.shape[0]):
-        diff = a[j] - b[j]
-        total += diff * diff
-    return total
-
-
-@njit(cache=True)
-def _nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int) -> int:
-    """The live cluster whose centroid is closest to the one in slot ``own``; ties: lowest id."""
-    best = -1
-    best_dist = np.inf
-    for i in range(n_alive):
-        if i == own:
-            continue
-        dist = _sq_dist(packed[own], packed[i])
-        if dist < best_dist or (dist == best_dist and ids[i] < best) or best == -1:
-            best = ids[i]
-            best_dist = dist
-    return best
-
-
-@njit(cache=True)
+@njit(
+    "int64[::1](readonly(float64[:, ::1]), readonly(int64[::1]), int64, int64, int64)",
+    cache=True,
+)
 def _k_nearest(packed: np.ndarray, ids: np.ndarray, n_alive: int, own: int, q: int) -> np.ndarray:
-    """Up to ``q`` live clusters other than slot ``own``'s, closest first (ties: lowest id)."""
+    """Up to ``q`` live clusters other than slot ``own``'s, closest first (ties: lowest id);
+    squared Euclidean distances summed in column order."""
     best = np.empty(q, dtype=np.int64)
     dists = np.empty(q)
     found = 0
     for i in range(n_alive):
         if i == own:
             continue
-        dist = _sq_dist(packed[own], packed[i])
+        dist = 0.0
+        for j in range(packed.shape[1]):
+            diff = packed[own, j] - packed[i, j]
+            dist += diff * diff
         if found == q and (dist > dists[q - 1] or (dist == dists[q - 1] and ids[i] > best[q - 1])):
             continue
         if found < q:

@@ -68,6 +68,8 @@ CHECK_TRIES = 8
 RESPLIT_NEIGHBOURS = 3
 #: Clusters handled between two checks of the time budget.
 BATCH = 4096
+#: The neighbour table of the split step, which uses none.
+_NO_TABLE = np.zeros((0, 1), dtype=np.int64)
 
 
 class Attributes:
@@ -256,10 +258,10 @@ def _run_passes(
         changed = counts.sum()
         previous, first_new = state.labels.copy(), state.n_clusters
         if steps.splits and not attrs.opaque:
-            state.n_clusters = _split_all(
-                x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
-                state.n_clusters, steps.k, steps.t_value, attrs.kinds, attrs.codes, attrs.refs,
-                attrs.prefix, attrs.offsets, attrs.rows, counts,
+            state.n_clusters = _pass(
+                SPLIT, x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
+                _NO_TABLE, 0, 0, state.n_clusters, steps.k, steps.t_value, True, attrs.kinds,
+                attrs.codes, attrs.refs, attrs.prefix, attrs.offsets, attrs.rows, counts, active,
             )  # fmt: skip
         active[first_new : state.n_clusters] = True  # new from the splits of this pass
         if steps.moves:
@@ -290,17 +292,12 @@ def _scan_clusters(
         if steps.past_deadline():
             break
         hi = min(lo + BATCH, state.n_clusters)
-        if not attrs.opaque:
-            _resplit_pass(
-                x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums, table,
-                lo, hi, k, t_value, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
-                attrs.offsets, attrs.rows, counts, active,
+        for step in (MOVE,) if attrs.opaque else (RESPLIT, MOVE):
+            _pass(
+                step, x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums,
+                table, lo, hi, state.n_clusters, k, t_value, not attrs.opaque, attrs.kinds,
+                attrs.codes, attrs.refs, attrs.prefix, attrs.offsets, attrs.rows, counts, active,
             )  # fmt: skip
-        _move_pass(
-            x, state.labels, state.head, state.nxt, state.prv, state.size, state.sums, table, lo,
-            hi, k, t_value, not attrs.opaque, attrs.kinds, attrs.codes, attrs.refs, attrs.prefix,
-            attrs.offsets, attrs.rows, counts, active,
-        )  # fmt: skip
 
 
 def _still_active(
@@ -393,165 +390,94 @@ def _lists(dense: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, np
 
 
 # ----------------------------------------------------------------------------------------------
-# Compiled kernel. Every function below calls only functions of this file.
+# Compiled kernel. Every function below calls only functions of this file. The three steps run
+# in one compiled function (:func:`_pass`), and the helpers used once are written out where they
+# are used: each compiled function is compiled on its own and optimized again inside each caller.
+
+#: The steps of :func:`_pass`.
+SPLIT, RESPLIT, MOVE = 0, 1, 2
+#: Signature parts: the QIs, and read-only ``int64`` arrays.
+_X = "readonly(float64[:, ::1])"
+_RI = "readonly(int64[::1])"
+_RI2 = "readonly(int64[:, ::1])"
+#: The packed attributes (:class:`Attributes`): kinds, codes, refs, prefix, offsets, rows.
+_ATTRIBUTES = f"{_RI}, {_RI2}, {_RI}, {_RI}, {_RI}, {_RI}"
 
 
-@njit(cache=True)
-def _segment(v: int, s: int, lo: int, hi: int, cum: np.ndarray, pre: np.ndarray) -> int:
-    """``sum_{i in [lo, hi)} |v - s cum[i]|`` for nondecreasing ``cum``.
-
-    A copy of :func:`tclose.plugins.kernels.emd.segment_sum`, kept on purpose: this file's cached
-    compiled functions may call only compiled functions of this file (Numba's cache rule, see
-    :mod:`tclose.plugins.kernels._compiled`; ``tests/test_numba_cache_safety.py`` checks it).
-    """
-    if hi <= lo:
-        return 0
-    a = lo
-    b = hi
-    while a < b:
-        mid = (a + b) // 2
-        if s * cum[mid] >= v:
-            b = mid
-        else:
-            a = mid + 1
-    return v * (a - lo) - s * (pre[a] - pre[lo]) + s * (pre[hi] - pre[a]) - v * (hi - a)
-
-
-@njit(cache=True)
-def _emd_sorted(kind, codes, s, n_ref, ref, pre) -> float:
-    """EMD of a group from its ``s`` codes sorted ascending, exact numerator, one division."""
-    if kind == ORDERED:
-        top = ref.shape[0] - 1
-        if top <= 0:
-            return 0.0
-        total = s * pre[min(codes[0], top)]
-        for r in range(s):
-            hi = codes[r + 1] if r + 1 < s else top
-            total += _segment(n_ref * (r + 1), s, codes[r], hi, ref, pre)
-        return float(total) / float(n_ref * s * top)
-    # NOMINAL: sum_v |N c_v - s G_v| = s N + sum_{present v} (|N c_v - s G_v| - s G_v)
-    total = s * n_ref
-    r = 0
-    while r < s:
-        v = codes[r]
-        c = 0
-        while r < s and codes[r] == v:
-            c += 1
-            r += 1
-        g = s * ref[v]
-        total += abs(n_ref * c - g) - g
-    return float(total) / float(2 * n_ref * s)
-
-
-@njit(cache=True)
-def _group_ok(rows, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf) -> bool:
-    """Whether the group ``rows[:s]`` has EMD ``<= t`` for every (non-opaque) attribute."""
-    if t == np.inf:
-        return True
-    for a in range(kinds.shape[0]):
-        if kinds[a] == OPAQUE:
-            continue
-        for i in range(s):
-            buf[i] = codes[a, rows[i]]
-        sorted_codes = np.sort(buf[:s])
-        ref = refs[offsets[a] : offsets[a + 1]]
-        pre = prefix[offsets[a] : offsets[a + 1]]
-        if _emd_sorted(kinds[a], sorted_codes, s, n_refs[a], ref, pre) > t:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _gather(head, nxt, c, out) -> int:
-    """Rows of cluster ``c`` into ``out``; returns how many."""
-    count = 0
-    row = head[c]
-    while row != -1:
-        out[count] = row
-        count += 1
-        row = nxt[row]
-    return count
-
-
-@njit(cache=True)
-def _unlink(head, nxt, prv, c, row) -> None:
-    if prv[row] == -1:
-        head[c] = nxt[row]
-    else:
-        nxt[prv[row]] = nxt[row]
-    if nxt[row] != -1:
-        prv[nxt[row]] = prv[row]
-    nxt[row] = -1
-    prv[row] = -1
-
-
-@njit(cache=True)
-def _link(head, nxt, prv, c, row) -> None:
-    nxt[row] = head[c]
-    prv[row] = -1
-    if head[c] != -1:
-        prv[head[c]] = row
-    head[c] = row
-
-
-@njit(cache=True)
-def _relabel(x, labels, head, nxt, prv, size, sums, row, src, dst) -> None:
-    """Move ``row`` from cluster ``src`` to ``dst`` (lists, sizes, sums, label)."""
-    _unlink(head, nxt, prv, src, row)
-    _link(head, nxt, prv, dst, row)
-    labels[row] = dst
-    size[src] -= 1
-    size[dst] += 1
-    for j in range(x.shape[1]):
-        sums[src, j] -= x[row, j]
-        sums[dst, j] += x[row, j]
-
-
-@njit(cache=True)
-def _sq_norm_dist(x, row, sums, c, s) -> float:
-    """``|x[row] - sums[c] / s|^2``."""
-    total = 0.0
-    for j in range(x.shape[1]):
-        diff = x[row, j] - sums[c, j] / s
-        total += diff * diff
-    return total
-
-
-@njit(cache=True)
-def _swap_delta(x, r, u, sums, a, b, sa, sb) -> float:
-    """SSE change of exchanging row ``r`` of cluster ``a`` with row ``u`` of cluster ``b``."""
-    dot = 0.0
-    norm = 0.0
-    for j in range(x.shape[1]):
-        delta = x[u, j] - x[r, j]
-        dot += delta * (sums[b, j] / sb - sums[a, j] / sa)
-        norm += delta * delta
-    return 2.0 * dot - norm * (1.0 / sa + 1.0 / sb)
-
-
-@njit(cache=True)
-def _same_codes(codes, kinds, r, u, only_opaque) -> bool:
-    for a in range(kinds.shape[0]):
-        if (kinds[a] == OPAQUE or not only_opaque) and codes[a, r] != codes[a, u]:
-            return False
-    return True
-
-
-@njit(cache=True)
-def _move_pass(
-    x, labels, head, nxt, prv, size, sums, table, lo, hi, k, t, free,
+@njit(
+    f"int64(int64, {_X}, int64[::1], int64[::1], int64[::1], int64[::1], int64[::1],"
+    f" float64[:, ::1], {_RI2}, int64, int64, int64, int64, float64, boolean, {_ATTRIBUTES},"
+    " int64[::1], readonly(boolean[::1]))",
+    cache=True,
+)
+def _pass(
+    step, x, labels, head, nxt, prv, size, sums, table, lo, hi, n_clusters, k, t, free,
     kinds, codes, refs, prefix, offsets, n_refs, counts, active,
 ):  # fmt: skip
-    """Moves and swaps for the records of clusters ``lo..hi-1`` (see the module docs).
+    """One step of a pass over the clusters; returns the number of clusters.
 
-    ``free``: moves and swaps of any codes are allowed (no opaque attribute); otherwise only
-    swaps of records with the same code for every opaque attribute.
+    ``SPLIT``: split every cluster of ``>= 2k`` rows while both halves stay valid and the SSE
+    drops (new clusters are appended and examined in turn; ``table``, ``lo``, ``hi``,
+    ``active`` unused). ``RESPLIT``: for each active cluster ``a`` in ``lo..hi-1`` and each of its
+    :data:`RESPLIT_NEIGHBOURS` first neighbours ``b`` (``table``), pool their rows and split them
+    again (:func:`_best_split`) when that lowers their SSE and both parts stay valid. ``MOVE``:
+    moves and swaps for the records of the active clusters ``lo..hi-1`` (see the module docs);
+    ``free``: moves and swaps of any codes are allowed (no opaque attribute), otherwise only
+    swaps of records with the same code for every opaque attribute. ``counts``: splits, moves,
+    swaps, re-splits.
     """
     n = x.shape[0]
-    mine = np.empty(n, dtype=np.int64)
-    group = np.empty(n, dtype=np.int64)
-    theirs = np.empty(n, dtype=np.int64)
+    rows = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
     buf = np.empty(n, dtype=np.int64)
+    if step == SPLIT:
+        c = 0
+        while c < n_clusters:
+            if size[c] < 2 * k or n_clusters >= size.shape[0]:
+                c += 1
+                continue
+            s = _gather(head, nxt, c, rows)
+            cut = _best_split(
+                x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, -1.0
+            )
+            if cut == 0:
+                c += 1
+                continue
+            new = n_clusters
+            n_clusters += 1
+            for i in range(cut, s):
+                _relabel(x, labels, head, nxt, prv, size, sums, out[i], c, new)
+            counts[0] += 1  # c is examined again: its halves may split further
+        return n_clusters
+    if step == RESPLIT:
+        for a in range(lo, hi):
+            if not active[a]:
+                continue
+            for j in range(min(RESPLIT_NEIGHBOURS, table.shape[1])):
+                b = table[a, j]
+                if b < 0 or b == a or size[a] == 0 or size[b] == 0:
+                    continue
+                if size[a] + size[b] > MAX_SCAN:
+                    continue
+                sa = _gather(head, nxt, a, rows)
+                s = sa + _gather(head, nxt, b, rows[sa:])
+                current = _sse_of_rows(x, rows[:sa], sa) + _sse_of_rows(x, rows[sa:s], s - sa)
+                if current <= 1e-9:  # nothing to gain; and a negative limit would mean no limit
+                    continue
+                limit = current - 1e-9 * max(current, 1.0)
+                cut = _best_split(
+                    x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
+                )
+                if cut == 0:
+                    continue
+                for i in range(s):
+                    row = out[i]
+                    target = a if i < cut else b
+                    if labels[row] != target:
+                        _relabel(x, labels, head, nxt, prv, size, sums, row, labels[row], target)
+                counts[3] += 1
+        return n_clusters
+    theirs = np.empty(n, dtype=np.int64)
     q = table.shape[1]
     cand_gain = np.empty(q * (MAX_SCAN + 1))
     cand_b = np.empty(q * (MAX_SCAN + 1), dtype=np.int64)
@@ -560,9 +486,9 @@ def _move_pass(
     for a in range(lo, hi):
         if size[a] == 0 or size[a] > MAX_SCAN or not active[a]:
             continue
-        s_mine = _gather(head, nxt, a, mine)
+        s_mine = _gather(head, nxt, a, rows)
         for i in range(s_mine):
-            r = mine[i]
+            r = rows[i]
             if labels[r] != a:
                 continue
             sa = size[a]
@@ -583,7 +509,14 @@ def _move_pass(
                     u = theirs[jj]
                     if not free and not _same_codes(codes, kinds, r, u, True):
                         continue
-                    gain = _swap_delta(x, r, u, sums, a, b, sa, sb)
+                    # the SSE change of exchanging r (of a) with u (of b)
+                    dot = 0.0
+                    norm = 0.0
+                    for col in range(x.shape[1]):
+                        delta = x[u, col] - x[r, col]
+                        dot += delta * (sums[b, col] / sb - sums[a, col] / sa)
+                        norm += delta * delta
+                    gain = 2.0 * dot - norm * (1.0 / sa + 1.0 / sb)
                     if gain < -eps:
                         cand_gain[found], cand_b[found], cand_u[found] = gain, b, u
                         found += 1
@@ -593,91 +526,45 @@ def _move_pass(
             for o in range(min(found, CHECK_TRIES)):
                 c = order[o]
                 b, u = cand_b[c], cand_u[c]
+                if u < 0 or not _same_codes(codes, kinds, r, u, False):
+                    # a without r (u in its place for a swap), then b with r (in u's place for a
+                    # swap), must stay t-close (a swap of equal codes changes no histogram)
+                    s = 0
+                    row = head[a]
+                    while row != -1:
+                        if row != r:
+                            out[s] = row
+                            s += 1
+                        elif u >= 0:
+                            out[s] = u
+                            s += 1
+                        row = nxt[row]
+                    if not _group_ok(out, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
+                        continue
+                    s = _gather(head, nxt, b, out)
+                    for m in range(s):
+                        if out[m] == u:
+                            out[m] = r
+                    if u < 0:
+                        out[s] = r
+                        s += 1
+                    if not _group_ok(out, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
+                        continue
+                _relabel(x, labels, head, nxt, prv, size, sums, r, a, b)
                 if u < 0:
-                    if _move_ok(
-                        r, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets,
-                        n_refs, buf,
-                    ):  # fmt: skip
-                        _relabel(x, labels, head, nxt, prv, size, sums, r, a, b)
-                        counts[1] += 1
-                        break
-                elif _same_codes(codes, kinds, r, u, False) or _swap_ok(
-                    r, u, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets,
-                    n_refs, buf,
-                ):  # fmt: skip
-                    _relabel(x, labels, head, nxt, prv, size, sums, r, a, b)
+                    counts[1] += 1
+                else:
                     _relabel(x, labels, head, nxt, prv, size, sums, u, b, a)
                     counts[2] += 1
-                    break
-
-
-@njit(cache=True)
-def _move_ok(r, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
-    """Whether ``a`` without ``r`` and ``b`` with ``r`` both stay t-close."""
-    s = 0
-    row = head[a]
-    while row != -1:
-        if row != r:
-            group[s] = row
-            s += 1
-        row = nxt[row]
-    if not _group_ok(group, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
-        return False
-    s = _gather(head, nxt, b, group)
-    group[s] = r
-    return _group_ok(group, s + 1, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
-
-
-@njit(cache=True)
-def _swap_ok(r, u, a, b, head, nxt, group, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
-    """Whether ``a`` with ``u`` for ``r`` and ``b`` with ``r`` for ``u`` both stay t-close."""
-    s = _gather(head, nxt, a, group)
-    for i in range(s):
-        if group[i] == r:
-            group[i] = u
-    if not _group_ok(group, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf):
-        return False
-    s = _gather(head, nxt, b, group)
-    for i in range(s):
-        if group[i] == u:
-            group[i] = r
-    return _group_ok(group, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
-
-
-@njit(cache=True)
-def _split_all(
-    x, labels, head, nxt, prv, size, sums, n_clusters, k, t,
-    kinds, codes, refs, prefix, offsets, n_refs, counts,
-):  # fmt: skip
-    """Split every cluster of ``>= 2k`` rows while both halves stay valid and the SSE drops.
-
-    Returns the new number of clusters. New clusters are appended and examined in turn.
-    """
-    n = x.shape[0]
-    rows = np.empty(n, dtype=np.int64)
-    left = np.empty(n, dtype=np.int64)
-    buf = np.empty(n, dtype=np.int64)
-    c = 0
-    while c < n_clusters:
-        if size[c] < 2 * k or n_clusters >= size.shape[0]:
-            c += 1
-            continue
-        s = _gather(head, nxt, c, rows)
-        cut = _best_split(
-            x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, left, buf, -1.0
-        )
-        if cut == 0:
-            c += 1
-            continue
-        new = n_clusters
-        n_clusters += 1
-        for i in range(cut, s):
-            _relabel(x, labels, head, nxt, prv, size, sums, left[i], c, new)
-        counts[0] += 1  # c is examined again: its halves may split further
+                break
     return n_clusters
 
 
-@njit(cache=True)
+@njit(
+    f"int64({_X}, int64[::1], int64, int64, float64, {_ATTRIBUTES}, int64[::1], int64[::1],"
+    " float64)",
+    cache=True,
+)
 def _best_split(
     x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
 ) -> int:
@@ -686,17 +573,59 @@ def _best_split(
     Returns ``cut`` (``0`` when no valid split has an SSE below ``limit``; a negative ``limit``
     stands for the SSE of the rows as one cluster).
     """
-    proj = _axis_projection(x, rows, s)
+    d = x.shape[1]
+    # The axis through p, the row farthest from the centroid, and q, the row farthest from p
+    # (ties to the first); the rows' projections on it.
+    point = np.zeros(d)
+    for i in range(s):
+        for j in range(d):
+            point[j] += x[rows[i], j]
+    for j in range(d):
+        point[j] /= s
+    ends = np.empty(2, dtype=np.int64)
+    for end in range(2):
+        best = 0
+        best_dist = -1.0
+        for i in range(s):
+            dist = 0.0
+            for j in range(d):
+                diff = x[rows[i], j] - point[j]
+                dist += diff * diff
+            if dist > best_dist:
+                best, best_dist = i, dist
+        ends[end] = rows[best]
+        for j in range(d):
+            point[j] = x[rows[best], j]
+    proj = np.empty(s)
+    for i in range(s):
+        total = 0.0
+        for j in range(d):
+            total += x[rows[i], j] * (x[ends[1], j] - x[ends[0], j])
+        proj[i] = total
     order = np.argsort(proj)
     by_axis = rows[:s][order]
-    prefix_sse = _prefix_sse(x, by_axis, s)
-    suffix_sse = _prefix_sse(x, by_axis[::-1].copy(), s)[::-1]
+    # sse[0, i]: SSE of by_axis[:i + 1]; sse[1, i]: of by_axis[i:] (added from the end), by
+    # running sums.
+    sse = np.empty((2, s))
+    for side in range(2):
+        totals = np.zeros(d)
+        squares = 0.0
+        for step in range(s):
+            i = step if side == 0 else s - 1 - step
+            for j in range(d):
+                v = x[by_axis[i], j]
+                totals[j] += v
+                squares += v * v
+            norm = 0.0
+            for j in range(d):
+                norm += totals[j] * totals[j]
+            sse[side, i] = squares - norm / (step + 1)
     # Candidate cuts by SSE, best first, then the stratified split.
     cuts = np.arange(k, s - k + 1)
     scores = np.empty(cuts.shape[0])
     for i in range(cuts.shape[0]):
-        scores[i] = prefix_sse[cuts[i] - 1] + suffix_sse[cuts[i]]
-    whole = prefix_sse[s - 1]
+        scores[i] = sse[0, cuts[i] - 1] + sse[1, cuts[i]]
+    whole = sse[0, s - 1]
     ranked = np.argsort(scores)
     best_score = limit if limit >= 0 else whole - 1e-9 * max(whole, 1.0)
     best_cut = 0
@@ -709,19 +638,62 @@ def _best_split(
         ):
             best_score = scores[ranked[attempt]]
             best_cut = cut
-            out[:s] = by_axis
+            for i in range(s):
+                out[i] = by_axis[i]
             break
+    # Stratified halves: the rows sorted by the first attribute's code (ties by projection),
+    # each consecutive pair sending its lower projection to the first half; then the same along
+    # the axis between the halves' centroids (the first half taking the lower projections).
     half = s // 2
+    strat = np.empty(s, dtype=np.int64)
     strat_best = np.empty(s, dtype=np.int64)
     strat_score = np.inf
-    for _ in range(3):  # pairs by code, sides by the axis; then the axis between the halves
-        strat = _stratified(rows, s, proj, codes, kinds)
+    key = np.empty(s)
+    rank = np.empty(s, dtype=np.int64)
+    axis = np.empty(d)
+    for _ in range(3):
+        order_proj = np.argsort(proj)
+        for i in range(s):
+            rank[order_proj[i]] = i
+        for i in range(s):
+            code = codes[0, rows[i]] if kinds.shape[0] > 0 else 0
+            key[i] = float(code) * s + rank[i]
+        order = np.argsort(key)
+        low = 0
+        high = half
+        i = 0
+        while i + 1 < s:
+            first, second = order[i], order[i + 1]
+            if proj[first] > proj[second]:
+                first, second = second, first
+            if low < half:
+                strat[low] = rows[first]
+                low += 1
+            else:
+                strat[high] = rows[first]
+                high += 1
+            strat[high] = rows[second]
+            high += 1
+            i += 2
+        if i < s:
+            strat[high] = rows[order[i]]
         score = _sse_of_rows(x, strat[:half], half) + _sse_of_rows(x, strat[half:], s - half)
         if score >= strat_score:
             break
         strat_score = score
-        strat_best[:] = strat
-        proj = _halves_projection(x, rows, s, strat, half)
+        for i in range(s):
+            strat_best[i] = strat[i]
+        for j in range(d):
+            axis[j] = 0.0
+        for i in range(s):
+            weight = 1.0 / half if i < half else -1.0 / (s - half)
+            for j in range(d):
+                axis[j] += weight * x[strat[i], j]
+        for i in range(s):
+            total = 0.0
+            for j in range(d):
+                total -= x[rows[i], j] * axis[j]
+            proj[i] = total
     if (
         strat_score < best_score
         and _group_ok(strat_best, half, t, kinds, codes, refs, prefix, offsets, n_refs, buf)
@@ -729,162 +701,126 @@ def _best_split(
             strat_best[half:], s - half, t, kinds, codes, refs, prefix, offsets, n_refs, buf
         )
     ):
-        out[:s] = strat_best
+        for i in range(s):
+            out[i] = strat_best[i]
         best_cut = half
     return best_cut
 
 
-@njit(cache=True)
-def _halves_projection(x, rows, s, halves, half) -> np.ndarray:
-    """Projection of ``rows[:s]`` on the difference of the centroids of ``halves[:half]`` and
-    ``halves[half:s]``."""
-    d = x.shape[1]
-    axis = np.zeros(d)
-    for i in range(s):
-        weight = 1.0 / half if i < half else -1.0 / (s - half)
-        for j in range(d):
-            axis[j] += weight * x[halves[i], j]
-    proj = np.empty(s)
-    for i in range(s):
-        total = 0.0
-        for j in range(d):
-            total -= x[rows[i], j] * axis[j]  # the first half takes the lower projections
-        proj[i] = total
-    return proj
-
-
-@njit(cache=True)
-def _resplit_pass(
-    x, labels, head, nxt, prv, size, sums, table, lo, hi, k, t,
-    kinds, codes, refs, prefix, offsets, n_refs, counts, active,
-):  # fmt: skip
-    """For each cluster ``a`` in ``lo..hi-1`` and each neighbour ``b``: pool their rows and split
-    them again (:func:`_best_split`) when that lowers their SSE and both parts stay valid."""
-    n = x.shape[0]
-    rows = np.empty(n, dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
-    buf = np.empty(n, dtype=np.int64)
-    for a in range(lo, hi):
-        if not active[a]:
+@njit(f"boolean({_RI}, int64, float64, {_ATTRIBUTES}, int64[::1])", cache=True)
+def _group_ok(rows, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf) -> bool:
+    """Whether the group ``rows[:s]`` has EMD ``<= t`` for every (non-opaque) attribute: its
+    exact numerator from its sorted codes, one division (as the distances' ``cluster_emd``)."""
+    if t == np.inf:
+        return True
+    for a in range(kinds.shape[0]):
+        if kinds[a] == OPAQUE:
             continue
-        for j in range(min(RESPLIT_NEIGHBOURS, table.shape[1])):
-            b = table[a, j]
-            if b < 0 or b == a or size[a] == 0 or size[b] == 0:
-                continue
-            if size[a] + size[b] > MAX_SCAN:
-                continue
-            sa = _gather(head, nxt, a, rows)
-            s = sa + _gather(head, nxt, b, rows[sa:])
-            current = _sse_of_rows(x, rows[:sa], sa) + _sse_of_rows(x, rows[sa:s], s - sa)
-            if current <= 1e-9:  # nothing to gain; and a negative limit would mean no limit
-                continue
-            limit = current - 1e-9 * max(current, 1.0)
-            cut = _best_split(
-                x, rows, s, k, t, kinds, codes, refs, prefix, offsets, n_refs, out, buf, limit
-            )
-            if cut == 0:
-                continue
-            for i in range(s):
-                row = out[i]
-                target = a if i < cut else b
-                if labels[row] != target:
-                    _relabel(x, labels, head, nxt, prv, size, sums, row, labels[row], target)
-            counts[3] += 1
+        for i in range(s):
+            buf[i] = codes[a, rows[i]]
+        sorted_codes = np.sort(buf[:s])
+        ref = refs[offsets[a] : offsets[a + 1]]
+        pre = prefix[offsets[a] : offsets[a + 1]]
+        n_ref = n_refs[a]
+        emd = 0.0
+        if kinds[a] == ORDERED and ref.shape[0] > 1:
+            top = ref.shape[0] - 1
+            # sum over the segments [codes[r], codes[r + 1]) of constant F = r + 1 of
+            # |n_ref F - s ref[i]| (as tclose.plugins.kernels.emd.numerator_sorted)
+            total = s * pre[min(sorted_codes[0], top)]
+            for r in range(s):
+                lo = sorted_codes[r]
+                hi = sorted_codes[r + 1] if r + 1 < s else top
+                if hi <= lo:
+                    continue
+                v = n_ref * (r + 1)
+                p, b = lo, hi  # the first p with s * ref[p] >= v
+                while p < b:
+                    mid = (p + b) // 2
+                    if s * ref[mid] >= v:
+                        b = mid
+                    else:
+                        p = mid + 1
+                total += (
+                    v * (p - lo) - s * (pre[p] - pre[lo]) + s * (pre[hi] - pre[p]) - v * (hi - p)
+                )
+            emd = float(total) / float(n_ref * s * top)
+        elif kinds[a] == NOMINAL:
+            # sum_v |N c_v - s G_v| = s N + sum_{present v} (|N c_v - s G_v| - s G_v)
+            total = s * n_ref
+            r = 0
+            while r < s:
+                v = sorted_codes[r]
+                c = 0
+                while r < s and sorted_codes[r] == v:
+                    c += 1
+                    r += 1
+                g = s * ref[v]
+                total += abs(n_ref * c - g) - g
+            emd = float(total) / float(2 * n_ref * s)
+        if emd > t:
+            return False
+    return True
 
 
-@njit(cache=True)
-def _axis_projection(x, rows, s) -> np.ndarray:
-    """Projection of the rows on the axis through the farthest row from the centroid (``p``)
-    and the farthest row from ``p``."""
-    d = x.shape[1]
-    mean = np.zeros(d)
-    for i in range(s):
-        for j in range(d):
-            mean[j] += x[rows[i], j]
-    mean /= s
-    p = _farthest(x, rows, s, mean)
-    q = _farthest(x, rows, s, x[rows[p]].copy())
-    axis = x[rows[q]] - x[rows[p]]
-    proj = np.empty(s)
-    for i in range(s):
-        total = 0.0
-        for j in range(d):
-            total += x[rows[i], j] * axis[j]
-        proj[i] = total
-    return proj
+@njit(f"int64({_RI}, {_RI}, int64, int64[::1])", cache=True)
+def _gather(head, nxt, c, out) -> int:
+    """Rows of cluster ``c`` into ``out``; returns how many."""
+    count = 0
+    row = head[c]
+    while row != -1:
+        out[count] = row
+        count += 1
+        row = nxt[row]
+    return count
 
 
-@njit(cache=True)
-def _farthest(x, rows, s, point) -> int:
-    best = 0
-    best_dist = -1.0
-    for i in range(s):
-        dist = 0.0
-        for j in range(x.shape[1]):
-            diff = x[rows[i], j] - point[j]
-            dist += diff * diff
-        if dist > best_dist:
-            best, best_dist = i, dist
-    return best
+@njit(
+    f"void({_X}, int64[::1], int64[::1], int64[::1], int64[::1], int64[::1], float64[:, ::1],"
+    " int64, int64, int64)",
+    cache=True,
+)
+def _relabel(x, labels, head, nxt, prv, size, sums, row, src, dst) -> None:
+    """Move ``row`` from cluster ``src`` to ``dst`` (lists, sizes, sums, label): out of
+    ``src``'s doubly linked list, to the head of ``dst``'s."""
+    if prv[row] == -1:
+        head[src] = nxt[row]
+    else:
+        nxt[prv[row]] = nxt[row]
+    if nxt[row] != -1:
+        prv[nxt[row]] = prv[row]
+    nxt[row] = head[dst]
+    prv[row] = -1
+    if head[dst] != -1:
+        prv[head[dst]] = row
+    head[dst] = row
+    labels[row] = dst
+    size[src] -= 1
+    size[dst] += 1
+    for j in range(x.shape[1]):
+        sums[src, j] -= x[row, j]
+        sums[dst, j] += x[row, j]
 
 
-@njit(cache=True)
-def _stratified(rows, s, proj, codes, kinds) -> np.ndarray:
-    """Rows ordered so that ``[:s//2]`` and ``[s//2:]`` are the stratified halves: sorted by the
-    first attribute's code (ties by projection), each consecutive pair sends its lower
-    projection to the first half."""
-    key = np.empty(s)
-    order_proj = np.argsort(proj)
-    rank = np.empty(s, dtype=np.int64)
-    for i in range(s):
-        rank[order_proj[i]] = i
-    for i in range(s):
-        code = codes[0, rows[i]] if kinds.shape[0] > 0 else 0
-        key[i] = float(code) * s + rank[i]
-    order = np.argsort(key)
-    out = np.empty(s, dtype=np.int64)
-    half = s // 2
-    low = 0
-    high = half
-    i = 0
-    while i + 1 < s:
-        first, second = order[i], order[i + 1]
-        if proj[first] > proj[second]:
-            first, second = second, first
-        if low < half:
-            out[low] = rows[first]
-            low += 1
-        else:
-            out[high] = rows[first]
-            high += 1
-        out[high] = rows[second]
-        high += 1
-        i += 2
-    if i < s:
-        out[high] = rows[order[i]]
-    return out
+@njit(f"float64({_X}, int64, readonly(float64[:, ::1]), int64, int64)", cache=True)
+def _sq_norm_dist(x, row, sums, c, s) -> float:
+    """``|x[row] - sums[c] / s|^2``."""
+    total = 0.0
+    for j in range(x.shape[1]):
+        diff = x[row, j] - sums[c, j] / s
+        total += diff * diff
+    return total
 
 
-@njit(cache=True)
-def _prefix_sse(x, rows, s) -> np.ndarray:
-    """``out[i]``: SSE of ``rows[:i+1]``, by running sums."""
-    d = x.shape[1]
-    total = np.zeros(d)
-    squares = 0.0
-    out = np.empty(s)
-    for i in range(s):
-        for j in range(d):
-            v = x[rows[i], j]
-            total[j] += v
-            squares += v * v
-        norm = 0.0
-        for j in range(d):
-            norm += total[j] * total[j]
-        out[i] = squares - norm / (i + 1)
-    return out
+@njit(f"boolean({_RI2}, {_RI}, int64, int64, boolean)", cache=True)
+def _same_codes(codes, kinds, r, u, only_opaque) -> bool:
+    for a in range(kinds.shape[0]):
+        if (kinds[a] == OPAQUE or not only_opaque) and codes[a, r] != codes[a, u]:
+            return False
+    return True
 
 
-@njit(cache=True)
+@njit(f"float64({_X}, {_RI}, int64)", cache=True)
 def _sse_of_rows(x, rows, s) -> float:
     d = x.shape[1]
     total = np.zeros(d)
