@@ -45,6 +45,7 @@ rows in 1.42 s``), a WARNING per retry.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import os
@@ -126,7 +127,9 @@ def run_tasks(
         retries: attempts after the first for a task that fails.
         sizes: rows of each task, for the progress lines only.
         preload: modules the local pool's fork server imports, besides the function's own (e.g.
-            one that loads compiled kernels, so that workers start warm).
+            one that loads compiled kernels, so that workers start warm); the local pool
+            imports them in this process first (a first run compiles such kernels here, once,
+            and the fork server loads them from the cache).
 
     Returns:
         ``[function(shared, p) for p in payloads]``, computed on the chosen executor.
@@ -149,6 +152,8 @@ def run_tasks(
     if executor == "serial" or workers == 1 or len(payloads) <= 1:
         return _run_serial(function, payloads, shared, tracker)
     modules = [function.__module__, *preload]
+    for module in preload:  # here first: what they compile is compiled once, in this process
+        importlib.import_module(module)
     return _run_local(function, payloads, shared, min(workers, len(payloads)), tracker, modules)
 
 

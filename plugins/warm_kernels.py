@@ -1,36 +1,28 @@
-"""Loads the compiled kernels of the built-ins' blocked runs: importing it runs each once.
+"""Makes the compiled kernels of the built-ins' blocked runs: importing this module does it.
 
-This is the module's only job, and nothing imports it but the local pool's fork server: the
-built-in algorithms name it in their ``block_preload``, so every worker process, forked from that
-server, starts with NumPy, Numba and the kernels imported and the compiled t-first, MDAV, k-first
-and merge loops loaded from Numba's cache (about a second per process otherwise).
+The built-in algorithms name this module in their ``block_preload``. The local pool imports it
+first in the process that starts the pool, then in its fork server: a fresh environment compiles
+the kernels once, in the run's own process, where the compile notice and the report's
+``timings.compile`` see it; the fork server then loads them from Numba's cache, and every worker,
+forked from it, starts with them (no worker compiles or loads anything).
+
+The kernels are those of blocked t-first, MDAV and merge runs, whatever their options (the
+t-first and MDAV loops, the merge loop's helpers): so a blocked run of one of them also compiles,
+once per environment, the loop of the other (k-first's kernels are not made here: they are
+compiled or loaded by the workers of a blocked k-first run).
 """
 
 from __future__ import annotations
 
-import contextlib
+from tclose.jit import dispatcher_of
+from tclose.plugins.kernels import _compiled, emd, merge
 
-import numpy as np
-
-
-def warm_up() -> None:
-    """Run every built-in ``partition_block`` once on a tiny block (loads Numba's cache)."""
-    from tclose.block_service import Strata
-    from tclose.plugins.block_distances import OrderedReference, restrict
-    from tclose.plugins.k_first import KFirst
-    from tclose.plugins.mdav import MDAV
-    from tclose.plugins.t_first import TFirst
-
-    x = np.array([[0.0], [1.0], [2.0], [3.0]])
-    cum = np.array([1, 2, 3, 4], dtype=np.int64)
-    reference = OrderedReference("emd-ordered", None, 4, 4, cum, np.array([0, 1, 3, 6]), True)
-    views = [restrict(reference, np.arange(4, dtype=np.int64))]
-    options = {"partner": "nearest", "candidates": 1}
-    strata = Strata(np.array([0, 1, 0, 1]), np.array([2, 2]))
-    MDAV().partition_block(x, views, 2, None, {})
-    TFirst().partition_block(x, views, 2, 0.01, options, strata=strata)
-    KFirst().partition_block(x, views, 2, 0.01, options)
-
-
-with contextlib.suppress(Exception):  # a failed warm-up only costs time later
-    warm_up()
+for kernel in (
+    _compiled._t_first_loop,
+    _compiled._mdav_loop,
+    merge._start_clusters,
+    merge._gather,
+    merge._k_nearest,
+    emd.numerator_sorted,
+):
+    dispatcher_of(kernel)
