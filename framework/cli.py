@@ -229,6 +229,12 @@ def _summary(report: dict, seconds: float) -> str:
         from .measures import risk_summary  # pandas: not on the path of `tclose plugins`
 
         lines.insert(-2, risk_summary(report["risk"]))
+    compiling = report.get("timings", {}).get("compile") or 0.0
+    if compiling:
+        lines.append(
+            f"compiling: {compiling:.2f} s of it, Numba kernels compiled for this machine "
+            "(once: later runs load them from the cache)"
+        )
     return "\n".join(lines)
 
 

@@ -1,14 +1,18 @@
-"""Tell the user when Numba compiles kernels (a cache miss), once, with how long it took.
+"""Tell the user when Numba compiles kernels (a cache miss), once, with how long it took, and
+count that time apart from the phase it happened in.
 
-The built-in kernels are compiled by Numba on their first use on a machine and cached on disk
-(``cache=True``, next to the modules or in ``NUMBA_CACHE_DIR``); later runs load them in a fraction
-of a second. A first run can therefore spend seconds compiling: :func:`compile_notice` says so on
-stderr (through :func:`tclose.progress.notice`) instead of leaving an unexplained wait.
+Each built-in kernel is compiled by Numba for its one declared signature (:mod:`tclose.jit`) the
+first time a run uses it in an environment, and cached on disk (``cache=True``, next to the
+modules or in ``NUMBA_CACHE_DIR``); later runs load it in a fraction of a second. A first run can
+therefore spend seconds compiling: :func:`compile_notice` says so on stderr (through
+:func:`tclose.progress.notice`) instead of leaving an unexplained wait, and adds the seconds to
+the :func:`compile_account` open in its thread, from which the runner's timer reports them as
+``timings.compile`` and leaves them out of the phase's own figure.
 
-Only compilations in this process are seen (not those in the worker processes of a blocked run).
-The phases that call kernels (partitioning, the disclosure-risk measures, verification) each watch
-their own compilations; the "compiling" line is printed once per display (one command), the time
-once per phase that compiled something.
+Only compilations in the thread that opened the notice are seen (not those of another thread,
+nor of the worker processes of a blocked run). The phases that call kernels (partitioning, the
+disclosure-risk measures, verification) each watch their own compilations; the "compiling" line
+is printed once per display (one command), the time once per phase that compiled something.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from . import progress
@@ -29,9 +34,36 @@ _lock = threading.Lock()
 _announced: weakref.WeakSet = weakref.WeakSet()
 
 
+class CompileAccount:
+    """Seconds that the :func:`compile_notice` blocks closed within a :func:`compile_account`
+    block (in its thread) spent compiling.
+
+    Attributes:
+        seconds: wall seconds of Numba's compilations seen so far.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
+_account: ContextVar[CompileAccount | None] = ContextVar("tclose_compile_account", default=None)
+
+
+@contextmanager
+def compile_account() -> Iterator[CompileAccount]:
+    """Within the block, the compile notices of this thread add their seconds to the account
+    yielded (and only to it: an enclosing account does not see them)."""
+    account = CompileAccount()
+    token = _account.set(account)
+    try:
+        yield account
+    finally:
+        _account.reset(token)
+
+
 class _CompileWatch:
-    """A Numba event listener timing the outermost ``numba:compile`` events (nested compilations
-    of called kernels are part of their caller's).
+    """A Numba event listener timing the outermost ``numba:compile`` events of one thread
+    (nested compilations of called kernels are part of their caller's).
 
     It listens from :meth:`attach`, which imports ``numba.core.event``: at once when Numba is
     already imported, otherwise when :mod:`tclose.jit` first imports it (a run that calls no
@@ -39,6 +71,7 @@ class _CompileWatch:
 
     def __init__(self) -> None:
         self.listener: Any = None
+        self.thread = threading.get_ident()
         self.depth = 0
         self.started = 0.0
         self.seconds = 0.0
@@ -52,10 +85,12 @@ class _CompileWatch:
 
         class Listener(event.Listener):
             def on_start(inner, ev: Any) -> None:  # noqa: N805
-                self.start()
+                if threading.get_ident() == self.thread:
+                    self.start()
 
             def on_end(inner, ev: Any) -> None:  # noqa: N805
-                self.end()
+                if threading.get_ident() == self.thread:
+                    self.end()
 
         self.listener = Listener()
         event.register("numba:compile", self.listener)
@@ -79,8 +114,8 @@ class _CompileWatch:
                 if display is not None:
                     _announced.add(display)
                 notice(
-                    "compiling Numba kernels for this machine (first run only: later runs "
-                    "load them from the cache)..."
+                    "compiling Numba kernels for this machine (once: later runs load them "
+                    "from the cache)..."
                 )
 
     def end(self) -> None:
@@ -104,8 +139,9 @@ def numba_loaded() -> None:
 
 @contextmanager
 def compile_notice() -> Iterator[_CompileWatch]:
-    """Within the block, announce the first Numba compilation and, at the end, how many kernels
-    were compiled and in how many seconds (nothing at all when every kernel came from the cache).
+    """Within the block, announce the first Numba compilation of this thread and, at the end,
+    how many kernels were compiled and in how many seconds (nothing at all when every kernel came
+    from the cache); the seconds go to the thread's :func:`compile_account`, if one is open.
 
     The block does not import Numba: it listens once Numba is imported, already or by a kernel of
     :mod:`tclose.jit` called in the block. (Code that imports Numba itself, outside
@@ -122,6 +158,9 @@ def compile_notice() -> Iterator[_CompileWatch]:
         with _lock:
             _open.remove(watch)
             watch.detach()
+        account = _account.get()
+        if account is not None:
+            account.seconds += watch.seconds
         if watch.kernels:
             notice(
                 f"compiled {watch.kernels} Numba kernel(s) in {watch.seconds:.1f} s "

@@ -28,6 +28,7 @@ from .connector import Database, Session, joining, open_read_only
 from .errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from .guards import refuse_overflow
 from .interrupts import Deferral
+from .kernel_notice import compile_account
 from .measures import measure_configured, measure_published
 from .naming import KEY_LABEL, TableName
 from .plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.compare)
@@ -70,8 +71,14 @@ class RunResult:
     labels: np.ndarray | None = field(default=None, repr=False)
 
 
+#: The ``timings`` entry of the seconds spent compiling Numba kernels.
+COMPILE = "compile"
+
+
 class Timer:
-    """Seconds spent per phase, in the order the phases ran."""
+    """Seconds spent per phase, in the order the phases ran, and under ``compile`` the seconds
+    Numba spent compiling kernels in them (:mod:`tclose.kernel_notice`), which the phases'
+    own figures leave out."""
 
     def __init__(self, seconds: dict[str, float] | None = None) -> None:
         #: phase name → seconds (``seconds``, when given, is filled in place).
@@ -81,16 +88,21 @@ class Timer:
     def phase(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         log.info("%s ...", name)
-        try:
-            yield
-        finally:
-            self.seconds[name] = round(time.perf_counter() - start, 4)
-            log.info("%s done in %.2f s", name, self.seconds[name])
+        with compile_account() as compiling:
+            try:
+                yield
+            finally:
+                self.record(name, time.perf_counter() - start, compiling=compiling.seconds)
+                log.info("%s done in %.2f s", name, self.seconds[name])
 
-    def record(self, name: str, seconds: float, after: str | None = None) -> None:
+    def record(
+        self, name: str, seconds: float, after: str | None = None, compiling: float = 0.0
+    ) -> None:
         """Record a phase timed elsewhere (in a thread), placed right after the phase ``after``
-        if it was timed (in the order the phases started, not ended)."""
-        self.seconds[name] = round(seconds, 4)
+        if it was timed (in the order the phases started, not ended); ``compiling`` of its
+        ``seconds`` were Numba compiling kernels (counted under ``compile`` instead)."""
+        self.seconds[COMPILE] = round(self.seconds.get(COMPILE, 0.0) + compiling, 4)
+        self.seconds[name] = round(seconds - compiling, 4)
         if after in self.seconds:
             items = [(k, v) for k, v in self.seconds.items() if k != name]
             at = [k for k, _v in items].index(after) + 1
@@ -267,6 +279,17 @@ def _run(
     return RunResult(report, phases.context.published, phases.context.verification, phases.labels)
 
 
+#: The ``risk``/``utility`` measures and the release summary (:func:`_measure_release`).
+_Measured = tuple[dict[str, dict[str, Any]], dict[str, Any]]
+
+
+def _compile_accounted(function: Callable[[], _Measured]) -> tuple[_Measured, float]:
+    """``function()`` and the seconds Numba spent compiling kernels for it in this thread."""
+    with compile_account() as compiling:
+        value = function()
+    return value, compiling.seconds
+
+
 class Phases:
     """The phases of one run of a :class:`~tclose.plan.RunPlan`, sharing what they produce.
 
@@ -304,8 +327,9 @@ class Phases:
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
         self.database_values: dict[str, np.ndarray] = {}
-        #: the measures while they run in the background (:meth:`join_measures`)
-        self._measures: Background[tuple[dict[str, dict[str, Any]], dict[str, Any]]] | None = None
+        #: the measures (and the seconds they compiled kernels) while they run in the background
+        #: (:meth:`join_measures`)
+        self._measures: Background[tuple[_Measured, float]] | None = None
 
     @contextmanager
     def sessions(self) -> Iterator[tuple[Any, Any]]:
@@ -362,7 +386,9 @@ class Phases:
         )
         if len(self.keys) >= BACKGROUND_MEASURES_ROWS:
             log.info("measures ... (in the background, beside the write)")
-            self._measures = Background(measure, "tclose-measures")
+            self._measures = Background(
+                functools.partial(_compile_accounted, measure), "tclose-measures"
+            )
             return
         self.say("measuring disclosure risk and utility")
         with self.timer.phase("measures"):
@@ -387,10 +413,10 @@ class Phases:
             return
         if not pending.done:
             self.say("measuring disclosure risk and utility")
-        self.context.measures, self.context.summary = pending.result()
+        (self.context.measures, self.context.summary), compiling = pending.result()
         self._measures = None
         assert pending.seconds is not None
-        self.timer.record("measures", pending.seconds, after="kernel")
+        self.timer.record("measures", pending.seconds, after="kernel", compiling=compiling)
         self.timer.record("measures_wait", pending.waited)
         log.info("measures done in %.2f s (%.2f s waited)", pending.seconds, pending.waited)
 
