@@ -31,11 +31,15 @@ def build_tree(
     ``left[v] == -1`` (at most ``leaf_size`` points, or points that all coincide).
     """
     m, d = points.shape
-    perm = np.arange(m)
+    perm = np.empty(m, np.int64)  # np.arange and np.full would compile their own machinery
+    for p in range(m):
+        perm[p] = p
     capacity = 2 * (m // max(leaf_size // 2, 1) + 1) + 1
     start = np.empty(capacity, np.int64)
     stop = np.empty(capacity, np.int64)
-    left = np.full(capacity, -1, np.int64)
+    left = np.empty(capacity, np.int64)
+    for v in range(capacity):
+        left[v] = -1
     lo = np.empty((capacity, d))
     hi = np.empty((capacity, d))
     count = 1

@@ -254,14 +254,13 @@ def _start_clusters(
     sums = np.zeros((sizes.shape[0], x.shape[1]))
     head = np.empty(sizes.shape[0], dtype=np.int64)
     tail = np.empty(sizes.shape[0], dtype=np.int64)
-    nxt = np.full(order.shape[0], -1, dtype=np.int64)
+    nxt = np.empty(order.shape[0], dtype=np.int64)
     start = 0
     for c in range(sizes.shape[0]):
         head[c] = order[start]
         tail[c] = order[start + sizes[c] - 1]
         for i in range(start, start + sizes[c]):
-            if i + 1 < start + sizes[c]:
-                nxt[order[i]] = order[i + 1]
+            nxt[order[i]] = order[i + 1] if i + 1 < start + sizes[c] else -1
             for j in range(x.shape[1]):
                 sums[c, j] += x[order[i], j]
         start += sizes[c]

@@ -522,7 +522,7 @@ def _pass(
                         found += 1
             if found == 0:
                 continue
-            order = np.argsort(cand_gain[:found], kind="mergesort")
+            order = _stable_order(cand_gain[:found])
             for o in range(min(found, CHECK_TRIES)):
                 c = order[o]
                 b, u = cand_b[c], cand_u[c]
@@ -621,9 +621,10 @@ def _best_split(
                 norm += totals[j] * totals[j]
             sse[side, i] = squares - norm / (step + 1)
     # Candidate cuts by SSE, best first, then the stratified split.
-    cuts = np.arange(k, s - k + 1)
+    cuts = np.empty(max(s - 2 * k + 1, 0), dtype=np.int64)
     scores = np.empty(cuts.shape[0])
     for i in range(cuts.shape[0]):
+        cuts[i] = k + i
         scores[i] = sse[0, cuts[i] - 1] + sse[1, cuts[i]]
     whole = sse[0, s - 1]
     ranked = np.argsort(scores)
@@ -716,9 +717,14 @@ def _group_ok(rows, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf) -> b
     for a in range(kinds.shape[0]):
         if kinds[a] == OPAQUE:
             continue
+        keys = np.empty(s)
         for i in range(s):
             buf[i] = codes[a, rows[i]]
-        sorted_codes = np.sort(buf[:s])
+            keys[i] = buf[i]  # exact: codes are below 2**53
+        order = _stable_order(keys)
+        sorted_codes = np.empty(s, dtype=np.int64)
+        for i in range(s):
+            sorted_codes[i] = buf[order[i]]
         ref = refs[offsets[a] : offsets[a + 1]]
         pre = prefix[offsets[a] : offsets[a + 1]]
         n_ref = n_refs[a]
@@ -761,6 +767,36 @@ def _group_ok(rows, s, t, kinds, codes, refs, prefix, offsets, n_refs, buf) -> b
         if emd > t:
             return False
     return True
+
+
+@njit("int64[::1](readonly(float64[::1]))", cache=True)
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """The positions of ``keys`` in ascending order, equal keys in position order:
+    ``np.argsort(keys, kind="stable")`` by a bottom-up merge sort, without Numba's sort
+    machinery (compiled on its own for every kind and type). Keys are finite. (The same as
+    :func:`tclose.plugins.kernels.k_first._stable_order`: each file keeps its own copy, see
+    ``_compiled.py``.)"""
+    n = keys.shape[0]
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        order[i] = i
+    merged = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            a, b = lo, mid
+            for out in range(lo, hi):
+                if b < hi and (a == mid or keys[order[b]] < keys[order[a]]):
+                    merged[out] = order[b]
+                    b += 1
+                else:
+                    merged[out] = order[a]
+                    a += 1
+        order, merged = merged, order
+        width *= 2
+    return order
 
 
 @njit(f"int64({_RI}, {_RI}, int64, int64[::1])", cache=True)
