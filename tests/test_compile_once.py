@@ -1,0 +1,131 @@
+"""No surprise compilation (issue 29): every compiled kernel is compiled for its one declared
+signature, once per environment, whatever the caller hands the public kernel functions.
+
+The kernels are called first with ordinary arrays (compiled, or loaded from the cache), then with
+inputs of other kinds: read-only, non-contiguous, other dtypes. Those calls must give the same
+results and compile nothing: a kernel compiled for a new type signature would be compiled again
+by the first run that hands it such an input, for seconds, after the environment's first run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import numpy as np
+import pytest
+
+import tclose.plugins.kernels as kernels
+from tclose.jit import LazyKernel, dispatcher_of
+from tclose.kernel_notice import compile_notice
+from tclose.measures import linkage_contributions
+from tclose.plugins.kernels.emd import OrderedEMD
+from tclose.plugins.kernels.k_first import k_first
+from tclose.plugins.kernels.mdav import mdav
+from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.plugins.kernels.nominal import NominalEMD
+from tclose.plugins.kernels.refine import refine
+from tclose.plugins.kernels.t_first import t_first
+
+KERNEL_MODULES = [
+    *(f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)),
+    "tclose._linkage",
+]
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array = array.copy()
+    array.flags.writeable = False
+    return array
+
+
+def _variants(x: np.ndarray) -> list[np.ndarray]:
+    """``x`` (whole numbers) as other kinds of array holding the same values."""
+    strided = np.empty((x.shape[0], 2 * x.shape[1]))[:, ::2]
+    strided[:] = x
+    return [
+        _read_only(x),
+        strided,
+        np.asfortranarray(x),
+        x.astype(np.float32),
+        x.astype(np.int32),
+        _read_only(x.astype(np.int64)),
+    ]
+
+
+@pytest.fixture(scope="module")
+def table():
+    """QIs of whole numbers (with ties), an ordered and a nominal confidential attribute (500
+    rows: above t-first's NumPy twin's threshold, so that every kernel below is compiled)."""
+    rng = np.random.default_rng(29)
+    n = 500
+    x = np.round(rng.normal(size=(n, 3)) * 4)  # whole numbers, with ties
+    ordered = OrderedEMD.fit(np.round(rng.lognormal(size=n), 1))
+    nominal = NominalEMD.fit(np.array([f"v{v}" for v in rng.integers(0, 5, n)]))
+    return x, [ordered, nominal]
+
+
+def _calls(table):
+    """Each public kernel function as a function of its QI matrix (the other inputs fixed)."""
+    x, distances = table
+    ordered = distances[0]
+    base = merge_until_t_close(x, mdav(x, 4), distances, 0.3)[0]
+    return {
+        "t_first": lambda qi: t_first(qi, ordered.ranks, 4, 0.2)[0],
+        "mdav": lambda qi: mdav(qi, 4),
+        "mdav sdcmicro": lambda qi: mdav(qi, 3, ties="sdcmicro"),
+        "merge": lambda qi: merge_until_t_close(qi, mdav(qi, 4), distances, 0.3)[0],
+        "merge gain": lambda qi: merge_until_t_close(
+            qi, mdav(qi, 4), distances, 0.3, partner="gain", candidates=3
+        )[0],
+        "k_first": lambda qi: k_first(qi, distances, 3, 0.3),
+        "refine": lambda qi: refine(qi, base, distances, 4, 0.3, passes=2)[0],
+        "linkage": lambda qi: linkage_contributions(qi, np.round(qi, 1)),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["t_first", "mdav", "mdav sdcmicro", "merge", "merge gain", "k_first", "refine", "linkage"],
+)
+def test_other_kinds_of_input_compile_nothing(table, name, monkeypatch):
+    import tclose.measures
+
+    monkeypatch.setattr(tclose.measures, "KERNEL_MIN_ROWS", 0)  # the compiled linkage search
+    x, _ = table
+    call = _calls(table)[name]
+    expected = call(x)  # compiled or loaded from the cache here
+    for variant in _variants(x):
+        with compile_notice() as watch:
+            got = call(variant)
+        np.testing.assert_array_equal(got, expected)
+        assert watch.kernels == 0, (name, variant.flags, variant.dtype)
+    # Nor loaded a second signature from the cache (which a run with a fresh cache compiles).
+    assert {k: len(d.signatures) for k, d in _made_kernels() if len(d.signatures) != 1} == {}
+
+
+def test_every_kernel_made_has_its_one_signature(table):
+    """After the calls above (and whatever ran before in this process), no kernel of the kernel
+    modules holds a second signature, nor could compile one."""
+    for name in ("t_first", "mdav", "merge", "k_first", "refine", "linkage"):
+        _calls(table)[name](table[0])
+    made = dict(_made_kernels())
+    assert len(made) >= 10
+    for name, dispatcher in made.items():
+        assert len(dispatcher.signatures) == 1, name
+        assert not dispatcher._can_compile, name
+
+
+def _made_kernels():
+    """``(name, dispatcher)`` of every kernel of the kernel modules made so far (not those
+    that Numba inlines into their callers)."""
+    for module_name in KERNEL_MODULES:
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if isinstance(value, LazyKernel) or not hasattr(value, "py_func"):
+                continue
+            if value.py_func.__module__ != module_name:
+                continue
+            dispatcher = dispatcher_of(value)
+            if dispatcher.targetoptions.get("inline") != "always":
+                yield f"{module_name}.{value.py_func.__qualname__}", dispatcher
