@@ -165,7 +165,6 @@ def write_config(
         "attributes": attributes,
         "privacy": {"k": 5, "t": 0.15 if name in ("numeric", "blocks") else 0.3},
         "algorithm": algorithm,
-        "output": {"seed": 1},
         "report": {"json": (folder / f"{name}.json").as_posix()},
     }
     path = folder / f"{name}.yaml"

@@ -1,9 +1,11 @@
 """The compiled (Numba) loops of the MDAV and t-first kernels, and their NumPy twins.
 
-All of this Numba code lives in one file on purpose: Numba's on-disk cache (``cache=True``) checks
-only the source file of the function it caches, not the files of the functions it calls. A
-compiled kernel calling a helper from another module would keep running the old helper after an
-edit, until its own file changed. Keep every ``@njit`` function that these kernels call here.
+Each loop is one compiled function (:func:`_mdav_loop`, :func:`_t_first_loop`): Numba compiles
+every compiled function on its own and optimizes its code again inside each caller, so that
+helpers cost seconds of compilation on a first run. (Numba's on-disk cache, ``cache=True``, checks
+only the source file of the function it caches, not the files of the functions it calls: a
+compiled function here must call no compiled function of another file, which would keep running
+its old code after an edit.)
 
 **Compacted records.** The kernels keep the records still unclustered compacted: their coordinates
 live in a column-major array ``xt`` of shape ``(d, n)``, and ``rows[p]`` is the original row index
@@ -11,12 +13,12 @@ of the record at position ``p``. A record leaves by swap-remove (the last record
 into its slot), so positions are not in row order and every tie is broken on ``rows[p]``.
 
 **Bit-identical distances.** Squared Euclidean distances are summed over the columns in column
-order, ``((0 + (x_0 - c_0)^2) + (x_1 - c_1)^2) + ...``, without fused multiply-add, by
-:func:`sq_dist` and by its NumPy twin :func:`sq_dist_reference`. The centroid comes from a running
-column sum: :func:`column_total` adds the rows in row order and :func:`subtract_rows` (twin
-:func:`subtract_rows_reference`) removes the rows of each new cluster in ascending row order. So
-the compiled kernels and the NumPy references see the same floating-point numbers and resolve every
-tie, even between distinct records, the same way.
+order, ``((0 + (x_0 - c_0)^2) + (x_1 - c_1)^2) + ...``, without fused multiply-add, by the loops
+and by their NumPy twin :func:`sq_dist_reference`. The centroid comes from a running column sum:
+:func:`column_total` adds the rows in row order, and the loops (twin:
+:func:`subtract_rows_reference`) subtract the rows of each new cluster in the order the cluster
+took them. So the compiled kernels and the NumPy references see the same floating-point numbers
+and resolve every tie, even between distinct records, the same way.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 
 def sq_dist_reference(points: np.ndarray, point: np.ndarray) -> np.ndarray:
-    """Squared distances of the rows of ``points`` to ``point`` (NumPy twin of :func:`sq_dist`)."""
+    """Squared distances of the rows of ``points`` to ``point`` (NumPy twin of the loops' sums)."""
     dist = np.zeros(points.shape[0])
     for j in range(points.shape[1]):
         diff = points[:, j] - point[j]
@@ -45,8 +47,7 @@ def sq_dist_reference(points: np.ndarray, point: np.ndarray) -> np.ndarray:
 
 
 def subtract_rows_reference(total: np.ndarray, x: np.ndarray, members: np.ndarray) -> None:
-    """``total -= x[row]`` for each row of ``members``, in that order (twin of
-    :func:`subtract_rows`)."""
+    """``total -= x[row]`` for each row of ``members``, in that order (twin of the loops')."""
     for row in members:
         total -= x[row]
 

@@ -136,7 +136,8 @@ def _group_end(x: np.ndarray, a: int) -> int | None:
 
 def fill_tables_reference(layout: Layout, point: np.ndarray, table: np.ndarray) -> None:
     """``table[start_g + v] = |c_g e_v - point_g|^2`` for every group ``g`` and category ``v``
-    (NumPy twin of the compiled ``_fill_tables``, same operations in the same order)."""
+    (NumPy twin of the tables the compiled t-first loop fills, same operations in the same
+    order)."""
     for g in range(layout.group_lo.shape[0]):
         p = point[layout.group_lo[g] : layout.group_hi[g]]
         squares = p * p
@@ -150,7 +151,7 @@ def sq_dist_reference(
     layout: Layout, x: np.ndarray, rows: np.ndarray, point: np.ndarray
 ) -> np.ndarray:
     """Squared distances of the rows ``rows`` of ``x`` to ``point``: numeric columns first, in
-    column order, then each group's table entry (the twin of the compiled ``sq_dist_mixed``)."""
+    column order, then each group's table entry (the twin of the compiled t-first loop's)."""
     dist = np.zeros(rows.shape[0])
     for j in layout.numeric:
         diff = x[rows, j] - point[j]
