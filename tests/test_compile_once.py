@@ -129,3 +129,87 @@ def _made_kernels():
             dispatcher = dispatcher_of(value)
             if dispatcher.targetoptions.get("inline") != "always":
                 yield f"{module_name}.{value.py_func.__qualname__}", dispatcher
+
+
+def _fresh_kernel():
+    """A function Numba compiles on its first call in this process (no cache)."""
+    from numba import njit
+
+    @njit
+    def total(values):
+        result = 0.0
+        for v in values:
+            result += v
+        return result
+
+    return total
+
+
+def test_a_phase_leaves_its_compilation_to_timings_compile():
+    import time
+
+    from tclose.runner import Timer
+
+    timer = Timer()
+    started = time.perf_counter()
+    with timer.phase("kernel"), compile_notice() as watch:
+        _fresh_kernel()(np.arange(3.0))
+    wall = time.perf_counter() - started
+    with timer.phase("verify"):
+        pass
+    assert watch.kernels == 1 and watch.seconds > 0
+    assert timer.seconds["compile"] == pytest.approx(watch.seconds, abs=1e-3)
+    assert timer.seconds["kernel"] + timer.seconds["compile"] == pytest.approx(wall, abs=0.01)
+    assert timer.seconds["kernel"] < wall - watch.seconds / 2
+    timer.record("measures", 1.0, after="kernel", compiling=0.25)
+    assert timer.seconds["measures"] == 0.75
+    assert timer.seconds["compile"] == pytest.approx(watch.seconds + 0.25, abs=1e-3)
+
+
+def test_a_compilation_in_another_thread_is_not_this_phase_s():
+    """The background measures compile in their own thread, beside the write: their notice
+    counts for them (``_compile_accounted``), never for the phase the main thread is in."""
+    import threading
+
+    from tclose.runner import Timer, _compile_accounted
+
+    timer = Timer()
+    results = []
+
+    def measures():
+        with compile_notice():
+            _fresh_kernel()(np.arange(4.0))
+        return "measured"
+
+    with timer.phase("write"):
+        thread = threading.Thread(target=lambda: results.append(_compile_accounted(measures)))
+        thread.start()
+        thread.join(timeout=300)
+    assert not thread.is_alive()
+    [(value, compiling)] = results
+    assert value == "measured" and compiling > 0
+    assert timer.seconds.get("compile", 0.0) == 0.0
+
+
+def test_the_report_and_the_summary_show_compile_apart():
+    import pandas as pd
+
+    import tclose
+    from tclose.cli import _summary
+    from tclose.report import report_shape_problem
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.integers(20, 80, 60), "charge": rng.normal(size=60)})
+    report = tclose.anonymize(frame, ["age"], ["charge"], k=3, t=0.5).report
+    timings = report["timings"]
+    assert list(timings)[-2:] == ["compile", "total"]
+    assert timings["compile"] == 0.0  # 60 rows: the NumPy twins, nothing compiled
+    assert "compiling:" not in _summary(report, 1.0)
+    compiled = {**report, "timings": {**timings, "compile": 2.5}}
+    lines = _summary(compiled, 3.0).splitlines()
+    assert lines[-1].startswith("compiling: 2.50 s of it") and "once" in lines[-1]
+    # A report read back (tclose report, verify --report) holds a number there.
+    assert report_shape_problem(report) is None
+    for broken in (None, "2.5"):
+        problem = report_shape_problem({**report, "timings": {**timings, "compile": broken}})
+        assert problem is not None and problem.startswith("timings.compile is")
