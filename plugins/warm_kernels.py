@@ -8,8 +8,8 @@ forked from it, starts with them (no worker compiles or loads anything).
 
 The kernels are those of blocked t-first, MDAV and merge runs, whatever their options (the
 t-first and MDAV loops, the merge loop's helpers): so a blocked run of one of them also compiles,
-once per environment, the loop of the other (k-first's kernels are not made here: they are
-compiled or loaded by the workers of a blocked k-first run).
+once per environment, the loop of the other. The kernels of k-first and of the refinement are
+not made here: the workers of a blocked run that uses them compile or load them.
 """
 
 from __future__ import annotations
