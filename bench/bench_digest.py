@@ -11,7 +11,7 @@ import sys
 import time
 from decimal import Decimal
 
-from tclose.published import ContentDigest, UniqueTracker
+from tclose.core.published import ContentDigest, UniqueTracker
 
 
 def rows(n: int) -> list[tuple]:

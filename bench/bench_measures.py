@@ -48,11 +48,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.attributes import encode_table
-from tclose.config import _attributes, _Checker
+from tclose.base.attributes import encode_table
+from tclose.base.config import _attributes, _Checker
+from tclose.base.options import validate_options
+from tclose.kernels.emd import OrderedEMD
 from tclose.measures import measure_configured, record_linkage
-from tclose.options import validate_options
-from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst
 
 K, T, D = 10, 0.25, 8

@@ -14,10 +14,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from .hookspecs import hookimpl  # noqa: E402
+from tclose.hookspecs import hookimpl  # noqa: E402
 
 if TYPE_CHECKING:
-    from .api import AnonymizationResult, anonymize
+    from tclose.core.api import AnonymizationResult, anonymize
 
 __all__ = ["AnonymizationResult", "anonymize", "hookimpl", "__version__"]
 
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
     """``anonymize`` and ``AnonymizationResult`` are imported on first use (PEP 562): ``import
     tclose`` and plugin registration then do not import pandas."""
     if name in _LAZY:
-        from . import api
+        from tclose.core import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'tclose' has no attribute {name!r}")

@@ -37,8 +37,8 @@ import pytest
 import yaml
 
 import tclose
-from tclose.cli import main
-from tclose.demo import create_demo_database, discharge_table
+from tclose.app.cli import main
+from tclose.app.demo import create_demo_database, discharge_table
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 WRITE = os.environ.get("TCLOSE_GOLDEN") == "write"

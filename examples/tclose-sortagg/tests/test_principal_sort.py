@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tclose_sortagg import PrincipalSort
 
-from tclose.registry import load_registry
+from tclose.base.registry import load_registry
 from tclose.testing import check_algorithm
 
 
