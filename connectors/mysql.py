@@ -28,7 +28,7 @@
   ``+mysqldb`` or ``+pymysql`` in the URL choose one. All are DB-API drivers on the one
   connection of the session, so the snapshot and the locks are the same. A run says which
   one it uses, with the faster one to install, the first time that driver is used in the Python
-  environment (:func:`tclose.app.progress.notice_once`; an INFO log record, ``-v``, afterwards);
+  environment (:func:`tclose.base.notices.notice_once`; an INFO log record, ``-v``, afterwards);
   ``tclose plugins`` always says it (:mod:`tclose.connectors.mysql_drivers`).
 """
 
@@ -51,7 +51,8 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
-from tclose.app.progress import notice_once
+from tclose.base.digests import MYSQL_ORDERED_DIGEST_ALGORITHM
+from tclose.base.notices import notice_once
 from tclose.connectors.mysql_drivers import (
     DISTRIBUTIONS,
     DRIVERS,
@@ -72,7 +73,6 @@ from tclose.connectors.sql import (
     tables_read_through,
     vanishing_table,
 )
-from tclose.core.published import MYSQL_ORDERED_DIGEST_ALGORITHM
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
@@ -269,7 +269,7 @@ class MySQLSession(DriverSession):
     def parsed_values(self) -> Iterator[None]:
         """Within the block, reads give each column's values as the driver converts them, and
         ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
-        (:data:`tclose.core.published.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
+        (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
         it, so that ``tclose verify --report`` recomputes it from the same values (through the
         driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
         self._driver_values = True

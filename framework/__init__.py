@@ -5,16 +5,10 @@
 ...                           k=5, t=0.15, algorithm="t-first")  # doctest: +SKIP
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("tclose")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
-
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-from tclose.hookspecs import hookimpl  # noqa: E402
+from tclose.base.version import __version__
+from tclose.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from tclose.core.api import AnonymizationResult, anonymize

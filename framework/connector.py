@@ -475,9 +475,9 @@ class PublishedRecord(Protocol):
     """Optional, on a :class:`Session`: what the content digest and its record need to know.
 
     ``tclose.core.published.scan_published`` digests every published row as read by
-    :meth:`Session.read_rows` (:data:`tclose.core.published.ORDERED_DIGEST_ALGORITHM`) and records
+    :meth:`Session.read_rows` (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) and records
     the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
-    :data:`~tclose.core.published.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
+    :data:`~tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
     compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
     without ``relation_kind``, reports of the first digest recomputed from the values as read
     without ``parsed_values``.
@@ -513,7 +513,7 @@ class InDatabaseChecks(Protocol):
     database, which reads only the QI and confidential columns back.
 
     With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
-    :data:`tclose.core.published.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
+    :data:`tclose.base.digests.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
     ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
     digested and compared in Python (:class:`PublishedRecord`)."""
 

@@ -91,7 +91,7 @@ def audit_row(report: dict[str, Any]) -> dict[str, Any]:
     """The audit table row of one report."""
     import json
 
-    from tclose.core.report import finite_report
+    from tclose.base.jsonsafe import finite_report
 
     # Strict JSON whatever the report holds (PostgreSQL's jsonb refuses NaN, and inside the
     # publishing transaction the refusal would fail the publish): a report of a run is already
@@ -275,8 +275,8 @@ def rebuilt_report(
     import copy
     import json
 
-    from tclose import __version__
-    from tclose.core.report import finite_report, to_json
+    from tclose.base.jsonsafe import finite_report, to_json
+    from tclose.base.version import __version__
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     passed = all(c["passed"] for c in checks)

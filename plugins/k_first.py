@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tclose.app.progress import counts_reporter
+from tclose.base.notices import counts_reporter
 from tclose.blocks.service import Strata, run_in_blocks
 from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl

@@ -165,7 +165,7 @@ def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
     """Reports made before the drivers read alike hashed ``repr`` of the driver's own values
     (:data:`DIGEST_ALGORITHM`), which differ on ``FLOAT``: such a report still verifies through
     the driver that made it, its values recomputed as that driver converts them."""
-    from tclose.core.published import (
+    from tclose.base.digests import (
         DIGEST_ALGORITHM,
         MYSQL_ORDERED_DIGEST_ALGORITHM,
         ContentDigest,

@@ -25,8 +25,8 @@ import tclose
 import tclose.app.cli
 import tclose.core.runner
 from tclose.app.cli import main
+from tclose.base.jsonsafe import to_json
 from tclose.base.registry import load_registry
-from tclose.core.report import to_json
 from tclose.errors import ConfigError
 from tclose.interfaces import Partition
 

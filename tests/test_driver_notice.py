@@ -20,7 +20,7 @@ import pytest
 
 from tclose.app import progress
 from tclose.app.cli import main
-from tclose.app.progress import notice_once, notices_folder
+from tclose.base.notices import notice_once, notices_folder
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from tclose.app.cli import main
 from tclose.base.config import parse_config
-from tclose.core.published import ORDERED_DIGEST_ALGORITHM, ContentDigest
+from tclose.base.digests import ORDERED_DIGEST_ALGORITHM, ContentDigest
 from tclose.core.runner import verify_published
 
 pytestmark = pytest.mark.duckdb

@@ -16,14 +16,14 @@ import sqlalchemy as sa
 import tclose.connectors.postgresql as postgresql
 from tclose.app.cli import main
 from tclose.base.config import load_config
-from tclose.base.registry import load_registry
-from tclose.core.published import (
+from tclose.base.digests import (
     COPY_DIGEST_ALGORITHM,
     DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
     ContentDigest,
-    scan_published,
 )
+from tclose.base.registry import load_registry
+from tclose.core.published import scan_published
 from tclose.errors import DataError
 from tclose.naming import TableName
 

@@ -298,7 +298,7 @@ def test_progress_reports_rows_clustered(monkeypatch):
 
 def test_plugin_updates_the_phase_bar():
     """Inside the runner's phase_counts, the k-first plugin reports to the phase's line."""
-    from tclose.app.progress import phase_counts
+    from tclose.base.notices import phase_counts
     from tclose.plugins.k_first import KFirst
 
     rng = np.random.default_rng(4)

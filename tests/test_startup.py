@@ -19,6 +19,7 @@ import yaml
 import tclose
 from tclose.app import progress
 from tclose.app.demo import create_demo_database
+from tclose.base import notices
 from tclose.base.compile_notice import compile_notice
 
 
@@ -83,7 +84,7 @@ def test_a_compilation_is_announced_once_with_its_duration():
 
 
 def test_without_a_display_the_notice_is_a_log_record(caplog, monkeypatch):
-    monkeypatch.setattr(progress, "_current", None)
+    monkeypatch.setattr(notices, "_current", None)
     kernel = _fresh_kernel()
     with caplog.at_level("INFO", logger="tclose"), compile_notice():
         kernel(np.arange(2.0))

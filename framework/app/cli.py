@@ -29,13 +29,13 @@ from typing import IO, Any
 
 import yaml
 
-from tclose import __version__
 from tclose.app.compare import add_parser as add_compare_parser
 from tclose.app.progress import ConsoleHandler, Progress, terminal_text
 from tclose.base.atomic import read_text
 from tclose.base.config import Config, load_config, parse_config, redact_url
 from tclose.base.interrupts import terminate_as_interrupt
 from tclose.base.registry import KINDS, load_registry
+from tclose.base.version import __version__
 from tclose.errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
 
 #: How many times ``tclose verify`` reads a table that another run publishes meanwhile.
@@ -277,7 +277,7 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from tclose.core.published import SUMMED_TWIN
+    from tclose.base.digests import SUMMED_TWIN
     from tclose.core.report import hierarchy_checks
     from tclose.core.runner import published_run_id, verify_published
 

@@ -301,7 +301,7 @@ def command(args: argparse.Namespace, progress: Callable[..., None] | None) -> i
         except OSError as error:
             raise ConfigError(f"Cannot write {args.html}: {error.strerror}.") from None
     if args.json:
-        from tclose.core.report import finite_report, to_json
+        from tclose.base.jsonsafe import finite_report, to_json
 
         print(to_json(finite_report(result)), end="")  # strict JSON: a NaN EMD as null
     elif not args.quiet:

@@ -13,22 +13,16 @@ phases, counts and table names only.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-import os
 import re
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from pathlib import Path
 from typing import IO
 
 from tclose.base.config import redact_url
+from tclose.base.notices import close_display, open_display
 
 #: What :func:`terminal_text` writes as an escape: the C0 controls but tab and line feed, DEL,
 #: the C1 controls (``\x9b`` is CSI on some terminals) and the bidirectional overrides.
@@ -44,28 +38,8 @@ def terminal_text(text: str) -> str:
     return _CONTROLS.sub(lambda match: repr(match.group())[1:-1], text)
 
 
-#: The display of the running ``tclose`` command, if any (see :func:`notice`).
-_current: Progress | None = None
 _FRAMES = "|/-\\"
 _CLEAR = "\r\x1b[K"
-_COUNTS: ContextVar[Callable[[int, int], None] | None] = ContextVar("tclose_counts", default=None)
-
-
-@contextmanager
-def phase_counts(say: Callable[..., None], line: str) -> Iterator[None]:
-    """While the block runs, :func:`counts_reporter` returns a callable ``(done, total)`` that
-    calls ``say(line, done=done, total=total)``: how an algorithm deep inside a phase (k-first)
-    updates the phase's bar without knowing about the runner."""
-    token = _COUNTS.set(lambda done, total: say(line, done=done, total=total))
-    try:
-        yield
-    finally:
-        _COUNTS.reset(token)
-
-
-def counts_reporter() -> Callable[[int, int], None] | None:
-    """The ``(done, total)`` callable of the enclosing :func:`phase_counts`, or ``None``."""
-    return _COUNTS.get()
 
 
 class Progress:
@@ -92,8 +66,7 @@ class Progress:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        global _current
-        _current = self
+        open_display(self)
 
     def __call__(self, line: str, done: int | None = None, total: int | None = None) -> None:
         """Start the phase ``line``, or, if it is the current phase, update its ``done`` count
@@ -130,9 +103,7 @@ class Progress:
             self._thread = None
         with self._lock:
             self._end_phase()
-        global _current
-        if _current is self:
-            _current = None
+        close_display(self)
 
     def __enter__(self) -> Progress:
         return self
@@ -212,48 +183,3 @@ class ConsoleHandler(logging.Handler):
             self.progress.write(self.format(record))
         except Exception:  # logging must never break a run
             self.handleError(record)
-
-
-def notices_folder() -> Path:
-    """Where :func:`notice_once` remembers what it told: ``tclose/notices`` in the user's cache
-    folder, ``$XDG_CACHE_HOME`` when it is an absolute path (the XDG Base Directory
-    specification ignores a relative one), else ``~/.cache``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "tclose" / "notices"
-
-
-def notice_once(key: str, text: str) -> None:
-    """:func:`notice` ``text`` the first time it is seen in this Python environment
-    (``sys.prefix``: each virtual environment has its own installed drivers), else log it at
-    INFO (``tclose -v`` shows it). A marker file in :func:`notices_folder`, named after the
-    environment and ``key``, remembers it once the text was shown (a ``--quiet`` command shows
-    nothing and marks nothing). A folder that cannot be written is no error: the notice is then
-    shown again next time."""
-    logger = logging.getLogger("tclose")
-    digest = hashlib.sha256(f"{sys.prefix}\0{key}".encode()).hexdigest()[:32]
-    marker: Path | None = None
-    try:
-        marker = notices_folder() / digest
-        seen = marker.exists()
-    except (OSError, RuntimeError):  # no home folder, or a folder that cannot be looked into
-        marker, seen = None, False
-    if seen:
-        logger.info(text)
-        return
-    shown = _current is not None or logger.isEnabledFor(logging.INFO)
-    notice(text)
-    if shown and marker is not None:
-        with contextlib.suppress(OSError):
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(f"{key}\n{sys.prefix}\n", encoding="utf-8")
-
-
-def notice(text: str) -> None:
-    """Tell the user ``text`` (a full line): above the live line of the running ``tclose``
-    command's display, or, without one (``--quiet``, the Python API), as an INFO log record."""
-    progress = _current
-    if progress is not None:
-        progress.write(text)
-    else:
-        logging.getLogger("tclose").info(text)

@@ -5,7 +5,7 @@ Each built-in kernel is compiled by Numba for its one declared signature (:mod:`
 first time a run uses it in an environment, and cached on disk (``cache=True``, next to the
 modules or in ``NUMBA_CACHE_DIR``); later runs load it in a fraction of a second. A first run can
 therefore spend seconds compiling: :func:`compile_notice` says so on stderr (through
-:func:`tclose.app.progress.notice`) instead of leaving an unexplained wait, and adds the seconds to
+:func:`tclose.base.notices.notice`) instead of leaving an unexplained wait, and adds the seconds to
 the :func:`compile_account` open in its thread, from which the runner's timer reports them as
 ``timings.compile`` and leaves them out of the phase's own figure.
 
@@ -26,11 +26,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from tclose.app import progress
-from tclose.app.progress import notice
+from tclose.base.notices import current_display, notice
 
 _lock = threading.Lock()
-#: The displays (:class:`tclose.app.progress.Progress`) already told that kernels are compiling.
+#: The displays (:class:`~tclose.base.notices.Display`) already told that kernels are compiling.
 _announced: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -109,7 +108,7 @@ class _CompileWatch:
             if self.depth > 1:
                 return
             self.started = time.perf_counter()
-            display = progress._current
+            display = current_display()
             if self.kernels == 0 and (display is None or display not in _announced):
                 if display is not None:
                     _announced.add(display)

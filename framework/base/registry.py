@@ -15,6 +15,7 @@ from typing import Any
 import pluggy
 
 from tclose import hookspecs
+from tclose.base.version import __version__
 from tclose.connector import Connector
 from tclose.errors import ConfigError, PluginError
 
@@ -165,8 +166,6 @@ def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -
     for registered, name, version in distributions:
         if registered is plugin:
             return name, version
-    from tclose import __version__
-
     module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
     if module in DEFAULT_PLUGINS:
         return "tclose", __version__

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tclose.base.plugin_calls import checked_labels, plugin_call
 from tclose.blocks.executors import run_tasks
 from tclose.blocks.split import (
     BLOCK_OPTIONS,
@@ -43,7 +44,6 @@ from tclose.blocks.split import (
     global_strata,
     stratified_blocks,
 )
-from tclose.core.clustering import checked_labels, plugin_call
 from tclose.interfaces import Algorithm, FittedDistance, Option, Partition
 
 log = logging.getLogger("tclose")
@@ -258,11 +258,11 @@ def run_block(shared: _Shared, block: _Block) -> Partition:
 
     Raises:
         VerificationError: the answer of the algorithm's own ``partition_block`` breaks the
-            contract (:func:`tclose.core.clustering.checked_labels`, naming the plugin).
+            contract (:func:`tclose.base.plugin_calls.checked_labels`, naming the plugin).
         PluginFailure: the algorithm raised an exception that is not a
             :class:`~tclose.errors.TcloseError` or a ``MemoryError`` (any ``BaseException``
             but ``KeyboardInterrupt``): a bug in the plugin, as in
-            :func:`tclose.core.clustering.cluster_rows`; the message names the plugin (the wrapped
+            :func:`tclose.base.plugin_calls.plugin_call`; the message names the plugin (the wrapped
             one, for :class:`Blocked`) and the block. The executors raise a ``TcloseError`` of
             a task at once, without retrying it (:func:`tclose.blocks.executors.run_tasks`).
     """
@@ -333,7 +333,7 @@ class Blocked:
     ) -> Partition:
         """The wrapped algorithm's ``partition_block`` if it has one, else its ``partition``; its
         labels (any integers, as ``partition`` may return: checked as the runner checks them,
-        :func:`tclose.core.clustering.checked_labels`) renumbered dense ``0..L_b-1``, as the driver
+        :func:`tclose.base.plugin_calls.checked_labels`) renumbered dense ``0..L_b-1``, as the driver
         needs to number the clusters of block ``b`` after those of blocks ``0..b-1``."""
         own = {name: value for name, value in options.items() if name not in BLOCK_OPTIONS}
         inner = getattr(self.algorithm, "partition_block", None)

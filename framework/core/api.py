@@ -22,11 +22,12 @@ from tclose.base.config import (
     checked_interval_p,
     parse_settings,
 )
+from tclose.base.digests import canonical
 from tclose.base.registry import Registry, load_registry
 from tclose.core.clustering import cluster_rows
 from tclose.core.columns import unlisted_columns
 from tclose.core.plan import resolve_plugins, with_attribute_options
-from tclose.core.published import add_linkage_check, canonical, frame_linkage, linkage_advice
+from tclose.core.published import add_linkage_check, frame_linkage, linkage_advice
 from tclose.core.report import RunContext, build_report
 from tclose.core.runner import Timer
 from tclose.core.verify import Verification, problems, verify_rows

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.app.progress import phase_counts
 from tclose.base.attributes import EncodedTable, encode_confidential, encode_table
 from tclose.base.background import Background
 from tclose.base.compile_notice import compile_account
 from tclose.base.config import Config
 from tclose.base.interrupts import Deferral
+from tclose.base.notices import phase_counts
 from tclose.base.registry import Registry, dialect_of, load_registry
 from tclose.connector import Database, Session, joining, open_read_only
 from tclose.core.clustering import cluster_rows

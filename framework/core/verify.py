@@ -30,7 +30,7 @@ import pandas as pd
 
 from tclose.base.arrays import equal_row_classes
 from tclose.base.compile_notice import compile_notice
-from tclose.core.clustering import fit_distance, plugin_call, plugin_label, read_only
+from tclose.base.plugin_calls import fit_distance, plugin_call, plugin_label, read_only
 from tclose.interfaces import EMD_TOLERANCE, Distance
 
 

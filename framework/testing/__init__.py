@@ -18,8 +18,9 @@ checks that:
   is rejected;
 - the algorithm has a ``name`` and ``requires_t``, and returns a
   :class:`~tclose.interfaces.Partition` that the runner accepts
-  (:func:`tclose.core.clustering.checked_labels`): its ``info`` is JSON the report can hold faithfully
-  (strict JSON: no NaN or infinity, no dict that holds itself, no keys such as ``3`` and ``"3"``);
+  (:func:`tclose.base.plugin_calls.checked_labels`): its ``info`` is JSON the report can hold
+  faithfully (strict JSON: no NaN or infinity, no dict that holds itself, no keys such as ``3``
+  and ``"3"``);
 - the partition covers every row exactly once: ``labels`` is an integer array of shape ``(n,)``
   (not masked, not timedeltas);
 - every cluster has at least ``k`` rows;
@@ -41,6 +42,7 @@ import numpy as np
 
 from tclose.base.arrays import dense_labels, standardize
 from tclose.base.options import validate_options
+from tclose.base.plugin_calls import checked_labels
 from tclose.base.registry import load_registry
 from tclose.errors import ConfigError, VerificationError
 from tclose.interfaces import EMD_TOLERANCE, Distance, FittedDistance, Option, Partition
@@ -175,7 +177,6 @@ def check_partition(
         return [f"labels have shape {labels.shape}; expected ({n},): one label per row"]
     if not np.issubdtype(labels.dtype, np.integer):
         return [f"labels have dtype {labels.dtype}; expected an integer dtype"]
-    from tclose.core.clustering import checked_labels  # imports pandas: only when a check runs
 
     try:  # the runner's own check of the answer: masked labels, an info the report cannot hold
         dense = checked_labels(algorithm, first, n)
