@@ -723,19 +723,16 @@ def _check_writable(path: str | None, key: str) -> None:
     refuse_unwritable(path, f"{key} file", where)
 
 
-_PATH = re.compile(r"^==> At (?P<path>[^\n]*?)(?: \(line \d+\))?$", re.MULTILINE)
-
-
-def _with_location(message: str, config_path: str | None, config: Config | None) -> str:
-    """Prefix a configuration error with the file, and add the YAML line when it is missing."""
-    first, _, rest = message.partition("\n")
-    match = _PATH.match(first)
-    if not match:
+def _with_location(
+    error: ConfigError, message: str, config_path: str | None, config: Config | None
+) -> str:
+    """``message`` (the text of ``error``) prefixed with the configuration file when the error
+    names a place in it, and with the place's YAML line added when the error has none."""
+    if error.path is None:
         return message
-    if "(line " not in first and config is not None:
-        parts = [p.strip() for p in re.split(r"==> At (?:key: )?", "==> At " + match["path"])]
-        keys = tuple(k for part in parts if part for k in part.split("."))
-        line = config.line_of(*keys)
+    first, _, rest = message.partition("\n")
+    if error.line is None and config is not None:
+        line = config.line_of(*error.path)
         if line:
             first = f"{first} (line {line})"
     where = f"{config_path}: " if config_path else ""
@@ -842,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
             progress.close()
         message = redact_url(str(error))
         if isinstance(error, ConfigError):
-            message = _with_location(message, config_path, _config_if_loadable(config_path))
+            message = _with_location(error, message, config_path, _config_if_loadable(config_path))
         if args.verbose and isinstance(error, PluginFailure) and error.__cause__ is not None:
             _echo("".join(traceback.format_exception(error.__cause__)), file=sys.stderr, end="")
         _echo(f"error: {message}", file=sys.stderr)

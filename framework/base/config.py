@@ -287,21 +287,12 @@ class _Checker:
         self.lines = lines
 
     def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
-        shown = [step.replace("\0", "\\x00") for step in path]  # a NUL is never printed
-        where = " ==> ".join(
-            ["At " + ".".join(shown[:-1]), "At key: " + shown[-1]]
-            if len(shown) > 1
-            else ["At key: " + shown[0]]
-            if shown
-            else ["At the top level"]
-        )
         line = None
         probe = path
         while probe and line is None:
             line = self.lines.get(probe)
             probe = probe[:-1]
-        suffix = f" (line {line})" if line else ""
-        return ConfigError(f"==> {where}{suffix}\n{message}")
+        return ConfigError(message, path=path, line=line)
 
     def mapping(
         self,
