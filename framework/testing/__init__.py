@@ -30,6 +30,10 @@ checks that:
 
 It raises :class:`ConformanceError` (an ``AssertionError``) listing every failure, so it works
 as a plain assertion in pytest. Kernels are small here: a run takes a second or two.
+
+A plugin's own tests find it as ``tclose`` does with :func:`load_registry` (the built-ins, the
+installed entry points and ``extra_plugins``), which this module exports for them:
+``from tclose.testing import load_registry``.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import numpy as np
 from tclose.base.arrays import dense_labels, standardize
 from tclose.base.options import validate_options
 from tclose.base.plugin_calls import checked_labels
-from tclose.base.registry import load_registry
+from tclose.base.registry import load_registry as load_registry  # exported: see above
 from tclose.errors import ConfigError, VerificationError
 from tclose.interfaces import EMD_TOLERANCE, Distance, FittedDistance, Option, Partition
 
