@@ -43,7 +43,8 @@ _CLEAR = "\r\x1b[K"
 
 
 class Progress:
-    """Phase display on a stream (stderr by default).
+    """Phase display on a stream (stderr by default). From its creation until :meth:`close` it
+    is the display that shows the notices of every layer (:mod:`tclose.base.notices`).
 
     Args:
         stream: where to write.
