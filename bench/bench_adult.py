@@ -93,7 +93,7 @@ def side_tclose(csv: str, column_sum_check: bool = False) -> dict:
     from adult_example import EDUCATION  # this folder is on sys.path when run as a script
 
     import tclose
-    from tclose.plugins.kernels import _compiled
+    from tclose.kernels import _compiled
 
     calls = []
     compiled = _compiled.t_first_compiled

@@ -10,7 +10,7 @@ Usage::
 
 Data: :func:`synthetic_table` (seeded): 8 correlated Gaussian quasi-identifiers, standardized,
 and a confidential attribute correlated with the first (all values distinct). The ``issue``
-section uses :func:`tclose.demo.discharge_table` (23,435 rows x 7 QIs, k = 2, t = 0.25) as the
+section uses :func:`tclose.app.demo.discharge_table` (23,435 rows x 7 QIs, k = 2, t = 0.25) as the
 issue's author did. Times are wall-clock medians of ``--repeats`` runs (one run at 10M rows),
 after a warm-up on a small table (Numba cache load, worker start-up of the pool is included in
 every timed run: the pool lives for one run). The machine's load average is printed first: the
@@ -30,7 +30,7 @@ Sections:
 - ``dask``: t-first at 1M rows on a Dask LocalCluster of 2 workers and of 1 worker (cluster
   started outside the timing), and with ``executor: dask`` starting its own LocalCluster.
 - ``verify``: ``OrderedEMD.cluster_emd`` on 1M rows in 100k classes with 1M distinct values, and
-  ``tclose.verify.equivalence_classes`` on 1M written rows x 8 QIs.
+  ``tclose.core.verify.equivalence_classes`` on 1M written rows x 8 QIs.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.arrays import dense_labels
-from tclose.block_split import AUTO_CLUSTERS_PER_BLOCK
-from tclose.options import validate_options
-from tclose.plugins.kernels.emd import OrderedEMD
+from tclose.base.arrays import dense_labels
+from tclose.base.options import validate_options
+from tclose.blocks.split import AUTO_CLUSTERS_PER_BLOCK
+from tclose.core.verify import equivalence_classes
+from tclose.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst
-from tclose.verify import equivalence_classes
 
 K, T = 10, 0.25
 
@@ -366,7 +366,7 @@ def main() -> None:
             name=f"synthetic {args.curve_rows:,} x 8, k={K}",
         )
     if "issue" in sections:
-        from tclose.demo import QI_COLUMNS, discharge_table
+        from tclose.app.demo import QI_COLUMNS, discharge_table
 
         frame = discharge_table(23_435, seed=0)
         qi = frame[list(QI_COLUMNS)].to_numpy(dtype=np.float64)

@@ -10,7 +10,7 @@ Usage::
 
 Tables (seeded, ``--rows`` rows x 7 QIs, k = 10, t = 0.25, standardized QIs):
 
-- ``discharge``: :func:`tclose.demo.discharge_table` (skewed, discrete, clumped columns: age,
+- ``discharge``: :func:`tclose.app.demo.discharge_table` (skewed, discrete, clumped columns: age,
   zip, day of year, counts, a severity score), confidential ``charge``;
 - ``gaussian``: 7 correlated Gaussian QIs, confidential attribute correlated with the first
   (:func:`bench_blocks.synthetic_table`).
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_blocks import fitted, sse, synthetic_table  # noqa: E402
 
-from tclose.options import validate_options  # noqa: E402
+from tclose.base.options import validate_options  # noqa: E402
 from tclose.plugins.t_first import TFirst  # noqa: E402
 
 K, T = 10, 0.25
@@ -52,7 +52,7 @@ def table(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Standardized QIs ``(n, 7)`` and the confidential column of table ``name``."""
     if name == "gaussian":
         return synthetic_table(n, d=7)
-    from tclose.demo import QI_COLUMNS, discharge_table
+    from tclose.app.demo import QI_COLUMNS, discharge_table
 
     frame = discharge_table(n, seed=0)
     qi = frame[list(QI_COLUMNS)].to_numpy(dtype=np.float64)
@@ -78,7 +78,7 @@ def run(x: np.ndarray, c: np.ndarray, options: dict[str, Any]) -> tuple[float, f
 
 def check(x: np.ndarray, c: np.ndarray, labels: np.ndarray) -> str:
     """Every row clustered, clusters >= k, worst EMD (a failed check is printed, not hidden)."""
-    from tclose.arrays import dense_labels
+    from tclose.base.arrays import dense_labels
 
     labels = dense_labels(labels)
     sizes = np.bincount(labels)

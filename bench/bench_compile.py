@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from tclose.demo import discharge_table
+from tclose.app.demo import discharge_table
 
 CONFIGS_COMPILE_BUDGET = 30.0  # seconds of CPU compiling, the five configs' first runs in all
 DEMO_RATIO_BUDGET = 2.0  # the demo's first run's CPU / its second's

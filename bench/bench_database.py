@@ -8,7 +8,7 @@ is created once per size in the database (PostgreSQL by default; MariaDB with ``
 anonymized into ``bench_out_<N>`` in the same database with k = 10, t = 0.25.
 
 Each run is a fresh child process (so that its peak memory is its own): it runs
-:func:`tclose.runner.run` and reports ``report["timings"]`` (seconds per phase) and, sampled
+:func:`tclose.core.runner.run` and reports ``report["timings"]`` (seconds per phase) and, sampled
 every 20 ms per phase, the peak resident set size (RSS) of the process and of the process with
 all its descendants (the worker processes of a blocked kernel), plus the process's high-water
 mark (``VmHWM``). The script prints the median of ``--repeats`` runs.
@@ -211,9 +211,9 @@ def create_table(url: str, rows: int, recreate: bool, name: str | None = None) -
 
 def child(args: argparse.Namespace) -> None:
     """One run in this process; prints one JSON line."""
-    from tclose.config import parse_config
-    from tclose.registry import load_registry
-    from tclose.runner import run
+    from tclose.base.config import parse_config
+    from tclose.base.registry import load_registry
+    from tclose.core.runner import run
 
     if args.write_path == "streamed":
         from tclose.connectors import mysql, postgresql, sqlite

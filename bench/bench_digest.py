@@ -11,7 +11,8 @@ import sys
 import time
 from decimal import Decimal
 
-from tclose.published import ContentDigest, UniqueTracker
+from tclose.base.digests import ContentDigest
+from tclose.core.published import UniqueTracker
 
 
 def rows(n: int) -> list[tuple]:

@@ -5,7 +5,7 @@ Usage::
     python bench/bench_kernels.py            # 23,435 and 100,000 rows (the latter takes minutes)
     python bench/bench_kernels.py --quick    # 23,435 rows only
 
-The data are :func:`tclose.demo.discharge_table` (seed 0): 7 numeric quasi-identifiers, standardized
+The data are :func:`tclose.app.demo.discharge_table` (seed 0): 7 numeric quasi-identifiers, standardized
 to z-scores (population standard deviation), and the confidential ``charge``, whose ranks are the
 stable argsort of the column inverted into a permutation (ties broken by row index). The set-up is
 not timed. Every kernel runs once on a small input first (Numba compilation or cache load), then
@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tclose.demo import QI_COLUMNS, discharge_table
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.t_first import t_first
+from tclose.app.demo import QI_COLUMNS, discharge_table
+from tclose.kernels.mdav import mdav
+from tclose.kernels.t_first import t_first
 
 PAPER_ROWS = 23_435  # the paper's Patient Discharge data set after removing missing values
 LARGE_ROWS = 100_000

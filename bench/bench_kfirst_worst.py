@@ -9,19 +9,19 @@ Usage::
 
 The two cases are generated (seed 0), never read from ``../shared``:
 
-- **ordered**: :func:`tclose.demo.discharge_table` with 23,435 rows (the paper's Patient
+- **ordered**: :func:`tclose.app.demo.discharge_table` with 23,435 rows (the paper's Patient
   Discharge size) whose 7 quasi-identifiers follow the order of the confidential ``charge``:
   every QI column is sorted and the sorted columns are given to the rows in the order of their
   charge (the row with the i-th smallest charge gets the i-th smallest value of every QI).
   k = 2, t = 0.25 and t = 0.05.
 - **nominal**: 20,000 rows of the same table with a nominal confidential ``diagnosis`` of 21
   categories (ICD-10 chapters), drawn with probabilities that depend on age and severity, fitted
-  with :class:`~tclose.plugins.kernels.nominal.NominalEMD` (equal ground distance, and the
+  with :class:`~tclose.kernels.nominal.NominalEMD` (equal ground distance, and the
   hierarchical distance of a two-level tree of the chapters). k = 5, t = 0.2.
 
 QIs are standardized to z-scores. For each case the script times k-first alone and k-first + the
 merge loop (Algorithm 2 as the ``k-first`` plugin runs it), then checks the final partition with
-the independent verifier :func:`tclose.verify.verify_rows` (k, and t for the confidential
+the independent verifier :func:`tclose.core.verify.verify_rows` (k, and t for the confidential
 attribute, recomputed from the written rows). "Before" is the kernel as it was before issue 16
 (``tests/k_first_previous.py``, same partitions): it is timed on 2,000 and 4,000 rows (1,000 and
 2,000 for the nominal cases, whose old path is much slower) and extrapolated to the full size with
@@ -49,15 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import k_first_previous  # noqa: E402  (the old kernel, kept in the tests as a reference)
 
-from tclose.demo import QI_COLUMNS, discharge_table  # noqa: E402
-from tclose.hierarchy import Hierarchy  # noqa: E402
+from tclose.app.demo import QI_COLUMNS, discharge_table  # noqa: E402
+from tclose.base.hierarchy import Hierarchy  # noqa: E402
+from tclose.core.verify import verify_rows  # noqa: E402
+from tclose.kernels.emd import OrderedEMD  # noqa: E402
+from tclose.kernels.k_first import k_first  # noqa: E402
+from tclose.kernels.merge import merge_until_t_close  # noqa: E402
+from tclose.kernels.nominal import NominalEMD  # noqa: E402
 from tclose.plugins.emd_ordered import OrderedEMDDistance  # noqa: E402
-from tclose.plugins.kernels.emd import OrderedEMD  # noqa: E402
-from tclose.plugins.kernels.k_first import k_first  # noqa: E402
-from tclose.plugins.kernels.merge import merge_until_t_close  # noqa: E402
-from tclose.plugins.kernels.nominal import NominalEMD  # noqa: E402
 from tclose.plugins.nominal_ranking import NominalRankingDistance  # noqa: E402
-from tclose.verify import verify_rows  # noqa: E402
 
 ORDERED_ROWS = 23_435
 NOMINAL_ROWS = 20_000

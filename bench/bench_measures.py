@@ -21,9 +21,11 @@ For each size it prints the median wall-clock time of ``--repeats`` runs of:
 ``--data uniform`` takes the quasi-identifiers of the issue-14 round trip instead
 (``bench/bench_database.py``: 8 uniformly spread numeric QIs, four of them integers, and a
 ``charge``). ``--previous REV`` also times the measures of the tree at git revision ``REV``
-(its ``measures.py`` and ``_linkage.py``, loaded beside the current ones), alternating the two in
-each repeat, and prints both medians, the ratio and whether the record-linkage shares agree row
-for row. ``--repeats`` then applies at 1M rows too.
+(its ``framework/measures/__init__.py`` and ``_linkage.py``, loaded beside the current ones),
+alternating the two in each repeat, and prints both medians, the ratio and whether the
+record-linkage shares agree row for row. ``--repeats`` then applies at 1M rows too. ``REV`` has
+the layered layout of issue 30: an earlier tree's ``measures.py`` imports the modules of its flat
+``framework/`` by relative names that the current tree no longer has.
 
 Budgets: all measures at 1M rows ≤ 30 s, and no more than the anonymization at 100k rows. The
 load average is printed first: on a shared machine the figures are only comparable between
@@ -48,11 +50,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.attributes import encode_table
-from tclose.config import _attributes, _Checker
+from tclose.base.attributes import encode_table
+from tclose.base.config import _attributes, _Checker
+from tclose.base.options import validate_options
+from tclose.kernels.emd import OrderedEMD
 from tclose.measures import measure_configured, record_linkage
-from tclose.options import validate_options
-from tclose.plugins.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst
 
 K, T, D = 10, 0.25, 8
@@ -97,15 +99,17 @@ def previous_measures(revision: str) -> Any:
     (its ``_linkage.py`` as ``tclose._previous_linkage``, uncached), beside the current one."""
     root = Path(__file__).resolve().parent.parent
     folder = Path(tempfile.mkdtemp(prefix="tclose_previous_"))
-    names = {"_linkage": "_previous_linkage", "measures": "_previous_measures"}
-    for name, alias in names.items():
+    files = {"_linkage.py": "_previous_linkage", "__init__.py": "_previous_measures"}
+    for name, alias in files.items():
         source = subprocess.run(
-            ["git", "-C", str(root), "show", f"{revision}:framework/{name}.py"],
+            ["git", "-C", str(root), "show", f"{revision}:framework/measures/{name}"],
             check=True,
             capture_output=True,
             text=True,
         ).stdout
-        source = source.replace("from ._linkage import", "from ._previous_linkage import")
+        source = source.replace(
+            "from tclose.measures._linkage import", "from tclose._previous_linkage import"
+        )
         source = source.replace("cache=True", "cache=False")
         path = folder / f"{alias}.py"
         path.write_text(source)

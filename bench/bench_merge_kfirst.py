@@ -8,9 +8,9 @@ Usage::
 It also times :meth:`OrderedEMD.cluster_emd` on 1,000,000 rows in 100,000 clusters with 1,000,000
 distinct values (budget: about 2 s).
 
-The data are :func:`tclose.demo.discharge_table` (seed 0): 7 numeric quasi-identifiers standardized
+The data are :func:`tclose.app.demo.discharge_table` (seed 0): 7 numeric quasi-identifiers standardized
 to z-scores (population standard deviation) and the confidential ``charge`` fitted with
-:class:`~tclose.plugins.kernels.emd.OrderedEMD`; k = 2. The set-up is not timed. The kernels run
+:class:`~tclose.kernels.emd.OrderedEMD`; k = 2. The set-up is not timed. The kernels run
 once on a small table first (Numba compilation or cache load), then ``--repeats`` times per
 configuration; the median, the runs and the phases' medians are printed, with the clusters after
 merging (count, smallest, mean, largest), the merges and the largest EMD.
@@ -26,11 +26,11 @@ import time
 
 import numpy as np
 
-from tclose.demo import QI_COLUMNS, discharge_table
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.app.demo import QI_COLUMNS, discharge_table
+from tclose.kernels.emd import OrderedEMD
+from tclose.kernels.k_first import k_first
+from tclose.kernels.mdav import mdav
+from tclose.kernels.merge import merge_until_t_close
 
 PAPER_ROWS = 23_435  # the paper's Patient Discharge data set after removing missing values
 K = 2

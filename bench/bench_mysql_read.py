@@ -70,8 +70,8 @@ def child(url: str, name: str) -> None:
     """One read in this process; prints ``{"seconds": ..., "rows": ...}``."""
     import pandas as pd
 
+    from tclose.base.registry import dialect_of, load_registry
     from tclose.connectors.sql import TableName
-    from tclose.registry import dialect_of, load_registry
 
     registry = load_registry(entry_points=False)
     database = registry.connector_for(dialect_of(url)).connect(url)

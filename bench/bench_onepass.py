@@ -51,7 +51,7 @@ def main() -> None:
     source, target = f"bench_rt_{args.rows}", args.target or f"bench_onepass_{args.rows}"
     create(source, args.rows)
 
-    from tclose.config import load_config
+    from tclose.base.config import load_config
     from tclose.connectors.postgresql import PostgreSQLSession
     from tclose.naming import TableName
 
@@ -73,8 +73,8 @@ def main() -> None:
 
 def measure(config, table, repeats: int, session_class) -> None:
     """Time and compare the two reads (see the module docstring) and print the medians."""
-    from tclose.published import scan_published
-    from tclose.registry import load_registry
+    from tclose.base.registry import load_registry
+    from tclose.core.published import scan_published
 
     database = load_registry().connector_for("postgresql").connect(URL)
     one_pass = session_class.read_with_digest

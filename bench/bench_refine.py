@@ -14,7 +14,7 @@ Sections:
   ``{2, 5, 10}`` and ``t`` in ``{0.05, 0.1, 0.2}``: ``t-first``, ``merge`` and ``k-first`` with
   their default options (the paper's algorithms, no refinement) and ``auto``, each through
   :func:`tclose.anonymize`. Every published table is checked again here with
-  :func:`tclose.verify.verify_rows` (k and every EMD recomputed from the written rows). Printed per
+  :func:`tclose.core.verify.verify_rows` (k and every EMD recomputed from the written rows). Printed per
   cell: the SSE of each paper algorithm, auto's SSE and its ratio to the smallest paper SSE, the
   winning candidate's SSE before and after refinement, auto's cluster sizes and the times. Then
   the median ratio over the cells and the largest. ``k-first`` is skipped where a run would take
@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 import tclose
+from tclose.core.verify import verify_rows
 from tclose.plugins.emd_ordered import OrderedEMDDistance
-from tclose.verify import verify_rows
 
 KS = (2, 5, 10)
 TS = (0.05, 0.1, 0.2)
@@ -209,7 +209,7 @@ def plot(frame: pd.DataFrame, path: Path) -> None:
 
 
 def time_section(repeats: int) -> None:
-    from tclose.demo import QI_COLUMNS, discharge_table
+    from tclose.app.demo import QI_COLUMNS, discharge_table
 
     frame = discharge_table(23435, seed=0)
     qi, conf = list(QI_COLUMNS), ["charge"]
@@ -249,11 +249,11 @@ def synthetic_table(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.n
 
 
 def blocks_section() -> None:
-    from tclose.arrays import standardize
-    from tclose.demo import QI_COLUMNS, discharge_table
-    from tclose.options import validate_options
-    from tclose.plugins.kernels.emd import OrderedEMD
-    from tclose.plugins.kernels.refine import sse_of
+    from tclose.app.demo import QI_COLUMNS, discharge_table
+    from tclose.base.arrays import standardize
+    from tclose.base.options import validate_options
+    from tclose.kernels.emd import OrderedEMD
+    from tclose.kernels.refine import sse_of
     from tclose.plugins.t_first import TFirst
 
     discharge = discharge_table(100_000, seed=0)

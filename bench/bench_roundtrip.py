@@ -144,10 +144,10 @@ def kernel_alone(name: str, repeats: int) -> tuple[float, float]:
     import pandas as pd
     import psycopg
 
-    from tclose.attributes import encode_table
-    from tclose.config import _attributes, _Checker
-    from tclose.options import validate_options
-    from tclose.plugins.kernels.emd import OrderedEMD
+    from tclose.base.attributes import encode_table
+    from tclose.base.config import _attributes, _Checker
+    from tclose.base.options import validate_options
+    from tclose.kernels.emd import OrderedEMD
     from tclose.plugins.t_first import TFirst
 
     with psycopg.connect(CONNINFO) as connection:

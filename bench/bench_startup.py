@@ -67,7 +67,9 @@ def medians(samples: list[tuple[float, float, int]]) -> tuple[float, float, int]
 def run_config(folder: Path) -> Path:
     """A 100-row demo table and the quickstart configuration (t-first, k=5, t=0.15) over it."""
     database = folder / "demo.db"
-    make = "from tclose.demo import create_demo_database as c; import sys; c(sys.argv[1], 100, 0)"
+    make = (
+        "from tclose.app.demo import create_demo_database as c; import sys; c(sys.argv[1], 100, 0)"
+    )
     subprocess.run([sys.executable, "-c", make, str(database)], check=True)
     text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
     document = yaml.safe_load(text)
@@ -83,7 +85,7 @@ def modules_of_run(python: list[str], config: Path, env: dict[str, str]) -> set[
     """The modules one 100-row run imports (the run in a fresh process, then ``sys.modules``)."""
     script = (
         "import contextlib, io, json, sys\n"
-        "from tclose.cli import main\n"
+        "from tclose.app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    main(['run', {str(config)!r}, '-q'])\n"
         "print(json.dumps(sorted(sys.modules)))"

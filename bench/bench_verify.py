@@ -9,7 +9,7 @@ virtual environment (``python3 -m venv V && V/bin/pip install pycanon``) and run
 process, named by ``--pycanon-python``.
 
 For every size, the script writes the synthetic discharge table of ``tclose demo``
-(:func:`tclose.demo.discharge_table`: 7 numeric QIs, the confidential ``charge``) into a SQLite
+(:func:`tclose.app.demo.discharge_table`: 7 numeric QIs, the confidential ``charge``) into a SQLite
 file, publishes it once with ``tclose run`` (t-first, k=5, t=0.15) and exports the published table
 to CSV. Then, interleaved and ``--repeats`` times each, in fresh processes:
 
@@ -77,7 +77,7 @@ def timed(command: list[str], timeout: float | None = None) -> tuple[float, floa
 
 def publish(folder: Path, rows: int) -> tuple[Path, Path]:
     """A published table of ``rows`` rows: (the YAML config, the CSV export)."""
-    from tclose.demo import discharge_table
+    from tclose.app.demo import discharge_table
 
     database = folder / "verify.db"
     with sqlite3.connect(database) as connection:

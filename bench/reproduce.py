@@ -567,10 +567,10 @@ def kernel_grid(
 ) -> dict[tuple[int, float], tuple[int, float]]:
     """``merge`` or ``k-first`` (both finished by the merge loop) called at kernel level on an
     arbitrary QI matrix; every result checked here (size >= k, independent EMD <= t)."""
-    from tclose.plugins.kernels.emd import OrderedEMD
-    from tclose.plugins.kernels.k_first import k_first
-    from tclose.plugins.kernels.mdav import mdav
-    from tclose.plugins.kernels.merge import merge_until_t_close
+    from tclose.kernels.emd import OrderedEMD
+    from tclose.kernels.k_first import k_first
+    from tclose.kernels.mdav import mdav
+    from tclose.kernels.merge import merge_until_t_close
 
     x = np.ascontiguousarray(x, dtype=np.float64)
     distance = OrderedEMD.fit(values)
@@ -592,8 +592,8 @@ def kernel_grid(
 
 def experiments(frame: pd.DataFrame, args: argparse.Namespace) -> tuple[str, list[str]]:
     """Cheap what-ifs against the paper's Census tables; returns Markdown and any problems."""
-    from tclose.plugins.kernels.mdav import mdav
-    from tclose.plugins.kernels.t_first import cluster_size
+    from tclose.kernels.mdav import mdav
+    from tclose.kernels.t_first import cluster_size
 
     n = len(frame)
     problems: list[str] = []
@@ -685,7 +685,7 @@ def experiments(frame: pd.DataFrame, args: argparse.Namespace) -> tuple[str, lis
     ]
 
     # 4. How many MDAV clusters are t-close before any merge (the dependence, measured).
-    from tclose.plugins.kernels.emd import OrderedEMD
+    from tclose.kernels.emd import OrderedEMD
 
     x = _scaled(quasi, "z-score")
     distance = OrderedEMD.fit(values)
@@ -742,7 +742,7 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
 def load_frame(args: argparse.Namespace) -> pd.DataFrame:
     """The input table: ``--csv`` or the seeded synthetic discharge table."""
     if args.discharge:
-        from tclose.demo import QI_COLUMNS, discharge_table
+        from tclose.app.demo import QI_COLUMNS, discharge_table
 
         frame = discharge_table(args.discharge, seed=args.seed)
         args.qi = args.qi or list(QI_COLUMNS)
@@ -770,7 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--discharge",
         type=int,
         metavar="ROWS",
-        help="use tclose.demo.discharge_table(ROWS, seed=--seed) instead",
+        help="use tclose.app.demo.discharge_table(ROWS, seed=--seed) instead",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of --discharge (default 0)")
     parser.add_argument("--qi", nargs="+", default=[], help="quasi-identifier columns")

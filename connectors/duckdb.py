@@ -48,10 +48,7 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.errors import ConfigError, DataError, columns_hold
-from tclose.hookspecs import hookimpl
-
-from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+from tclose.connectors.sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     KEY_LABEL,
     ORDER_IS_IDENTITY,
     NativeType,
@@ -67,6 +64,8 @@ from .sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
     tables_read_through,
     vanishing_table,
 )
+from tclose.errors import ConfigError, DataError, columns_hold
+from tclose.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -254,7 +253,7 @@ class DuckDBSession(Session):
     @contextlib.contextmanager
     def parsed_values(self) -> Iterator[None]:
         """Within the block, intervals are read as the driver gives them (``timedelta``), as
-        the content digest (:data:`tclose.published.ORDERED_DIGEST_ALGORITHM`, and the summed
+        the content digest (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, and the summed
         ``DIGEST_ALGORITHM`` before it) has always hashed them: the digests of reports made
         before intervals were read as text stay the same."""
         self._parsed_values = True
@@ -317,7 +316,7 @@ class DuckDBSession(Session):
         timestamp column as an :class:`InfiniteDate` or :class:`InfiniteDatetime`: equal to the
         value DuckDB's client gives (``9999-12-31``, ``0001-01-01``, ...), so every use of the
         value is as before, but with a ``repr`` of its own, which the content digest
-        (:data:`tclose.published.ORDERED_DIGEST_ALGORITHM`) hashes. Before, ``infinity`` and
+        (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) hashes. Before, ``infinity`` and
         ``9999-12-31`` hashed alike: a published table could be changed from one to the other
         and keep its digest. A table without such a value is read as before (its digest is
         unchanged); one with such values gets another digest than before, so a report made

@@ -53,12 +53,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.atomic import name_max
+from tclose.base.atomic import name_max
+from tclose.connectors.duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
+from tclose.connectors.sql import (
+    RUN_ID_LENGTH,
+    NativeType,
+    TableName,
+    _connection,
+    driver_connection,
+    type_text,
+)
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
-
-from .duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
-from .sql import RUN_ID_LENGTH, NativeType, TableName, _connection, driver_connection, type_text
 
 #: The formats a file URL may name, and the DuckDB function that reads each.
 READERS = {"parquet": "read_parquet({path})", "csv": "read_csv({path}, sample_size = -1)"}
@@ -128,7 +134,7 @@ class FileSession(DuckDBSession):
     publishes_in_transaction: ClassVar[bool] = False
     #: The content digest records no column types: the file's format gives the staging
     #: table's types back as others (Parquet: ``HUGEINT`` as ``DECIMAL(38,0)``, ``ENUM`` as
-    #: ``VARCHAR``), with the same values (:func:`tclose.published.column_types`).
+    #: ``VARCHAR``), with the same values (:func:`tclose.core.published.column_types`).
     records_types: ClassVar[bool] = False
 
     def relation_kind(self, table: sa.Table) -> str | None:

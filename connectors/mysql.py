@@ -28,7 +28,7 @@
   ``+mysqldb`` or ``+pymysql`` in the URL choose one. All are DB-API drivers on the one
   connection of the session, so the snapshot and the locks are the same. A run says which
   one it uses, with the faster one to install, the first time that driver is used in the Python
-  environment (:func:`tclose.progress.notice_once`; an INFO log record, ``-v``, afterwards);
+  environment (:func:`tclose.base.notices.notice_once`; an INFO log record, ``-v``, afterwards);
   ``tclose plugins`` always says it (:mod:`tclose.connectors.mysql_drivers`).
 """
 
@@ -51,13 +51,9 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
-from tclose.errors import ConfigError, DataError
-from tclose.hookspecs import hookimpl
-from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
-from tclose.progress import notice_once
-from tclose.published import MYSQL_ORDERED_DIGEST_ALGORITHM
-
-from .mysql_drivers import (
+from tclose.base.digests import MYSQL_ORDERED_DIGEST_ALGORITHM
+from tclose.base.notices import notice_once
+from tclose.connectors.mysql_drivers import (
     DISTRIBUTIONS,
     DRIVERS,
     PREFERENCE,  # noqa: F401 (re-exported)
@@ -65,7 +61,7 @@ from .mysql_drivers import (
     description,
     notes,
 )
-from .sql import (
+from tclose.connectors.sql import (
     OLD_MARK,
     STAGING_MARK,
     DriverSession,
@@ -77,6 +73,9 @@ from .sql import (
     tables_read_through,
     vanishing_table,
 )
+from tclose.errors import ConfigError, DataError
+from tclose.hookspecs import hookimpl
+from tclose.naming import OWNED_TABLE, STAGING_SCHEMA
 
 log = logging.getLogger("tclose")
 
@@ -261,7 +260,7 @@ class MySQLSession(DriverSession):
 
     database: MySQLDatabase
 
-    #: The content digest of this session's reads (:func:`tclose.published.scan_published`).
+    #: The content digest of this session's reads (:func:`tclose.core.published.scan_published`).
     digest_algorithm = MYSQL_ORDERED_DIGEST_ALGORITHM
     #: Whether reads give the driver's own values (:meth:`parsed_values`).
     _driver_values = False
@@ -270,7 +269,7 @@ class MySQLSession(DriverSession):
     def parsed_values(self) -> Iterator[None]:
         """Within the block, reads give each column's values as the driver converts them, and
         ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
-        (:data:`tclose.published.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
+        (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
         it, so that ``tclose verify --report`` recomputes it from the same values (through the
         driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
         self._driver_values = True
@@ -806,9 +805,9 @@ class MySQLDatabase(SQLDatabase):
     identifier_limit = 64
     #: A source's connections: every transaction read-only, autocommitted statements included.
     read_only_statements = ("SET SESSION TRANSACTION READ ONLY",)
-    #: A zero or invalid date is read as its text (:func:`tclose.runner._values_to_check`).
+    #: A zero or invalid date is read as its text (:func:`tclose.core.runner._values_to_check`).
     invalid_dates_as_text = True
-    #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.runner._values_to_check`).
+    #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.core.runner._values_to_check`).
     times_as_durations = True
     snapshot_reads = True
     column_names_compared = "without regard to case (any letter, not only A-Z)"

@@ -4,7 +4,7 @@ the connector.
 
 The connector (:mod:`tclose.connectors.mysql`) picks the fastest installed driver for a bare
 ``mysql://`` or ``mariadb://`` URL and tells the user which one it uses, with the faster one to
-install, once per Python environment (:func:`tclose.progress.notice_once`); ``tclose plugins``
+install, once per Python environment (:func:`tclose.base.notices.notice_once`); ``tclose plugins``
 always says it.
 """
 

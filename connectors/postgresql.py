@@ -32,14 +32,14 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from tclose.base.digests import COPY_DIGEST_ALGORITHM
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
-from tclose.published import COPY_DIGEST_ALGORITHM
 
 if TYPE_CHECKING:
     import pandas as pd
 
-from .sql import (
+from tclose.connectors.sql import (
     KEY_LABEL,
     ORDER_IS_IDENTITY,
     ROW_COLUMN,
@@ -149,7 +149,7 @@ class PostgreSQLSession(DriverSession):
     def parsed_values(self) -> Iterator[None]:
         """Within the block, :meth:`stream` gives ``json``, ``jsonb`` and array values as
         psycopg parses them (``dict``, ``list``) instead of their text: the values the earlier
-        content digest (:data:`tclose.published.DIGEST_ALGORITHM`) hashed when PostgreSQL
+        content digest (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed when PostgreSQL
         reports used it, so that ``tclose verify --report`` recomputes it from the same values."""
         self._parsed_values = True
         try:
@@ -354,7 +354,7 @@ class PostgreSQLSession(DriverSession):
     def content_digest(
         self, table: sa.Table, published_as: TableName | None = None
     ) -> dict[str, Any]:
-        """The content digest of ``table`` as :data:`tclose.published.COPY_DIGEST_ALGORITHM`
+        """The content digest of ``table`` as :data:`tclose.base.digests.COPY_DIGEST_ALGORITHM`
         defines it: the SHA-256 of the binary ``COPY`` of its columns in name order, rows in
         ``tclose_row`` order, with the client encoding UTF-8. The bytes are hashed as they
         arrive (constant memory); ``statement`` is the ``COPY`` an auditor can run in ``psql``

@@ -47,7 +47,14 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
 
-from tclose.atomic import read_text
+from tclose.base.atomic import read_text
+from tclose.base.redaction import redact_url, remember_secret, url_secrets
+from tclose.connectors.releases import (
+    content_identity,
+    record_release,
+    release_problem,
+    releases_table,
+)
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.naming import (  # noqa: F401 (re-exported: the names connectors share with the core)
@@ -62,9 +69,6 @@ from tclose.naming import (  # noqa: F401 (re-exported: the names connectors sha
     TableName,
     run_table_name,
 )
-from tclose.redaction import redact_url, remember_secret, url_secrets
-
-from .releases import content_identity, record_release, release_problem, releases_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -531,7 +535,7 @@ class SQLDatabase:
     def files(self) -> list[Path]:
         """The files that hold this database, side files included, existing or not (none for
         a server): no report and no file target may be one of them
-        (:func:`tclose.guards.refuse_output_paths`)."""
+        (:func:`tclose.core.guards.refuse_output_paths`)."""
         return []
 
     def _size(self, name: str) -> int:

@@ -28,11 +28,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool, StaticPool
 
-from tclose.errors import DataError
-from tclose.hookspecs import hookimpl
-
-from .releases import content_identity
-from .sql import (
+from tclose.connectors.releases import content_identity
+from tclose.connectors.sql import (
     DriverSession,
     NativeType,
     SQLDatabase,
@@ -41,6 +38,8 @@ from .sql import (
     driver_connection,
     vanishing_table,
 )
+from tclose.errors import DataError
+from tclose.hookspecs import hookimpl
 
 #: Seconds a connection waits for another connection's write lock.
 BUSY_TIMEOUT_SECONDS = 30

@@ -5,19 +5,13 @@
 ...                           k=5, t=0.15, algorithm="t-first")  # doctest: +SKIP
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("tclose")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
-
-from typing import TYPE_CHECKING, Any  # noqa: E402
-
-from .hookspecs import hookimpl  # noqa: E402
+from tclose.base.version import __version__
+from tclose.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from .api import AnonymizationResult, anonymize
+    from tclose.core.api import AnonymizationResult, anonymize
 
 __all__ = ["AnonymizationResult", "anonymize", "hookimpl", "__version__"]
 
@@ -28,7 +22,7 @@ def __getattr__(name: str) -> Any:
     """``anonymize`` and ``AnonymizationResult`` are imported on first use (PEP 562): ``import
     tclose`` and plugin registration then do not import pandas."""
     if name in _LAZY:
-        from . import api
+        from tclose.core import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'tclose' has no attribute {name!r}")

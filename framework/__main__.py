@@ -14,11 +14,11 @@ import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from tclose.cli import main  # noqa: E402  (after the BLAS setting, which NumPy reads on import)
+from tclose.app.cli import main  # noqa: E402  (after the BLAS setting, which NumPy reads on import)
 
 
 def console() -> None:
-    """Run :func:`tclose.cli.main` and exit with its code.
+    """Run :func:`tclose.app.cli.main` and exit with its code.
 
     Before the interpreter shuts down, every object is moved to the collector's permanent
     generation (``gc.freeze()``): exit handlers, thread joins, flushes and refcount-driven

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import sqlalchemy as sa
 
-    from .naming import TableName
+    from tclose.naming import TableName
 
 
 @runtime_checkable
@@ -312,7 +312,7 @@ class NameResolution(Protocol):
     """Optional, on a :class:`Database`: the qualified name a table name resolves to, as the
     database resolves it.
 
-    :func:`tclose.plan.build_plan` resolves the source, the target and the audit table once,
+    :func:`tclose.core.plan.build_plan` resolves the source, the target and the audit table once,
     and every later statement of the run names the result, schema-qualified: a session's search
     path plays no part. The database decides, not the spelling: a name that lives (or would be
     created) in a temporary schema or an in-memory database is refused before any work, and so
@@ -474,10 +474,10 @@ class StreamCheck(Protocol):
 class PublishedRecord(Protocol):
     """Optional, on a :class:`Session`: what the content digest and its record need to know.
 
-    ``tclose.published.scan_published`` digests every published row as read by
-    :meth:`Session.read_rows` (:data:`tclose.published.ORDERED_DIGEST_ALGORITHM`) and records
+    ``tclose.core.published.scan_published`` digests every published row as read by
+    :meth:`Session.read_rows` (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) and records
     the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
-    :data:`~tclose.published.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
+    :data:`~tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
     compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
     without ``relation_kind``, reports of the first digest recomputed from the values as read
     without ``parsed_values``.
@@ -513,7 +513,7 @@ class InDatabaseChecks(Protocol):
     database, which reads only the QI and confidential columns back.
 
     With ``content_digest``, a scan uses this digest (its own algorithm name, e.g.
-    :data:`tclose.published.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
+    :data:`tclose.base.digests.COPY_DIGEST_ALGORITHM`), ``unique_rows`` for the linkage check and
     ``read_with_digest`` for the columns it checks. Fallback: every column is read once and
     digested and compared in Python (:class:`PublishedRecord`)."""
 

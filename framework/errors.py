@@ -13,6 +13,9 @@ exception               exit  meaning
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 
 class TcloseError(Exception):
     """Base class of every error tclose reports to a user.
@@ -46,14 +49,80 @@ class VerificationError(TcloseError):
 
 
 class ConfigError(TcloseError):
-    """A configuration or usage error.
+    """A configuration or usage error, located in the YAML document where it can be.
 
-    The message reads as a path into the YAML document, e.g.
-    ``==> At attributes.age ==> At key: type`` followed by the problem, and the file line
-    where known.
+    Its text starts with the place, then the problem on the next lines::
+
+        ==> At attributes.age ==> At key: type (line 7)
+        'numbr' is not a type: numeric, ordinal or nominal.
+
+    The place is also data: :attr:`path` and :attr:`line`, which the ``tclose`` command uses to
+    name the file and the line. ``ConfigError(problem, path=..., line=...)`` writes the place;
+    a message that already starts with one (``==> At ...``) is read for it.
+
+    Attributes:
+        path: the keys from the top of the document to the place, ``()`` for the document as a
+            whole, ``None`` when the error names no place in it.
+        line: the 1-based line of the place in the file, if known.
+        problem: the text after the place (the whole text when there is no place).
     """
 
     exit_code = 2
+
+    def __init__(
+        self,
+        *args: object,
+        path: Sequence[str] | None = None,
+        line: int | None = None,
+        published: bool = False,
+    ) -> None:
+        message = str(args[0]) if args else ""
+        if path is not None:
+            self.path: tuple[str, ...] | None = tuple(path)
+            self.line, self.problem = line, message
+            args = (_place(self.path, line) + "\n" + message, *args[1:])
+        else:
+            self.path, self.line, self.problem = _located(message)
+        super().__init__(*args, published=published)
+
+    def at(self, *prefix: str) -> ConfigError:
+        """This error placed below ``prefix`` (its path is relative to it): how a check of a
+        part of the document (a plugin's options, a column's distance options) says where the
+        part is. The line is left to the caller, who knows the file."""
+        return type(self)(self.problem, path=(*prefix, *(self.path or ())))
+
+
+#: A place at the start of a message: ``==> At a.b ==> At key: c``, then `` (line 7)`` if known.
+_PLACE = re.compile(r"^==> At (?P<where>[^\n]*?)(?: \(line (?P<line>\d+)\))?$", re.MULTILINE)
+_TOP = "the top level"
+
+
+def _place(path: tuple[str, ...], line: int | None) -> str:
+    """The first line of a located message (a NUL in a key is shown as ``\\x00``)."""
+    shown = [step.replace("\0", "\\x00") for step in path]
+    if len(shown) > 1:
+        where = f"At {'.'.join(shown[:-1])} ==> At key: {shown[-1]}"
+    else:
+        where = f"At key: {shown[0]}" if shown else f"At {_TOP}"
+    return f"==> {where}" + (f" (line {line})" if line else "")
+
+
+def _located(message: str) -> tuple[tuple[str, ...] | None, int | None, str]:
+    """``(path, line, problem)`` of a message that starts with its place (keys read as dotted
+    names), or ``(None, None, message)``."""
+    first, _, rest = message.partition("\n")
+    match = _PLACE.match(first)
+    if match is None:
+        return None, None, message
+    line = int(match["line"]) if match["line"] else None
+    if match["where"] == _TOP:
+        return (), line, rest
+    parts = re.split(r"==> At (?:key: )?", "==> At " + match["where"])
+    return (
+        tuple(key for part in parts if part.strip() for key in part.strip().split(".")),
+        line,
+        rest,
+    )
 
 
 class DataError(TcloseError):

@@ -1,7 +1,7 @@
 """Hook specifications: the reference of every hook a tclose plugin can implement.
 
 A plugin is a module or object with functions decorated by :data:`hookimpl`, registered either as a
-built-in (:data:`tclose.registry.DEFAULT_PLUGINS`) or by a third-party distribution through an
+built-in (:data:`tclose.base.registry.DEFAULT_PLUGINS`) or by a third-party distribution through an
 entry point in the ``tclose`` group::
 
     [project.entry-points.tclose]
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .interfaces import Algorithm, Distance
+    from tclose.interfaces import Algorithm, Distance
 
 PROJECT = "tclose"
 
@@ -82,7 +82,7 @@ def run_finished(report: dict[str, Any], config: Any) -> None:
     """Called once after every run that reached verification, published or not.
 
     ``report`` is the same mapping that is written as the audit JSON (secrets removed);
-    ``config`` is the run's :class:`tclose.config.Config` (it may hold credentials: never log or
+    ``config`` is the run's :class:`tclose.base.config.Config` (it may hold credentials: never log or
     store them). Use it for audit sinks (a table, a message queue, a log). An implementation may
     accept ``report`` alone. Exceptions raised here are reported as warnings and never change the
     outcome of the run.

@@ -142,12 +142,12 @@ class Algorithm(Protocol):
 
 
 class BlockHooks(Protocol):
-    """Optional members of an :class:`Algorithm` for blocked runs (:mod:`tclose.block_service`).
+    """Optional members of an :class:`Algorithm` for blocked runs (:mod:`tclose.blocks.service`).
 
     An algorithm runs in blocks when its ``options_schema`` holds
-    :data:`tclose.block_split.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
-    ``tclose.block_service.run_in_blocks`` (or when it is registered as
-    ``tclose.block_service.blocked(algorithm)``, which does both). Every member below is optional;
+    :data:`tclose.blocks.split.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
+    ``tclose.blocks.service.run_in_blocks`` (or when it is registered as
+    ``tclose.blocks.service.blocked(algorithm)``, which does both). Every member below is optional;
     the service falls back to the default named in each. The service never looks at the name.
 
     Attributes:
@@ -166,7 +166,7 @@ class BlockHooks(Protocol):
         options: Mapping[str, Any],
     ) -> Any:
         """What the blocks need of the whole table, computed once on the driver: a
-        ``tclose.block_service.BlockPlan`` (the clusters of the unblocked run, which sizes the
+        ``tclose.blocks.service.BlockPlan`` (the clusters of the unblocked run, which sizes the
         blocks; stratified blocks with ``k'`` global strata, e.g. t-first's cluster size, or plain
         blocks of multiples of ``k`` rows; whether the blocks need the distances; facts for
         ``info``). Default: ``floor(n / k)`` clusters, plain blocks, with distances."""
@@ -184,7 +184,7 @@ class BlockHooks(Protocol):
         """Cluster one block, on a worker: ``x`` the block's QIs; ``distances`` fitted distances
         over the block's rows that measure every EMD against the **whole table** (so a cluster
         within ``t`` here is within ``t`` in the published table); ``strata`` the block's
-        ``tclose.block_service.Strata`` for stratified plans, else ``None``. Labels must be dense
+        ``tclose.blocks.service.Strata`` for stratified plans, else ``None``. Labels must be dense
         ``0..L_b-1``; ``info`` is handed to :meth:`finish_blocks`. Default: :meth:`partition`
         with ``blocks: 1`` (its labels renumbered)."""
         ...

@@ -51,7 +51,7 @@ class TableName:
         schema: the schema (``None``: the database's choice, unresolved).
         name: the table's name.
         spelled: how the configuration wrote the table, when this is the name a database
-            resolved it to (:func:`tclose.plan.resolve_name`): messages name the table as the
+            resolved it to (:func:`tclose.core.plan.resolve_name`): messages name the table as the
             user wrote it (``str``), statements as resolved. Not part of equality.
     """
 

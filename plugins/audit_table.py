@@ -91,7 +91,7 @@ def audit_row(report: dict[str, Any]) -> dict[str, Any]:
     """The audit table row of one report."""
     import json
 
-    from tclose.report import finite_report
+    from tclose.base.jsonsafe import finite_report
 
     # Strict JSON whatever the report holds (PostgreSQL's jsonb refuses NaN, and inside the
     # publishing transaction the refusal would fail the publish): a report of a run is already
@@ -227,9 +227,9 @@ def _engine(url: str, password_file: str | None) -> sa.Engine:
     ``postgresql://`` through psycopg 3), else a plain SQLAlchemy engine."""
     import sqlalchemy as sa
 
+    from tclose.base.registry import dialect_of, load_registry
     from tclose.connectors.sql import url_with_password
     from tclose.errors import TcloseError
-    from tclose.registry import dialect_of, load_registry
 
     try:
         database = load_registry().connector_for(dialect_of(url)).connect(url, password_file)
@@ -275,8 +275,8 @@ def rebuilt_report(
     import copy
     import json
 
-    from tclose import __version__
-    from tclose.report import finite_report, to_json
+    from tclose.base.jsonsafe import finite_report, to_json
+    from tclose.base.version import __version__
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     passed = all(c["passed"] for c in checks)

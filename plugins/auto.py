@@ -3,7 +3,7 @@
 No single algorithm of the paper wins everywhere: t-first is best when the confidential attribute
 is unrelated to the quasi-identifiers, merge when they follow each other (and merge can collapse
 into giant clusters there). ``auto`` runs the candidates that fit the table's size, refines each
-(:mod:`tclose.plugins.kernels.refine`), and publishes the partition of lowest WCSS (below):
+(:mod:`tclose.kernels.refine`), and publishes the partition of lowest WCSS (below):
 
 1. ``t-first`` (always; it is the fastest), then refined;
 2. ``merge`` with the cost/gain partner (MDAV, then the merge loop choosing among the
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tclose.block_split import BLOCK_OPTIONS
+from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
@@ -115,9 +115,9 @@ class Auto:
 
     @staticmethod
     def _merge(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.plugins.kernels.mdav import mdav
-        from tclose.plugins.kernels.merge import merge_until_t_close
-        from tclose.plugins.kernels.refine import refine
+        from tclose.kernels.mdav import mdav
+        from tclose.kernels.merge import merge_until_t_close
+        from tclose.kernels.refine import refine
 
         labels = mdav(run.x, run.k)
         labels, merges = merge_until_t_close(
@@ -181,8 +181,8 @@ class _Run:
         plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
         left; later candidates must finish by the deadline.
         """
-        from tclose.plugins.kernels.merge import BudgetExceeded
-        from tclose.plugins.kernels.refine import refine, sse_of
+        from tclose.kernels.merge import BudgetExceeded
+        from tclose.kernels.refine import refine, sse_of
 
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.skip(name, "the time budget was spent by the earlier candidates")

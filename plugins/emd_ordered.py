@@ -30,7 +30,7 @@ class OrderedEMDDistance:
     )
 
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
-        from tclose.plugins.kernels.emd import OrderedEMD
+        from tclose.kernels.emd import OrderedEMD
 
         return OrderedEMD.fit(values)
 

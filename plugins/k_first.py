@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from tclose.block_service import Strata, run_in_blocks
-from tclose.block_split import BLOCK_OPTIONS
+from tclose.base.notices import counts_reporter
+from tclose.blocks.service import Strata, run_in_blocks
+from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.kernels.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block, required_t
-from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
-from tclose.progress import counts_reporter
 
 log = logging.getLogger("tclose")
 
@@ -28,12 +28,12 @@ class KFirst(MergeLoopBlocks):
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks.split`): stratified
     blocks as for t-first; k-first and the merge loop run in every block with EMDs against the
     whole table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
 
     ``refine`` (off by default, so that the paper's algorithm is what runs): the refinement pass
-    of :mod:`tclose.plugins.refinement` on the final partition."""
+    of :mod:`tclose.kernels.refinement` on the final partition."""
 
     name = "k-first"
     options_schema: Mapping[str, Option] = {**PARTNER_OPTIONS, **REFINE_OPTIONS, **BLOCK_OPTIONS}
@@ -51,8 +51,8 @@ class KFirst(MergeLoopBlocks):
         partition = run_in_blocks(self, x, distances, k, t, options)
         if partition is not None:
             return apply_refinement(partition, x, distances, k, t, options)
-        from tclose.plugins.kernels.k_first import k_first
-        from tclose.plugins.kernels.merge import merge_until_t_close
+        from tclose.kernels.k_first import k_first
+        from tclose.kernels.merge import merge_until_t_close
 
         labels = k_first(x, distances, k, t, progress=_progress())
         initial = len(np.unique(labels))
@@ -72,7 +72,7 @@ class KFirst(MergeLoopBlocks):
         strata: Strata | None = None,
     ) -> Partition:
         """k-first on one block (EMDs against the whole table), then the merge loop inside it."""
-        from tclose.plugins.kernels.k_first import k_first
+        from tclose.kernels.k_first import k_first
 
         t = required_t(t, self.name)
         return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.block_split import BLOCK_OPTIONS
+from tclose.blocks.service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.kernels.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.plugins.merge import KERNEL_PRELOAD
-from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
 class MDAV:
@@ -21,7 +21,7 @@ class MDAV:
     Gives k-anonymity only: clusters of k records (the last one up to 2k - 1). A ``t`` in the
     configuration is not enforced; the report states the EMD achieved.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): recursive
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks.split`): recursive
     bisection along principal axes into blocks of a multiple of ``k`` rows (the last takes the
     remainder), MDAV in each. With one block (``blocks: 1``, or ``auto`` below 200,000 rows) the
     run is the unblocked one.
@@ -53,7 +53,7 @@ class MDAV:
         if partition is not None:
             partition.info["t_enforced"] = False
             return apply_refinement(partition, x, distances, k, None, options)
-        from tclose.plugins.kernels.mdav import mdav
+        from tclose.kernels.mdav import mdav
 
         partition = Partition(mdav(x, k, ties=options["ties"]), {"t_enforced": False})
         return apply_refinement(partition, x, distances, k, None, options)
@@ -81,7 +81,7 @@ class MDAV:
         strata: Strata | None = None,
     ) -> Partition:
         """MDAV on one block."""
-        from tclose.plugins.kernels.mdav import mdav
+        from tclose.kernels.mdav import mdav
 
         return Partition(mdav(x, k, ties=options.get("ties", "lowest")), {})
 

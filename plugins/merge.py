@@ -8,20 +8,20 @@ from typing import Any
 
 import numpy as np
 
-from tclose.arrays import dense_labels
-from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.block_split import BLOCK_OPTIONS
+from tclose.base.arrays import dense_labels
+from tclose.blocks.service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
-from tclose.plugins.kernels import PARTNERS
-from tclose.plugins.refinement import REFINE_OPTIONS, SPLIT_OPTION, apply_refinement, split_large
+from tclose.kernels import PARTNERS
+from tclose.kernels.refinement import REFINE_OPTIONS, SPLIT_OPTION, apply_refinement, split_large
 
 log = logging.getLogger("tclose")
 
 BASES = ("mdav", "k-first", "t-first")
 
 #: Modules the local pool's fork server preloads for blocked runs of the built-ins.
-KERNEL_PRELOAD = ("tclose.plugins.warm_kernels",)
+KERNEL_PRELOAD = ("tclose.kernels.warm",)
 
 PARTNER_OPTIONS: Mapping[str, Option] = {
     "partner": Option(
@@ -88,7 +88,7 @@ class Merge(MergeLoopBlocks):
     cluster closest to it in the QI space until every cluster is within ``t`` for every
     confidential attribute. Always returns a t-close partition (at worst one cluster).
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.block_split`): stratified
+    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks.split`): stratified
     blocks as for t-first (strata of the first confidential attribute), so that every block's
     distribution follows the whole table's; the base algorithm and the merge loop run in every
     block with EMDs against the whole table, then the merge loop runs on the whole table if a
@@ -118,10 +118,10 @@ class Merge(MergeLoopBlocks):
         if partition is not None:
             partition.info["base"] = base
             return self._finish(partition, x, distances, k, t, options)
-        from tclose.plugins.kernels.k_first import k_first
-        from tclose.plugins.kernels.mdav import mdav
-        from tclose.plugins.kernels.merge import merge_until_t_close
-        from tclose.plugins.kernels.t_first import t_first
+        from tclose.kernels.k_first import k_first
+        from tclose.kernels.mdav import mdav
+        from tclose.kernels.merge import merge_until_t_close
+        from tclose.kernels.t_first import t_first
 
         if base == "mdav":
             labels = mdav(x, k)
@@ -148,9 +148,9 @@ class Merge(MergeLoopBlocks):
         strata: Strata | None = None,
     ) -> Partition:
         """The base clustering of one block, then the merge loop inside it."""
-        from tclose.plugins.kernels.k_first import k_first
-        from tclose.plugins.kernels.mdav import mdav
-        from tclose.plugins.kernels.t_first import t_first_strata
+        from tclose.kernels.k_first import k_first
+        from tclose.kernels.mdav import mdav
+        from tclose.kernels.t_first import t_first_strata
 
         base = options["base"]
         t = required_t(t, self.name)
@@ -186,7 +186,7 @@ def t_close_plan(
     stratify_by: FittedDistance | None = None,
 ) -> BlockPlan:
     """Stratified blocks with t-first's ``k'`` strata (the blocked t-enforcing built-ins)."""
-    from tclose.plugins.kernels.t_first import cluster_size
+    from tclose.kernels.t_first import cluster_size
 
     return BlockPlan(clusters, strata=cluster_size(x.shape[0], k, t), stratify_by=stratify_by)
 
@@ -200,7 +200,7 @@ def merge_in_block(
 ) -> Partition:
     """A block's clustering ``labels``, merged while a cluster's EMD against the whole table
     (``distances`` are block views) exceeds ``t``; ``info``: ``initial_clusters``, ``merges``."""
-    from tclose.plugins.kernels.merge import merge_until_t_close
+    from tclose.kernels.merge import merge_until_t_close
 
     initial = int(labels.max()) + 1
     worst = max(float(d.cluster_emd(labels).max()) for d in distances)
@@ -224,7 +224,7 @@ def merge_blocks(
     """The global step of the blocked t-enforcing built-ins: check every cluster against the
     whole table, and run the merge loop on it if one exceeds ``t``; ``info`` gets ``merges``,
     ``merges_in_blocks`` and ``merges_global``."""
-    from tclose.plugins.kernels.merge import merge_until_t_close
+    from tclose.kernels.merge import merge_until_t_close
 
     labels = partition.labels
     dense = dense_labels(labels)

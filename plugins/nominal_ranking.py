@@ -8,17 +8,17 @@ from typing import Any
 
 import numpy as np
 
+from tclose.base.hierarchy import Hierarchy
 from tclose.errors import ConfigError
-from tclose.hierarchy import Hierarchy
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import FittedDistance, Option
-from tclose.plugins.kernels.nominal import ORDERS, NominalEMD
+from tclose.kernels.nominal import ORDERS, NominalEMD
 
 
 class NominalRankingDistance:
     """EMD with the equal ground distance (total variation), or with the hierarchical ground
     distance of Li et al. when the attribute has a ``hierarchy``; categories ranked by
-    ``order`` for t-first's strata (see :mod:`tclose.plugins.kernels.nominal`)."""
+    ``order`` for t-first's strata (see :mod:`tclose.kernels.nominal`)."""
 
     name = "nominal-ranking"
     attribute_types = ("nominal",)

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tclose.arrays import dense_labels
-from tclose.block_service import BlockPlan, Strata, run_in_blocks
-from tclose.block_split import BLOCK_OPTIONS
+from tclose.base.arrays import dense_labels
+from tclose.blocks.service import BlockPlan, Strata, run_in_blocks
+from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
+from tclose.kernels.refinement import REFINE_OPTIONS, apply_refinement
 from tclose.plugins.merge import (
     KERNEL_PRELOAD,
     PARTNER_OPTIONS,
@@ -19,7 +20,6 @@ from tclose.plugins.merge import (
     merge_in_block,
     required_t,
 )
-from tclose.plugins.refinement import REFINE_OPTIONS, apply_refinement
 
 
 class TFirst:
@@ -36,7 +36,7 @@ class TFirst:
     the merge loop of Algorithm 1 runs afterwards, and the report says how many merges it made.
 
     Blocks (options ``blocks``, ``executor``, ``scheduler``, ``workers``, ``retries``; see
-    :mod:`tclose.block_split`): the strata are assigned on the whole table, the table is split by
+    :mod:`tclose.blocks.split`): the strata are assigned on the whole table, the table is split by
     recursive stratified bisection, and t-first runs in every block with the global strata, so
     every cluster still holds one record of each global stratum. Clusters above ``t`` are merged
     inside their block (EMD against the whole table), then on the whole table if still needed.
@@ -65,8 +65,8 @@ class TFirst:
         t: float | None,
         options: Mapping[str, Any],
     ) -> Partition:
-        from tclose.plugins.kernels.merge import merge_until_t_close
-        from tclose.plugins.kernels.t_first import t_first
+        from tclose.kernels.merge import merge_until_t_close
+        from tclose.kernels.t_first import t_first
 
         t = required_t(t, self.name)
         stratifying = _stratifying(distances, options["stratify"])
@@ -104,7 +104,7 @@ class TFirst:
         options: Mapping[str, Any],
     ) -> BlockPlan:
         """Stratified blocks with the global strata of the ``stratify`` attribute."""
-        from tclose.plugins.kernels.t_first import cluster_size
+        from tclose.kernels.t_first import cluster_size
 
         stratifying = _stratifying(distances, options["stratify"])
         k_effective = cluster_size(x.shape[0], k, required_t(t, self.name))
@@ -122,7 +122,7 @@ class TFirst:
         strata: Strata | None = None,
     ) -> Partition:
         """t-first on one block with the global strata, then the merge loop inside it."""
-        from tclose.plugins.kernels.t_first import t_first_strata
+        from tclose.kernels.t_first import t_first_strata
 
         assert strata is not None
         labels = t_first_strata(x, strata.stratum, strata.sizes)

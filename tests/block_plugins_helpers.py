@@ -119,7 +119,7 @@ class FaultyNative(Faulty):
     name = "faulty-native"
 
     def __init__(self) -> None:
-        from tclose.block_split import BLOCK_OPTIONS
+        from tclose.blocks.split import BLOCK_OPTIONS
 
         self.options_schema = {
             **Faulty.options_schema,
@@ -128,7 +128,7 @@ class FaultyNative(Faulty):
         }
 
     def partition(self, x, distances, k, t, options):
-        from tclose.block_service import run_in_blocks
+        from tclose.blocks.service import run_in_blocks
 
         blocked = run_in_blocks(self, x, distances, k, t, options)
         return blocked if blocked is not None else Partition(_groups(x, k))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tclose.demo import create_demo_database
-from tclose.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV
+from tclose.app.demo import create_demo_database
+from tclose.base.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV
 
 # The project's tests see only the built-ins, whatever third-party plugins are installed: a test
 # that needs an entry point opts in with TCLOSE_PLUGINS (monkeypatch.setenv), subprocesses inherit.
@@ -101,8 +101,8 @@ def singletons_registry():
     import numpy as np
 
     import tclose
+    from tclose.base.registry import load_registry
     from tclose.interfaces import Partition
-    from tclose.registry import load_registry
 
     class Singletons:
         name = "singletons"
@@ -252,7 +252,7 @@ class TestDatabase:
     def create_patients(self, name: str, n: int = 400, seed: int = 1) -> sa.Table:
         """The demo discharges (n rows, key ``patient_id``) plus ``note`` (NULL in every 7th
         row) and ``code`` (unique per row, to match output rows with source rows)."""
-        from tclose.demo import discharge_table
+        from tclose.app.demo import discharge_table
 
         frame = discharge_table(n, seed=seed)
         rows = []
@@ -281,7 +281,7 @@ class TestDatabase:
         """Publish a small release of tclose under ``target`` (``if_exists: replace`` replaces
         only tclose's releases) from a source of ``n`` patients dropped afterwards; return its
         rows in ``tclose_row`` order."""
-        from tclose.cli import main
+        from tclose.app.cli import main
 
         source = self.name(f"r{secrets.token_hex(3)}")
         self.create_patients(source, n=n)
@@ -370,7 +370,7 @@ class TestDatabase:
         exit code, its error output and the configuration's path."""
         import json
 
-        from tclose.cli import main
+        from tclose.app.cli import main
 
         report = self.tmp_path / "report.json"
         document["report"] = {"json": str(report)}

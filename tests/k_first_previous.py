@@ -24,7 +24,7 @@ the candidate list either way, and so does a swapped-out ``y'``; both stay unclu
 to later clusters (the ``X'`` that the paper's pseudocode shrinks inside GenerateCluster is this
 local candidate list, not the global set). With several confidential attributes, ``EMD`` is the
 largest over the attributes. The clusters do not all satisfy t: the merge loop
-(:func:`~tclose.plugins.kernels.merge.merge_until_t_close`) finishes the job, as in the paper.
+(:func:`~tclose.kernels.merge.merge_until_t_close`) finishes the job, as in the paper.
 
 Conventions: distances are squared Euclidean on the standardized QIs, summed over the columns in
 order (no fused multiply-add), and the centroid of ``X'`` is the sum of its rows in ascending row
@@ -35,7 +35,7 @@ Making it fast without changing the result (the paper's cost is ``O(n^3/k)``):
 
 - Which candidates can be swapped in. A record of code ``c`` swapped for a member of code ``z``
   changes the cluster's cumulative counts ``F`` by ``+1`` on ``[c, z)`` (if ``c < z``) or ``-1`` on
-  ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see :mod:`~tclose.plugins.kernels.emd`),
+  ``[z, c)`` (if ``c > z``). With ``D_i = n F_i - s G_i`` (see :mod:`~tclose.kernels.emd`),
   ``Hp(c) = sum_{i<c} |D_i + n| - |D_i|`` and ``Hm(c) = sum_{i<c} |D_i - n| - |D_i|``, the swap
   lowers the exact numerator ``E`` iff ``Hp(c) > Hp(z)`` (``c < z``) or ``Hm(c) < Hm(z)``
   (``c > z``). Between two members' codes ``F`` is constant, ``Hp`` is concave and ``Hm`` convex,
@@ -55,8 +55,8 @@ distribution) every scan still runs to the last candidate: ``O(n^2 / k)`` over t
 candidate costing a few comparisons.
 
 This compiled path serves distances that offer
-:class:`~tclose.plugins.kernels.emd.OrderedParts` (an exact
-:class:`~tclose.plugins.kernels.emd.OrderedEMD`, or any distance with an ``ordered_parts()``
+:class:`~tclose.kernels.emd.OrderedParts` (an exact
+:class:`~tclose.kernels.emd.OrderedEMD`, or any distance with an ``ordered_parts()``
 method). Any other :class:`~tclose.interfaces.FittedDistance` goes through a plain path that
 evaluates the ``k`` possible swaps of every candidate with ``emd_of_counts`` (``O(k m)`` each):
 same result, slow.
@@ -70,7 +70,7 @@ import numpy as np
 from numba import njit
 
 from tclose.interfaces import EMD_TOLERANCE, FittedDistance
-from tclose.plugins.kernels.emd import (
+from tclose.kernels.emd import (
     OrderedParts,
     emd_from_numerator,
     numerator_sorted,
@@ -93,14 +93,14 @@ def k_first(x: np.ndarray, distances: Sequence[FittedDistance], k: int, t: float
         ``int64 (n,)`` labels ``0..L-1`` in order of cluster creation. Every cluster has exactly
         ``k`` rows except the last, which takes the ``k..2k-1`` records left (all ``n`` if
         ``n < 2k``). Clusters may exceed ``t``: run
-        :func:`~tclose.plugins.kernels.merge.merge_until_t_close` afterwards.
+        :func:`~tclose.kernels.merge.merge_until_t_close` afterwards.
 
     Raises:
         ValueError: on inconsistent shapes or an out-of-range parameter.
 
     Example:
         >>> import numpy as np
-        >>> from tclose.plugins.kernels.emd import OrderedEMD
+        >>> from tclose.kernels.emd import OrderedEMD
         >>> x = np.array([[0.0], [0.1], [0.2], [5.0], [5.1], [5.2]])
         >>> charge = OrderedEMD.fit(np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
         >>> k_first(x, [charge], k=2, t=0.2).tolist()
@@ -236,7 +236,7 @@ def _refine(
             candidates come in the order (key, position).
         rows: ``(|X'|,)`` row of each position, ascending.
         codes: ``(A, n)`` value codes of every row, one line per attribute (the attributes'
-            :class:`~tclose.plugins.kernels.emd.OrderedParts`).
+            :class:`~tclose.kernels.emd.OrderedParts`).
         offsets: ``(A + 1,)``: attribute ``a`` owns ``cum[offsets[a]:offsets[a + 1]]``.
         cum: concatenated reference cumulative counts of the attributes.
         cum_prefix: concatenated prefix sums of ``cum``.

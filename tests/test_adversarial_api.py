@@ -203,7 +203,7 @@ def test_dates_beyond_the_nanosecond_range_are_refused_not_wrapped(role):
 def test_cli_refuses_a_sqlite_date_beyond_the_nanosecond_range(tmp_path):
     import sqlite3
 
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     with sqlite3.connect(tmp_path / "d.db") as db:
         db.execute("create table p (age int, born date, charge int)")
@@ -418,7 +418,7 @@ def test_the_text_tclose_names_null_by_is_refused_in_a_category_column(role, mis
 def test_cli_refuses_the_text_tclose_names_null_by(tmp_path):
     import sqlite3
 
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     with sqlite3.connect(tmp_path / "d.db") as db:
         db.execute("create table p (age int, zip int, dx text)")
@@ -451,7 +451,7 @@ def test_numbers_beyond_the_double_range_are_a_data_error(big, role):
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
 def test_exact_rounded_means_match_fractions(dtype):
-    from tclose.attributes import exact_rounded_means
+    from tclose.base.attributes import exact_rounded_means
 
     rng = np.random.default_rng(3)
     info = np.iinfo(dtype)
@@ -501,7 +501,7 @@ def test_cli_publishes_exact_rounded_means_of_a_bigint_qi(tmp_path):
     # 2**62 + 3i all came out as 2**62
     import sqlite3
 
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     with sqlite3.connect(tmp_path / "d.db") as db:
         db.execute("create table p (age int, big int, small int, charge int)")

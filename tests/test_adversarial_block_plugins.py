@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 import tclose
-import tclose.cli
-import tclose.runner
-from tclose.block_service import blocked
-from tclose.cli import main
-from tclose.registry import load_registry
+import tclose.app.cli
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
+from tclose.blocks.service import blocked
 
 sys.path.insert(0, str(Path(__file__).parent))
 import block_plugins_helpers as helpers  # noqa: E402
@@ -42,8 +42,8 @@ def _registry():
 def _run(sqlite_run, monkeypatch, fault, executor="local", workers=2, extra=(), name="faulty"):
     """Exit code of ``tclose run`` with the blocked algorithm ``faulty`` (k = 3, 4 blocks)."""
     registry = _registry()
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     options = {
         "fault": fault,
         "attempts": str(sqlite_run.tmp_path / "attempts"),

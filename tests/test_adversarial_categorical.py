@@ -20,14 +20,14 @@ import yaml
 from scipy.optimize import linprog
 
 import tclose
-from tclose.attributes import MISSING, encode_quasi_identifier
-from tclose.cli import main
-from tclose.config import AttributeSpec, load_config
+from tclose.app.cli import main
+from tclose.app.init_config import skeleton, url_for_file
+from tclose.base.attributes import MISSING, encode_quasi_identifier
+from tclose.base.config import AttributeSpec, load_config
+from tclose.base.hierarchy import Hierarchy
+from tclose.base.redaction import redact_url
 from tclose.errors import ConfigError, DataError
-from tclose.hierarchy import Hierarchy
-from tclose.init_config import skeleton, url_for_file
-from tclose.plugins.kernels.nominal import NominalEMD
-from tclose.redaction import redact_url
+from tclose.kernels.nominal import NominalEMD
 
 WARDS = {"medical": ["cardiology", "neurology", "oncology"], "surgical": ["general", "orthopedics"]}
 WARD_LINES = [f"{leaf};{group};*" for group, leaves in WARDS.items() for leaf in leaves] + [

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tclose.clustering
-import tclose.compare
-import tclose.runner
-from tclose.cli import main
+import tclose.app.compare
+import tclose.core.clustering
+import tclose.core.runner
+from tclose.app.cli import main
 
 QIS = ("age", "zip", "length_of_stay")
 
@@ -192,7 +192,7 @@ def test_every_figure_compare_prints_is_recomputed_independently(sqlite_run, mon
     from the source rows (read with sqlite3) and the partition the algorithm returned, and the
     printed table shows the same numbers rounded."""
     partitions, keys = [], []
-    cluster_rows, read_inputs = tclose.clustering.cluster_rows, tclose.runner._read_inputs
+    cluster_rows, read_inputs = tclose.core.clustering.cluster_rows, tclose.core.runner._read_inputs
 
     def recording_cluster_rows(*args, **kwargs):
         result = cluster_rows(*args, **kwargs)
@@ -204,8 +204,8 @@ def test_every_figure_compare_prints_is_recomputed_independently(sqlite_run, mon
         keys.append(result[0].copy())
         return result
 
-    monkeypatch.setattr(tclose.clustering, "cluster_rows", recording_cluster_rows)
-    monkeypatch.setattr(tclose.runner, "_read_inputs", recording_read_inputs)
+    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", recording_cluster_rows)
+    monkeypatch.setattr(tclose.core.runner, "_read_inputs", recording_read_inputs)
     config = str(sqlite_run.write(sqlite_run.config()))
     settings = ["--algorithms", "t-first,mdav", "--k", "4", "--t", "0.15"]
     assert main(["-q", "compare", config, *settings, "--json"]) == 0
@@ -317,7 +317,7 @@ def test_compare_page_shows_control_characters_and_bidi_overrides_as_escapes(sql
 _DEVICE_RUNNER = """
 import contextlib, io, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # a regression fails, not the host
-from tclose.cli import main
+from tclose.app.cli import main
 results = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -419,7 +419,7 @@ def test_compare_exits_1_when_a_setting_fails_verification(
 ):
     """README: exit 1 is a failed verification. An algorithm that breaks k (every row its own
     cluster) is shown as ``NO`` and a red point, beside the settings that verified."""
-    monkeypatch.setattr(tclose.compare, "load_registry", lambda: singletons_registry)
+    monkeypatch.setattr(tclose.app.compare, "load_registry", lambda: singletons_registry)
     config, page = str(sqlite_run.write(sqlite_run.config())), tmp_path / "map.html"
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -435,7 +435,7 @@ def test_compare_exits_1_when_a_setting_fails_verification(
 def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatch, tmp_path):
     """Ctrl-C during the second setting: exit 130, ``interrupted.``, no page, no JSON."""
     calls = []
-    cluster_rows = tclose.clustering.cluster_rows
+    cluster_rows = tclose.core.clustering.cluster_rows
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -443,7 +443,7 @@ def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatc
             raise KeyboardInterrupt
         return cluster_rows(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.clustering, "cluster_rows", interrupted)
+    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", interrupted)
     config, page = str(sqlite_run.write(sqlite_run.config())), tmp_path / "map.html"
     code, out, err = _cli("compare", config, "--k", "3,4", "--json", "--html", str(page))
     assert code == 130 and "interrupted." in err and out == ""
@@ -456,7 +456,7 @@ def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatc
 @pytest.fixture(scope="module")
 def dry_report(tmp_path_factory) -> dict:
     """The report of a dry run (k = 3, t = 0.2 on charge), parsed."""
-    from tclose.demo import create_demo_database
+    from tclose.app.demo import create_demo_database
     from tests.conftest import _base_config
 
     folder = tmp_path_factory.mktemp("dry_report")
@@ -547,13 +547,13 @@ def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
     and their rows were lost; a long comparison lost every setting before the last. Now exit 3
     naming the k right after reading, before any setting runs."""
     ran = []
-    cluster_rows = tclose.clustering.cluster_rows
+    cluster_rows = tclose.core.clustering.cluster_rows
 
     def counted(*args, **kwargs):
         ran.append(args[4])
         return cluster_rows(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.clustering, "cluster_rows", counted)
+    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", counted)
     config = str(sqlite_run.write(sqlite_run.config()))
     code, out, err = _cli("compare", config, "--k", "3,401,5")
     assert code == 3 and "has 400 rows, fewer than k = 401" in err, out + err
@@ -601,7 +601,7 @@ def test_compare_refuses_more_settings_than_it_runs_before_reading(unreadable):
     than ``MAX_SETTINGS`` is exit 2 at once, with the count; the limit itself is accepted."""
     import time
 
-    from tclose.compare import MAX_SETTINGS
+    from tclose.app.compare import MAX_SETTINGS
 
     ks = ",".join(str(k) for k in range(1, 5001))
     ts = ",".join(str(t / 1000) for t in range(1, 1001))

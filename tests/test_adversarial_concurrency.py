@@ -27,13 +27,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 SCRIPT = """
 import os, sys, time
 from pathlib import Path
 from tclose import runner
-from tclose.cli import main
+from tclose.app.cli import main
 
 def wrap(name):
     original = getattr(runner.Phases, name)
@@ -276,7 +276,7 @@ def test_verify_while_a_run_publishes_reads_one_table_whole(
 ):
     """``tclose verify`` starts, the run publishes: verify reads the old table or the new one,
     whole, never an empty or missing table (its snapshot must not predate the publish)."""
-    from tclose import published
+    from tclose.core import published
 
     source, target = db.name("src"), db.name("anon")
     db.create_patients(source, n=60)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import load_config
+from tclose.app.cli import main
+from tclose.base.config import load_config
 from tclose.errors import ConfigError
 
 BASE = """source: {{url: 'sqlite:///{db}', table: discharges, key: patient_id}}
@@ -409,7 +409,7 @@ def test_a_query_option_pymysql_does_not_take_is_a_connection_error(tmp_path, ca
 def test_a_url_before_a_colon_keeps_its_database_name():
     """Before: "Database error while ... on postgresql://u:***@h:5432/test%3A connection
     failed": the sentence's colon was read as part of the database name."""
-    from tclose.redaction import redact_url
+    from tclose.base.redaction import redact_url
 
     text = redact_url("on postgresql+psycopg://u:s25y-pw@h:5432/test: connection failed")
     assert text == "on postgresql+psycopg://u:***@h:5432/test: connection failed"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _view(db, name: str, select: str) -> None:
@@ -188,8 +188,8 @@ def test_a_view_source_whose_key_repeats_is_refused_naming_the_rows(db, capsys, 
 
 
 def test_the_key_message_counts_nulls_and_repeated_values():
-    from tclose.config import parse_config
-    from tclose.runner import _key_problem
+    from tclose.base.config import parse_config
+    from tclose.core.runner import _key_problem
 
     config = parse_config(
         {

@@ -19,10 +19,10 @@ from html import unescape
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.html_report import render_html
-from tclose.runner import verify_published
+from tclose.app.cli import main
+from tclose.app.html_report import render_html
+from tclose.base.config import load_config
+from tclose.core.runner import verify_published
 
 
 def _cli(*args: str) -> tuple[int, str]:

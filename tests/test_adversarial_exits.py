@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.connectors.sql import Session
 
 
@@ -55,7 +55,7 @@ def test_ctrl_c_before_the_publish_says_nothing_was_published(sqlite_run, monkey
 def test_sigterm_is_an_interrupt(sqlite_run, tmp_path):
     script = (
         "import os, signal, sys\n"
-        "from tclose.cli import main\n"
+        "from tclose.app.cli import main\n"
         "from tclose.connectors.sql import Session\n"
         "def stop(self, *a, **k):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -76,12 +76,12 @@ def test_sigterm_is_an_interrupt(sqlite_run, tmp_path):
 
 
 def test_an_internal_error_is_exit_4_with_one_line(sqlite_run, monkeypatch, capsys):
-    import tclose.runner
+    import tclose.core.runner
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(tclose.runner, "cluster_rows", broken)
+    monkeypatch.setattr(tclose.core.runner, "cluster_rows", broken)
     config = str(sqlite_run.write(sqlite_run.config()))
     assert main(["-q", "run", config]) == 4
     err = capsys.readouterr().err

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _state(folder: Path) -> dict[str, tuple[str, int]]:
@@ -295,7 +295,7 @@ def test_init_writes_its_file_whole_or_not_at_all(sqlite_run, tmp_path, monkeypa
     config), and a file in the way of its folder was an internal error (exit 4)."""
     import errno
 
-    import tclose.atomic
+    import tclose.base.atomic
 
     url = f"sqlite:///{sqlite_run.db}"
     output = tmp_path / "init.yaml"
@@ -305,7 +305,7 @@ def test_init_writes_its_file_whole_or_not_at_all(sqlite_run, tmp_path, monkeypa
     def full(_descriptor: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tclose.atomic.os, "fsync", full)
+    monkeypatch.setattr(tclose.base.atomic.os, "fsync", full)
     assert main(["-q", "init", url, "discharges", "-o", str(output), "--force"]) == 2
     assert "No space left on device" in capsys.readouterr().err
     assert output.read_text() == previous

@@ -12,7 +12,7 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _spellings(db, source: str) -> list[tuple[str, str]]:

@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-import tclose.compare
-import tclose.runner
-from tclose.cli import main
+import tclose.app.compare
+import tclose.core.runner
+from tclose.app.cli import main
 
 NASTY = [
     'a"b',
@@ -281,7 +281,7 @@ def test_the_html_report_shows_markup_in_names_and_values_as_text(lite, monkeypa
     algorithm = registry.algorithms.pop("rogue")
     algorithm.obj.name = "<script>alert('plugin')</script>"
     registry.algorithms[algorithm.obj.name] = algorithm
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     html = lite.tmp_path / "r.html"
     document = {
         "source": {"url": lite.url, "table": source, "key": "id"},
@@ -300,7 +300,7 @@ def test_the_html_report_shows_markup_in_names_and_values_as_text(lite, monkeypa
     _assert_inert(page, [source, target, numeric, nominal, secret, *MARKUP[5:8]])
     assert "alert('plugin')" in page.replace("&#x27;", "'")
     # tclose compare: the algorithm's name is a point's label, the table's in the title
-    monkeypatch.setattr(tclose.compare, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.compare, "load_registry", lambda: registry)
     config, out = str(lite.write_config(document)), str(lite.tmp_path / "map.html")
     arguments = ["-q", "compare", config, "--algorithms", algorithm.obj.name, "--html", out]
     assert main(arguments) == 0, capsys.readouterr().err
@@ -454,7 +454,7 @@ _YAML_BREAKERS = [
 
 def _skeleton(url: str, table: str, tmp_path, capsys) -> dict:
     """The document ``tclose init`` writes for ``table``, parsed as ``tclose run`` parses it."""
-    from tclose.config import _UniqueKeyLoader
+    from tclose.base.config import _UniqueKeyLoader
 
     output = tmp_path / "init.yaml"
     assert main(["-q", "init", url, table, "-o", str(output)]) == 0, capsys.readouterr().err

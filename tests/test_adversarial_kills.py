@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 PLUGIN = '''
 """Test-only tclose plugin: a connector that stops at a named moment of a run."""

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.connectors import mysql as connector
 from tclose.errors import DataError
 from tclose.naming import TableName
@@ -165,7 +165,11 @@ def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
     """Reports made before the drivers read alike hashed ``repr`` of the driver's own values
     (:data:`DIGEST_ALGORITHM`), which differ on ``FLOAT``: such a report still verifies through
     the driver that made it, its values recomputed as that driver converts them."""
-    from tclose.published import DIGEST_ALGORITHM, MYSQL_ORDERED_DIGEST_ALGORITHM, ContentDigest
+    from tclose.base.digests import (
+        DIGEST_ALGORITHM,
+        MYSQL_ORDERED_DIGEST_ALGORITHM,
+        ContentDigest,
+    )
 
     _need(driver)
     value = "ELT(patient_id % 2 + 1, 0.1, 16777217)"
@@ -469,7 +473,7 @@ def test_an_integer_beyond_64_bits_into_a_sqlite_number_column_is_refused_by_col
 def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transaction(maria, duckdb_db):
     """A ``TIME`` of more than 24 hours has no DuckDB ``TIME``: the run stops (exit 3) naming
     the column. The clean-up's "Current transaction is aborted" used to hide DuckDB's reason;
-    such durations are now refused before DuckDB sees them (``tclose.runner._times_of_day``)."""
+    such durations are now refused before DuckDB sees them (``tclose.core.runner._times_of_day``)."""
     source = _patients_with(maria, "tm", "TIME", "ELT(patient_id % 2 + 1, '100:00:00', '-1:00:00')")
     code, out, target = _run_into(maria, source, duckdb_db, "pymysql", ["tm"])
     assert code == 3 and "Nothing was published" in out, out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 @pytest.mark.parametrize("suffix", ["__tclose_old", "__tclose_staging", "__tclose_s_"])

@@ -12,7 +12,7 @@ import json
 
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _rounded_qi_table(db, column_type, value):
@@ -61,7 +61,7 @@ def test_a_rounded_bigint_near_2_63_publishes_exact_means(db, capsys):
 
 
 def test_a_full_disk_leaves_no_truncated_report(sqlite_run, tmp_path, monkeypatch, capsys):
-    import tclose.atomic
+    import tclose.base.atomic
 
     report = tmp_path / "report.json"
     document = sqlite_run.config()
@@ -73,7 +73,7 @@ def test_a_full_disk_leaves_no_truncated_report(sqlite_run, tmp_path, monkeypatc
     def full(_descriptor):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tclose.atomic.os, "fsync", full)
+    monkeypatch.setattr(tclose.base.atomic.os, "fsync", full)
     assert main(["-q", "run", config, "--report", str(report)]) == 3
     err = capsys.readouterr().err
     assert "No space left on device" in err and "The table WAS published" in err

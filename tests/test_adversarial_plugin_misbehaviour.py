@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 import tclose
-import tclose.cli
-import tclose.runner
-from tclose.cli import main
+import tclose.app.cli
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
 from tclose.errors import DataError, TcloseError
 from tclose.interfaces import Partition
-from tclose.registry import load_registry
 
 sys.path.insert(0, str(Path(__file__).parent))
 import block_plugins_helpers as helpers  # noqa: E402
@@ -78,8 +78,8 @@ def _registry_with(*plugins):
 
 
 def _use(monkeypatch, registry):
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
 
 
 def _alike(attribute):
@@ -363,7 +363,7 @@ def test_an_info_the_report_cannot_record_faithfully_is_refused(info, expected):
     """An info that holds itself was a ``RecursionError`` (an internal error blaming tclose);
     keys that JSON writes as one text (``3`` and ``"3"``) were merged in the report, one value
     silently lost."""
-    from tclose.clustering import checked_labels
+    from tclose.base.plugin_calls import checked_labels
     from tclose.errors import VerificationError
 
     labels = np.arange(6) // 3
@@ -377,7 +377,7 @@ def test_an_info_the_report_cannot_record_faithfully_is_refused(info, expected):
 
 def test_an_info_is_recorded_as_json_values():
     """NumPy numbers, arrays, tuples and keys that are not texts: recorded as JSON has them."""
-    from tclose.clustering import checked_labels
+    from tclose.base.plugin_calls import checked_labels
 
     partition = Partition(np.arange(6) // 3, {"n": np.int64(3), "c": np.arange(2), (1, 2): (3,)})
     checked_labels(_Rogue(rogue._honest), partition, 6)
@@ -431,7 +431,7 @@ def test_labels_that_only_look_like_integers_are_refused(labels):
     """A masked array (masked rows: "no cluster") was read without its mask, each masked row
     put into the cluster of whatever value lay under it; timedelta64 labels passed as integers
     (NumPy files timedelta64 under ``np.integer``), ``NaT`` a cluster of its own."""
-    from tclose.clustering import checked_labels
+    from tclose.base.plugin_calls import checked_labels
     from tclose.errors import VerificationError
 
     algorithm = _Rogue(rogue._honest)

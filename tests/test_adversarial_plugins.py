@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import tclose
-import tclose.cli
-import tclose.runner
-from tclose.cli import main
+import tclose.app.cli
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
 from tclose.interfaces import Partition
-from tclose.registry import load_registry
 
 
 def _registry(partition):
@@ -55,8 +55,8 @@ def _honest(x, distances, k):
 def _run(sqlite_run, monkeypatch, partition, t=1.0, extra=()):
     """Exit code of ``tclose run`` with algorithm ``rogue`` (k = 3) into an existing target."""
     registry = _registry(partition)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["privacy"]["t"] = t
     document["target"]["if_exists"] = "replace"
@@ -220,7 +220,7 @@ def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
     """In a blocked run the framework renumbers each block's labels before the runner sees
     them: NaN, string or too few labels from the wrapped plugin were renumbered into clusters
     (a too-short array: a block with rows of no cluster)."""
-    from tclose.block_service import blocked
+    from tclose.blocks.service import blocked
     from tclose.errors import VerificationError
 
     class Rogue:
@@ -242,7 +242,7 @@ def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
     """Honest labels and centroids, but one written row changed between the write and the
     verification: the verifier trusts neither the algorithm's clusters nor the values the
     runner meant to write; it rebuilds the classes from the rows it reads back."""
-    verify = tclose.runner.Phases.verify
+    verify = tclose.core.runner.Phases.verify
 
     def tampered(self, target):  # in the run's own transaction: the staging table is its own
         target.connection.exec_driver_sql(
@@ -250,7 +250,7 @@ def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
         )
         return verify(self, target)
 
-    monkeypatch.setattr(tclose.runner.Phases, "verify", tampered)
+    monkeypatch.setattr(tclose.core.runner.Phases, "verify", tampered)
     code = _run(sqlite_run, monkeypatch, _honest)
     err = _refused(sqlite_run, capsys, published, code, 1, verified=True)
     assert "k_anonymity" in err
@@ -291,8 +291,8 @@ def test_a_distance_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys,
             register(Boom())
 
     registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config()
     document["attributes"]["charge"]["distance"] = "boom"
     document["target"]["if_exists"] = "replace"
@@ -322,8 +322,8 @@ def test_a_plugin_that_changes_its_options_does_not_change_the_report(
         return honest(x, distances, k, t, options)
 
     rogue.partition = partition
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["privacy"]["t"] = 1.0
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
@@ -353,8 +353,8 @@ def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(
             register(Sorting())
 
     registry = load_registry(extra_plugins=[Plugin()], entry_points=False)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config()
     document["attributes"]["charge"]["distance"] = "sorting"
     document["target"]["if_exists"] = "replace"

@@ -81,7 +81,7 @@ def test_the_pool_never_reruns_an_unguarded_script(tmp_path):
 
 NAPPING = """
 import sys, time
-from tclose.executors import run_tasks
+from tclose.blocks.executors import run_tasks
 if __name__ == "__main__":  # guarded: the orphan test is about the kill, not about __main__
     sys.path.insert(0, sys.argv[1])
     import napping

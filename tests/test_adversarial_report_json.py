@@ -22,13 +22,13 @@ import pytest
 import yaml
 
 import tclose
-import tclose.cli
-import tclose.runner
-from tclose.cli import main
+import tclose.app.cli
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.jsonsafe import to_json
+from tclose.base.registry import load_registry
 from tclose.errors import ConfigError
 from tclose.interfaces import Partition
-from tclose.registry import load_registry
-from tclose.report import to_json
 
 NAN, INF = float("nan"), float("inf")
 
@@ -182,8 +182,8 @@ def test_an_info_with_a_non_finite_number_is_refused_before_anything_is_written(
     plugin and where the value is), before the staging table is written."""
     info, where = BAD_INFO[case]
     registry = _registry(info)
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["privacy"]["t"] = 1.0  # the honest clusters are k-anonymous, not 0.2-close
     document["report"] = {
@@ -262,8 +262,8 @@ def test_a_nan_emd_of_a_measured_only_t_is_null_in_every_report(sqlite_run, monk
     JSON column holds any text). Now: ``null``, with a warning naming each field; the HTML page
     is written."""
     registry = _nan_distance_registry()
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
     document["attributes"]["charge"]["distance"] = "nan-emd"
     del document["privacy"]["t"]
@@ -294,8 +294,8 @@ def test_a_nan_emd_of_an_enforced_t_fails_verification_with_a_strict_report(
     """NaN <= t is false, so the verifier fails closed (guard); the failed run's report was
     written with ``NaN``."""
     registry = _nan_distance_registry()
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config()
     document["attributes"]["charge"]["distance"] = "nan-emd"
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
@@ -314,8 +314,8 @@ def test_a_nan_in_the_report_does_not_fail_the_publish_on_postgresql(pg, monkeyp
     for type json ... Token "NaN" is invalid", the verified release rolled back and no report
     written."""
     registry = _nan_distance_registry()
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     source, target, audit = pg.name("src"), pg.name("anon"), pg.name("audit")
     pg.create_patients(source, n=60)
     document = pg.config(source, target, algorithm={"name": "mdav", "options": {}})
@@ -357,7 +357,7 @@ def _degenerate():
 def test_reports_of_degenerate_tables_are_strict_json(case):
     """Guard (passed before): measures that are undefined on these tables are ``null`` (their
     documented convention), never NaN; the HTML page renders."""
-    from tclose.html_report import render_html
+    from tclose.app.html_report import render_html
 
     frame, settings = _degenerate()[case]
     settings = {"k": 3, **settings}
@@ -407,10 +407,10 @@ def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
 def test_compare_json_is_strict(sqlite_run, monkeypatch, capsys):
     """``tclose compare --json`` printed ``"t_achieved": NaN`` for a distance whose EMD is NaN,
     or the EMD of another attribute as the worst, depending on their order."""
-    import tclose.compare
+    import tclose.app.compare
 
     registry = _nan_distance_registry()
-    monkeypatch.setattr(tclose.compare, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.compare, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "mdav", "options": {}})
     attributes = document["attributes"]
     attributes["admission_day"] = {"role": "confidential", "type": "numeric"}
@@ -457,8 +457,8 @@ def test_an_unquoted_date_in_the_yaml_does_not_lose_the_report_after_the_publish
     "internal error: TypeError: Object of type date is not JSON serializable", no report."""
     import hashlib
 
-    from tclose.config import load_config
-    from tclose.redaction import redacted_document
+    from tclose.base.config import load_config
+    from tclose.base.redaction import redacted_document
 
     db = tmp_path / "d.db"
     _days_table(db)
@@ -541,8 +541,8 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
         },
         raising=False,
     )
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
     document = sqlite_run.config(algorithm={"name": "rogue", "options": {}})
     document["privacy"]["t"] = 1.0
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json"), "table": "audit"}

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
-from tclose.html_report import render_html
-from tclose.report import report_shape_problem
+from tclose.app.cli import main
+from tclose.app.html_report import render_html
+from tclose.core.report import report_shape_problem
 
 #: Every element tclose's own page uses.
 _OWN_TAGS = {

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 #: A password with every character that breaks a naive URL.
 WEIRD = "p@ss:w/rd%#?-"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _cli(*args: str) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 #: PostgreSQL type → an expression of the row number ``i`` (values repeat: the linkage check runs).
 POSTGRES_TYPES = {

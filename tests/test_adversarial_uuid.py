@@ -21,7 +21,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 #: Values PostgreSQL's uuid holds that are not RFC 4122 variant-1 UUIDs of versions 1-8, and
 #: ordinary ones (versions 1 and 4), so that both kinds are in one column.

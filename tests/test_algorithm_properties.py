@@ -13,9 +13,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tclose.arrays import standardize
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.registry import load_registry
+from tclose.base.arrays import standardize
+from tclose.base.registry import load_registry
+from tclose.kernels.emd import OrderedEMD
 
 REGISTRY = load_registry(entry_points=False)
 ALGORITHMS = [

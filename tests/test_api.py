@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose.demo import QI_COLUMNS, discharge_table
+from tclose.app.demo import QI_COLUMNS, discharge_table
 from tclose.errors import ConfigError, DataError
 
 

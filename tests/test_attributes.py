@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tclose.attributes import (
+from tclose.base.attributes import (
     MISSING,
     encode_confidential,
     encode_quasi_identifier,
     rows_to_exclude,
 )
+from tclose.base.hierarchy import Hierarchy
 from tclose.errors import DataError
-from tclose.hierarchy import Hierarchy
 
 
 def spec(name, type_, **extra):

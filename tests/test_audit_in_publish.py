@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 
 import tclose
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.registry import load_registry
-from tclose.runner import run
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.base.registry import load_registry
+from tclose.core.runner import run
 
 
 def _document(db, tmp_path):

@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 
 import tclose
-from tclose.cli import main
-from tclose.config import load_config
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.core.runner import run
 from tclose.errors import VerificationError
 from tclose.plugins.audit_table import COLUMNS, append_report, audit_row
-from tclose.runner import run
 
 SERVERS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test",
@@ -94,7 +94,7 @@ def test_no_table_configured_writes_nothing(sqlite_run):
 
 @pytest.fixture(scope="module")
 def sample_report(tmp_path_factory):
-    from tclose.demo import discharge_table
+    from tclose.app.demo import discharge_table
 
     frame = discharge_table(60, seed=2)[["age", "zip", "charge"]]  # issue 10: every column a role
     return tclose.anonymize(frame, ["age", "zip"], ["charge"], k=3, t=0.3).report

@@ -1,6 +1,6 @@
 """The measures in a background thread while the staging table is written (issue 14).
 
-From ``tclose.runner.BACKGROUND_MEASURES_ROWS`` kept rows on, ``tclose run`` computes the
+From ``tclose.core.runner.BACKGROUND_MEASURES_ROWS`` kept rows on, ``tclose run`` computes the
 disclosure-risk and utility measures in a daemon thread beside the write and joins them before
 the publish (whose audit row carries a draft report) and before the report. These tests force
 the thread on the 400-row demo table (threshold 0) and check that nothing a run promises changes:
@@ -27,24 +27,26 @@ import time
 import pytest
 
 import tclose
-import tclose.report
-import tclose.runner
-from tclose.background import Background
-from tclose.cli import main
-from tclose.config import load_config
+import tclose.core.report
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.background import Background
+from tclose.base.config import load_config
+from tclose.base.registry import load_registry
+from tclose.core.runner import run
 from tclose.errors import DataError, RunInterrupted, VerificationError
-from tclose.registry import load_registry
-from tclose.runner import run
 
-MEASURED = tclose.runner.measure_configured
+MEASURED = tclose.core.runner.measure_configured
 
 
 @pytest.fixture(params=["verify", "publish"])
 def background(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run of the test computes its measures in the background thread, joined before the
     verification (as shipped) or only before the publish and the report."""
-    monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", 0)
-    monkeypatch.setattr(tclose.runner, "JOIN_MEASURES_BEFORE_VERIFY", request.param == "verify")
+    monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", 0)
+    monkeypatch.setattr(
+        tclose.core.runner, "JOIN_MEASURES_BEFORE_VERIFY", request.param == "verify"
+    )
 
 
 def _threads() -> set[str]:
@@ -117,9 +119,9 @@ def _run_report(sqlite_run, tmp_path, name: str, *extra: str) -> dict:
 
 
 def test_background_measures_equal_the_in_line_ones(sqlite_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", 10**12)
+    monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", 10**12)
     line = _run_report(sqlite_run, tmp_path, "line")
-    monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", 0)
+    monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", 0)
     behind = _run_report(sqlite_run, tmp_path, "behind")
 
     assert behind["risk"]["record_linkage"] is not None
@@ -172,16 +174,16 @@ def test_the_draft_report_of_the_publish_holds_the_measures(sqlite_run, backgrou
 
 @pytest.mark.parametrize("rows", [0, 10**12], ids=["background", "in line"])
 def test_the_release_summary_is_computed_once_for_both_reports(sqlite_run, monkeypatch, rows):
-    monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", rows)
+    monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", rows)
     calls = []
-    summarize = tclose.runner.release_summary
+    summarize = tclose.core.runner.release_summary
 
     def counted(*args, **kwargs):
         calls.append(threading.current_thread().name)
         return summarize(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.runner, "release_summary", counted)
-    monkeypatch.setattr(tclose.report, "release_summary", counted)
+    monkeypatch.setattr(tclose.core.runner, "release_summary", counted)
+    monkeypatch.setattr(tclose.core.report, "release_summary", counted)
     seen = []
 
     class Recorder:
@@ -224,8 +226,10 @@ def test_an_error_of_the_background_measures_is_the_runs_error(
     config = str(sqlite_run.write(sqlite_run.config()))
     outcomes = []
     for rows in (10**12, 0):  # in line, then in the background
-        monkeypatch.setattr(tclose.runner, "BACKGROUND_MEASURES_ROWS", rows)
-        monkeypatch.setattr(tclose.runner, "measure_configured", _broken(error, 0.2 * (rows == 0)))
+        monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", rows)
+        monkeypatch.setattr(
+            tclose.core.runner, "measure_configured", _broken(error, 0.2 * (rows == 0))
+        )
         outcomes.append((main(["-q", "run", config]), capsys.readouterr().err.strip()))
         assert sqlite_run.tables() == {"discharges"}  # nothing published, no staging left
     assert outcomes[0] == outcomes[1]
@@ -239,7 +243,7 @@ def test_the_measures_error_wins_over_a_later_failure(
     """In line, the measures fail before the write starts; in the background they fail while it
     runs. The run's error must still be theirs, whatever fails after them."""
     monkeypatch.setattr(
-        tclose.runner, "measure_configured", _broken(ZeroDivisionError("measures"), 0.3)
+        tclose.core.runner, "measure_configured", _broken(ZeroDivisionError("measures"), 0.3)
     )
     document = sqlite_run.config()
     if later == "verification":
@@ -249,7 +253,7 @@ def test_the_measures_error_wins_over_a_later_failure(
         def broken_phase(*_args, **_kwargs):
             raise DataError(f"the {later} broke")
 
-        monkeypatch.setattr(tclose.runner.Phases, later, broken_phase)
+        monkeypatch.setattr(tclose.core.runner.Phases, later, broken_phase)
     with pytest.raises(ZeroDivisionError, match="^measures$"):
         run(load_config(sqlite_run.write(document)), registry=singletons_registry)
     assert sqlite_run.tables() == {"discharges"}
@@ -259,7 +263,7 @@ def test_the_later_failure_stands_when_the_measures_succeed(sqlite_run, monkeypa
     def broken_write(*_args, **_kwargs):
         raise DataError("the write broke")
 
-    monkeypatch.setattr(tclose.runner.Phases, "write", broken_write)
+    monkeypatch.setattr(tclose.core.runner.Phases, "write", broken_write)
     with pytest.raises(DataError, match="the write broke"):
         run(load_config(sqlite_run.write(sqlite_run.config())))
     assert sqlite_run.tables() == {"discharges"}
@@ -274,7 +278,7 @@ def held_measures(monkeypatch: pytest.MonkeyPatch):
         release.wait(60)
         return MEASURED(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.runner, "measure_configured", slow)
+    monkeypatch.setattr(tclose.core.runner, "measure_configured", slow)
     yield
     release.set()
 
@@ -285,7 +289,7 @@ def test_an_interrupt_does_not_wait_for_the_measures(
     def interrupted_write(*_args, **_kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tclose.runner.Phases, "write", interrupted_write)
+    monkeypatch.setattr(tclose.core.runner.Phases, "write", interrupted_write)
     started = time.monotonic()
     with pytest.raises(RunInterrupted) as interrupted:
         run(load_config(sqlite_run.write(sqlite_run.config())))
@@ -332,12 +336,12 @@ def test_a_signal_while_the_run_waits_for_the_measures_publishes_nothing(
 
 
 def test_a_small_run_starts_no_thread(sqlite_run, tmp_path, monkeypatch):
-    assert tclose.runner.BACKGROUND_MEASURES_ROWS > 400
+    assert tclose.core.runner.BACKGROUND_MEASURES_ROWS > 400
 
     def no_thread(*_args, **_kwargs):
         raise AssertionError("a thread was started for a small run")
 
-    monkeypatch.setattr(tclose.runner, "Background", no_thread)
+    monkeypatch.setattr(tclose.core.runner, "Background", no_thread)
     report = _run_report(sqlite_run, tmp_path, "small")
     assert "measures" in report["timings"] and "measures_wait" not in report["timings"]
     assert report["risk"]["record_linkage"] is not None
@@ -349,14 +353,14 @@ def test_sigterm_ends_a_process_whose_measures_never_finish(sqlite_run):
     would hang it until the timeout)."""
     script = (
         "import os, signal, sys, time\n"
-        "import tclose.runner\n"
-        "from tclose.cli import main\n"
+        "import tclose.core.runner\n"
+        "from tclose.app.cli import main\n"
         "def stuck(*a, **k):\n"
         "    time.sleep(0.5)\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(600)\n"
-        "tclose.runner.BACKGROUND_MEASURES_ROWS = 0\n"
-        "tclose.runner.measure_configured = stuck\n"
+        "tclose.core.runner.BACKGROUND_MEASURES_ROWS = 0\n"
+        "tclose.core.runner.measure_configured = stuck\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     config = sqlite_run.write(sqlite_run.config())

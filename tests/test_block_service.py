@@ -1,6 +1,6 @@
 """Block execution as a framework service: an algorithm that knows nothing of blocks (the example
 third-party plugin's ``principal-sort``, and one defined here) runs in blocks on the local pool
-through :func:`tclose.block_service.blocked`; the driver never looks at an algorithm's name."""
+through :func:`tclose.blocks.service.blocked`; the driver never looks at an algorithm's name."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose import block_service
-from tclose.block_service import BlockPlan, blocked
+from tclose.base.options import validate_options
+from tclose.base.registry import load_registry
+from tclose.blocks import service as block_service
+from tclose.blocks.service import BlockPlan, blocked
 from tclose.interfaces import EMD_TOLERANCE, Partition
-from tclose.options import validate_options
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.registry import load_registry
+from tclose.kernels.emd import OrderedEMD
 
 
 def _table(n: int = 4000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Block decomposition (tclose.block_split) and blocked runs of the four algorithms.
+"""Block decomposition (tclose.blocks.split) and blocked runs of the four algorithms.
 
 Blocked runs here use ``workers=1`` (the tasks run in this process, through the same task
 function as the pools); tests/test_executors.py checks that the pools give the same labels.
@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclose
-from tclose import block_split as blocks_module
-from tclose.block_split import (
+from tclose.base.options import validate_options
+from tclose.blocks import split as blocks_module
+from tclose.blocks.split import (
     AUTO_MIN_ROWS,
     auto_blocks,
     bisection_blocks,
@@ -27,18 +28,17 @@ from tclose.block_split import (
 )
 from tclose.errors import ConfigError
 from tclose.interfaces import EMD_TOLERANCE
-from tclose.options import validate_options
-from tclose.plugins.block_distances import RestrictedDistance, reference_of, restrict
-from tclose.plugins.k_first import KFirst
-from tclose.plugins.kernels.emd import OrderedEMD, max_emd_of_rows
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.merge import merge_until_t_close
-from tclose.plugins.kernels.t_first import (
+from tclose.kernels.blocks import RestrictedDistance, reference_of, restrict
+from tclose.kernels.emd import OrderedEMD, max_emd_of_rows
+from tclose.kernels.k_first import k_first
+from tclose.kernels.merge import merge_until_t_close
+from tclose.kernels.t_first import (
     cluster_size,
     strata_sizes,
     t_first,
     t_first_strata,
 )
+from tclose.plugins.k_first import KFirst
 from tclose.plugins.mdav import MDAV
 from tclose.plugins.merge import Merge
 from tclose.plugins.t_first import TFirst

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tclose.cli import main
-from tclose.demo import discharge_table
+from tclose.app.cli import main
+from tclose.app.demo import discharge_table
 
 
 def _published_frame(helpers, table="discharges_anon") -> pd.DataFrame:
@@ -290,7 +290,7 @@ def test_python_m_tclose_and_demo(tmp_path):
 def test_progress_on_a_terminal_redraws_one_line_and_keeps_finished_phases():
     import io
 
-    from tclose.progress import Progress
+    from tclose.app.progress import Progress
 
     stream = io.StringIO()
     with Progress(stream, live=True, interval=0.01) as progress:
@@ -307,7 +307,7 @@ def test_progress_on_a_terminal_redraws_one_line_and_keeps_finished_phases():
 def test_progress_elsewhere_prints_plain_lines_only():
     import io
 
-    from tclose.progress import Progress
+    from tclose.app.progress import Progress
 
     stream = io.StringIO()
     with Progress(stream, live=False) as progress:
@@ -328,7 +328,7 @@ def test_log_lines_never_show_url_passwords():
     import io
     import logging
 
-    from tclose.progress import ConsoleHandler, Progress
+    from tclose.app.progress import ConsoleHandler, Progress
 
     stream = io.StringIO()
     logger = logging.getLogger("tclose.test-redaction")
@@ -379,8 +379,8 @@ def test_data_errors_of_run_say_nothing_was_published(sqlite_run, capsys):
 
 
 def test_run_reports_rows_read_and_verified_to_the_progress_callback(sqlite_run):
-    from tclose.config import load_config
-    from tclose.runner import run
+    from tclose.base.config import load_config
+    from tclose.core.runner import run
 
     calls = []
     run(
@@ -396,7 +396,7 @@ def test_run_reports_rows_read_and_verified_to_the_progress_callback(sqlite_run)
 def test_progress_draws_a_bar_or_a_row_count():
     import io
 
-    from tclose.progress import Progress
+    from tclose.app.progress import Progress
 
     stream = io.StringIO()
     progress = Progress(stream, live=True, interval=60)

@@ -15,21 +15,21 @@ import pkgutil
 import numpy as np
 import pytest
 
-import tclose.plugins.kernels as kernels
-from tclose.jit import LazyKernel, dispatcher_of
-from tclose.kernel_notice import compile_notice
+import tclose.kernels as kernels
+from tclose.base.compile_notice import compile_notice
+from tclose.base.jit import LazyKernel, dispatcher_of
+from tclose.kernels.emd import OrderedEMD
+from tclose.kernels.k_first import k_first
+from tclose.kernels.mdav import mdav
+from tclose.kernels.merge import merge_until_t_close
+from tclose.kernels.nominal import NominalEMD
+from tclose.kernels.refine import refine
+from tclose.kernels.t_first import t_first
 from tclose.measures import linkage_contributions
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import merge_until_t_close
-from tclose.plugins.kernels.nominal import NominalEMD
-from tclose.plugins.kernels.refine import refine
-from tclose.plugins.kernels.t_first import t_first
 
 KERNEL_MODULES = [
     *(f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)),
-    "tclose._linkage",
+    "tclose.measures._linkage",
 ]
 
 
@@ -148,7 +148,7 @@ def _fresh_kernel():
 def test_a_phase_leaves_its_compilation_to_timings_compile():
     import time
 
-    from tclose.runner import Timer
+    from tclose.core.runner import Timer
 
     timer = Timer()
     started = time.perf_counter()
@@ -171,7 +171,7 @@ def test_a_compilation_in_another_thread_is_not_this_phase_s():
     counts for them (``_compile_accounted``), never for the phase the main thread is in."""
     import threading
 
-    from tclose.runner import Timer, _compile_accounted
+    from tclose.core.runner import Timer, _compile_accounted
 
     timer = Timer()
     results = []
@@ -195,8 +195,8 @@ def test_the_report_and_the_summary_show_compile_apart():
     import pandas as pd
 
     import tclose
-    from tclose.cli import _summary
-    from tclose.report import report_shape_problem
+    from tclose.app.cli import _summary
+    from tclose.core.report import report_shape_problem
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"age": rng.integers(20, 80, 60), "charge": rng.normal(size=60)})

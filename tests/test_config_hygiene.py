@@ -4,7 +4,7 @@ YAML 1.1 reads ``010`` as 8, ``0x10`` as 16, ``1_000`` as 1000 and ``1:30`` as 9
 silently; ``k: 010`` ran with k = 8. Every integer or float scalar of the document that is not
 written in plain decimal is refused (exit 2) with the key path, the line, what YAML made of it
 and the fix, wherever it is: privacy, source, attribute specs, plugin options, lists, anchors.
-A configuration over :data:`tclose.config.MAX_CONFIG_BYTES` is refused before it is parsed.
+A configuration over :data:`tclose.base.config.MAX_CONFIG_BYTES` is refused before it is parsed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import MAX_CONFIG_BYTES, load_config
+from tclose.app.cli import main
+from tclose.base.config import MAX_CONFIG_BYTES, load_config
 from tclose.errors import ConfigError
 
 from .test_adversarial_config import BASE  # privacy on line 14, its k 3 and t 0.2

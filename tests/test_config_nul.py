@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import load_config, parse_config
+from tclose.app.cli import main
+from tclose.base.config import load_config, parse_config
 from tclose.errors import ConfigError
 
 

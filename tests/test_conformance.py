@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tclose.base.registry import load_registry
 from tclose.interfaces import Option, Partition
-from tclose.registry import load_registry
 from tclose.testing import ConformanceError, cases, check_algorithm
 
 

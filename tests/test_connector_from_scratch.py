@@ -202,10 +202,10 @@ def test_a_run_publishes_through_the_connector_from_scratch(tmp_path) -> None:
     import yaml
 
     import tclose
-    from tclose.config import load_config
-    from tclose.demo import discharge_table
-    from tclose.registry import load_registry
-    from tclose.runner import run
+    from tclose.app.demo import discharge_table
+    from tclose.base.config import load_config
+    from tclose.base.registry import load_registry
+    from tclose.core.runner import run
 
     frame = discharge_table(300, seed=3)
     columns = [sa.Column("patient_id", sa.BigInteger(), primary_key=True)]

@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from tclose.config import load_config
+from tclose.base.config import load_config
+from tclose.base.registry import load_registry
 from tclose.connector import Connector, Database, Session, protocol_members
 from tclose.connectors.duckdb import DuckDBConnector
 from tclose.connectors.mysql import MySQLConnector
@@ -20,9 +21,8 @@ from tclose.connectors.postgresql import PostgreSQLConnector
 from tclose.connectors.sql import Session as GenericSession
 from tclose.connectors.sql import SQLAlchemyConnector, SQLDatabase, TableName
 from tclose.connectors.sqlite import SQLiteConnector
+from tclose.core.runner import run
 from tclose.errors import ConfigError, DataError
-from tclose.registry import load_registry
-from tclose.runner import run
 from tclose.testing import ConformanceError, check_connector
 
 BUILT_IN = {

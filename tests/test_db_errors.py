@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 @pytest.fixture

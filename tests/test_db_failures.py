@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.connectors.sql import STAGING_MARK
 
 PLUGIN = '''
@@ -40,7 +40,7 @@ import tclose
 from tclose.connectors import duckdb, mysql, postgresql, sqlite
 from tclose.connectors.sql import STAGING_MARK
 from tclose.interfaces import Partition
-from tclose.plugins.kernels.mdav import mdav
+from tclose.kernels.mdav import mdav
 
 DATABASES = {"postgresql": postgresql.PostgreSQLDatabase, "mysql": mysql.MySQLDatabase,
              "sqlite": sqlite.SQLiteDatabase, "duckdb": duckdb.DuckDBDatabase}

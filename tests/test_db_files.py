@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import load_config
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.core.runner import run
 from tclose.errors import ConfigError, DataError, VerificationError
-from tclose.runner import run
 
 pytestmark = pytest.mark.duckdb
 
@@ -458,12 +458,12 @@ def test_a_type_parquet_cannot_hold_is_refused_before_any_work(
     ``06:30:00+00``) and a union (it came back as a ``STRUCT`` with a tag) are refused when the
     run is planned, naming the column: nothing is read, nothing is written."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
-    import tclose.runner
+    import tclose.core.runner
 
     def no_read(*_args, **_kwargs):
         raise AssertionError("the source was read")
 
-    monkeypatch.setattr(tclose.runner, "_read_inputs", no_read)
+    monkeypatch.setattr(tclose.core.runner, "_read_inputs", no_read)
     with pytest.raises(DataError, match=f"'amount' has type .*{message}"):
         run(load_config(_write_config(tmp_path, document)))
     assert not parquet.exists()

@@ -242,7 +242,7 @@ def test_join_write_with_the_key_added_afterwards_writes_the_same_table(pg, monk
     """The staging table filled without its primary key (added back after the INSERT) ends
     identical to one filled with the key in place: same rows in the same physical order, same
     columns, a NOT NULL key, the primary key named ``<target>_pkey``, and the run verifies."""
-    from tclose.cli import main
+    from tclose.app.cli import main
     from tclose.connectors.postgresql import PostgreSQLSession
 
     source = pg.name("patients")

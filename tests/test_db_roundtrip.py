@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from tclose.cli import main
-from tclose.config import load_config
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.core.runner import run
 from tclose.errors import DataError
-from tclose.runner import run
 
 QI = ["age", "zip", "length_of_stay"]
 

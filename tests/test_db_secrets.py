@@ -12,7 +12,7 @@ import secrets
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 def _no_secret(secret: str, *texts: str) -> None:

@@ -19,12 +19,12 @@ import pytest
 import sqlalchemy as sa
 
 import tclose
-from tclose.config import load_config
+from tclose.base.config import load_config
+from tclose.base.registry import load_registry
+from tclose.core.runner import run
 from tclose.errors import DataError
 from tclose.interfaces import Partition
-from tclose.plugins.kernels.mdav import mdav
-from tclose.registry import load_registry
-from tclose.runner import run
+from tclose.kernels.mdav import mdav
 
 
 class WriterDuringKernel:

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 import tclose
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.demo import create_demo_database
-from tclose.runner import run
+from tclose.app.cli import main
+from tclose.app.demo import create_demo_database
+from tclose.base.config import load_config
+from tclose.core.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

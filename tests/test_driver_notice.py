@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tclose import progress
-from tclose.cli import main
-from tclose.progress import notice_once, notices_folder
+from tclose.app import progress
+from tclose.app.cli import main
+from tclose.base.notices import notice_once, notices_folder
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_tclose_plugins_always_names_the_driver_and_the_faster_one(cache, monkey
 
 def test_tclose_plugins_imports_no_connector_module():
     script = (
-        "import sys\nfrom tclose.cli import main\nmain(['plugins'])\n"
+        "import sys\nfrom tclose.app.cli import main\nmain(['plugins'])\n"
         "print([m for m in sys.modules if m.startswith('tclose.connectors.')])"
     )
     out = subprocess.run(

@@ -13,10 +13,10 @@ import json
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import parse_config
-from tclose.published import ORDERED_DIGEST_ALGORITHM, ContentDigest
-from tclose.runner import verify_published
+from tclose.app.cli import main
+from tclose.base.config import parse_config
+from tclose.base.digests import ORDERED_DIGEST_ALGORITHM, ContentDigest
+from tclose.core.runner import verify_published
 
 pytestmark = pytest.mark.duckdb
 

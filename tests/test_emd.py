@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tclose.interfaces import FittedDistance
-from tclose.plugins.kernels import emd as emd_module
-from tclose.plugins.kernels.emd import (
+from tclose.kernels import emd as emd_module
+from tclose.kernels.emd import (
     OrderedEMD,
     emd_ordered,
     max_emd_of_rows,

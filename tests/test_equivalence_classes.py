@@ -1,7 +1,7 @@
 """The verifier's equivalence classes by hash are exactly pandas' grouping of equal rows.
 
-``tclose.verify.equivalence_classes`` (and the measures' ``published_classes``) group integer and
-float columns by a hash of each row (``tclose.arrays.equal_row_classes``), then check every row
+``tclose.core.verify.equivalence_classes`` (and the measures' ``published_classes``) group integer and
+float columns by a hash of each row (``tclose.base.arrays.equal_row_classes``), then check every row
 against its class's first row; these tests compare it with the grouping
 it replaces (``groupby(dropna=False, sort=False).ngroup()``) on any frame, signed zeros, NaNs and
 infinities included, and force hash collisions to show that they fall back to the grouping.
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tclose.arrays as arrays
+import tclose.base.arrays as arrays
+from tclose.core.verify import equivalence_classes
 from tclose.measures import published_classes
-from tclose.verify import equivalence_classes
 
 FLOATS = [0.0, -0.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 5e-324, 1e308]
 

@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from tclose.config import parse_config
+from tclose.base.config import parse_config
+from tclose.core.runner import run
 from tclose.errors import ConfigError, DataError, RunInterrupted, TcloseError, VerificationError
-from tclose.runner import run
 
 
 def test_declared_attributes():

@@ -10,8 +10,8 @@ import sqlite3
 
 import pytest
 
-from tclose.cli import main
-from tclose.registry import load_registry
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
 from tclose.testing import check_connector
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tclose.cli import main
-from tclose.registry import load_registry
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
 from tclose.testing import check_algorithm
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tclose-sortagg"

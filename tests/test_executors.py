@@ -1,4 +1,4 @@
-"""Executors (tclose.executors): order, determinism, retries, lost workers, interrupts, Dask.
+"""Executors (tclose.blocks.executors): order, determinism, retries, lost workers, interrupts, Dask.
 
 The Dask tests run whenever ``distributed`` is installed and are never skipped in CI
 (``CI=true``): there a missing Dask is a failure.
@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose.executors import BlockError, run_tasks
+from tclose.blocks.executors import BlockError, run_tasks
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_executors_helpers as tasks  # noqa: E402

@@ -14,18 +14,18 @@ import pytest
 import sqlalchemy as sa
 
 import tclose.connectors.postgresql as postgresql
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.errors import DataError
-from tclose.naming import TableName
-from tclose.published import (
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.base.digests import (
     COPY_DIGEST_ALGORITHM,
     DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
     ContentDigest,
-    scan_published,
 )
-from tclose.registry import load_registry
+from tclose.base.registry import load_registry
+from tclose.core.published import scan_published
+from tclose.errors import DataError
+from tclose.naming import TableName
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -251,7 +251,7 @@ def test_a_linking_column_stops_the_run_on_postgresql(pg, tmp_path):
 
 
 def test_the_html_report_shows_the_digest_and_how_to_recompute_it(pg, tmp_path):
-    from tclose.html_report import render_html
+    from tclose.app.html_report import render_html
 
     _config, _target, report = _published(pg, tmp_path)
     html = render_html(report)

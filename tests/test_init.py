@@ -8,10 +8,10 @@ import sqlite3
 import pytest
 import yaml
 
-from tclose.cli import main
-from tclose.config import load_config, parse_config
+from tclose.app.cli import main
+from tclose.app.init_config import skeleton, url_for_file
+from tclose.base.config import load_config, parse_config
 from tclose.errors import ConfigError
-from tclose.init_config import skeleton, url_for_file
 
 DEMO_COLUMNS = [
     "patient_id",

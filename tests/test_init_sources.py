@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 ROWS = 60
 KINDS = [

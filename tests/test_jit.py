@@ -1,4 +1,4 @@
-"""``tclose.jit.njit``: Numba is imported only when a compiled kernel is first used (issue 14: a
+"""``tclose.base.jit.njit``: Numba is imported only when a compiled kernel is first used (issue 14: a
 small run calls no compiled kernel and should not pay Numba's import), the kernel is then
 Numba's own dispatcher, and it is compiled for its one declared signature only, with the kernels
 it calls and nothing else (issue 29: no surprise compilation)."""
@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from numba.core.registry import CPUDispatcher
 
-from tclose.jit import LazyKernel, bind_module, dispatcher_of
+from tclose.base.jit import LazyKernel, bind_module, dispatcher_of
 
 # A kernel module as the built-in ones are written: lazy kernels calling each other by name.
 MODULE = """
 import numpy as np
-from tclose.jit import njit
+from tclose.base.jit import njit
 
 
 @njit("float64(float64)", cache={cache})
@@ -142,10 +142,10 @@ def test_importing_kernels_and_opening_a_compile_notice_do_not_import_numba(tmp_
         """
         import json, sys, numpy as np
         import kernels_in_child as k
-        import tclose.plugins.kernels.emd, tclose.plugins.kernels.merge
-        import tclose.plugins.kernels.t_first, tclose.plugins.kernels.k_first
-        import tclose.plugins.kernels.refine, tclose._linkage
-        from tclose.kernel_notice import compile_notice
+        import tclose.kernels.emd, tclose.kernels.merge
+        import tclose.kernels.t_first, tclose.kernels.k_first
+        import tclose.kernels.refine, tclose.measures._linkage
+        from tclose.base.compile_notice import compile_notice
         before = "numba" in sys.modules
         with compile_notice() as watch:
             inside = "numba" in sys.modules
@@ -183,7 +183,7 @@ def test_a_kernel_is_compiled_for_its_declared_signature_only(kernel_module):
 
 
 def test_a_kernel_declares_its_signature_unless_numba_inlines_it():
-    from tclose.jit import njit
+    from tclose.base.jit import njit
 
     with pytest.raises(TypeError, match="declares its one signature"):
         njit(None, cache=True)
@@ -195,7 +195,7 @@ def test_a_kernel_declares_its_signature_unless_numba_inlines_it():
 def test_kernels_calling_each_other_in_a_cycle_are_refused(tmp_path, monkeypatch):
     name = f"cyclic_kernels_{tmp_path.name.replace('-', '_')}"
     source = """
-from tclose.jit import njit
+from tclose.base.jit import njit
 
 
 @njit("int64(int64)")

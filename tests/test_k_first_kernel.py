@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tclose.interfaces import EMD_TOLERANCE
-from tclose.plugins.kernels import k_first as k_first_module
-from tclose.plugins.kernels.emd import OrderedEMD, OrderedParts
-from tclose.plugins.kernels.k_first import k_first
-from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.kernels import k_first as k_first_module
+from tclose.kernels.emd import OrderedEMD, OrderedParts
+from tclose.kernels.k_first import k_first
+from tclose.kernels.merge import merge_until_t_close
 
 
 def exact_numerator(codes: np.ndarray, cum: np.ndarray, group_codes: list[int]) -> int:
@@ -298,8 +298,8 @@ def test_progress_reports_rows_clustered(monkeypatch):
 
 def test_plugin_updates_the_phase_bar():
     """Inside the runner's phase_counts, the k-first plugin reports to the phase's line."""
+    from tclose.base.notices import phase_counts
     from tclose.plugins.k_first import KFirst
-    from tclose.progress import phase_counts
 
     rng = np.random.default_rng(4)
     x = rng.normal(size=(200, 2))
@@ -362,8 +362,8 @@ def test_same_partitions_as_the_previous_kernel_ordered(seed):
 def test_same_partitions_as_the_previous_kernel_nominal(hierarchical):
     """The compiled nominal path against the previous kernel's plain path (``emd_of_counts``),
     alone and next to an ordered attribute."""
-    from tclose.hierarchy import Hierarchy
-    from tclose.plugins.kernels.nominal import NominalEMD
+    from tclose.base.hierarchy import Hierarchy
+    from tclose.kernels.nominal import NominalEMD
 
     previous = load_previous()
     rng = np.random.default_rng(5)
@@ -424,8 +424,8 @@ def nominal_cases(draw):
 def test_nominal_and_mixed_attributes_keep_the_promise(case):
     """Nominal (equal or hierarchical) and mixed attributes: compiled path equals the plain path;
     after the merge loop every row is in one cluster of >= k rows, every EMD <= t."""
-    from tclose.hierarchy import Hierarchy
-    from tclose.plugins.kernels.nominal import NominalEMD
+    from tclose.base.hierarchy import Hierarchy
+    from tclose.kernels.nominal import NominalEMD
 
     x, columns, ordered, k, t, hierarchical = case
     tree = Hierarchy.from_mapping({"*": {"P": ["a", "b"], "Q": {"R": ["c", "d"], "S": ["e", "f"]}}})
@@ -451,8 +451,8 @@ def test_nominal_and_mixed_attributes_keep_the_promise(case):
 def test_block_view_of_a_nominal_attribute_takes_the_compiled_path():
     """A block's view of a nominal attribute (EMDs against the whole table) offers tree_parts;
     the compiled path gives the plain path's partition."""
-    from tclose.plugins.block_distances import reference_of, restrict
-    from tclose.plugins.kernels.nominal import NominalEMD, tree_parts
+    from tclose.kernels.blocks import reference_of, restrict
+    from tclose.kernels.nominal import NominalEMD, tree_parts
 
     rng = np.random.default_rng(8)
     x = rng.normal(size=(300, 2))

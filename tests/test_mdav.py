@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tclose.plugins.kernels.mdav import mdav, mdav_reference
+from tclose.kernels.mdav import mdav, mdav_reference
 
 # --------------------------------------------------------------------------------------------
 # Independent transliteration of sdcMicro's Mdav (plain Python loops)

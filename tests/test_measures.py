@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tclose.measures as measures_module
-from tclose.attributes import encode_table
-from tclose.config import _attributes, _Checker
+from tclose.base.attributes import encode_table
+from tclose.base.config import _attributes, _Checker
 from tclose.errors import ConfigError, DataError
 from tclose.measures import (
     LINK_TOLERANCE,
@@ -615,7 +615,7 @@ def test_memory_lean_measures_equal_the_whole_array_formulas(seed) -> None:
 def test_linkage_tree_partitions_the_points_into_tight_boxes(seed) -> None:
     """build_tree: the children of a node split its points at the median, boxes are tight, and
     coinciding points stay in one leaf however many they are."""
-    from tclose._linkage import build_tree
+    from tclose.measures._linkage import build_tree
 
     rng = np.random.default_rng(seed)
     m = int(rng.integers(1, 400))

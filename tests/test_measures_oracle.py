@@ -430,10 +430,10 @@ def test_blocked_run_report_and_verify_source_equal_the_definitions(db, tmp_path
     import sqlalchemy as sa
     import yaml
 
-    from tclose.cli import main
-    from tclose.config import load_config
+    from tclose.app.cli import main
+    from tclose.base.config import load_config
+    from tclose.core.runner import verify_published
     from tclose.measures import UNLINKED
-    from tclose.runner import verify_published
 
     source = _mixed_table(90, seed=3)
     source["admitted"] = pd.to_datetime(source["admitted"]).dt.date
@@ -512,7 +512,7 @@ def test_a_measure_that_cannot_be_computed_is_null_with_its_reason() -> None:
     """Only categorical QIs and a constant numeric one: no interval disclosure or IL1s over a
     continuous QI... The JSON says null and why; the page draws no 0 % bar for a figure it does
     not have (it drew interval disclosure as a 0.00 % risk), and says why."""
-    from tclose.html_report import render_html
+    from tclose.app.html_report import render_html
     from tclose.measures import FEW_NUMERIC, NO_CONTINUOUS, ZERO_MOMENT
 
     n = 12
@@ -644,7 +644,7 @@ def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measu
 
     import yaml
 
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     db = tmp_path / "m.db"
     with sqlite3.connect(db) as connection:
@@ -708,7 +708,7 @@ def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
 def test_a_report_whose_reasons_are_not_an_object_is_not_an_audit_report() -> None:
     """``tclose report`` reads ``not_computed`` to write the reasons on the page: a report that
     holds something else there is refused naming the field (else the page crashed, exit 4)."""
-    from tclose.report import report_shape_problem
+    from tclose.core.report import report_shape_problem
 
     frame = pd.DataFrame({"sex": ["f", "m"] * 4, "ward": ["a", "b", "c", "d"] * 2})
     report = tclose.anonymize(frame, {"sex": "nominal"}, {"ward": "nominal"}, k=2, t=0.9).report

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tclose.interfaces import EMD_TOLERANCE
-from tclose.plugins.kernels import merge as merge_module
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.plugins.kernels.merge import merge_until_t_close
+from tclose.kernels import merge as merge_module
+from tclose.kernels.emd import OrderedEMD
+from tclose.kernels.merge import merge_until_t_close
 
 
 def exact_emd(codes: np.ndarray, m: int, group: list[int]) -> float:

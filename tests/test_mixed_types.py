@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclose
-from tclose.cli import main
+from tclose.app.cli import main
 
 EDUCATION = ["none", "primary", "secondary", "tertiary"]
 WATER_TREE = {

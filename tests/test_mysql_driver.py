@@ -15,10 +15,10 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from tclose.config import parse_config
+from tclose.base.config import parse_config
 from tclose.connectors import mysql as connector
+from tclose.core.runner import run
 from tclose.errors import DataError
-from tclose.runner import run
 
 EXTRA = {"mariadbconnector": "mariadb", "mysqldb": "mysqlclient", "pymysql": "mysql"}
 
@@ -137,7 +137,7 @@ def test_each_driver_streams_the_rows_of_its_snapshot(maria, driver):
 @pytest.mark.mysql
 def test_the_command_names_the_driver_once_except_with_quiet(maria, capsys, tmp_path, monkeypatch):
     """Named the first time in an environment (tests/test_driver_notice.py): a fresh cache."""
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source, target = maria.name("patients"), maria.name("anon")
@@ -167,7 +167,7 @@ def test_the_command_names_the_driver_once_except_with_quiet(maria, capsys, tmp_
 def test_no_driver_prints_a_wrong_or_right_password(maria, maria_login, driver, tmp_path, capsys):
     """A careless user's password (``@``, ``#``, ``/`` in it) through each driver: a wrong one is
     refused (exit 3) and neither is printed, verbose included; the right one publishes."""
-    from tclose.cli import main
+    from tclose.app.cli import main
 
     _need(driver)
     user, password = maria_login

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tclose.base.hierarchy import Hierarchy
 from tclose.errors import ConfigError, DataError
-from tclose.hierarchy import Hierarchy
-from tclose.plugins.kernels.nominal import NominalEMD
+from tclose.kernels.nominal import NominalEMD
 
 TREE = {"*": {"X": ["a", "b"], "Y": ["c", "d"]}}
 VALUES = np.array(list("aabbccdd"))

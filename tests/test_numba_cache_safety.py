@@ -2,7 +2,7 @@
 
 ``cache=True`` keys a cached function on its own source file only. A cached function that calls
 a compiled helper defined in another file keeps running the old helper after that file changes
-(see ``plugins/kernels/_compiled.py``). This test reads every cached compiled function of the
+(see ``framework/kernels/_compiled.py``). This test reads every cached compiled function of the
 kernel modules and fails if it calls a compiled function of another module.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from numba.core.registry import CPUDispatcher
 
-import tclose.plugins.kernels as kernels
-from tclose.jit import LazyKernel
+import tclose.kernels as kernels
+from tclose.base.jit import LazyKernel
 
 MODULES = sorted(
     [f"{kernels.__name__}.{info.name}" for info in pkgutil.iter_modules(kernels.__path__)]
-    + ["tclose._linkage"]
+    + ["tclose.measures._linkage"]
 )
 
 
@@ -95,6 +95,6 @@ def test_the_check_finds_a_foreign_call():
         for c in called_kernels(k_first_previous, k_first_previous._member_emd)
     }
     assert callees == {
-        "tclose.plugins.kernels.emd.numerator_sorted",
-        "tclose.plugins.kernels.emd.emd_from_numerator",
+        "tclose.kernels.emd.numerator_sorted",
+        "tclose.kernels.emd.emd_from_numerator",
     }

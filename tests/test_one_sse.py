@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose.cli import main
-from tclose.demo import discharge_table
+from tclose.app.cli import main
+from tclose.app.demo import discharge_table
 
 
 def _frame() -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The compact layout of one-hot column groups (plugins/kernels/onehot.py): which columns form a
+"""The compact layout of one-hot column groups (framework/kernels/onehot.py): which columns form a
 group, and that table look-ups give the squared distances of the full one-hot columns."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tclose.attributes import encode_table
-from tclose.config import AttributeSpec
-from tclose.plugins.kernels.onehot import column_layout, sq_dist_reference
+from tclose.base.attributes import encode_table
+from tclose.base.config import AttributeSpec
+from tclose.kernels.onehot import column_layout, sq_dist_reference
 
 
 def _plain(x: np.ndarray, point: np.ndarray) -> np.ndarray:
@@ -115,7 +115,7 @@ def test_table_distances_equal_column_distances(case):
 
 def test_column_total_adds_in_row_order_without_a_copy_of_x():
     # Blocks of rows, each after the sums so far: the additions of one cumsum over all rows.
-    from tclose.plugins.kernels._compiled import _TOTAL_BLOCK, column_total
+    from tclose.kernels._compiled import _TOTAL_BLOCK, column_total
 
     rng = np.random.default_rng(5)
     for n in (0, 1, _TOTAL_BLOCK, _TOTAL_BLOCK + 1, 3 * _TOTAL_BLOCK + 17):

@@ -16,18 +16,18 @@ import json
 
 import pytest
 
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.naming import TableName
-from tclose.published import (
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.base.digests import (
     DIGEST_ALGORITHM,
     MYSQL_DIGEST_ALGORITHM,
     MYSQL_ORDERED_DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
     ContentDigest,
-    scan_published,
 )
-from tclose.registry import load_registry
+from tclose.base.registry import load_registry
+from tclose.core.published import scan_published
+from tclose.naming import TableName
 
 ROWS = [(1, "a", 2.5), (2, "b", None), (3, "ü", -0.0)]
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose.config import parse_config, parse_settings
+from tclose.base.config import parse_config, parse_settings
+from tclose.base.registry import load_registry
+from tclose.core.plan import JOIN, STREAM, build_plan, resolve_plugins
 from tclose.errors import ConfigError, DataError
 from tclose.naming import ROW_COLUMN, STAGING_MARK, TableName
-from tclose.plan import JOIN, STREAM, build_plan, resolve_plugins
-from tclose.registry import load_registry
 
 
 @pytest.fixture(scope="module")

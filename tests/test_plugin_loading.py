@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tclose.cli import main
-from tclose.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV, load_registry
+from tclose.app.cli import main
+from tclose.base.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV, load_registry
 
 GOOD = """
 import tclose

@@ -10,12 +10,12 @@ import pytest
 
 import tclose
 from tclose import hookspecs
-from tclose.config import load_config
+from tclose.base.config import load_config
+from tclose.base.options import validate_options
+from tclose.base.registry import DEFAULT_PLUGINS, load_registry
+from tclose.core.runner import run
 from tclose.errors import ConfigError, PluginError
 from tclose.interfaces import Option, Partition
-from tclose.options import validate_options
-from tclose.registry import DEFAULT_PLUGINS, load_registry
-from tclose.runner import run
 
 
 class SortedBlocks:

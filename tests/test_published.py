@@ -1,4 +1,4 @@
-"""tclose.published: the content digest and the streamed linkage tracker."""
+"""tclose.core.published: the content digest and the streamed linkage tracker."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import datetime as dt
 
 import pandas as pd
 
-from tclose.published import ContentDigest, TupleTracker, linkable_rows
+from tclose.base.digests import ContentDigest
+from tclose.core.published import TupleTracker, linkable_rows
 
 ROWS = [(1, 2.5, "a", None), (2, 3.5, "b", None), (3, 2.5, "a", None)]
 
@@ -42,7 +43,7 @@ def test_digest_canonicalizes_only_the_columns_that_need_it_with_the_same_result
 
     import numpy as np
 
-    from tclose.published import _MODULUS, canonical
+    from tclose.base.digests import _MODULUS, canonical
 
     tz = dt.timezone(dt.timedelta(hours=-5))
     rows = [

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from tclose.config import parse_config
-from tclose.demo import create_demo_database
-from tclose.runner import run
+from tclose.app.demo import create_demo_database
+from tclose.base.config import parse_config
+from tclose.core.runner import run
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
@@ -65,7 +65,7 @@ def test_readme_yaml_example_passes_the_column_rules(tmp_path):
     document["report"] = {"json": str(tmp_path / "r.json")}
     config = tmp_path / "readme.yaml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
-    from tclose.config import load_config
+    from tclose.base.config import load_config
 
     result = run(load_config(config))
     assert result.published and result.report["verification"]["passed"]

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tclose.arrays import standardize
-from tclose.hierarchy import Hierarchy
-from tclose.plugins.kernels.emd import OrderedEMD
-from tclose.plugins.kernels.mdav import mdav
-from tclose.plugins.kernels.merge import merge_until_t_close
-from tclose.plugins.kernels.nominal import NominalEMD
-from tclose.plugins.kernels.refine import refine, sse_of
-from tclose.plugins.kernels.t_first import t_first
+from tclose.base.arrays import standardize
+from tclose.base.hierarchy import Hierarchy
+from tclose.kernels.emd import OrderedEMD
+from tclose.kernels.mdav import mdav
+from tclose.kernels.merge import merge_until_t_close
+from tclose.kernels.nominal import NominalEMD
+from tclose.kernels.refine import refine, sse_of
+from tclose.kernels.t_first import t_first
 
 TREE = {"*": {"P": ["a", "b", "c"], "Q": {"R": ["d", "e"], "S": ["f"]}}}
 LETTERS = list("abcdef")
@@ -192,7 +192,7 @@ def test_a_hierarchical_attribute_allows_only_swaps_of_equal_values():
 def test_merge_with_splits_leaves_no_giant_cluster(partner):
     """The confidential attribute follows the QI: the paper's merge ends in giant clusters;
     splitting clusters of 2k rows or more whose halves stay t-close removes them."""
-    from tclose.options import validate_options
+    from tclose.base.options import validate_options
     from tclose.plugins.merge import Merge
 
     n = 600
@@ -216,8 +216,8 @@ def test_merge_with_splits_leaves_no_giant_cluster(partner):
 def test_blocked_runs_are_refined_across_block_borders(name):
     """With blocks, refinement runs on the whole table afterwards (EMDs against the whole table),
     for an ordered and an equal-distance nominal attribute."""
-    from tclose.options import validate_options
-    from tclose.registry import load_registry
+    from tclose.base.options import validate_options
+    from tclose.base.registry import load_registry
 
     rng = np.random.default_rng(4)
     n = 800

@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 import tclose
-from tclose.attributes import encode_confidential, encode_quasi_identifier
-from tclose.cli import main
-from tclose.config import AttributeSpec, load_config
+from tclose.app.cli import main
+from tclose.app.html_report import render_html
+from tclose.base.attributes import encode_confidential, encode_quasi_identifier
+from tclose.base.config import AttributeSpec, load_config
 from tclose.errors import ConfigError, VerificationError
-from tclose.html_report import render_html
-from tclose.plugins.kernels.emd import OrderedEMD
+from tclose.kernels.emd import OrderedEMD
 
 
 def _people(path: Path, n: int = 60, extra: str = "", values=None) -> str:

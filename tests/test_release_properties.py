@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclose
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.errors import VerificationError
 
 

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tclose.report
-from tclose.attributes import encode_table
-from tclose.cli import main
-from tclose.config import AttributeSpec, load_config, parse_config
-from tclose.demo import discharge_table
-from tclose.html_report import render_html
-from tclose.report import (
+import tclose.core.report
+from tclose.app.cli import main
+from tclose.app.demo import discharge_table
+from tclose.app.html_report import render_html
+from tclose.base.attributes import encode_table
+from tclose.base.config import AttributeSpec, load_config, parse_config
+from tclose.core.report import (
     bin_counts,
     distributions,
     holds_one_value,
@@ -100,8 +100,8 @@ def test_html_page_is_self_contained_with_the_plots(published):
 def test_failed_verification_page_says_nothing_was_published(
     sqlite_run, tmp_path, singletons_registry
 ):
+    from tclose.core.runner import run
     from tclose.errors import VerificationError
-    from tclose.runner import run
 
     document = sqlite_run.config()
     document["algorithm"] = {"name": "singletons"}
@@ -148,7 +148,7 @@ def test_nice_edges_hide_the_extremes_and_cover_the_data():
     assert np.allclose(np.diff(edges), 10.0)
     assert np.diff(nice_edges(0, 3, bins=20, integer=True)).min() >= 1
     assert len(nice_edges(5.0, 5.0)) >= 2
-    assert doctest.testmod(tclose.report).failed == 0
+    assert doctest.testmod(tclose.core.report).failed == 0
 
 
 def test_distribution_and_sse_helpers():

@@ -3,7 +3,7 @@
 Auditors trust every figure the report states. This file recomputes them from the database
 alone, with plain SQL and pandas/NumPy written from the definitions of docs/reports.md,
 docs/guide.md, docs/attributes.md and the paper (ordered EMD, equal and hierarchical nominal
-EMD), never with tclose's own code: tclose runs only through ``tclose.cli.main`` (``run`` and
+EMD), never with tclose's own code: tclose runs only through ``tclose.app.cli.main`` (``run`` and
 ``verify``). From the source and the published table it rebuilds the equivalence classes, k and
 t achieved, every class's EMD, the row counts (in, out, set aside), the cluster sizes, the
 normalized SSE, the verification checks' actual values, and that every published QI is its
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 from sqlalchemy.pool import NullPool
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 MISSING = object()  # NULL as a category of its own (``missing: category``)
 ORDINAL = ["lo", "mid", "hi"]  # ordinal QI ``o`` and confidential ``c3``, declared order

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 import tclose
-from tclose.cli import main
-from tclose.demo import discharge_table
-from tclose.html_report import render_html
+from tclose.app.cli import main
+from tclose.app.demo import discharge_table
+from tclose.app.html_report import render_html
 from tclose.measures import LINK_TOLERANCE
 
 QIS = ["age", "zip", "length_of_stay"]
@@ -186,8 +186,8 @@ def test_compare_on_postgresql(pg, tmp_path, capsys):
 
 @pytest.mark.parametrize("keep_key", [True, False])
 def test_verify_source_prints_the_measures_of_the_run(sqlite_run, tmp_path, capsys, keep_key):
-    from tclose.config import load_config
-    from tclose.runner import verify_published
+    from tclose.base.config import load_config
+    from tclose.core.runner import verify_published
 
     report_path = tmp_path / "report.json"
     config = sqlite_run.write(sqlite_run.config(output={"keep_key": keep_key}))

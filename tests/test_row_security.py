@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 @pytest.fixture

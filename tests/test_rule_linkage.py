@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 import tclose
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.errors import VerificationError
 
 ROWS = 30

@@ -18,9 +18,9 @@ import secrets
 import pytest
 import sqlalchemy as sa
 
-import tclose.plan
-import tclose.runner
-from tclose.cli import main
+import tclose.core.plan
+import tclose.core.runner
+from tclose.app.cli import main
 from tclose.errors import ConfigError
 from tclose.naming import CENTROID_MARK, MAP_MARK, RELEASES_TABLE, STAGING_SCHEMA, TableName
 
@@ -32,7 +32,7 @@ def no_work(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("the run read its source: the refusal came after work began")
 
-    monkeypatch.setattr(tclose.runner, "_read_inputs", refuse)
+    monkeypatch.setattr(tclose.core.runner, "_read_inputs", refuse)
 
 
 def _run(db, document: dict, name: str = "run.yaml") -> int:
@@ -57,9 +57,9 @@ def _refused_in(db, document: dict, key: str, schema: str, capsys) -> None:
 def test_the_plan_resolves_every_name_to_the_schema_the_database_names(db):
     """Unqualified names in the configuration: source, target, staging and audit table each get
     the schema the database resolves them to (or would create them in)."""
-    from tclose.config import load_config
-    from tclose.plan import build_plan
-    from tclose.registry import load_registry
+    from tclose.base.config import load_config
+    from tclose.base.registry import load_registry
+    from tclose.core.plan import build_plan
 
     source, target = db.name("src"), db.name("anon")
     db.create_patients(source, n=20)
@@ -235,14 +235,14 @@ def test_pg_the_release_goes_where_the_plan_said_when_the_role_search_path_chang
         document = pg.config(source, target)
         document["source"]["url"] = sa.make_url(pg.url).set(username=role).render_as_string(False)
         document["report"] = {"table": audit}
-        plan_of = tclose.runner.build_plan
+        plan_of = tclose.core.runner.build_plan
 
         def plan_then_move(*args, **kwargs):
             plan = plan_of(*args, **kwargs)
             pg.execute(f'ALTER ROLE "{role}" SET search_path = "{other}"')
             return plan
 
-        monkeypatch.setattr(tclose.runner, "build_plan", plan_then_move)
+        monkeypatch.setattr(tclose.core.runner, "build_plan", plan_then_move)
         assert _run(pg, document) == 0
         assert _relations(pg, role) == {target: "p", audit: "p", RELEASES_TABLE: "p"}
         assert _relations(pg, other) == {}
@@ -510,7 +510,7 @@ def test_pg_the_runs_temporary_tables_are_its_own_whatever_the_search_path(
 
     s1, _ = pg_schemas
     run = uuid.UUID(int=secrets.randbits(128))
-    monkeypatch.setattr(tclose.plan.uuid, "uuid4", lambda: run)
+    monkeypatch.setattr(tclose.core.plan.uuid, "uuid4", lambda: run)
     columns = {
         MAP_MARK: 'src_key bigint, "cluster" bigint',
         CENTROID_MARK: '"cluster" bigint, v0 double precision, v1 double precision, '

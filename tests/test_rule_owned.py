@@ -21,8 +21,8 @@ import secrets
 import pytest
 import sqlalchemy as sa
 
-from tclose import runner
-from tclose.cli import main
+from tclose.app.cli import main
+from tclose.core import runner
 from tclose.naming import RELEASES_TABLE, TableName, reserved
 
 #: The fixture of each dialect's :class:`TestDatabase`.

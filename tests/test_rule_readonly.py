@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tclose.cli import main
-from tclose.config import load_config
+from tclose.app.cli import main
+from tclose.base.config import load_config
 
 #: Rows of the small sources, and the rows of a pending log's transaction among them.
 ROWS, PENDING = 60, 20
@@ -459,7 +459,7 @@ def test_no_write_reaches_a_source_through_any_of_its_connections(
     or through any new connection of the source's database, is refused by the driver or the
     server, on every database, whatever the source's URL asks for; the source keeps its rows and
     no table appears."""
-    import tclose.runner as runner
+    import tclose.core.runner as runner
 
     source = db.name("src")
     db.create_patients(source, n=30)
@@ -552,7 +552,7 @@ def test_no_statement_naming_a_file_source_writes_it(tmp_path, duck, monkeypatch
     """A Parquet or CSV source is a view of DuckDB's reader in a database in memory: a statement
     that would change its rows is refused (DDL reaches only that database's catalog), and the
     file keeps its bytes."""
-    import tclose.runner as runner
+    import tclose.core.runner as runner
 
     source = tmp_path / f"patients.{fmt}"
     _write_file(duck, source)

@@ -26,7 +26,7 @@ import pytest
 import sqlalchemy as sa
 
 import tclose
-from tclose.cli import main
+from tclose.app.cli import main
 from tclose.errors import ConfigError
 
 ROWS = 60
@@ -327,7 +327,7 @@ def test_the_api_gives_the_same_release_twice_and_a_fresh_index():
 def test_the_api_release_order_is_a_function_of_its_rows():
     """The release's order is recomputed from its rows alone: the same rows in any order, or
     under another index, put in content order, give the release back."""
-    from tclose.api import in_content_order
+    from tclose.core.api import in_content_order
 
     release = _api(_frame())
     for seed in range(3):
@@ -339,7 +339,7 @@ def test_the_api_release_order_is_a_function_of_its_rows():
 def test_the_api_order_tells_apart_values_python_calls_equal():
     """Rows that differ only in values that compare equal (1 and 1.0 and True, 0.0 and -0.0,
     NaN and None) are still ordered by what they hold, whichever comes first."""
-    from tclose.api import in_content_order
+    from tclose.core.api import in_content_order
 
     frame = pd.DataFrame(
         {"v": pd.Series([1, 1.0, True, 0.0, -0.0, float("nan"), None, "1"], dtype=object)}

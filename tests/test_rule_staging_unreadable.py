@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tclose import runner
-from tclose.cli import main
+from tclose.app.cli import main
+from tclose.core import runner
 from tclose.naming import STAGING_SCHEMA
 
 

@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 import tclose
-from tclose import progress
-from tclose.demo import create_demo_database
-from tclose.kernel_notice import compile_notice
+from tclose.app import progress
+from tclose.app.demo import create_demo_database
+from tclose.base import notices
+from tclose.base.compile_notice import compile_notice
 
 
 def _modules_after(code: str, timeout: float = 120) -> set[str]:
@@ -36,13 +37,13 @@ def test_import_tclose_imports_no_heavy_dependency():
 
 
 def test_plugin_registration_does_not_import_pandas():
-    modules = _modules_after("from tclose.registry import load_registry; load_registry()")
+    modules = _modules_after("from tclose.base.registry import load_registry; load_registry()")
     assert "pandas" not in modules
-    assert "tclose.api" not in modules
+    assert "tclose.core.api" not in modules
 
 
 def test_the_lazy_api_names_still_work():
-    from tclose.api import AnonymizationResult, anonymize
+    from tclose.core.api import AnonymizationResult, anonymize
 
     assert tclose.anonymize is anonymize
     assert tclose.AnonymizationResult is AnonymizationResult
@@ -83,7 +84,7 @@ def test_a_compilation_is_announced_once_with_its_duration():
 
 
 def test_without_a_display_the_notice_is_a_log_record(caplog, monkeypatch):
-    monkeypatch.setattr(progress, "_current", None)
+    monkeypatch.setattr(notices, "_current", None)
     kernel = _fresh_kernel()
     with caplog.at_level("INFO", logger="tclose"), compile_notice():
         kernel(np.arange(2.0))
@@ -110,15 +111,15 @@ def test_the_plugins_command_imports_no_heavy_dependency():
     modules = _modules_after(
         "import os; os.environ['TCLOSE_DISABLE_PLUGIN_AUTOLOAD'] = '1'\n"
         "import contextlib, io\n"
-        "from tclose.cli import main\n"
+        "from tclose.app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['plugins'])"
     )
     assert not {"pandas", "numba", "sqlalchemy", "scipy"} & modules
 
 
 def test_the_builtin_connectors_are_registered_lazily_and_agree_with_their_classes():
+    from tclose.base.registry import load_registry
     from tclose.connectors.builtin import BUILTIN_CONNECTORS
-    from tclose.registry import load_registry
 
     registry = load_registry(entry_points=False)
     assert sorted(registry.connectors) == sorted(c.name for c in BUILTIN_CONNECTORS)
@@ -141,7 +142,7 @@ def test_a_lazy_connector_connects_through_its_module(tmp_path):
 
 def test_a_small_run_imports_neither_numba_nor_scipy(tmp_path):
     """A 100-row ``tclose run`` (the quickstart configuration, as bench/bench_startup.py runs it)
-    calls no compiled kernel (the NumPy twins handle small inputs, and ``tclose.jit`` imports
+    calls no compiled kernel (the NumPy twins handle small inputs, and ``tclose.base.jit`` imports
     Numba only at a compiled kernel's first call) and measures record linkage in NumPy below
     KERNEL_MIN_ROWS: it imports neither Numba (~0.3 s of CPU) nor SciPy (``scipy.spatial``
     0.25-0.35 s)."""
@@ -155,7 +156,7 @@ def test_a_small_run_imports_neither_numba_nor_scipy(tmp_path):
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     modules = _modules_after(
         "import contextlib, io\n"
-        "from tclose.cli import main\n"
+        "from tclose.app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['run', {str(config)!r}, '-q']) == 0",
         timeout=600,

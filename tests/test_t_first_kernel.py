@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tclose.plugins.kernels import _compiled
-from tclose.plugins.kernels import t_first as t_first_module
-from tclose.plugins.kernels._compiled import sq_dist_reference, t_first_column_sum
-from tclose.plugins.kernels.onehot import column_layout
-from tclose.plugins.kernels.onehot import sq_dist_reference as onehot_sq_dist
-from tclose.plugins.kernels.t_first import (
+from tclose.kernels import _compiled
+from tclose.kernels import t_first as t_first_module
+from tclose.kernels._compiled import sq_dist_reference, t_first_column_sum
+from tclose.kernels.onehot import column_layout
+from tclose.kernels.onehot import sq_dist_reference as onehot_sq_dist
+from tclose.kernels.t_first import (
     cluster_size,
     strata_sizes,
     t_first,

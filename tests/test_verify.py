@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from tclose.cli import main
+from tclose.app.cli import main
 
 
 @pytest.fixture

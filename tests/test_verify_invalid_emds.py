@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 
 import tclose
-import tclose.cli
-import tclose.runner
-from tclose.cli import main
+import tclose.app.cli
+import tclose.core.runner
+from tclose.app.cli import main
+from tclose.base.registry import load_registry
+from tclose.core.verify import verify_rows
 from tclose.errors import VerificationError
 from tclose.interfaces import EMD_TOLERANCE
 from tclose.plugins.emd_ordered import OrderedEMDDistance
-from tclose.registry import load_registry
-from tclose.verify import verify_rows
 
 
 class _Rigged(OrderedEMDDistance):
@@ -116,8 +116,8 @@ def test_a_measured_only_t_of_invalid_emds_is_not_a_figure():
 
 
 def _use(monkeypatch, registry):
-    monkeypatch.setattr(tclose.cli, "load_registry", lambda: registry)
-    monkeypatch.setattr(tclose.runner, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
+    monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
 
 
 @pytest.mark.parametrize("rig", ["minus-inf", "negative"])

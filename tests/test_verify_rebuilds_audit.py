@@ -7,9 +7,9 @@ import contextlib
 import io
 import json
 
-from tclose.cli import main
-from tclose.config import load_config
-from tclose.runner import published_run_id
+from tclose.app.cli import main
+from tclose.base.config import load_config
+from tclose.core.runner import published_run_id
 
 
 def _verify(config, *extra: str) -> tuple[int, str]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from tclose_sortagg import PrincipalSort
 
-from tclose.registry import load_registry
-from tclose.testing import check_algorithm
+from tclose.testing import check_algorithm, load_registry
 
 
 @pytest.mark.parametrize("axis", ["principal", "first"])

@@ -1,0 +1,1 @@
+"""The application: the command line, compare, demo, init and the HTML pages."""

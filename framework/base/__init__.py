@@ -1,0 +1,1 @@
+"""The base layer: configuration, encoding, registry and helpers every layer uses."""

@@ -1,0 +1,1 @@
+"""Block execution: split a table into blocks that keep the guarantee, run them on an executor."""

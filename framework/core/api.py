@@ -1,0 +1,421 @@
+"""The Python API: anonymize a pandas DataFrame in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tclose.base.attributes import (
+    encode_confidential,
+    encode_table,
+    exact_rounded_means,
+    spelled_apart,
+)
+from tclose.base.config import (
+    AttributeSpec,
+    Settings,
+    attribute_document,
+    checked_interval_p,
+    parse_settings,
+)
+from tclose.base.digests import canonical
+from tclose.base.registry import Registry, load_registry
+from tclose.core.clustering import cluster_rows
+from tclose.core.columns import unlisted_columns
+from tclose.core.plan import resolve_plugins, with_attribute_options
+from tclose.core.published import add_linkage_check, frame_linkage, linkage_advice
+from tclose.core.report import RunContext, build_report
+from tclose.core.runner import Timer
+from tclose.core.verify import Verification, problems, verify_rows
+from tclose.errors import ConfigError, VerificationError
+from tclose.measures import INTERVAL_P, measure_configured
+
+
+@dataclass
+class AnonymizationResult:
+    """The outcome of :func:`anonymize`.
+
+    Attributes:
+        data: the release: quasi-identifiers replaced by their cluster's aggregate, identifiers
+            dropped, rows set aside by ``missing: exclude-rows`` left out, rows in their content
+            order (:func:`in_content_order`) with a fresh ``RangeIndex`` (unless
+            ``keep_order``). This is what may be shared.
+        labels: ``int64`` cluster of every input row, aligned with the input (dense,
+            ``0..L-1``; ``-1`` for a row set aside). For analysis only: it links the clusters to
+            the input rows, so it must not be shared with the release.
+        report: the audit report, as in the JSON written by ``tclose run`` without the database
+            parts.
+    """
+
+    data: pd.DataFrame
+    labels: np.ndarray
+    report: dict[str, Any]
+
+
+def anonymize(
+    df: pd.DataFrame,
+    quasi_identifiers: Sequence[str] | Mapping[str, Any],
+    confidential: Sequence[str] | Mapping[str, Any] = (),
+    k: int = 2,
+    t: float | None = None,
+    algorithm: str | None = None,
+    *,
+    identifiers: Sequence[str] | None = (),
+    other: Sequence[str] | Mapping[str, Any] = (),
+    keep_order: bool = False,
+    registry: Registry | None = None,
+    interval_p: float = INTERVAL_P,
+    **options: Any,
+) -> AnonymizationResult:
+    """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
+
+    Every column of ``df`` must have exactly one role: quasi-identifier, confidential, identifier
+    (dropped) or other (published unchanged); an unlisted column is a :class:`ConfigError`.
+
+    Args:
+        df: the table.
+        quasi_identifiers: QI columns; a list means numeric attributes, a mapping gives each
+            column its type (``{"age": "numeric"}``) or its full YAML attribute spec. An ordered
+            ``pd.Categorical`` declared ``ordinal`` keeps its category order.
+        confidential: confidential columns, same forms as ``quasi_identifiers``.
+        k: minimum class size (an ``int`` or NumPy integer).
+        t: t-closeness level in ``(0, 1]``, or ``None`` for k-anonymity only.
+        algorithm: a registered algorithm name; by default ``t-first`` when ``t`` is given,
+            else ``mdav``. An algorithm that does not enforce t (``mdav``) refuses a ``t``.
+        identifiers: direct identifiers, dropped from the output.
+        other: columns published unchanged (a list, or a mapping to their YAML spec, e.g.
+            ``{"notes": {"allow_unique": True}}`` for a column whose values may be unique).
+        keep_order: keep the input's row order and index in ``data`` (for analysis only: such
+            a frame links back to the input row by row; do not share it).
+        registry: the plugins to use (default: built-ins and installed plugins).
+        interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
+        **options: the algorithm's options (as under ``algorithm.options`` in YAML).
+
+    Returns:
+        an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
+        the output rows, no row unique on its pass-through columns taken together).
+
+    Raises:
+        ConfigError: bad arguments. DataError: unusable data (NULLs, text, n < k).
+        VerificationError: the output failed verification (rows that their pass-through columns
+            single out, or a bug in the algorithm plugin).
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
+    if "seed" in options:
+        raise ConfigError(
+            "anonymize() takes no seed: the release is in the order of its content "
+            "(in_content_order), the same for the same rows, so nothing orders it at random "
+            "and nothing kept could link its rows to the input's. Remove seed=."
+        )
+    if not isinstance(keep_order, (bool, np.bool_)):  # "false" would keep the order, and link
+        raise ConfigError(f"keep_order must be True or False; got {keep_order!r}.")
+    # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
+    # message nor the release. A shallow copy: the input frame is never written.
+    index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
+    interval_p = checked_interval_p(interval_p)
+    registry = registry or load_registry()
+    identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
+    settings = _settings(
+        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
+    )
+    resolved = resolve_plugins(settings, registry)
+    context = RunContext(registry, resolved, settings.k, settings.t, rows_read=len(df))
+    timer = Timer(context.timings)
+    attributes, privacy = settings.attributes, (settings.k, settings.t)
+    with timer.phase("read"):
+        encoded = context.encoded = encode_table(df, list(attributes.values()))
+    with timer.phase("kernel"):
+        labels, context.partition, _ = cluster_rows(
+            encoded.x,
+            encoded.confidential,
+            encoded.distance_options,
+            resolved,
+            *privacy,
+            int(encoded.excluded.sum()),
+        )
+    context.labels, context.aggregated = labels, encoded.aggregate(labels)
+    with timer.phase("measures"):
+        context.measures = measure_configured(
+            encoded, context.aggregated, attributes, interval_p, labels
+        )
+    data = _release(
+        df,
+        encoded.excluded,
+        identifiers,
+        context.aggregated,
+        attributes,
+        labels,
+        settings.k,
+        keep_order,
+    )
+    if keep_order:
+        data.index = index[~encoded.excluded]
+    with timer.phase("verify"):
+        context.verification = _verify_release(data, attributes, context)
+    report = build_report(context)
+    _refuse_unverified(context, report)
+    return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
+
+
+def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The cluster of every input row, ``-1`` for a row set aside."""
+    all_labels = np.full(len(excluded), -1, dtype=np.int64)
+    all_labels[~excluded] = labels
+    return all_labels
+
+
+def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
+    """:class:`VerificationError` (with the report) if the release failed verification."""
+    verification = context.verification
+    assert verification is not None
+    if verification.passed:
+        return
+    failed = ", ".join(c["name"] for c in verification.failures())
+    raise VerificationError(
+        f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
+        + problems(verification.checks)
+        + linkage_advice(
+            verification.checks,
+            "identifiers=[...]",
+            "pass other={column: {'allow_unique': True}}",
+        ),
+        verification.checks,
+        report,
+    )
+
+
+def _settings(
+    df: pd.DataFrame,
+    roles: tuple[Any, Any, Any, Any],
+    k: Any,
+    t: Any,
+    algorithm: str | None,
+    options: Mapping[str, Any],
+) -> Settings:
+    """The arguments of :func:`anonymize` as the YAML document they stand for, parsed by the
+    parser of ``tclose run`` (:func:`tclose.base.config.parse_settings`); every column of ``df``
+    must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
+    as :func:`anonymize` takes them."""
+    k, t = _plain(k), _plain(t)
+    _check_labels(df.columns)
+    document = {
+        "attributes": _attributes_of(df, *roles),
+        "privacy": {"k": k, "t": t},
+        "algorithm": {
+            "name": algorithm or ("t-first" if t is not None else "mdav"),
+            "options": dict(options),
+        },
+    }
+    settings = parse_settings(document)
+    missing = [name for name in settings.attributes if name not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"Column {missing[0]!r} is not in the DataFrame. "
+            f"Its columns are: {', '.join(repr(str(c)) for c in df.columns)}."
+        )
+    unlisted = unlisted_columns(list(settings.attributes), [str(c) for c in df.columns], None)
+    if unlisted:
+        raise ConfigError(
+            f"The DataFrame has {len(unlisted)} column(s) with no role: "
+            f"{', '.join(map(repr, unlisted))}. "
+            f"Pass each in other=[...] to publish it unchanged, or in identifiers=[...] to drop "
+            f"it."
+        )
+    return settings
+
+
+def _check_labels(columns: pd.Index) -> None:
+    """:class:`ConfigError` unless every column label is a string and no two are equal (a
+    column is named by its label in the roles, the report and the release)."""
+    not_strings = [c for c in columns if not isinstance(c, str)]
+    if not_strings:
+        shown = ", ".join(f"{c!r} ({type(c).__name__})" for c in not_strings[:5])
+        raise ConfigError(
+            f"The DataFrame's column labels must be strings; {len(not_strings)} are not: "
+            f"{shown}. Rename them, e.g. df.columns = df.columns.astype(str)."
+        )
+    counts = columns.value_counts()
+    doubled = counts[counts > 1]
+    if len(doubled):
+        shown = ", ".join(f"{n} columns named {c!r}" for c, n in doubled.items())
+        raise ConfigError(f"The DataFrame has {shown}; a column has exactly one name.")
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (``np.int64(5)`` → ``5``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _attributes_of(
+    df: pd.DataFrame,
+    quasi_identifiers: Sequence[str] | Mapping[str, Any],
+    confidential: Sequence[str] | Mapping[str, Any],
+    identifiers: Sequence[str],
+    other: Sequence[str] | Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ``attributes`` document of the API's arguments; an ordered ``pd.Categorical``
+    declared ``ordinal`` without ``categories`` brings its category order."""
+    parts = [
+        attribute_document(quasi_identifiers, "quasi_identifier"),
+        attribute_document(confidential, "confidential"),
+        attribute_document(identifiers, "identifier"),
+        attribute_document(other, "other"),
+    ]
+    document: dict[str, Any] = {}
+    for part in parts:
+        for name, body in part.items():
+            if name in document:
+                raise ConfigError(
+                    f"Column {name!r} is given two roles ({document[name]['role']} and "
+                    f"{body['role']}); a column has exactly one role."
+                )
+            document[name] = body
+    for name, body in document.items():
+        if name not in df.columns:
+            continue
+        dtype = df[name].dtype
+        ordered = isinstance(dtype, pd.CategoricalDtype) and dtype.ordered
+        if body.get("type") == "ordinal" and ordered and "categories" not in body:
+            body["categories"] = [str(c) for c in dtype.categories]
+    return document
+
+
+def _verify_release(
+    data: pd.DataFrame, attributes: Mapping[str, AttributeSpec], context: RunContext
+) -> Verification:
+    """The verifier's verdict on the released frame: k and t (when the algorithm enforces it)
+    recomputed from its rows, the confidential multisets, and the linkage check."""
+    encoded, resolved = context.encoded, context.resolved
+    assert encoded is not None
+    qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
+    released = data[qi_names].copy()
+    for spec in attributes.values():
+        if spec.role == "confidential":
+            released[spec.name], _ = encode_confidential(data[spec.name], spec)
+    verification = verify_rows(
+        released,
+        qi_names,
+        with_attribute_options(resolved.distances, encoded.distance_options),
+        context.k,
+        context.t if resolved.algorithm.requires_t else None,
+        len(data),
+        encoded.confidential,
+    )
+    add_linkage_check(verification, *frame_linkage(data, attributes))
+    return verification
+
+
+def _release(
+    df: pd.DataFrame,
+    excluded: np.ndarray,
+    identifiers: Sequence[str],
+    aggregated: Mapping[str, np.ndarray],
+    attributes: Mapping[str, AttributeSpec],
+    labels: np.ndarray,
+    k: int,
+    keep_order: bool,
+) -> pd.DataFrame:
+    """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
+    a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
+    in content order (:func:`in_content_order`) with a fresh ``RangeIndex`` unless
+    ``keep_order``. ``labels``: the cluster of each kept row; ``k``: the release's k (which
+    categories a ``category`` dtype may still name)."""
+    data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
+    data.attrs = {}  # the input's metadata is not the release's
+    for column, values in aggregated.items():
+        kind = attributes[column].type
+        if kind in ("ordinal", "nominal"):
+            values = _in_input_type(df[column], values, k)
+        elif kind == "numeric" and attributes[column].round:
+            values = _rounded_in_input_type(data[column], labels, values)
+        elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
+            values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
+        data[column] = values
+    if keep_order:
+        return data
+    return in_content_order(data)
+
+
+def in_content_order(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``data`` in their content order, with a fresh ``RangeIndex``: the order of
+    :func:`anonymize`'s release, a function of the values alone (the index and the order the
+    rows come in play no part).
+
+    Rows are sorted column by column, in column order. Numbers (NumPy integer, boolean and
+    float dtypes) by value, missing first and ``-0.0`` before ``0.0``; date-times and
+    durations by their integer ticks, ``NaT`` first; categories by their code; values of
+    any other dtype by the ``repr`` of their Python value (``1``, ``1.0``, ``True`` and
+    ``'1'`` apart; a zoned date-time in UTC). Rows that tie hold the same values.
+
+    >>> in_content_order(pd.DataFrame({"a": [2, 1, 2], "b": ["y", "z", "x"]}))
+       a  b
+    0  1  z
+    1  2  x
+    2  2  y
+    """
+    keys: list[np.ndarray] = []
+    for column in data.columns:
+        keys += _order_keys(data[column])
+    order = np.lexsort(keys[::-1]) if keys else np.arange(len(data))
+    return data.iloc[order].reset_index(drop=True)
+
+
+def _order_keys(values: pd.Series) -> list[np.ndarray]:
+    """The sort keys of one column for :func:`in_content_order`, most significant first."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        return [values.to_numpy()]
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        numbers = values.to_numpy()
+        missing = np.isnan(numbers)
+        return [~missing, np.where(missing, 0.0, numbers), ~np.signbit(numbers)]
+    if isinstance(dtype, pd.CategoricalDtype):
+        return [values.cat.codes.to_numpy()]
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        return [np.asarray(values.array.asi8)]
+    texts = np.array([repr(canonical(v)) for v in values.astype(object)], dtype=object)
+    return [pd.factorize(texts, sort=True)[0]]
+
+
+def _rounded_in_input_type(kept: pd.Series, labels: np.ndarray, published: np.ndarray) -> Any:
+    """A rounded QI (``round: true``) of integers in the input's dtype (``int8``, ``uint64``,
+    ``Int64``, ...): each cluster's exact mean rounded half to even (as ``np.rint``), computed
+    in integers, so values beyond ``2**53`` are not rounded through ``float64`` (a mean is
+    never outside its members' range, so it always fits the dtype). ``kept``: the input values
+    of the published rows; ``published``: their float means, returned for a non-integer QI."""
+    dtype = kept.dtype
+    numpy_dtype = getattr(dtype, "numpy_dtype", getattr(dtype, "subtype", dtype))
+    if not isinstance(numpy_dtype, np.dtype) or numpy_dtype.kind not in "iu" or not len(kept):
+        return published
+    wide = np.uint64 if numpy_dtype.kind == "u" else np.int64
+    values = kept.to_numpy(dtype=numpy_dtype).astype(wide)
+    means = exact_rounded_means(values, labels, int(labels.max()) + 1)
+    return pd.array(means.astype(numpy_dtype)[labels], dtype=dtype)
+
+
+def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:
+    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype.
+    A ``category`` dtype loses the categories that fewer than ``k`` input rows held and the
+    release does not show (as the report pools them): its category list would name them."""
+    lookup = {str(v): v for v in pd.unique(original.dropna())}
+    if not set(pd.unique(published[pd.notna(published)])) <= lookup.keys():  # 0.0 and -0.0
+        present = original.dropna()
+        lookup.update(spelled_apart(present.map(str).to_numpy(dtype=object), present, lookup))
+    values = [None if v is None else lookup.get(v, v) for v in published]
+    dtype = original.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        release = pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
+        held, shown = original.value_counts(), pd.Series(release).value_counts()
+        return release.remove_categories(held.index[(held > 0) & (held < k) & (shown == 0)])
+    if isinstance(dtype, np.dtype) and dtype.kind in "biu":
+        complete = all(v is not None for v in values)
+        return np.array(values, dtype=dtype if complete else object)
+    try:
+        return pd.array(values, dtype=dtype)
+    except (TypeError, ValueError):
+        return np.array(values, dtype=object)

@@ -1,0 +1,90 @@
+"""Fit the distances and run the algorithm: the kernel phase of a run, shared by the database
+runner and the in-memory API."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tclose.base.compile_notice import compile_notice
+from tclose.base.plugin_calls import checked_labels, fit_distance, plugin_call, plugin_label
+from tclose.errors import DataError, VerificationError
+from tclose.interfaces import FittedDistance, Partition
+
+if TYPE_CHECKING:
+    from tclose.core.runner import Resolved
+
+
+def refuse_too_few_rows(n: int, k: int, set_aside: int = 0) -> None:
+    """:class:`DataError` (exit 3) when ``n`` rows (left once ``missing: exclude-rows`` set
+    ``set_aside`` aside) are fewer than ``k``: no k-anonymous release is possible."""
+    if n < k:
+        left = f" left once missing: exclude-rows set {set_aside} row(s) aside" if set_aside else ""
+        raise DataError(
+            f"The table has {n} rows{left}, fewer than k = {k}: no k-anonymous release "
+            f"is possible. Lower k or add rows."
+        )
+
+
+def cluster_rows(
+    x: np.ndarray,
+    confidential: Mapping[str, np.ndarray],
+    distance_options: Mapping[str, Mapping[str, Any]],
+    resolved: Resolved,
+    k: int,
+    t: float | None,
+    set_aside: int = 0,
+) -> tuple[np.ndarray, Partition, list[FittedDistance]]:
+    """Fit one distance per confidential attribute and partition the rows.
+
+    Args:
+        x: ``(n, p)`` encoded quasi-identifiers (:func:`tclose.base.attributes.encode_table`).
+        confidential: column → the values its distance is fitted on.
+        distance_options: column → options derived from the attribute (hierarchy, categories),
+            added to the distance's configured options.
+        resolved: the algorithm and distances of the run.
+        k: minimum cluster size.
+        t: t-closeness level, or ``None``.
+        set_aside: how many rows ``missing: exclude-rows`` set aside (named in the error when
+            too few rows are left).
+
+    Returns:
+        dense labels ``0..L-1``, the algorithm's :class:`Partition`, and the fitted distances.
+
+    Raises:
+        DataError: fewer rows than ``k``.
+        VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
+            has been written.
+        PluginFailure: the algorithm or a distance raised an exception that is not a
+            :class:`TcloseError` (any ``BaseException`` but ``KeyboardInterrupt``, which is
+            left alone).
+    """
+    n = x.shape[0]
+    refuse_too_few_rows(n, k, set_aside)
+    fitted = []
+    algorithm = resolved.algorithm
+    before = _fingerprint(x)
+    with compile_notice():
+        for column, values in confidential.items():
+            distance, options = resolved.distances[column]
+            own = {**options, **distance_options.get(column, {})}
+            fitted.append(fit_distance(distance, column, values, own))
+        own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
+        with plugin_call(algorithm):
+            partition = algorithm.partition(x, fitted, k, t, own)
+    if _fingerprint(x) != before:
+        raise VerificationError(
+            f"{plugin_label(algorithm)} changed its input x in place (the quasi-identifiers the "
+            f"report's disclosure risk is measured on), which an algorithm must not do: "
+            f"work on a copy."
+        )
+    return checked_labels(algorithm, partition, n), partition, fitted
+
+
+def _fingerprint(array: np.ndarray) -> str:
+    """A digest of ``array``'s values, to tell whether a plugin changed it."""
+    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()

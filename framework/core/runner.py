@@ -1,0 +1,838 @@
+"""One run, phase by phase: plan → read → cluster → write staging → verify → publish → report.
+
+The runner is the only place that knows the order of the phases. Whatever fails, the source is
+never written to, and the target is either the verified new table or exactly what it was before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import logging
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tclose.base.attributes import EncodedTable, encode_confidential, encode_table
+from tclose.base.background import Background
+from tclose.base.compile_notice import compile_account
+from tclose.base.config import Config
+from tclose.base.interrupts import Deferral
+from tclose.base.notices import phase_counts
+from tclose.base.registry import Registry, dialect_of, load_registry
+from tclose.connector import Database, Session, joining, open_read_only
+from tclose.core.clustering import cluster_rows
+from tclose.core.columns import resolve_key, with_key
+from tclose.core.guards import refuse_overflow
+from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.app.compare)
+    Resolved,
+    RunPlan,
+    build_plan,
+    resolve_distances,
+    resolve_name,
+    resolve_plugins,
+    with_attribute_options,
+)
+from tclose.core.published import PublishedScan, add_linkage_check, linkage_advice, scan_published
+from tclose.core.report import RunContext, build_report, finish_report, release_summary
+from tclose.core.verify import Verification, problems, verify_rows
+from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
+from tclose.measures import measure_configured, measure_published
+from tclose.naming import KEY_LABEL, TableName
+
+log = logging.getLogger("tclose")
+
+#: From this many kept rows on, the measures run in a background thread while the staging table
+#: is written (:meth:`Phases.cluster`); below it they run in line, before the write.
+#: (At 20,000 rows a thread neither gains nor costs anything measurable; at 100,000 and
+#: 1,000,000 it saves most of the write's time: ``docs/databases.md``.)
+BACKGROUND_MEASURES_ROWS = 20_000
+#: Whether the verification waits for the background measures (they then run beside the write
+#: only); if false, only the publish and the report do. Beside the verification too (measured at
+#: 1,000,000 rows, ``docs/databases.md``) the run gained nothing over the write alone, took more
+#: CPU, and its peak RSS reached 942–1055 MB (the rows read back and the measures' arrays at once;
+#: budget 1 GB). Worth measuring again once the verification no longer holds the GIL.
+JOIN_MEASURES_BEFORE_VERIFY = True
+
+
+@dataclass
+class RunResult:
+    """What a run did."""
+
+    report: dict[str, Any]
+    published: bool
+    verification: Verification | None = None
+    labels: np.ndarray | None = field(default=None, repr=False)
+
+
+#: The ``timings`` entry of the seconds spent compiling Numba kernels.
+COMPILE = "compile"
+
+
+class Timer:
+    """Seconds spent per phase, in the order the phases ran, and under ``compile`` the seconds
+    Numba spent compiling kernels in them (:mod:`tclose.base.compile_notice`), which the phases'
+    own figures leave out."""
+
+    def __init__(self, seconds: dict[str, float] | None = None) -> None:
+        #: phase name → seconds (``seconds``, when given, is filled in place).
+        self.seconds: dict[str, float] = seconds if seconds is not None else {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        log.info("%s ...", name)
+        with compile_account() as compiling:
+            try:
+                yield
+            finally:
+                self.record(name, time.perf_counter() - start, compiling=compiling.seconds)
+                log.info("%s done in %.2f s", name, self.seconds[name])
+
+    def record(
+        self, name: str, seconds: float, after: str | None = None, compiling: float = 0.0
+    ) -> None:
+        """Record a phase timed elsewhere (in a thread), placed right after the phase ``after``
+        if it was timed (in the order the phases started, not ended); ``compiling`` of its
+        ``seconds`` were Numba compiling kernels (counted under ``compile`` instead)."""
+        self.seconds[COMPILE] = round(self.seconds.get(COMPILE, 0.0) + compiling, 4)
+        self.seconds[name] = round(seconds - compiling, 4)
+        if after in self.seconds:
+            items = [(k, v) for k, v in self.seconds.items() if k != name]
+            at = [k for k, _v in items].index(after) + 1
+            items.insert(at, (name, self.seconds[name]))
+            self.seconds.clear()
+            self.seconds.update(items)
+
+
+def _chunks(
+    stream: Iterator[pd.DataFrame],
+    progress: Callable[..., None] | None,
+    line: str,
+    total: int | None = None,
+) -> list[pd.DataFrame]:
+    """Collect a streamed read, reporting the rows read so far to ``progress``."""
+    frames, done = [], 0
+    for frame in stream:
+        frames.append(frame)
+        done += len(frame)
+        if progress is not None:
+            progress(line, done=done, total=total)
+    return frames
+
+
+def _read_inputs(
+    database,
+    config: Config,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
+    name: TableName | None = None,
+) -> tuple[np.ndarray, EncodedTable, set]:
+    """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
+    the keys of the rows set aside by ``missing: exclude-rows``; from table ``name`` (the
+    plan's resolved source), else ``source.table`` as written."""
+    columns = config.quasi_identifiers + config.confidential
+    frames = _chunks(
+        database.read(
+            name or TableName.parse(config.source.table),
+            columns,
+            key=config.source.key,
+            chunk_size=config.source.chunk_size,
+        ),
+        progress,
+        line,
+    )
+    frame = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=[KEY_LABEL, *columns])
+    )
+    # The row key (KEY_LABEL) is the first column, taken by position: a QI or confidential
+    # column may bear the same name.
+    keys = frame.iloc[:, 0].to_numpy()
+    if len(keys) and (pd.isna(frame.iloc[:, 0]).any() or len(pd.unique(keys)) != len(keys)):
+        raise DataError(_key_problem(config, frame.iloc[:, 0]))
+    frame = frame.iloc[:, 1:]
+    frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
+    encoded = encode_table(frame, list(config.attributes.values()))
+    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+
+
+def _key_problem(config: Config, keys: pd.Series) -> str:
+    """The message for row keys that are NULL or repeated: how many, and the first repeated
+    values (error messages name rows by their key)."""
+    named = f"row key {config.source.key!r}" if config.source.key else "row key"
+    problems = []
+    nulls = int(keys.isna().sum())
+    if nulls:
+        problems.append(f"{nulls} row(s) with NULL")
+    repeated = keys[keys.duplicated(keep=False) & keys.notna()]
+    if len(repeated):
+        values = repeated.unique()
+        shown = ", ".join(str(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+        problems.append(
+            f"{len(values)} value(s) held by more than one row ({len(repeated)} rows): {shown}"
+        )
+    return (
+        f"The {named} of {config.source.table} is not unique and non-null: "
+        f"{'; '.join(problems)}. Name a unique, non-null column as source.key."
+    )
+
+
+def _database_values(values: np.ndarray, spec) -> np.ndarray:
+    """Published values as the driver takes them: integers for rounded QIs, ``date`` and
+    ``datetime`` objects for date QIs, strings (or ``None``) for categories, floats otherwise."""
+    if spec.round:  # exact int64 means of an integer column, else rounded float means
+        return values if values.dtype.kind == "i" else np.rint(values).astype(np.int64)
+    if spec.type == "date":
+        return values.astype("datetime64[D]").astype(object)
+    if spec.type == "datetime":  # the nearest microsecond (half of one: the later), in integers
+        nanoseconds = values.astype("datetime64[ns]").astype(np.int64)
+        micro = nanoseconds // 1000 + (nanoseconds % 1000 >= 500)
+        return micro.astype("datetime64[us]").astype(object)
+    return values
+
+
+def run(
+    config: Config,
+    *,
+    registry: Registry | None = None,
+    dry_run: bool = False,
+    report_path: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Anonymize the configured source table into the target table.
+
+    The phases, in order: :func:`tclose.core.plan.build_plan` (every decision, before any row is
+    read), then :meth:`Phases.read`, :meth:`Phases.cluster` (with the measures),
+    :meth:`Phases.write`, :meth:`Phases.verify`, :meth:`Phases.publish` and :meth:`Phases.report`.
+    From :data:`BACKGROUND_MEASURES_ROWS` rows on, the measures are computed in a background
+    thread beside the write and joined before the verification (:meth:`Phases.join_measures`);
+    the outcome, errors included, is the same as in line.
+
+    Args:
+        config: a validated configuration.
+        registry: the plugins to use (default: built-ins and installed third-party plugins).
+        dry_run: do everything, including verification, but publish nothing.
+        report_path: where to write the audit JSON (overrides ``report.json``).
+        progress: called with a line of text at the start of each phase, then again with the
+            same line and keyword counts ``done=`` (rows so far) and ``total=`` (``None`` when
+            unknown) while a phase streams rows (reading, verifying).
+
+    Returns:
+        the :class:`RunResult`; ``published`` is true when the target now holds the verified table.
+
+    Raises:
+        ConfigError: exit code 2; DataError: exit code 3; VerificationError: exit code 1 (with
+        the run's ``report``); each with ``published``. RunInterrupted (a KeyboardInterrupt): on
+        SIGINT (and SIGTERM under the CLI), with ``published`` telling whether the target was
+        replaced before it took effect (signals are deferred from the publish until the report
+        and audit row are written).
+    """
+    deferral = Deferral()
+    try:
+        return _run(config, registry or load_registry(), dry_run, report_path, progress, deferral)
+    except (TcloseError, RunInterrupted) as error:
+        error.published = error.published or deferral.published
+        raise
+    except KeyboardInterrupt as interrupt:
+        raise RunInterrupted(str(interrupt), published=deferral.published) from interrupt
+    finally:
+        deferral.end(deferral.published)
+
+
+def _run(
+    config: Config,
+    registry: Registry,
+    dry_run: bool,
+    report_path: str | None,
+    progress: Callable[..., None] | None,
+    deferral: Deferral,
+) -> RunResult:
+    """The phases of :func:`run`, in order."""
+    started = time.time()
+    plan = build_plan(config, registry, dry_run=dry_run, report_path=report_path)
+    phases = Phases(plan, registry, progress, started)
+    failure: VerificationError | None = None
+    with phases.sessions() as (source, target):
+        phases.read(source)
+        phases.cluster()
+        with phases.measures_first():
+            phases.write(source, target)
+            try:
+                phases.verify(target)
+                if not dry_run:
+                    phases.publish(target, deferral)
+            except VerificationError as error:
+                failure = error
+    # Reported once the sessions have ended (a failed verification has rolled back the staging).
+    report = phases.report(report_path)
+    if failure is not None:
+        failure.report = report
+        raise failure
+    return RunResult(report, phases.context.published, phases.context.verification, phases.labels)
+
+
+#: The ``risk``/``utility`` measures and the release summary (:func:`_measure_release`).
+_Measured = tuple[dict[str, dict[str, Any]], dict[str, Any]]
+
+
+def _compile_accounted(function: Callable[[], _Measured]) -> tuple[_Measured, float]:
+    """``function()`` and the seconds Numba spent compiling kernels for it in this thread."""
+    with compile_account() as compiling:
+        value = function()
+    return value, compiling.seconds
+
+
+class Phases:
+    """The phases of one run of a :class:`~tclose.core.plan.RunPlan`, sharing what they produce.
+
+    Each phase says its line to ``progress``, times itself under its ``timings`` name and
+    records what the report needs in :attr:`context` (:class:`tclose.core.report.RunContext`).
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        registry: Registry,
+        progress: Callable[..., None] | None,
+        started: float,
+    ) -> None:
+        self.plan = plan
+        self.progress = progress
+        self.say = progress or (lambda *_args, **_counts: None)
+        config = plan.config
+        self.context = RunContext(
+            registry,
+            plan.resolved,
+            config.k,
+            config.t,
+            started=started,
+            dry_run=plan.dry_run,
+            config=config,
+            run_id=plan.run_id,
+            source_url=plan.source_db.redacted_url,
+            target_url=plan.target_db.redacted_url,
+            output_columns=plan.columns,
+            row_security=plan.row_security,
+        )
+        self.timer = Timer(self.context.timings)
+        self.keys = np.zeros(0)
+        self.set_aside: set = set()
+        self.labels = np.zeros(0, dtype=np.int64)
+        self.database_values: dict[str, np.ndarray] = {}
+        #: the measures (and the seconds they compiled kernels) while they run in the background
+        #: (:meth:`join_measures`)
+        self._measures: Background[tuple[_Measured, float]] | None = None
+
+    @contextmanager
+    def sessions(self) -> Iterator[tuple[Any, Any]]:
+        """The source and target sessions. Same database (:data:`~tclose.core.plan.JOIN`): one
+        session reads, joins, verifies and publishes in one snapshot. Otherwise the target
+        session (staging table created first, so that a missing permission fails before any
+        work) and a read-only source session whose snapshot serves both passes."""
+        plan = self.plan
+        with ExitStack() as stack:
+            if plan.joined:
+                source = target = stack.enter_context(plan.source_db.session(plan.staging_table))
+            else:
+                target = stack.enter_context(plan.target_db.session(plan.staging_table))
+                source = stack.enter_context(plan.source_db.session(read_only=True))
+            yield source, target
+
+    def read(self, source: Any) -> None:
+        """Pass 1: the keys and encoded columns of the source rows (streamed)."""
+        line = f"reading {self.plan.source}"
+        self.say(line)
+        with self.timer.phase("read"):
+            self.keys, encoded, self.set_aside = _read_inputs(
+                source, self.plan.config, self.progress, line, self.plan.source
+            )
+        self.context.encoded = encoded
+        self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
+
+    def cluster(self) -> None:
+        """Fit the distances, partition the rows, aggregate the QIs and measure the release: in
+        line below :data:`BACKGROUND_MEASURES_ROWS` kept rows, else in a background thread that
+        :meth:`join_measures` waits for (the ``measures`` timing is then recorded there)."""
+        context, config, encoded = self.context, self.plan.config, self.context.encoded
+        assert encoded is not None
+        line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
+        self.say(line)
+        with self.timer.phase("kernel"), phase_counts(self.say, line):
+            self.labels, context.partition, _fitted = cluster_rows(
+                encoded.x,
+                encoded.confidential,
+                encoded.distance_options,
+                context.resolved,
+                config.k,
+                config.t,
+                int(encoded.excluded.sum()),
+            )
+        context.labels = self.labels
+        context.aggregated = encoded.aggregate(self.labels)
+        refuse_overflow(context.aggregated, config.attributes, self.keys)
+        self.database_values = {
+            c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
+        }
+        measure = functools.partial(
+            _measure_release, encoded, context.aggregated, config, self.labels
+        )
+        if len(self.keys) >= BACKGROUND_MEASURES_ROWS:
+            log.info("measures ... (in the background, beside the write)")
+            self._measures = Background(
+                functools.partial(_compile_accounted, measure), "tclose-measures"
+            )
+            return
+        self.say("measuring disclosure risk and utility")
+        with self.timer.phase("measures"):
+            context.measures, context.summary = measure()
+
+    @contextmanager
+    def measures_first(self) -> Iterator[None]:
+        """Within the block, an error (not an interrupt) waits for measures running in the
+        background: if they failed, their error is the one raised, as when they ran first."""
+        try:
+            yield
+        except Exception:
+            self.join_measures()
+            raise
+
+    def join_measures(self) -> None:
+        """Wait for the measures running in the background, if any; record them and their
+        timings (``measures``: their own duration; ``measures_wait``: how long the run waited
+        for them). Raises their error if they failed."""
+        pending = self._measures
+        if pending is None:
+            return
+        if not pending.done:
+            self.say("measuring disclosure risk and utility")
+        (self.context.measures, self.context.summary), compiling = pending.result()
+        self._measures = None
+        assert pending.seconds is not None
+        self.timer.record("measures", pending.seconds, after="kernel", compiling=compiling)
+        self.timer.record("measures_wait", pending.waited)
+        log.info("measures done in %.2f s (%.2f s waited)", pending.seconds, pending.waited)
+
+    def write(self, source: Any, target: Any) -> None:
+        """Fill the staging table: joined in the source's database, or streamed from a second
+        pass over the source snapshot. Either way the target's session numbers the rows
+        (``tclose_row``) and stores them in their content order, a function of the published
+        values alone."""
+        plan, config = self.plan, self.plan.config
+        self.say(f"writing staging table {plan.staging}")
+        with self.timer.phase("write"):
+            if plan.joined:
+                joining(source).fill_joined(
+                    plan.source_table,
+                    config.source.key,
+                    plan.staging_table,
+                    self.keys,
+                    self.labels,
+                    self.database_values,
+                )
+                return
+            refuse_unstreamable = getattr(source, "refuse_unstreamable", None)
+            if callable(refuse_unstreamable):  # optional: values the stream cannot carry
+                passthrough = [c for c in plan.output_columns if c not in self.database_values]
+                refuse_unstreamable(plan.source, passthrough, plan.target_db.dialect)
+            chunks: Generator[list[tuple], None, None] = _transformed_chunks(
+                source,
+                config,
+                plan.source,
+                plan.output_columns,
+                self.keys,
+                self.database_values,
+                self.set_aside,
+                _values_to_check(plan),
+            )
+            try:
+                target.fill_streamed(plan.staging_table, chunks)
+            finally:
+                chunks.close()  # its cursor on the source, before the source's session ends
+            source.close()  # the snapshot is no longer needed; release it before publishing
+
+    def verify(self, target: Any) -> None:
+        """Read the staging table back and verify it; :class:`VerificationError` if it fails."""
+        plan, encoded = self.plan, self.context.encoded
+        assert encoded is not None
+        if JOIN_MEASURES_BEFORE_VERIFY:
+            self.join_measures()
+        self.say("verifying the written rows")
+        with self.timer.phase("verify"):
+            verification = _verify_staging(
+                target,
+                plan.staging,
+                plan.config,
+                plan.resolved,
+                len(self.keys),
+                encoded.confidential,
+                self.progress,
+                published_as=plan.target,
+            )
+        self.context.verification = verification
+        if not verification.passed:
+            failed = ", ".join(c["name"] for c in verification.failures())
+            raise VerificationError(
+                f"Verification of the written table failed ({failed}) for the output of "
+                f"algorithm {plan.resolved.algorithm.name!r}; nothing was published "
+                f"and {plan.target} is unchanged."
+                + problems(verification.checks)
+                + linkage_advice(verification.checks),
+                verification.checks,
+            )
+
+    def publish(self, target: Any, deferral: Deferral) -> None:
+        """Replace the target by the verified staging table, atomically; from here signals wait
+        until the outcome is recorded."""
+        plan = self.plan
+        self.join_measures()  # before signals are deferred: the draft report needs them
+        self.say(f"publishing {plan.target}")
+        deferral.start()
+        with self.timer.phase("publish"):
+            target.publish(
+                plan.staging,
+                plan.target,
+                replace=plan.replace,
+                before_commit=self._record_in_publish if plan.audit_in_publish else None,
+            )
+        self.context.audited_in_publish = plan.audit_in_publish
+        self.context.published = deferral.published = True
+
+    def _record_in_publish(self, connection: Any) -> None:
+        """The ``run_publishing`` hooks, inside the publishing transaction."""
+        draft = build_report(
+            dataclasses.replace(self.context, published=True, audited_in_publish=True)
+        )
+        manager = self.context.registry.manager
+        assert manager is not None  # audit_in_publish is false without a manager
+        manager.hook.run_publishing(report=draft, config=self.plan.config, connection=connection)
+
+    def report(self, report_path: str | None) -> dict[str, Any]:
+        """Build the audit report, write its files and call the ``run_finished`` hooks."""
+        self.join_measures()
+        report = build_report(self.context)
+        finish_report(report, self.context.registry, self.plan.config, report_path)
+        return report
+
+
+def _measure_release(
+    encoded: EncodedTable,
+    aggregated: Mapping[str, np.ndarray],
+    config: Config,
+    labels: np.ndarray,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The measures of the release (:func:`tclose.measures.measure_configured`) and the report's
+    :func:`tclose.core.report.release_summary`, computed once for both builds of the report."""
+    measures = measure_configured(encoded, aggregated, config.attributes, config.interval_p, labels)
+    return measures, release_summary(encoded, aggregated, labels, config.k)
+
+
+def _values_to_check(plan: RunPlan) -> dict[str, str]:
+    """The pass-through columns whose values need a check when written into another kind of
+    database, by kind:
+
+    - ``"date"``: date and date-time columns of a source that reads a zero or invalid date as
+      its text (``invalid_dates_as_text``: MariaDB/MySQL), which has no equivalent there.
+      (SQLite's dates are text, valid ones included: the target parses them.)
+    - ``"time"``: time columns of a source whose driver reads them as durations
+      (``times_as_durations``: a MariaDB/MySQL ``TIME`` spans ±838:59:59). A duration within a
+      day is written as that time of day; SQLite stored its seconds, DuckDB could not cast it.
+    """
+    source_dialect = getattr(plan.source_db, "dialect", None)
+    if source_dialect == getattr(plan.target_db, "dialect", None):
+        return {}
+    kinds: dict[type, str] = {}
+    if getattr(plan.source_db, "invalid_dates_as_text", False):
+        kinds.update({dt.date: "date", dt.datetime: "date"})
+    if getattr(plan.source_db, "times_as_durations", False):
+        kinds[dt.time] = "time"
+    found = {}
+    for column in plan.source_table.columns:
+        try:
+            python_type = column.type.python_type
+        except NotImplementedError:  # a type SQLAlchemy does not know
+            continue
+        if python_type in kinds and column.name in plan.output_columns:
+            found[column.name] = kinds[python_type]
+    return found
+
+
+def _times_of_day(values: list[Any]) -> tuple[list[Any], int]:
+    """``values`` with each duration (``timedelta``) of at least 0 and less than a day as
+    that time of day (``dt.time``), and the number of durations outside that range."""
+    day = dt.timedelta(days=1)
+    converted, outside = [], 0
+    for value in values:
+        if isinstance(value, dt.timedelta):
+            if dt.timedelta(0) <= value < day:
+                value = (dt.datetime.min + value).time()
+            else:
+                outside += 1
+        converted.append(value)
+    return converted, outside
+
+
+def _transformed_chunks(
+    source,
+    config: Config,
+    source_name,
+    output_columns,
+    keys,
+    database_values,
+    set_aside: set,
+    checked: Mapping[str, str] | None = None,
+) -> Generator[list[tuple], None, None]:
+    """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
+    the output columns, pass-through values exactly as the driver gave them.
+
+    The keys of the second pass must be those of the first, row for row: the snapshot guarantees
+    it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
+    in ``set_aside`` are skipped. The columns of ``checked`` (:func:`_values_to_check`) are
+    checked by kind: a ``"date"`` value that is not a date (a MariaDB zero date, as text), or
+    a ``"time"`` duration outside a day (others become times of day), stops the stream: the
+    rest is read only to count such values, and :class:`DataError` names the columns and
+    counts.
+    """
+    passthrough = [c for c in output_columns if c not in database_values]
+    slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
+    position = 0
+    checked = {c: kind for c, kind in (checked or {}).items() if c in slot}
+    invalid = dict.fromkeys(checked, 0)
+    for rows in source.read_rows(
+        source_name, passthrough, key=config.source.key, chunk_size=config.source.chunk_size
+    ):
+        if set_aside:
+            rows = [r for r in rows if r[0] not in set_aside]
+        times = {}
+        for column, kind in checked.items():
+            values = [r[slot[column]] for r in rows]
+            if kind == "date":
+                invalid[column] += sum(isinstance(v, str) for v in values)
+            else:
+                times[column], outside = _times_of_day(values)
+                invalid[column] += outside
+        if any(invalid.values()):
+            position += len(rows)
+            continue
+        size = len(rows)
+        expected = keys[position : position + size]
+        if size != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
+            raise DataError(
+                f"The source table {source_name} changed while it was being read "
+                f"(rows near position {position}). Nothing was published."
+            )
+        columns = []
+        for column in output_columns:
+            if column in database_values:
+                columns.append(database_values[column][position : position + size].tolist())
+            elif column in times:
+                columns.append(times[column])
+            else:
+                index = slot[column]
+                columns.append([r[index] for r in rows])
+        position += size
+        yield list(zip(*columns))
+    if position != len(keys):
+        raise DataError(
+            f"The source table {source_name} changed while it was being read "
+            f"({position} rows on the second pass, {len(keys)} on the first)."
+        )
+    for kind, what, remedy in (
+        (
+            "date",
+            "zero or invalid dates (a zero year, month or day, which MariaDB/MySQL accept under "
+            "a permissive sql_mode), which no other kind of database stores",
+            "Set them to NULL or to valid dates in {source}",
+        ),
+        (
+            "time",
+            "TIME values outside 00:00:00 to 23:59:59.999999 (a MariaDB/MySQL TIME is a "
+            "duration of up to ±838:59:59), which a time of day in another kind of database "
+            "cannot hold",
+            "Set them to NULL or to times of day in {source}, cast them to text in a view",
+        ),
+    ):
+        found = [f"{c!r} ({n} rows)" for c, n in invalid.items() if n and checked[c] == kind]
+        if found:
+            holds = columns_hold(found)
+            raise DataError(
+                f"{holds} {what}. {remedy.format(source=source_name)}, or drop the columns "
+                f"(role: identifier)."
+            )
+
+
+def verify_published(
+    config: Config,
+    registry: Registry | None = None,
+    *,
+    against_source: bool = False,
+    expected_rows: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    digest_algorithm: str | None = None,
+) -> Verification:
+    """Re-check the published target table of ``config`` from its rows (``tclose verify``).
+
+    Only the target table is read (streamed), and every database is opened read-only by its
+    driver (:func:`~tclose.connector.open_read_only`): the classes are rebuilt from its written
+    quasi-identifier values, and k and t are recomputed with the configured distances. The
+    algorithm plugin need not be installed: t is checked whenever ``privacy.t`` is set, unless the
+    configured algorithm is installed and declares that it does not enforce t (``mdav``).
+
+    Args:
+        config: the configuration of the run that published the table.
+        registry: the plugins (for the distances and the connector).
+        against_source: also read the source table, and check the row count and every
+            confidential attribute's multiset against it (needs access to the source).
+        expected_rows: a row count to check when the source is not read (e.g. ``target.rows``
+            of the run's audit report).
+        progress: called with a line of text at the start of each phase.
+        digest_algorithm: the content digest to compute (a report's
+            ``target.content_digest.algorithm``); by default the target database's own
+            (:func:`tclose.core.published.scan_published`).
+    """
+    registry = registry or load_registry()
+    say = progress or (lambda *_args, **_counts: None)
+    distances = resolve_distances(config.attributes, registry)
+    provided = registry.algorithms.get(config.algorithm)
+    t_checked = config.t if provided is None or provided.obj.requires_t else None
+    source_confidential = None
+    if against_source:
+        source_db = registry.connector_for(dialect_of(config.source.url)).connect(
+            config.source.url, config.source.password_file
+        )
+        open_read_only(source_db)
+        say(f"reading the source table {config.source.table}")
+        source = resolve_name(source_db, config.source.table, "source.table", create=False)
+        source_table = source_db.table(source)
+        config = with_key(config, resolve_key(source_db, source_table, config.source.key))
+        keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
+        source_confidential = encoded.confidential
+        expected_rows = len(keys)
+    target_db = registry.connector_for(dialect_of(config.target.url)).connect(
+        config.target.url, config.target.password_file
+    )
+    open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
+    say(f"reading the published table {config.target.table}")
+    kept_key = config.source.key if against_source and config.keep_key else None
+    linked = [kept_key] if kept_key is not None else []
+    frame, extra, scan = _read_written(
+        target_db,
+        resolve_name(target_db, config.target.table, "target.table", create=False),
+        config,
+        extra_columns=linked,
+        digest_algorithm=digest_algorithm,
+    )
+    say("verifying")
+    verification = verify_rows(
+        frame,
+        config.quasi_identifiers,
+        with_attribute_options(distances, extra),
+        config.k,
+        t_checked,
+        expected_rows,
+        source_confidential,
+    )
+    if against_source:
+        verification.measures = measure_published(
+            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
+        )
+    return _with_scan(verification, scan)
+
+
+def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
+    """The id of the run that published ``config``'s target, from the table's comment
+    (PostgreSQL, MySQL; on SQLite from a constraint name in its definition); ``None`` if the
+    table carries none. With it, the audit record of a run killed between its publish and its
+    report can be found or rebuilt."""
+    registry = registry or load_registry()
+    database = registry.connector_for(dialect_of(config.target.url)).connect(
+        config.target.url, config.target.password_file
+    )
+    open_read_only(database)
+    comment = getattr(database, "table_comment", lambda _name: None)(
+        resolve_name(database, config.target.table, "target.table", create=False)
+    )
+    if comment and comment.startswith("tclose run "):
+        return comment.removeprefix("tclose run ").strip()
+    return None
+
+
+def _read_written(
+    database: Database | Session,
+    table,
+    config: Config,
+    progress: Callable[..., None] | None = None,
+    line: str = "",
+    total: int | None = None,
+    extra_columns: Sequence[str] = (),
+    digest_algorithm: str | None = None,
+    published_as: TableName | None = None,
+) -> tuple[pd.DataFrame, dict[str, dict], PublishedScan]:
+    """One streamed read of a written table (:func:`tclose.core.published.scan_published`): its QI
+    and confidential columns (and ``extra_columns``), confidential columns encoded as their
+    distances expect (with the options they add), and the scan (content digest, linking
+    pass-through columns)."""
+    scan = scan_published(
+        database,
+        table,
+        config,
+        progress,
+        line,
+        total,
+        extra_columns,
+        digest_algorithm,
+        published_as,
+    )
+    frame = scan.frame
+    extra = {}
+    for column in config.confidential:
+        frame[column], extra[column] = encode_confidential(frame[column], config.attributes[column])
+    return frame, extra, scan
+
+
+def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
+    """The verdict with the linkage check and the content digest of the scan."""
+    add_linkage_check(verification, scan.linkage_columns, scan.linkable_rows, scan.allowed_unique)
+    verification.content_digest = scan.digest
+    return verification
+
+
+def _verify_staging(
+    database: Session,
+    staging,
+    config: Config,
+    resolved: Resolved,
+    n: int,
+    source_confidential: Mapping[str, np.ndarray],
+    progress: Callable[..., None] | None = None,
+    published_as: TableName | None = None,
+) -> Verification:
+    """Read the written table back (QI and confidential columns, streamed) and verify it;
+    ``published_as`` is the target it will become."""
+    frame, extra, scan = _read_written(
+        database,
+        staging,
+        config,
+        progress,
+        "verifying the written rows",
+        n,
+        published_as=published_as,
+    )
+    t_enforced = config.t if resolved.algorithm.requires_t else None
+    verification = verify_rows(
+        frame,
+        config.quasi_identifiers,
+        with_attribute_options(resolved.distances, extra),
+        config.k,
+        t_enforced,
+        n,
+        source_confidential,
+    )
+    return _with_scan(verification, scan)
