@@ -151,6 +151,38 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+#: The MySQL/MariaDB drivers the ``[test]`` extra does not install: the C drivers build against
+#: libmariadb-dev, which a machine may lack. Their tests skip with the reason unless
+#: TCLOSE_TEST_C_DRIVERS=1 says they must run (.ci/run sets it when it has installed them).
+OPTIONAL_MYSQL_DRIVERS = {"mariadbconnector": "mariadb", "mysqldb": "mysqlclient"}
+
+
+def c_drivers_must_run() -> bool:
+    return os.environ.get("TCLOSE_TEST_C_DRIVERS", "").lower() in ("1", "true", "yes")
+
+
+def missing_driver(driver: str) -> str | None:
+    """Why ``driver`` (a SQLAlchemy MySQL driver name) cannot be tested here, or ``None``."""
+    from tclose.connectors.mysql_drivers import DRIVERS, installed
+
+    if driver not in DRIVERS or installed(driver):
+        return None
+    extra = OPTIONAL_MYSQL_DRIVERS.get(driver, "mysql")
+    return f"{DRIVERS[driver][1]} is not installed: pip install 'tclose[{extra}]'"
+
+
+def require_driver(driver: str) -> None:
+    """Skip the test when ``driver`` is not installed: fail it instead where it must run (the
+    C drivers under TCLOSE_TEST_C_DRIVERS=1, PyMySQL in CI, which the ``[test]`` extra installs)."""
+    message = missing_driver(driver)
+    if message is None:
+        return
+    must_run = c_drivers_must_run() if driver in OPTIONAL_MYSQL_DRIVERS else in_ci()
+    if must_run:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def require_example():
     """``require_example(distribution, what)`` skips the test (fails it in CI, where .ci/run
@@ -222,6 +254,19 @@ class TestDatabase:
         self.engine = sa.create_engine(url, poolclass=NullPool)
         # MariaDB/MySQL runs keep their staging tables in the database tclose_staging.
         self.schemas: list[str | None] = [None] + (["tclose_staging"] if dialect == "mysql" else [])
+
+    @property
+    def url(self) -> str:
+        """The URL tclose's configs name; a URL with a MySQL driver needs that driver
+        (:func:`require_driver`), so a test that sets one skips or fails as the driver says."""
+        return self._url
+
+    @url.setter
+    def url(self, url: str) -> None:
+        driver = sa.make_url(url).drivername.partition("+")[2]
+        if driver:
+            require_driver(driver)
+        self._url = url
 
     def name(self, base: str) -> str:
         """A table name unique to this test."""

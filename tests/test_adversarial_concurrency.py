@@ -32,7 +32,7 @@ from tclose.app.cli import main
 SCRIPT = """
 import os, sys, time
 from pathlib import Path
-from tclose import runner
+from tclose.core import runner
 from tclose.app.cli import main
 
 def wrap(name):

@@ -64,7 +64,6 @@ def test_nasty_names_with_each_mariadb_driver(maria, driver, nasty, capsys):
     the user's privileges ("may create tables ... but not alter or drop them: Table
     'test.ta%%b__tclose_s_...' doesn't exist"), and a table named ``a%%b`` would have been the
     one renamed or dropped."""
-    pytest.importorskip({"mysqldb": "MySQLdb", "mariadbconnector": "mariadb"}[driver])
     maria.url = sa.make_url(maria.url).set(drivername=f"mysql+{driver}").render_as_string(False)
     _nasty_run(maria, nasty, capsys)
 

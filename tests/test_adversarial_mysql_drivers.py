@@ -25,17 +25,19 @@ from tclose.connectors import mysql as connector
 from tclose.errors import DataError
 from tclose.naming import TableName
 
+from tests.conftest import require_driver
+
 DRIVERS = list(connector.DRIVERS)
 
 
-def _need(driver: str) -> None:
-    from .test_mysql_driver import _need as need
-
-    need(driver)
+_need = require_driver
 
 
 def _url(maria, driver: str | None) -> str:
-    """The test server's URL with ``driver`` (``None``: a bare ``mysql://``)."""
+    """The test server's URL with ``driver`` (``None``: a bare ``mysql://``), which the test
+    then needs."""
+    if driver is not None:
+        require_driver(driver)
     name = "mysql" if driver is None else f"mysql+{driver}"
     return sa.make_url(maria.url).set(drivername=name).render_as_string(hide_password=False)
 

@@ -2,15 +2,13 @@
 mysqlclient and PyMySQL, the choice named to the user, and the same snapshot reads and the same
 published table through every driver.
 
-With CI=true, every driver must be installed: .ci/run installs the two C drivers (they build
-against libmariadb-dev, so they are not in the ``test`` extra) and sets
-TCLOSE_C_DRIVERS_UNAVAILABLE only when they failed to build, saying so. Elsewhere the tests of a
-missing driver skip with the reason."""
+The two C drivers build against libmariadb-dev, so the ``test`` extra does not install them: their
+tests skip with the reason unless TCLOSE_TEST_C_DRIVERS=1 says they must run (.ci/run sets it when
+it has installed them); see ``tests/conftest.py``'s :func:`require_driver`."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import pytest
 import sqlalchemy as sa
@@ -20,20 +18,13 @@ from tclose.connectors import mysql as connector
 from tclose.core.runner import run
 from tclose.errors import DataError
 
-EXTRA = {"mariadbconnector": "mariadb", "mysqldb": "mysqlclient", "pymysql": "mysql"}
-
+from tests.conftest import require_driver
 
 def _installed(driver: str) -> bool:
     return importlib.util.find_spec(connector.DRIVERS[driver][0]) is not None
 
 
-def _need(driver: str) -> None:
-    if not _installed(driver):
-        message = f"{connector.DRIVERS[driver][1]} is not installed: pip install 'tclose[{EXTRA[driver]}]'"
-        in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")  # as conftest.in_ci
-        if in_ci and not (driver != "pymysql" and os.environ.get("TCLOSE_C_DRIVERS_UNAVAILABLE")):
-            pytest.fail(message)
-        pytest.skip(message)
+_need = require_driver
 
 
 def _without(monkeypatch, *modules: str) -> None:
