@@ -24,7 +24,6 @@ from tclose.app.cli import main
 from tclose.connectors import mysql as connector
 from tclose.errors import DataError
 from tclose.naming import TableName
-
 from tests.conftest import require_driver
 
 DRIVERS = list(connector.DRIVERS)

@@ -17,8 +17,8 @@ from tclose.base.config import parse_config
 from tclose.connectors import mysql as connector
 from tclose.core.runner import run
 from tclose.errors import DataError
-
 from tests.conftest import require_driver
+
 
 def _installed(driver: str) -> bool:
     return importlib.util.find_spec(connector.DRIVERS[driver][0]) is not None
