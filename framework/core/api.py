@@ -150,7 +150,6 @@ def anonymize(
         context.aggregated,
         attributes,
         labels,
-        settings.k,
         keep_order,
     )
     if keep_order:
@@ -317,28 +316,40 @@ def _release(
     aggregated: Mapping[str, np.ndarray],
     attributes: Mapping[str, AttributeSpec],
     labels: np.ndarray,
-    k: int,
     keep_order: bool,
 ) -> pd.DataFrame:
     """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
     a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
     in content order (:func:`in_content_order`) with a fresh ``RangeIndex`` unless
-    ``keep_order``. ``labels``: the cluster of each kept row; ``k``: the release's k (which
-    categories a ``category`` dtype may still name)."""
+    ``keep_order``; every dtype's metadata from the published rows alone
+    (:func:`_metadata_of_published_rows`). ``labels``: the cluster of each kept row."""
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
     data.attrs = {}  # the input's metadata is not the release's
     for column, values in aggregated.items():
         kind = attributes[column].type
         if kind in ("ordinal", "nominal"):
-            values = _in_input_type(df[column], values, k)
+            values = _in_input_type(df[column], values)
         elif kind == "numeric" and attributes[column].round:
             values = _rounded_in_input_type(data[column], labels, values)
         elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
             values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
         data[column] = values
+    data = _metadata_of_published_rows(data)
     if keep_order:
         return data
     return in_content_order(data)
+
+
+def _metadata_of_published_rows(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with every column's dtype metadata derived from its own rows: a ``category``
+    column names only the values it holds (in the input's category order, ``ordered`` kept),
+    never a value of a row that is not published, of a value the aggregation replaced or of a
+    domain declared beyond the rows (a category list is data: each names a value someone
+    held)."""
+    for column in data.columns:
+        if isinstance(data[column].dtype, pd.CategoricalDtype):
+            data[column] = data[column].cat.remove_unused_categories()
+    return data
 
 
 def in_content_order(data: pd.DataFrame) -> pd.DataFrame:
@@ -398,10 +409,10 @@ def _rounded_in_input_type(kept: pd.Series, labels: np.ndarray, published: np.nd
     return pd.array(means.astype(numpy_dtype)[labels], dtype=dtype)
 
 
-def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:
-    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype.
-    A ``category`` dtype loses the categories that fewer than ``k`` input rows held and the
-    release does not show (as the report pools them): its category list would name them."""
+def _in_input_type(original: pd.Series, published: np.ndarray) -> Any:
+    """Published category labels (strings, ``None`` for NULL) as the input's values and dtype
+    (a ``category`` dtype's list is then cut to the values shown,
+    :func:`_metadata_of_published_rows`)."""
     lookup = {str(v): v for v in pd.unique(original.dropna())}
     if not set(pd.unique(published[pd.notna(published)])) <= lookup.keys():  # 0.0 and -0.0
         present = original.dropna()
@@ -409,9 +420,7 @@ def _in_input_type(original: pd.Series, published: np.ndarray, k: int) -> Any:
     values = [None if v is None else lookup.get(v, v) for v in published]
     dtype = original.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        release = pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
-        held, shown = original.value_counts(), pd.Series(release).value_counts()
-        return release.remove_categories(held.index[(held > 0) & (held < k) & (shown == 0)])
+        return pd.Categorical(values, categories=dtype.categories, ordered=dtype.ordered)
     if isinstance(dtype, np.dtype) and dtype.kind in "biu":
         complete = all(v is not None for v in values)
         return np.array(values, dtype=dtype if complete else object)
