@@ -31,6 +31,11 @@ under the target's name only if no such file exists (so two runs cannot both cre
 have no run lock: of two runs replacing one file, the last to publish wins, each file whole.
 The publishing run's id is kept in the Parquet file's key-value metadata (``tclose_run``).
 
+A file's folder is resolved once, when the URL is read (``realpath``: a link among the folders
+is followed then, and every later step works in that real folder); a target that is itself a
+symbolic link (to a file, to a missing file, to a folder; relative or absolute) is refused
+before any work, and again at the publish: tclose never writes through a link nor replaces one.
+
 The staging table of a Parquet target has the types a Parquet file holds exactly
 (:func:`parquet_type`), so that what is verified, and the content digest the report records, are
 those of the file an auditor will read.
@@ -156,6 +161,8 @@ class FileSession(DuckDBSession):
                 f"The target file {path} already exists and target.if_exists is 'fail'. "
                 f"Nothing was published."
             )
+        if path.is_symlink():
+            raise DataError(f"{_link_refused(path)} Nothing was published.")
         problem = self.database.release_problem(target) if path.exists() else None
         if problem is not None:
             raise DataError(
@@ -314,6 +321,15 @@ def _content_mark(connection: Connection, relation: str, values: Sequence[str]) 
 _TEMPORARY_EXTRA = len(".") + len(".tclose-") + RUN_ID_LENGTH + len(".tmp")
 
 
+def _link_refused(path: Path) -> str:
+    """Why the target ``path``, a symbolic link, is not written: a sentence."""
+    return (
+        f"The target {path} is a symbolic link (to {os.readlink(path)}): tclose writes a "
+        f"target file itself, never through a link, which would put the release where the "
+        f"link points (or replace the link with it) and judge the file it points to."
+    )
+
+
 def _temporary(path: Path, run_id: str) -> Path:
     """The hidden file next to ``path`` that a run writes, then renames over ``path``."""
     return path.with_name(
@@ -365,7 +381,8 @@ class FileDatabase(DuckDBDatabase):
                 f"The URL {url!r} names no file: write {self.format}:///relative/path or "
                 f"{self.format}:////absolute/path."
             )
-        self.path = Path(parsed.database).absolute()
+        given = Path(parsed.database).absolute()
+        self.path = Path(os.path.realpath(given.parent)) / given.name
         self._links: dict[Path, str] = {}
         self._link_folder: Path | None = None
         self._file_url = parsed
@@ -502,6 +519,11 @@ class FileDatabase(DuckDBDatabase):
                 f"database table."
             )
         self._check_name(name, path)
+        if self.path.is_symlink():
+            raise ConfigError(
+                f"==> At {path.split('.')[0]}.url\n{_link_refused(self.path)} Name the file "
+                f"itself (its real path), or another target file."
+            )
         if self.path.is_dir():
             raise ConfigError(
                 f"==> At {path}\nThe target {self.path} is a folder, not a file: name the "
