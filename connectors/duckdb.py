@@ -799,30 +799,33 @@ class DuckDBDatabase(SQLDatabase):
         self, connection: Connection, name: TableName
     ) -> tuple[TableName, str | None] | None:
         """The table's schema and name as DuckDB's catalog spells them, and its identity: its
-        content, the row count and the sum of DuckDB's ``hash`` of each row's values. DuckDB
-        gives a table no lasting identity (its catalog's ids are new each time the file is
-        opened), so the same table is the same name holding the same rows."""
+        columns (name, type, nullability) and its content, the row count and the sum of
+        DuckDB's ``hash`` of each row's values. DuckDB gives a table no lasting identity (its
+        catalog's ids are new each time the file is opened), so the same table is the same
+        name holding the same columns and rows."""
         found = self._catalog_name(connection, name)
         if found is None:
             return None
         home = TableName(*found)
-        columns = [
-            self.quote(column)
-            for (column,) in connection.execute(
-                sa.text(
-                    "SELECT column_name FROM duckdb_columns() WHERE database_name = "
-                    "current_database() AND schema_name = :s AND table_name = :t "
-                    "ORDER BY column_index"
-                ),
-                {"s": home.schema, "t": home.name},
-            )
-        ]
-        if not columns:  # a view: no table a release can be
+        described = connection.execute(
+            sa.text(
+                "SELECT column_name, data_type, is_nullable FROM duckdb_columns() WHERE "
+                "database_name = current_database() AND schema_name = :s AND table_name = :t "
+                "ORDER BY column_index"
+            ),
+            {"s": home.schema, "t": home.name},
+        ).all()
+        if not described:  # a view: no table a release can be
             return home, None
+        columns = [self.quote(column) for column, _type, _null in described]
         count, total = connection.exec_driver_sql(
             f"SELECT count(*), sum(hash({', '.join(columns)})::HUGEINT) FROM {self.qualified(home)}"
         ).one()
-        return home, f"content {count} rows, columns {', '.join(columns)}, hash sum {total}"
+        declared = ", ".join(
+            f"{column} {kind}{'' if null else ' not null'}"
+            for column, (_name, kind, null) in zip(columns, described, strict=True)
+        )
+        return home, f"content {count} rows, columns {declared}, hash sum {total}"
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names

@@ -60,6 +60,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import name_max
 from tclose.connectors.duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
+from tclose.connectors.releases import NO_RECORD
 from tclose.connectors.sql import (
     RUN_ID_LENGTH,
     NativeType,
@@ -627,7 +628,7 @@ class FileDatabase(DuckDBDatabase):
             )
             run, recorded = metadata.get("tclose_run"), metadata.get("tclose_content")
             if not run or not recorded:
-                return "its metadata holds no record of a tclose run and of the rows it wrote"
+                return f"{NO_RECORD} (its metadata names no tclose run and rows it wrote)"
             described = bound.exec_driver_sql(f"DESCRIBE SELECT * FROM {relation}").all()
             now = _content_mark(bound, relation, [self.quote(row[0]) for row in described])
         if now != recorded:

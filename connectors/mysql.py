@@ -61,6 +61,7 @@ from tclose.connectors.mysql_drivers import (
     description,
     notes,
 )
+from tclose.connectors.releases import marked_run
 from tclose.connectors.sql import (
     OLD_MARK,
     STAGING_MARK,
@@ -1001,8 +1002,9 @@ class MySQLDatabase(SQLDatabase):
     ) -> tuple[TableName, str | None] | None:
         """The table's database and name as ``information_schema.tables`` stores them, and its
         identity: its ``CREATE_TIME`` (the second of its last ``CREATE``, ``RENAME`` or
-        ``ALTER``: a publish's ``RENAME`` sets it), its comment (``tclose run <id>``) and its
-        rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that every account may
+        ``ALTER``: a publish's ``RENAME`` sets it), its comment (``tclose run <id>``), its
+        columns (name, type, nullability, collation: an ``ALTER`` done in place may keep the
+        time) and its rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that every account may
         read (InnoDB's needs ``PROCESS``), so the same table is a base table of that name last
         made, renamed or altered in the second the run published it, carrying the run's comment
         and the rows it published: a table dropped and made again, renamed into its place (a
@@ -1025,7 +1027,24 @@ class MySQLDatabase(SQLDatabase):
         if connection.dialect.paramstyle in ("format", "pyformat"):
             statement = statement.replace("%", "%%")
         checksum = connection.exec_driver_sql(statement).one()[1]
-        return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, checksum {checksum}"
+        query = (
+            "SELECT GROUP_CONCAT(CONCAT_WS(' ', column_name, column_type, is_nullable, "
+            "collation_name) ORDER BY ordinal_position SEPARATOR ', ') FROM "
+            "information_schema.columns WHERE table_schema = %s AND table_name = %s"
+        )
+        if connection.dialect.paramstyle == "qmark":
+            query = query.replace("%s", "?")
+        columns = connection.exec_driver_sql(query, (home.schema, home.name)).scalar()
+        return home, (
+            f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, columns {columns}, "
+            f"checksum {checksum}"
+        )
+
+    def release_mark(self, connection: sa.Connection, home: TableName) -> str | None:
+        """The run its comment names, from ``information_schema.tables``."""
+        fold = connection.exec_driver_sql("SELECT @@lower_case_table_names").scalar()
+        row = _catalog_row(connection, "table_comment", str(home.schema), home.name, fold)
+        return marked_run(row[0]) if row is not None else None
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names

@@ -35,6 +35,7 @@ from sqlalchemy.dialects import postgresql
 from tclose.base.digests import COPY_DIGEST_ALGORITHM
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
+from tclose.naming import RELEASES_TABLE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -604,10 +605,10 @@ class PostgreSQLSession(DriverSession):
         self.execute(f"LOCK TABLE {self.database.qualified(target)} IN ACCESS EXCLUSIVE MODE")
 
     def create_registry(self, table: sa.Table) -> None:
-        """Make the registry of releases if it does not exist, readable and writable by every
-        role (``PUBLIC``), so that each role publishing into the schema records its releases
-        there: a record gives a role nothing (only a table's owner may drop it), and a removed
-        one only makes a run refuse the table. In a savepoint: a run publishing into the same
+        """Make the registry of releases if it does not exist, owned by the connecting role
+        and written by no other (the only registry a run trusts,
+        :meth:`PostgreSQLDatabase.registry_problem`: a registry others may write may record
+        any table). Other roles may read it. In a savepoint: a run publishing into the same
         schema that made the registry first, uncommitted then, makes this one fail on its name
         once it commits; the registry is then there."""
         qualified = self.database.qualified(table)
@@ -616,7 +617,7 @@ class PostgreSQLSession(DriverSession):
         self.execute("SAVEPOINT tclose_registry")
         try:
             super().create_registry(table)
-            self.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {qualified} TO PUBLIC")
+            self.execute(f"GRANT SELECT ON {qualified} TO PUBLIC")
         except sa.exc.IntegrityError:
             self.execute("ROLLBACK TO SAVEPOINT tclose_registry")
         self.execute("RELEASE SAVEPOINT tclose_registry")
@@ -785,18 +786,60 @@ class PostgreSQLDatabase(SQLDatabase):
     def release_of(
         self, connection: sa.Connection, name: TableName
     ) -> tuple[TableName, str | None] | None:
-        """The table's schema and name from ``pg_class``, and its identity: its OID, which a
-        table keeps for its life (renamed, altered, its rows changed) and which no other table
-        has while it lives; a table dropped and made again, or another renamed into its place,
-        has another. A temporary table has none a release can have."""
-        row = connection.exec_driver_sql(
-            "SELECT n.nspname, c.relname, c.oid, c.relpersistence FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%(name)s)",
-            {"name": self.qualified(name)},
-        ).first()
+        """The table's schema and name from ``pg_class``, and its identity
+        (:data:`_IDENTITY`): its OID, which a table keeps for its life and no other table has
+        while it lives (a table dropped and made again, or another renamed into its place,
+        has another); its comment, the run's mark, which only the table's owner may set; its
+        columns, with their declared types and ``NOT NULL``; and its rows (their count and the
+        sum of the MD5 of each row's text form, so a row updated, added or deleted changes
+        it). A temporary table has none a release can have."""
+        row = connection.exec_driver_sql(_IDENTITY, {"name": self.qualified(name)}).first()
         if row is None:
             return None
-        return TableName(row[0], row[1]), None if row[3] == "t" else f"oid {row[2]}"
+        home = TableName(row[0], row[1])
+        if row[3] == "t":
+            return home, None
+        content = connection.exec_driver_sql(
+            f"SELECT count(*), coalesce(sum(('x' || left(h, 16))::bit(64)::bigint::numeric), 0),"
+            f" coalesce(sum(('x' || right(h, 16))::bit(64)::bigint::numeric), 0) FROM "
+            f"(SELECT md5(t::text) AS h FROM {self.qualified(home)} t) rows".replace("%", "%%"),
+            {},
+        ).one()
+        return home, (
+            f"oid {row[2]}, comment {row[4]!r}, columns {row[5]}, "
+            f"content {content[0]} rows, md5 sums {content[1]} {content[2]}"
+        )
+
+    def registry_problem(self, connection: sa.Connection, schema: str | None) -> str | None:
+        """Why the registry of releases of ``schema`` is not one tclose may trust
+        (:data:`_REGISTRY_TRUST`): it is trusted only if it is a plain table owned by the
+        connecting role itself, and no other role (``PUBLIC`` included) may write it, whether by
+        a grant or as a member of its owner role, nor change its rows behind a write (a
+        trigger or a rule on it). ``None`` when it is trusted, or when there is none."""
+        registry = self.qualified(TableName(schema, RELEASES_TABLE))
+        row = connection.exec_driver_sql(_REGISTRY_TRUST, {"name": registry}).first()
+        if row is None:
+            return None
+        kind, owner, me, writers, members, hooks = row
+        if kind != "r":
+            return f"{registry} is not a table"
+        if owner != me:
+            return (
+                f"{registry} belongs to role {owner}, not to the connecting role {me}: a "
+                f"registry another role made may record any table"
+            )
+        others = sorted(set(writers or []) | set(members or []))
+        if others:
+            return (
+                f"other roles may write {registry} ({', '.join(others)}): a registry they may "
+                f"write may record any table; REVOKE their INSERT, UPDATE, DELETE, TRUNCATE "
+                f"and TRIGGER on it"
+            )
+        if hooks:
+            return (
+                f"{registry} has triggers or rules ({', '.join(hooks)}), which tclose never makes"
+            )
+        return None
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every relation whose rows reading it reads: the
@@ -826,9 +869,14 @@ class PostgreSQLDatabase(SQLDatabase):
         return self._identities(_DROPPED_WITH, name)
 
     def replace_blockers(self, name: TableName) -> list[str]:
-        """The views (rules) that read ``name``, the foreign keys of other tables that reference
-        it and the tables that inherit from it (not partitions): ``DROP TABLE`` refuses while
-        any exists."""
+        """Everything else in the database that is bound to table ``name``, by PostgreSQL's own
+        dependency catalog (:data:`_BLOCKERS`): every object ``pg_depend`` records as depending
+        on it, on one of its columns or on its row type — a view, a foreign key, a trigger, an
+        index, a policy, a publication, a column or function of its row type, ... — other than
+        the primary key tclose gives a release; and every table it inherits from or is a
+        partition of, and every table inheriting from it or partition of it (``pg_inherits``).
+        Replacing the table would drop those objects with it, detach it from its parent, or
+        fail at the publish; a table bound to nothing is replaced."""
         with self.errors(f"looking for what depends on {name}"), self.engine.connect() as c:
             rows = c.exec_driver_sql(_BLOCKERS, {"name": self.qualified(name)}).all()
         return sorted(what for (what,) in rows)
@@ -929,20 +977,54 @@ WHERE c.relkind IN ('r', 'p') AND c.relrowsecurity AND NOT r.rolsuper AND NOT r.
 ORDER BY 1, 2
 """
 
-#: What keeps ``DROP TABLE`` of a table (``%(name)s``, quoted) from succeeding, in words.
+#: What is bound to a table (``%(name)s``, quoted), in words
+#: (:meth:`PostgreSQLDatabase.replace_blockers`).
 _BLOCKERS = """
-SELECT 'view ' || r.ev_class::regclass::text FROM pg_depend d
-    JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
-    WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = to_regclass(%(name)s)
-    AND r.ev_class <> d.refobjid
+WITH t AS (SELECT c.oid, c.reltype FROM pg_class c WHERE c.oid = to_regclass(%(name)s))
+SELECT DISTINCT pg_describe_object(d.classid, d.objid, d.objsubid) || ' depends on it'
+FROM pg_depend d CROSS JOIN t
+WHERE ((d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid)
+        OR (d.refclassid = 'pg_type'::regclass AND d.refobjid = t.reltype))
+    AND d.deptype IN ('n', 'a')
+    AND NOT (d.classid = 'pg_class'::regclass AND d.objid = t.oid)
+    AND NOT (d.classid = 'pg_type'::regclass AND d.objid = t.reltype)
+    AND NOT EXISTS (
+        SELECT 1 FROM pg_constraint k
+        WHERE d.classid = 'pg_constraint'::regclass AND k.oid = d.objid
+            AND k.conrelid = t.oid AND k.contype = 'p')
 UNION
-SELECT 'foreign key ' || quote_ident(conname) || ' of ' || conrelid::regclass::text
-    FROM pg_constraint WHERE contype = 'f' AND confrelid = to_regclass(%(name)s)
-    AND conrelid <> confrelid
+SELECT 'it is a partition of, or inherits from, ' || i.inhparent::regclass::text
+FROM pg_inherits i CROSS JOIN t WHERE i.inhrelid = t.oid
 UNION
-SELECT 'table ' || i.inhrelid::regclass::text || ' (it inherits from it)' FROM pg_inherits i
-    JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'r'
-    WHERE i.inhparent = to_regclass(%(name)s)
+SELECT 'table ' || i.inhrelid::regclass::text || ' is a partition of it, or inherits from it'
+FROM pg_inherits i CROSS JOIN t WHERE i.inhparent = t.oid
+"""
+
+#: A table's schema, stored name, OID, persistence, comment and columns (name, declared type,
+#: ``NOT NULL``), as :meth:`PostgreSQLDatabase.release_of` records them.
+_IDENTITY = """
+SELECT n.nspname, c.relname, c.oid, c.relpersistence, obj_description(c.oid, 'pg_class'),
+    (SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod)
+            || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY a.attnum)
+     FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+#: What decides whether a registry of releases (``%(name)s``, quoted) is trusted
+#: (:meth:`PostgreSQLDatabase.registry_problem`): its kind, its owner, the connecting role, the
+#: other roles granted a write on it (``PUBLIC`` too), the members of its owner role, and its
+#: triggers and rules.
+_REGISTRY_TRUST = """
+SELECT c.relkind, pg_get_userbyid(c.relowner), current_user::text,
+    ARRAY(SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END
+          FROM aclexplode(c.relacl) a
+          WHERE a.grantee <> c.relowner
+              AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'TRIGGER')),
+    ARRAY(SELECT pg_get_userbyid(m.member) FROM pg_auth_members m WHERE m.roleid = c.relowner),
+    ARRAY(SELECT 'trigger ' || tgname FROM pg_trigger WHERE tgrelid = c.oid AND NOT tgisinternal
+          UNION ALL SELECT 'rule ' || rulename FROM pg_rewrite WHERE ev_class = c.oid)
+FROM pg_class c WHERE c.oid = to_regclass(%(name)s)
 """
 
 #: The OIDs of a relation (``%(name)s``, quoted) and of the partitions dropped with it.

@@ -6,8 +6,11 @@ published table, its name as the database stores it, the run id, the moment and 
 *identity* as the database gives it when the table is published (:meth:`release_of` of each
 connector; what "the same table" means on each database is said there and in
 ``docs/databases.md``). ``if_exists: replace`` replaces an existing table only when the registry
-of its schema records it under its name with the identity it has now
-(:func:`release_problem`); any other table — a user's, one recreated or renamed into a
+of its schema is one tclose may trust (the connector's ``registry_problem``: on PostgreSQL,
+owned by the connecting role and written by no other), records it under its name with the
+identity it has now (its lasting id where the database gives one, its columns and its rows),
+and the table carries the mark of the run recorded (its comment ``tclose run <id>``, which only
+who may alter the table can set) (:func:`release_problem`); any other table — a user's, one recreated or renamed into a
 release's place, a release changed since — is refused before any work, and again inside the
 publishing transaction. A name that denotes the registry itself is reserved
 (:func:`tclose.naming.reserved`).
@@ -23,7 +26,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tclose.connector import NO_RELEASE_RECORD as NO_RECORD
 from tclose.naming import RELEASES_TABLE, TableName
+
+#: How a table's mark (its comment, or what stands for it) names the run that published it.
+MARK_PREFIX = "tclose run "
 
 #: SHA-256 values are added modulo this in :func:`content_identity`.
 _MODULUS = 2**256
@@ -60,20 +67,45 @@ def recorded(connection: Connection, home: TableName) -> tuple[str, str] | None:
     return (str(row[0]), str(row[1])) if row is not None else None
 
 
-def release_problem(connection: Connection, home: TableName, identity: str | None) -> str | None:
+def release_problem(
+    connection: Connection,
+    home: TableName,
+    identity: str | None,
+    marked_run: str | None,
+    *,
+    marks: bool = True,
+) -> str | None:
     """Why table ``home`` (schema and name as the database stores them), whose identity is now
-    ``identity`` (``None``: it has none a release can have), is not a release tclose published;
-    ``None`` when it is one."""
+    ``identity`` (``None``: it has none a release can have) and which carries the mark of run
+    ``marked_run`` (``None``: no mark), is not a release tclose published; ``None`` when it is
+    one. A release is recorded by the registry of its schema, carries the mark of the run the
+    registry records (unless the database can mark no table: ``marks`` false) and has the
+    identity recorded: a registry's row alone never makes a table a release."""
     found = recorded(connection, home)
     if found is None:
         where = f"{home.schema}.{RELEASES_TABLE}" if home.schema else RELEASES_TABLE
-        return f"tclose has no record of publishing it (no row for it in {where})"
+        return f"{NO_RECORD} (no row for it in {where})"
     run_id, identity_then = found
+    if marks and marked_run != run_id:
+        carried = f"the mark of run {marked_run}" if marked_run else "no mark of a run"
+        return (
+            f"the registry records it as run {run_id}'s release, but the table carries "
+            f"{carried} (its comment, which only who may alter the table can set): the record "
+            f"is not tclose's"
+        )
     if identity is None or identity != identity_then:
         return (
             f"it is not the table run {run_id} published under that name: it was dropped and "
-            f"made again, renamed into its place, or changed since"
+            f"made again, renamed into its place, or changed since (its rows, its columns or "
+            f"its definition)"
         )
+    return None
+
+
+def marked_run(comment: str | None) -> str | None:
+    """The run id a table's mark (its comment ``tclose run <id>``) names, else ``None``."""
+    if comment and comment.startswith(MARK_PREFIX):
+        return comment.removeprefix(MARK_PREFIX).strip() or None
     return None
 
 

@@ -51,6 +51,7 @@ from tclose.base.atomic import read_text
 from tclose.base.redaction import redact_url, remember_secret, url_secrets
 from tclose.connectors.releases import (
     content_identity,
+    marked_run,
     record_release,
     release_problem,
     releases_table,
@@ -619,7 +620,30 @@ class SQLDatabase:
             found = self.release_of(bound, name)
             if found is None:
                 return "it is not a table of the database's own catalog that tclose publishes"
-            return release_problem(bound, *found)
+            home, identity = found
+            distrust = self.registry_problem(bound, home.schema)
+            if distrust is not None:
+                return f"the registry of releases of its schema is not trusted: {distrust}"
+            mark = self.release_mark(bound, home) if self.marks_releases else None
+            return release_problem(bound, home, identity, mark, marks=self.marks_releases)
+
+    @property
+    def marks_releases(self) -> bool:
+        """Whether a published table carries the mark of its run (:meth:`release_mark`).
+        Generic: where the dialect keeps table comments."""
+        return bool(self.engine.dialect.supports_comments)
+
+    def release_mark(self, connection: Connection, home: TableName) -> str | None:
+        """The run id the mark of table ``home`` names (its comment ``tclose run <id>``), else
+        ``None``; read on ``connection``."""
+        comment = sa.inspect(connection).get_table_comment(home.name, schema=home.schema)
+        return marked_run(comment.get("text"))
+
+    def registry_problem(self, connection: Connection, schema: str | None) -> str | None:
+        """Why the registry of releases of ``schema`` is not one tclose may trust (words for a
+        message), ``None`` when it is (or there is none). Generic: trusted (the generic
+        connector knows no roles)."""
+        return None
 
     def row_security(self, name: TableName) -> dict[str, Any] | None:
         """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
@@ -1373,13 +1397,16 @@ class Session:
     def record_release(self, target: TableName) -> None:
         """Record the just-renamed ``target`` in the registry of releases of its schema
         (:mod:`tclose.connectors.releases`), in :meth:`registry_transaction`. A table without an
-        identity a release can have is not recorded (it can never be replaced)."""
+        identity a release can have is not recorded (it can never be replaced), nor one into a
+        registry tclose does not trust (:meth:`SQLDatabase.registry_problem`)."""
         run_id = self.staging.info.get("run_id") if self.staging is not None else None
         found = self.database.release_of(self.connection, target)
         identity = found[1] if found is not None else None
         if not run_id or found is None or identity is None:
             return
         home = found[0]
+        if self.database.registry_problem(self.connection, home.schema) is not None:
+            return  # a registry tclose does not trust records nothing (and is never believed)
         self.create_registry(releases_table(home.schema))
         with self.registry_transaction():
             record_release(self.connection, home, str(run_id), identity)

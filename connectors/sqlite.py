@@ -14,6 +14,7 @@ new-key order. Bulk writes are ``executemany`` inside the transaction.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
 import sqlite3
@@ -28,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool, StaticPool
 
-from tclose.connectors.releases import content_identity
+from tclose.connectors.releases import content_identity, marked_run
 from tclose.connectors.sql import (
     DriverSession,
     NativeType,
@@ -46,6 +47,11 @@ BUSY_TIMEOUT_SECONDS = 30
 #: The side files SQLite keeps next to a database file (write-ahead log, its index, rollback
 #: journal): part of the database, as much as the file itself.
 SIDE_FILES = ("-wal", "-shm", "-journal")
+
+#: The mark a run adds at the end of its staging table's definition, naming the run (SQLite
+#: keeps no comments). Only at the end: a column, which comes before the constraints, may be
+#: named like it.
+_RUN_MARK = r"CONSTRAINT tclose_run_([0-9a-f]{32}) CHECK \(1\)\s*\)\s*\Z"
 
 
 class SQLiteSession(DriverSession):
@@ -473,16 +479,38 @@ class SQLiteDatabase(SQLDatabase):
         stores it, found as SQLite finds an unqualified name; and its identity: its content
         (:func:`~tclose.connectors.releases.content_identity`). SQLite gives a table no lasting
         identity (a table dropped and made again takes the same root page and catalog row), so
-        the same table is the same name holding the same rows. A ``temp`` table has none a
-        release can have."""
+        the same table is the same name holding the same definition (its ``CREATE TABLE`` as
+        ``sqlite_master`` keeps it: columns, types, constraints) and the same rows. A ``temp``
+        table has none a release can have."""
         found = self._catalog_entry(connection, name, "('table')")
         if found is None:
             return None
         home = found[0]
         if home.schema == "temp":
             return home, None
+        definition = connection.exec_driver_sql(
+            f"SELECT sql FROM {self.quote(str(home.schema))}.sqlite_master "
+            f"WHERE type = 'table' AND name = ?",
+            (home.name,),
+        ).scalar()
         result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
-        return home, content_identity(list(result.keys()), result)
+        digest = hashlib.sha256(str(definition).encode()).hexdigest()[:16]
+        return home, f"definition {digest}, {content_identity(list(result.keys()), result)}"
+
+    @property
+    def marks_releases(self) -> bool:
+        """A release's definition ends with its run's mark (:meth:`table_comment`)."""
+        return True
+
+    def release_mark(self, connection: sa.Connection, home: TableName) -> str | None:
+        """The run the mark at the end of its definition names (:data:`_RUN_MARK`)."""
+        definition = connection.exec_driver_sql(
+            f"SELECT sql FROM {self.quote(str(home.schema))}.sqlite_master "
+            f"WHERE type = 'table' AND name = ?",
+            (home.name,),
+        ).scalar()
+        found = re.search(_RUN_MARK, definition or "")
+        return marked_run(f"tclose run {found.group(1)}") if found else None
 
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's
@@ -582,8 +610,7 @@ class SQLiteDatabase(SQLDatabase):
                 f"COLLATE NOCASE",
                 (name.name,),
             ).first()
-        mark = r"CONSTRAINT tclose_run_([0-9a-f]{32}) CHECK \(1\)\s*\)\s*\Z"
-        found = re.search(mark, row[0] or "") if row else None
+        found = re.search(_RUN_MARK, row[0] or "") if row else None
         return f"tclose run {found.group(1)}" if found else None
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:

@@ -369,17 +369,25 @@ class TableDependencies(Protocol):
         ...
 
 
+#: How :meth:`Releases.release_problem` begins when nothing records the table as a release (a
+#: table tclose never published, or did not record), as opposed to a release that is no longer
+#: the table tclose published (which ``tclose verify`` reports as a failure).
+NO_RELEASE_RECORD = "tclose has no record of publishing it"
+
+
 class Releases(Protocol):
     """Optional, on a :class:`Database`: which existing tables are releases tclose published.
 
     A publish records its table in a registry only tclose writes, with the identity the
     database gives the table (``tclose.connectors.releases``); ``if_exists: replace`` replaces
-    an existing target only when :meth:`release_problem` finds it recorded there and still the
-    table that was published. Fallback: an existing target is never replaced (exit 2)."""
+    an existing target only when :meth:`release_problem` finds it recorded there by a registry
+    tclose trusts, marked by the run recorded and still the table that was published (its
+    columns and rows). Fallback: an existing target is never replaced (exit 2)."""
 
     def release_problem(self, name: TableName) -> str | None:
         """Why the existing table ``name`` is not a release tclose published and still the
-        table it published, in words for a message; ``None`` when it is one."""
+        table it published, in words for a message (beginning with :data:`NO_RELEASE_RECORD`
+        when nothing records it); ``None`` when it is one."""
         ...
 
 

@@ -722,9 +722,11 @@ def verify_published(
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
     linked = [kept_key] if kept_key is not None else []
+    target = resolve_name(target_db, config.target.table, "target.table", create=False)
+    release = release_check(target_db, target)
     frame, extra, scan = _read_written(
         target_db,
-        resolve_name(target_db, config.target.table, "target.table", create=False),
+        target,
         config,
         extra_columns=linked,
         digest_algorithm=digest_algorithm,
@@ -743,7 +745,30 @@ def verify_published(
         verification.measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
+    if release is not None:
+        verification.checks.append(release)
+        verification.passed = verification.passed and release["passed"]
     return _with_scan(verification, scan)
+
+
+def release_check(database: Any, name: TableName) -> dict[str, Any] | None:
+    """The ``release`` check of ``tclose verify``: the table is still, in every respect the
+    database records, the release tclose published (its connector's ``release_problem``,
+    :class:`tclose.connector.Releases`: its mark, columns and rows); ``None`` when nothing
+    records the table as a release (a connector without a registry, a table tclose did not
+    record), since then there is nothing to compare."""
+    from tclose.connector import NO_RELEASE_RECORD
+
+    check = getattr(database, "release_problem", None)
+    problem = check(name) if callable(check) else NO_RELEASE_RECORD
+    if problem is not None and problem.startswith(NO_RELEASE_RECORD):
+        return None
+    return {
+        "name": "release",
+        "passed": problem is None,
+        "expected": "the table tclose published, unchanged",
+        "actual": "unchanged" if problem is None else problem,
+    }
 
 
 def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
