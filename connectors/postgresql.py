@@ -981,7 +981,15 @@ ORDER BY 1, 2
 #: (:meth:`PostgreSQLDatabase.replace_blockers`).
 _BLOCKERS = """
 WITH t AS (SELECT c.oid, c.reltype FROM pg_class c WHERE c.oid = to_regclass(%(name)s))
-SELECT DISTINCT pg_describe_object(d.classid, d.objid, d.objsubid) || ' depends on it'
+SELECT DISTINCT CASE
+    WHEN d.classid = 'pg_rewrite'::regclass THEN
+        (SELECT 'view ' || w.ev_class::regclass::text FROM pg_rewrite w WHERE w.oid = d.objid)
+    WHEN d.classid = 'pg_constraint'::regclass THEN
+        (SELECT CASE WHEN k.contype = 'f' AND k.conrelid <> t.oid
+                THEN 'foreign key ' || quote_ident(k.conname) || ' of ' || k.conrelid::regclass::text
+                ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
+         FROM pg_constraint k WHERE k.oid = d.objid)
+    ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
 FROM pg_depend d CROSS JOIN t
 WHERE ((d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid)
         OR (d.refclassid = 'pg_type'::regclass AND d.refobjid = t.reltype))
@@ -993,11 +1001,13 @@ WHERE ((d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid)
         WHERE d.classid = 'pg_constraint'::regclass AND k.oid = d.objid
             AND k.conrelid = t.oid AND k.contype = 'p')
 UNION
-SELECT 'it is a partition of, or inherits from, ' || i.inhparent::regclass::text
-FROM pg_inherits i CROSS JOIN t WHERE i.inhrelid = t.oid
+SELECT 'table ' || i.inhparent::regclass::text
+    || CASE WHEN c.relispartition THEN ' (it is a partition of it)' ELSE ' (it inherits from it)' END
+FROM pg_inherits i CROSS JOIN t JOIN pg_class c ON c.oid = t.oid WHERE i.inhrelid = t.oid
 UNION
-SELECT 'table ' || i.inhrelid::regclass::text || ' is a partition of it, or inherits from it'
-FROM pg_inherits i CROSS JOIN t WHERE i.inhparent = t.oid
+SELECT 'table ' || i.inhrelid::regclass::text
+    || CASE WHEN c.relispartition THEN ' (a partition of it)' ELSE ' (it inherits from it)' END
+FROM pg_inherits i CROSS JOIN t JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = t.oid
 """
 
 #: A table's schema, stored name, OID, persistence, comment and columns (name, declared type,

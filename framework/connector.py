@@ -363,9 +363,10 @@ class TableDependencies(Protocol):
         ...
 
     def replace_blockers(self, name: TableName) -> list[str]:
-        """What keeps the publish from replacing table ``name`` (views that read it, foreign
-        keys that reference it, tables that inherit from it), each described in words; empty
-        when nothing does."""
+        """Everything the database's own dependency catalog binds to table ``name`` (objects
+        that depend on it: views, foreign keys, triggers, ...; tables it inherits from or is a
+        partition of, and tables that inherit from it), each described in words: a replace
+        would drop them, detach the table from them or fail. Empty when nothing is."""
         ...
 
 

@@ -278,3 +278,75 @@ def test_an_unchanged_release_verifies_and_is_replaced(db, capsys):
         assert main(["-q", "run", path]) == 0, capsys.readouterr().err
         assert main(["-q", "verify", path]) == 0
         assert "PASS  release:" in capsys.readouterr().out
+
+
+# --- the rule: a release bound to anything else in the database is not replaced -------------
+
+
+def _bind(pg, target: str, how: str) -> list[str]:
+    """Bind the release ``target`` to a structure of the user's; the statements to undo it."""
+    other = pg.name("other")
+    if how == "attached as a partition":
+        pg.execute(f"CREATE TABLE {other} (LIKE {target}) PARTITION BY RANGE (tclose_row)")
+        pg.execute(f"ALTER TABLE {other} ATTACH PARTITION {target} FOR VALUES FROM (0) TO (1000)")
+        return [f"ALTER TABLE {other} DETACH PARTITION {target}", f"DROP TABLE {other}"]
+    if how == "inheriting from a table":
+        pg.execute(f"CREATE TABLE {other} (LIKE {target})")
+        pg.execute(f"ALTER TABLE {target} INHERIT {other}")
+        return [f"ALTER TABLE {target} NO INHERIT {other}", f"DROP TABLE {other}"]
+    if how == "referenced by a foreign key":
+        pg.execute(f"CREATE TABLE {other} (r bigint REFERENCES {target} (tclose_row))")
+        return [f"DROP TABLE {other}"]
+    if how == "read by a view":
+        pg.execute(f"CREATE VIEW {other} AS SELECT count(*) AS n FROM {target}")
+        return [f"DROP VIEW {other}"]
+    if how == "a trigger of the user on it":
+        pg.execute(
+            f"CREATE FUNCTION {other}() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'"
+        )
+        pg.execute(
+            f"CREATE TRIGGER keep BEFORE UPDATE ON {target} FOR EACH ROW EXECUTE FUNCTION {other}()"
+        )
+        return [f"DROP TRIGGER keep ON {target}", f"DROP FUNCTION {other}()"]
+    if how == "its row type used by a table":
+        pg.execute(f"CREATE TABLE {other} (kept {target})")
+        return [f"DROP TABLE {other}"]
+    if how == "in a publication":
+        pg.execute(f"CREATE PUBLICATION {other} FOR TABLE {target}")
+        return [f"DROP PUBLICATION {other}"]
+    raise AssertionError(how)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "how",
+    [
+        "attached as a partition",
+        "inheriting from a table",
+        "referenced by a foreign key",
+        "read by a view",
+        "a trigger of the user on it",
+        "its row type used by a table",
+        "in a publication",
+    ],
+)
+def test_postgresql_a_release_bound_to_a_users_structure_is_not_replaced(
+    pg, monkeypatch, capsys, how
+):
+    """The release is made part of the user's structure: replacing it would drop, detach or
+    fail on that structure. Refused before any work, naming what is bound; nothing changes."""
+    source, target = pg.name("src"), pg.name("anon")
+    pg.create_patients(source, n=30)
+    path = _replace_config(pg, source, target)
+    assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+    undo = _bind(pg, target, how)
+    try:
+        before = pg.rows(target, order="tclose_row")
+        err = _refused(monkeypatch, path, capsys)
+        assert f"The target table {target} cannot be replaced" in err
+        assert pg.name("other") in err or "trigger keep" in err, err
+        assert pg.rows(target, order="tclose_row") == before
+    finally:
+        for statement in undo:
+            pg.execute(statement)
+    assert main(["-q", "run", path]) == 0, capsys.readouterr().err  # bound to nothing again

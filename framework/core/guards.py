@@ -169,9 +169,10 @@ NOT_TABLES = ("view", "materialized view", "foreign table", "index", "sequence",
 def refuse_unreplaceable_target(db: Any, name: Any) -> None:
     """:class:`ConfigError` (exit 2) when the existing target is not a table (a view, ...):
     the database refuses to drop it as a table at the publish, after all the work (PostgreSQL,
-    SQLite, DuckDB), or the release replaced a user's view (MariaDB); or when the database says
-    something keeps the table from being replaced (``replace_blockers``: a view reading it on
-    PostgreSQL or SQLite, say), which also failed at the publish."""
+    SQLite, DuckDB), or the release replaced a user's view (MariaDB); or when the database's
+    own catalog binds something else to the table (``replace_blockers``: on PostgreSQL anything
+    ``pg_depend`` or ``pg_inherits`` records — a view, a foreign key, a trigger, a parent or
+    child table; on SQLite a view reading it), which a replace would drop, detach or fail on."""
     import sqlalchemy as sa
 
     with db.session(read_only=True) as session:
@@ -190,9 +191,10 @@ def refuse_unreplaceable_target(db: Any, name: Any) -> None:
     if found:
         raise ConfigError(
             f"==> At target ==> At key: table\nThe target table {name} cannot be replaced: "
-            f"{'; '.join(found)} depend(s) on it, and {getattr(db, 'dialect', 'the database')} "
-            f"does not drop a table that others depend on. Drop or change them, or choose "
-            f"another target table."
+            f"{'; '.join(found)}. The {getattr(db, 'dialect', 'database')} catalog binds these "
+            f"to it: replacing it would drop them with it, detach it from them or fail. "
+            f"tclose replaces only a table bound to nothing else; drop or change them, or "
+            f"choose another target table."
         )
 
 
