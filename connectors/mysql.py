@@ -1046,6 +1046,36 @@ class MySQLDatabase(SQLDatabase):
         row = _catalog_row(connection, "table_comment", str(home.schema), home.name, fold)
         return marked_run(row[0]) if row is not None else None
 
+    def staging_readers(self) -> dict[str, Any]:
+        """:class:`tclose.connector.StagingReaders`: the other accounts whose grants reach
+        :data:`STAGING_SCHEMA`, by the server's grant tables: ``SELECT`` on every database
+        (``mysql.user``: ``every_database``, an administrator who may read the source too), on
+        a database pattern that matches it (``mysql.db``, as the server matches it: ``LIKE``
+        with ``\\`` escaping, so `` `%`.* `` and `` `tclose\\_%`.* `` match) or on one of its
+        tables or columns; a role's grant counts for every account granted the role
+        (``mysql.roles_mapping``), and one to ``PUBLIC`` for every account. ``checked`` is
+        false when this account may not read those tables."""
+        me = None
+        found: list[dict[str, Any]] = []
+        try:
+            with self.engine.connect() as connection:
+                me = str(connection.exec_driver_sql("SELECT CURRENT_USER()").scalar())
+                for user, host, through, every in _grant_rows(connection):
+                    for account in _accounts_of(connection, str(user), str(host)):
+                        found.append(
+                            {"account": account, "through": through, "every_database": every}
+                        )
+        except sa.exc.DBAPIError as error:
+            if error_code(error.orig) not in ACCESS_DENIED:
+                raise DataError(
+                    f"Reading the grant tables of {self.redacted_url}: {error}"
+                ) from None
+            return {"checked": False, "accounts": []}
+        user, _, host = (me or "").rpartition("@")
+        mine = f"'{user}'@'{host}'"
+        unique = {(a["account"], a["through"]): a for a in found if a["account"] != mine}
+        return {"checked": True, "accounts": [unique[k] for k in sorted(unique)]}
+
     def tables_read(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and, if it is a view, of every table its definition names
         (``information_schema.views``, where the server writes each table as
@@ -1142,6 +1172,47 @@ class MySQLDatabase(SQLDatabase):
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
         return super().adapt_portable_type(generic)  # times: fsp=6
+
+
+#: The grants that let an account read :data:`STAGING_SCHEMA` (:func:`_grant_rows`): the
+#: account, the grant in words and whether it reaches every database.
+_STAGING_GRANTS = f"""
+SELECT User, Host, 'SELECT ON *.*', 1 FROM mysql.user WHERE Select_priv = 'Y'
+UNION ALL
+SELECT User, Host, CONCAT('SELECT ON `', Db, '`.*'), 0 FROM mysql.db
+    WHERE Select_priv = 'Y' AND '{STAGING_SCHEMA}' LIKE Db
+UNION ALL
+SELECT User, Host, CONCAT('SELECT ON `', Db, '`.`', Table_name, '`'), 0 FROM mysql.tables_priv
+    WHERE FIND_IN_SET('Select', Table_priv) AND '{STAGING_SCHEMA}' LIKE Db
+UNION ALL
+SELECT DISTINCT User, Host, CONCAT('SELECT on columns of `', Db, '`.`', Table_name, '`'), 0
+    FROM mysql.columns_priv
+    WHERE FIND_IN_SET('Select', Column_priv) AND '{STAGING_SCHEMA}' LIKE Db
+"""
+
+
+def _grant_rows(connection: sa.Connection) -> list[tuple]:
+    """:data:`_STAGING_GRANTS`, each as ``(user, host, grant, every database)``."""
+    statement = _STAGING_GRANTS
+    if connection.dialect.paramstyle in ("format", "pyformat"):
+        statement = statement.replace("%", "%%")
+    return [(u, h, g, bool(e)) for u, h, g, e in connection.exec_driver_sql(statement).all()]
+
+
+def _accounts_of(connection: sa.Connection, user: str, host: str) -> list[str]:
+    """The accounts a grant to ``user``@``host`` reaches: that account; for a role (host
+    empty), every account granted it, through roles granted roles; for ``PUBLIC``, every
+    account (``'PUBLIC'``, as the server names it)."""
+    if host or user == "PUBLIC":
+        return [f"'{user}'@'{host}'" if host else "every account (PUBLIC)"]
+    query = "SELECT User, Host FROM mysql.roles_mapping WHERE Role = %s"
+    if connection.dialect.paramstyle == "qmark":
+        query = query.replace("%s", "?")
+    accounts: list[str] = []
+    for member, member_host in connection.exec_driver_sql(query, (user,)).all():
+        for account in _accounts_of(connection, str(member), str(member_host)):
+            accounts.append(f"{account} through role {user}")
+    return accounts
 
 
 def _catalog_row(

@@ -22,6 +22,7 @@ checked before use, with the fallback named in its docstring:
 - :class:`TablePerFile`: a database that is one file holding one table (another table is
   another file);
 - :class:`RowSecurity`: whether row-level security policies filter a read of the source;
+- :class:`StagingReaders`: which other accounts may read a run's staging rows;
 - :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
 - :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
@@ -405,6 +406,21 @@ class DatabaseFiles(Protocol):
         ...
 
 
+class StagingReaders(Protocol):
+    """Optional, on a :class:`Database` whose staging rows other accounts may read while a
+    run verifies them (MariaDB/MySQL: its staging database is committed, and a ``READ
+    UNCOMMITTED`` session reads uncommitted rows): which accounts may. The run's summary warns
+    and the report's ``target.staging_readers`` says it. Fallback: no other session can read a
+    run's staging rows (``target.staging_readers`` is null)."""
+
+    def staging_readers(self) -> dict[str, Any]:
+        """``{"checked": bool, "accounts": [{"account": ..., "through": ...}]}``: each other
+        account that may read the staging rows and the grant it may by (``SELECT ON *.*``, a
+        database pattern, a table, a role); ``checked`` false (and no account) when the
+        connecting account may not read the grant tables, so nobody knows."""
+        ...
+
+
 class RowSecurity(Protocol):
     """Optional, on a :class:`Database`: whether row-level security policies filter what a read
     of a table returns, so that a release covers only the rows the connecting role sees (the
@@ -610,6 +626,7 @@ OPTIONAL = {
     "DatabaseFiles": DatabaseFiles,
     "TablePerFile": TablePerFile,
     "RowSecurity": RowSecurity,
+    "StagingReaders": StagingReaders,
     "ConnectorNotes": ConnectorNotes,
     "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,

@@ -264,3 +264,121 @@ def test_mariadb_an_account_without_the_staging_database_stops_before_any_work(m
         assert "partitioning" not in err and maria.tables() == {source}
     finally:
         maria.execute(f"DROP USER '{user}'@'%'")
+
+
+# --- MariaDB: the accounts whose grants reach the staging database are named -----------------
+
+
+def _grant_reaching_staging(maria, grant: str, account: str) -> list[str]:
+    """Statements granting ``account`` a read of ``tclose_staging`` the way ``grant`` says,
+    and those undoing them (the account itself is dropped by the caller)."""
+    role = f"{maria.prefix}_role"
+    if grant == "every database":
+        return [f"GRANT SELECT ON *.* TO {account}"]
+    if grant == "any database pattern":
+        return [f"GRANT SELECT ON `%`.* TO {account}"]
+    if grant == "a tclose_ pattern":
+        return [f"GRANT SELECT ON `tclose\\_%`.* TO {account}"]
+    if grant == "an unescaped pattern":
+        return [f"GRANT SELECT ON `tclose_stagin_`.* TO {account}"]
+    if grant == "a role":
+        return [
+            f"CREATE ROLE {role}",
+            f"GRANT SELECT ON `tclose%`.* TO {role}",
+            f"GRANT {role} TO {account}",
+        ]
+    raise AssertionError(grant)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    "grant",
+    [
+        "any database pattern",
+        "a tclose_ pattern",
+        "an unescaped pattern",
+        "a role",
+        "every database",
+    ],
+)
+def test_mariadb_an_account_whose_grant_reaches_the_staging_database_is_named(
+    maria, monkeypatch, tmp_path, capsys, grant
+):
+    """The attacker's account is granted a wildcard that matches ``tclose_staging`` and reads
+    the unverified rows with ``READ UNCOMMITTED`` while the run checks them. The run cannot
+    take the grant back; it names the account in its summary and its report (an account that
+    reads every database may read the source itself: listed in the report, not warned of)."""
+    user = f"{maria.prefix}_spy"
+    account = f"'{user}'@'%'"
+    maria.execute(f"CREATE USER {account}")
+    statements = _grant_reaching_staging(maria, grant, account)
+    try:
+        for statement in statements:
+            maria.execute(statement)
+        if grant == "a role":
+            maria.execute(f"SET DEFAULT ROLE {maria.prefix}_role FOR {account}")
+        spy = sa.create_engine(sa.make_url(maria.url).set(username=user, database=STAGING_SCHEMA))
+        read: list[int] = []
+
+        def look(staging) -> None:
+            with spy.connect() as connection:
+                connection.exec_driver_sql(
+                    "SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED"
+                )
+                read.append(
+                    connection.exec_driver_sql(
+                        f"SELECT count(*) FROM `{staging.schema}`.`{staging.name}`"
+                    ).scalar()
+                )
+
+        config = _source_and_config(maria, "join", tmp_path)
+        report = tmp_path / "r.json"
+        import yaml
+
+        document = yaml.safe_load(Path(config).read_text())
+        document["report"] = {"json": str(report)}
+        config = str(maria.write_config(document, "spied.yaml"))
+        _held_at_publish(monkeypatch, look)
+        assert main(["run", config]) == 0
+        captured = capsys.readouterr()
+        err = captured.out + captured.err  # the summary, with its warnings
+        spy.dispose()
+        assert read == [60]  # the attack works: the grant is the server's, not tclose's
+        import json
+
+        readers = json.loads(report.read_text())["target"]["staging_readers"]
+        assert readers["checked"] is True
+        named = [a for a in readers["accounts"] if a["account"].startswith(f"'{user}'@'%'")]
+        assert named, readers
+        if grant == "every database":
+            assert named[0]["every_database"] is True
+            assert user not in err
+        else:
+            assert named[0]["every_database"] is False
+            assert "could read the unverified staging rows" in err and f"'{user}'@'%'" in err
+    finally:
+        maria.execute(f"DROP USER {account}")
+        if grant == "a role":
+            maria.execute(f"DROP ROLE {maria.prefix}_role")
+
+
+@pytest.mark.mysql
+def test_mariadb_an_account_granted_only_the_target_database_is_not_named(maria, analyst):
+    from tclose.connectors.mysql import MySQLDatabase
+
+    user, _url = analyst
+    readers = MySQLDatabase(maria.url).staging_readers()
+    assert readers["checked"] is True
+    assert not [a for a in readers["accounts"] if user in a["account"]]
+
+
+@pytest.mark.mysql
+def test_mariadb_an_account_that_cannot_read_the_grant_tables_is_told_nobody_checked(
+    maria, maria_login
+):
+    from tclose.connectors.mysql import MySQLDatabase
+
+    user, password = maria_login
+    url = sa.make_url(maria.url).set(username=user, password=password)
+    readers = MySQLDatabase(url.render_as_string(False)).staging_readers()
+    assert readers == {"checked": False, "accounts": []}

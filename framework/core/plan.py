@@ -180,6 +180,8 @@ class RunPlan:
             publishing transaction (a hook is registered and the target's sessions support it).
         row_security: whether row-level security filters the read of the source, as the source
             database says (:class:`tclose.connector.RowSecurity`; ``None``: it cannot tell).
+        staging_readers: the other accounts that may read the staging rows, as the target
+            database says (:class:`tclose.connector.StagingReaders`; ``None``: none can).
     """
 
     config: Config
@@ -202,6 +204,7 @@ class RunPlan:
     dry_run: bool
     audit_in_publish: bool
     row_security: dict[str, Any] | None = None
+    staging_readers: dict[str, Any] | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -302,6 +305,7 @@ def build_plan(
         dry_run=dry_run,
         audit_in_publish=_audits_in_publish(registry, target_db),
         row_security=_row_security(source_db, source),
+        staging_readers=_staging_readers(target_db),
     )
 
 
@@ -374,6 +378,13 @@ def _output_columns(config: Config, source_table: Any) -> list[str]:
     if not config.keep_key and config.source.key:
         dropped.add(config.source.key)
     return [c.name for c in source_table.columns if c.name not in dropped]
+
+
+def _staging_readers(target_db: Any) -> dict[str, Any] | None:
+    """What the target database says of the other accounts that may read a run's staging rows
+    (:class:`tclose.connector.StagingReaders`), or ``None`` when none can."""
+    readers = capability(target_db, "staging_readers", None)
+    return readers() if callable(readers) else None
 
 
 def _row_security(source_db: Any, source: TableName) -> dict[str, Any] | None:

@@ -332,6 +332,8 @@ class RunContext:
         output_columns: the columns of the written table, in order (names only).
         row_security: whether row-level security filtered the read of the source
             (:class:`tclose.connector.RowSecurity`; ``None``: not known).
+        staging_readers: the other accounts that could read the staging rows
+            (:class:`tclose.connector.StagingReaders`; ``None``: none could).
     """
 
     registry: Registry
@@ -357,6 +359,7 @@ class RunContext:
     target_url: str | None = None
     output_columns: Sequence[str] | None = None
     row_security: Mapping[str, Any] | None = None
+    staging_readers: Mapping[str, Any] | None = None
 
 
 def release_summary(
@@ -543,12 +546,40 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     if security and security.get("applies"):
         report["warnings"].append(row_security_warning(security))
     report["target"].update({"url": context.target_url, "table": config.target.table})
+    readers = dict(context.staging_readers) if context.staging_readers is not None else None
+    report["target"]["staging_readers"] = readers
+    if readers is not None and (_narrow_readers(readers) or not readers.get("checked")):
+        report["warnings"].append(staging_readers_warning(readers))
     if context.output_columns is not None:
         report["target"]["columns"] = list(context.output_columns)
     report["attributes"] = {
         name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
     }
     report["config"] = json_document(redacted_document(config.document))
+
+
+def _narrow_readers(readers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The accounts of ``target.staging_readers`` whose grant does not reach every database:
+    one that does (``SELECT ON *.*``) may read the source itself, so the staging rows tell it
+    nothing new; the others are warned of."""
+    return [a for a in readers.get("accounts", []) if not a.get("every_database")]
+
+
+def staging_readers_warning(readers: Mapping[str, Any]) -> str:
+    """The warning of staging rows other accounts could read (``target.staging_readers``):
+    those whose grant does not reach every database, or that nobody could check."""
+    if not readers.get("checked"):
+        return (
+            "Whether other accounts could read the unverified staging rows was not checked: "
+            "this account may not read the server's grant tables (mysql.user, mysql.db, "
+            "mysql.tables_priv, mysql.roles_mapping). Grant it SELECT on them to be told."
+        )
+    accounts = ", ".join(f"{a['account']} ({a['through']})" for a in _narrow_readers(readers))
+    return (
+        f"Other accounts could read the unverified staging rows while the run checked them "
+        f"(from a READ UNCOMMITTED session): {accounts}. Their grants reach the staging "
+        f"database; revoke them (or narrow a database pattern) to keep staging rows private."
+    )
 
 
 def row_security_warning(security: Mapping[str, Any]) -> str:

@@ -321,6 +321,7 @@ class Phases:
             target_url=plan.target_db.redacted_url,
             output_columns=plan.columns,
             row_security=plan.row_security,
+            staging_readers=plan.staging_readers,
         )
         self.timer = Timer(self.context.timings)
         self.keys = np.zeros(0)
@@ -745,10 +746,15 @@ def verify_published(
         verification.measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
-    if release is not None:
-        verification.checks.append(release)
-        verification.passed = verification.passed and release["passed"]
-    return _with_scan(verification, scan)
+    return _with_scan(_with_check(verification, release), scan)
+
+
+def _with_check(verification: Verification, check: dict[str, Any] | None) -> Verification:
+    """``verification`` with ``check`` appended (none if ``None``), its outcome included."""
+    if check is not None:
+        verification.checks.append(check)
+        verification.passed = verification.passed and check["passed"]
+    return verification
 
 
 def release_check(database: Any, name: TableName) -> dict[str, Any] | None:
