@@ -790,9 +790,10 @@ class PostgreSQLDatabase(SQLDatabase):
         (:data:`_IDENTITY`): its OID, which a table keeps for its life and no other table has
         while it lives (a table dropped and made again, or another renamed into its place,
         has another); its comment, the run's mark, which only the table's owner may set; its
-        columns, with their declared types and ``NOT NULL``; and its rows (their count and the
-        sum of the MD5 of each row's text form, so a row updated, added or deleted changes
-        it). A temporary table has none a release can have."""
+        columns, with their declared types and ``NOT NULL``; and its rows (their count and two
+        sums of a 64-bit hash of each row's text form, ``hashtextextended`` with two seeds, in
+        any row order: a row updated, added or deleted changes them; one read of the table,
+        its cost in ``docs/databases.md``). A temporary table has none a release can have."""
         row = connection.exec_driver_sql(_IDENTITY, {"name": self.qualified(name)}).first()
         if row is None:
             return None
@@ -800,14 +801,14 @@ class PostgreSQLDatabase(SQLDatabase):
         if row[3] == "t":
             return home, None
         content = connection.exec_driver_sql(
-            f"SELECT count(*), coalesce(sum(('x' || left(h, 16))::bit(64)::bigint::numeric), 0),"
-            f" coalesce(sum(('x' || right(h, 16))::bit(64)::bigint::numeric), 0) FROM "
-            f"(SELECT md5(t::text) AS h FROM {self.qualified(home)} t) rows".replace("%", "%%"),
+            f"SELECT count(*), coalesce(sum(hashtextextended(t::text, 0)::numeric), 0), "
+            f"coalesce(sum(hashtextextended(t::text, 1)::numeric), 0) "
+            f"FROM {self.qualified(home)} t".replace("%", "%%"),
             {},
         ).one()
         return home, (
             f"oid {row[2]}, comment {row[4]!r}, columns {row[5]}, "
-            f"content {content[0]} rows, md5 sums {content[1]} {content[2]}"
+            f"content {content[0]} rows, hash sums {content[1]} {content[2]}"
         )
 
     def registry_problem(self, connection: sa.Connection, schema: str | None) -> str | None:
