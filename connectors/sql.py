@@ -49,6 +49,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import read_text
 from tclose.base.redaction import redact_url, remember_secret, url_secrets
+from tclose.connector import NO_RELEASE_RECORD
 from tclose.connectors.releases import (
     content_identity,
     marked_run,
@@ -623,7 +624,10 @@ class SQLDatabase:
             home, identity = found
             distrust = self.registry_problem(bound, home.schema)
             if distrust is not None:
-                return f"the registry of releases of its schema is not trusted: {distrust}"
+                return (
+                    f"{NO_RELEASE_RECORD} that it may trust: the registry of releases of its "
+                    f"schema is not trusted ({distrust})"
+                )
             mark = self.release_mark(bound, home) if self.marks_releases else None
             return release_problem(bound, home, identity, mark, marks=self.marks_releases)
 

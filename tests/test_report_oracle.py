@@ -779,6 +779,22 @@ def _move_a_confidential_value(database, target: str, published: pd.DataFrame) -
     database.execute(update, {"v": int(first["c1"]), "r": int(second["tclose_row"])})
 
 
+def _record_again(database, target: str) -> None:
+    """Rewrite the registry's identity of ``target`` to the table's own now."""
+    from tclose.connectors.releases import releases_table
+    from tclose.connectors.sqlite import SQLiteDatabase
+    from tclose.naming import TableName
+
+    connector = SQLiteDatabase(database.url)
+    with connector.engine.begin() as connection:
+        home, identity = connector.release_of(connection, TableName(None, target))
+        table = releases_table(home.schema)
+        connection.execute(
+            table.update().where(table.c.name == home.name).values(identity=identity)
+        )
+    connector.engine.dispose()
+
+
 @pytest.mark.parametrize("tamper", [_swap_pass_through, _shift_a_class, _move_a_confidential_value])
 def test_verify_with_source_says_what_it_did_not_compare(lite, tamper):
     """A tamper keeping k, t, the row count and the confidential multisets: ``--source`` alone
@@ -788,6 +804,9 @@ def test_verify_with_source_says_what_it_did_not_compare(lite, tamper):
     tamper(lite, target, published)
     with pytest.raises(AssertionError):  # the oracle sees the tamper
         oracle(source, _read(lite.engine, target), _fixed()[1])
+    code, out = _cli("verify", config, "--source")
+    assert code == 1 and "FAIL  release" in out, out  # the registry's record disagrees
+    _record_again(lite, target)  # a tamperer who may write the registry too
     code, out = _cli("verify", config, "--source")
     assert code == 0 and "verdict: verified" in out, out  # k, t, counts, multisets all hold
     assert re.search(

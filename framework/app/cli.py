@@ -476,9 +476,10 @@ def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
     if not with_report and not with_source:
         notes.append(
             "without --report or --source, a changed, added or removed row or value that "
-            "keeps k and t within bounds CANNOT be detected: only k, t and the linkage of the "
-            "pass-through columns were checked (use --report REPORT.json to compare the content "
-            "digest)."
+            "keeps k and t within bounds is detected only against the database's own record "
+            "of the release (check release, where a registry records it), which whoever may "
+            "write the table and its registry can rewrite (use --report REPORT.json to compare "
+            "the content digest)."
         )
     if with_source and not with_report:
         notes.append(
