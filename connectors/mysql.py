@@ -1046,6 +1046,34 @@ class MySQLDatabase(SQLDatabase):
         row = _catalog_row(connection, "table_comment", str(home.schema), home.name, fold)
         return marked_run(row[0]) if row is not None else None
 
+    def replace_blockers(self, name: TableName) -> list[str]:
+        """What the server's catalog binds to table ``name`` (:data:`_BOUND`): the foreign keys
+        of other tables that reference it (``information_schema.referential_constraints``), the
+        triggers on it (``information_schema.triggers``: a ``DROP TABLE`` drops them with it)
+        and the views whose definition names it (``information_schema.views``, which writes
+        each table as `` `schema`.`table` ``; a view this account may not see is not found).
+        Replacing it would drop them, fail, or leave a view reading another table."""
+        with self.errors(f"looking for what depends on {name}"), self.engine.connect() as c:
+            fold, current = c.exec_driver_sql("SELECT @@lower_case_table_names, DATABASE()").one()
+            schema = name.schema or current
+            if schema is None:
+                return []
+            statement = _BOUND if c.dialect.paramstyle != "qmark" else _BOUND.replace("%s", "?")
+            rows = c.exec_driver_sql(statement, (schema, name.name) * 2).all()
+            views = c.exec_driver_sql(
+                "SELECT table_schema, table_name, view_definition FROM information_schema.views"
+            ).all()
+        found = [str(what) for (what,) in rows]
+        same = (lambda a, b: a.lower() == b.lower()) if int(fold) else (lambda a, b: a == b)
+        for view_schema, view, definition in views:
+            named = _QUALIFIED_NAME.findall(definition or "")
+            if any(
+                same(s.replace("``", "`"), schema) and same(t.replace("``", "`"), name.name)
+                for s, t in named
+            ):
+                found.append(f"view {view_schema}.{view}")
+        return sorted(set(found))
+
     def staging_readers(self) -> dict[str, Any]:
         """:class:`tclose.connector.StagingReaders`: the other accounts whose grants reach
         :data:`STAGING_SCHEMA`, by the server's grant tables: ``SELECT`` on every database
@@ -1172,6 +1200,19 @@ class MySQLDatabase(SQLDatabase):
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
         return super().adapt_portable_type(generic)  # times: fsp=6
+
+
+#: The foreign keys of other tables that reference a table, and the triggers on it
+#: (:meth:`MySQLDatabase.replace_blockers`); parameters: its schema and name, twice.
+_BOUND = """
+SELECT CONCAT('foreign key ', constraint_name, ' of ', constraint_schema, '.', table_name)
+    FROM information_schema.referential_constraints
+    WHERE unique_constraint_schema = %s AND referenced_table_name = %s
+UNION ALL
+SELECT CONCAT('trigger ', trigger_schema, '.', trigger_name)
+    FROM information_schema.triggers
+    WHERE event_object_schema = %s AND event_object_table = %s
+"""
 
 
 #: The grants that let an account read :data:`STAGING_SCHEMA` (:func:`_grant_rows`): the

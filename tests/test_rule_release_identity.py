@@ -350,3 +350,43 @@ def test_postgresql_a_release_bound_to_a_users_structure_is_not_replaced(
         for statement in undo:
             pg.execute(statement)
     assert main(["-q", "run", path]) == 0, capsys.readouterr().err  # bound to nothing again
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    "how", ["referenced by a foreign key", "a trigger of the user on it", "read by a view"]
+)
+def test_mariadb_a_release_bound_to_a_users_structure_is_not_replaced(
+    maria, monkeypatch, capsys, how
+):
+    """The server's catalog binds something of the user's to the release: a ``DROP TABLE``
+    would drop a trigger with it, fail on a foreign key, or leave a view reading the next
+    release in its place. Refused before any work; nothing changes."""
+    source, target, other = maria.name("src"), maria.name("anon"), maria.name("other")
+    maria.create_patients(source, n=30)
+    path = _replace_config(maria, source, target)
+    assert main(["-q", "run", path]) == 0, capsys.readouterr().err
+    q = maria.quote
+    if how == "referenced by a foreign key":
+        maria.execute(
+            f"CREATE TABLE {q(other)} (r BIGINT, FOREIGN KEY (r) REFERENCES {q(target)} "
+            f"(tclose_row)) ENGINE=InnoDB"
+        )
+        undo = [f"DROP TABLE {q(other)}"]
+    elif how == "a trigger of the user on it":
+        maria.execute(
+            f"CREATE TRIGGER {q(other)} BEFORE UPDATE ON {q(target)} FOR EACH ROW SET @x = 1"
+        )
+        undo = [f"DROP TRIGGER {q(other)}"]
+    else:
+        maria.execute(f"CREATE VIEW {q(other)} AS SELECT count(*) AS n FROM {q(target)}")
+        undo = [f"DROP VIEW {q(other)}"]
+    try:
+        before = maria.rows(target, order="tclose_row")
+        err = _refused(monkeypatch, path, capsys)
+        assert f"The target table {target} cannot be replaced" in err and other in err, err
+        assert maria.rows(target, order="tclose_row") == before
+    finally:
+        for statement in undo:
+            maria.execute(statement)
+    assert main(["-q", "run", path]) == 0, capsys.readouterr().err
