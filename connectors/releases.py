@@ -10,9 +10,9 @@ of its schema is one tclose may trust (the connector's ``registry_problem``: on 
 owned by the connecting role and written by no other), records it under its name with the
 identity it has now (its lasting id where the database gives one, its columns and its rows),
 and the table carries the mark of the run recorded (its comment ``tclose run <id>``, which only
-who may alter the table can set) (:func:`release_problem`); any other table — a user's, one recreated or renamed into a
-release's place, a release changed since — is refused before any work, and again inside the
-publishing transaction. A name that denotes the registry itself is reserved
+who may alter the table can set) (:func:`release_problem`); any other table — a user's, one
+recreated or renamed into a release's place, a release changed since — is refused before any
+work, and again inside the publishing transaction. A name that denotes the registry itself is reserved
 (:func:`tclose.naming.reserved`).
 """
 

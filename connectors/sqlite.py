@@ -488,14 +488,18 @@ class SQLiteDatabase(SQLDatabase):
         home = found[0]
         if home.schema == "temp":
             return home, None
-        definition = connection.exec_driver_sql(
+        definition = self._definition(connection, home)
+        result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
+        digest = hashlib.sha256(str(definition).encode()).hexdigest()[:16]
+        return home, f"definition {digest}, {content_identity(list(result.keys()), result)}"
+
+    def _definition(self, connection: sa.Connection, home: TableName) -> str | None:
+        """The ``CREATE TABLE`` of table ``home`` as ``sqlite_master`` keeps it."""
+        return connection.exec_driver_sql(
             f"SELECT sql FROM {self.quote(str(home.schema))}.sqlite_master "
             f"WHERE type = 'table' AND name = ?",
             (home.name,),
         ).scalar()
-        result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
-        digest = hashlib.sha256(str(definition).encode()).hexdigest()[:16]
-        return home, f"definition {digest}, {content_identity(list(result.keys()), result)}"
 
     @property
     def marks_releases(self) -> bool:
@@ -504,11 +508,7 @@ class SQLiteDatabase(SQLDatabase):
 
     def release_mark(self, connection: sa.Connection, home: TableName) -> str | None:
         """The run the mark at the end of its definition names (:data:`_RUN_MARK`)."""
-        definition = connection.exec_driver_sql(
-            f"SELECT sql FROM {self.quote(str(home.schema))}.sqlite_master "
-            f"WHERE type = 'table' AND name = ?",
-            (home.name,),
-        ).scalar()
+        definition = self._definition(connection, home)
         found = re.search(_RUN_MARK, definition or "")
         return marked_run(f"tclose run {found.group(1)}") if found else None
 
