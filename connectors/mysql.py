@@ -1004,12 +1004,12 @@ class MySQLDatabase(SQLDatabase):
         identity: its ``CREATE_TIME`` (the second of its last ``CREATE``, ``RENAME`` or
         ``ALTER``: a publish's ``RENAME`` sets it), its comment (``tclose run <id>``), its
         columns (name, type, nullability, collation: an ``ALTER`` done in place may keep the
-        time) and its rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that every account may
-        read (InnoDB's needs ``PROCESS``), so the same table is a base table of that name last
-        made, renamed or altered in the second the run published it, carrying the run's comment
-        and the rows it published: a table dropped and made again, renamed into its place (a
-        ``CREATE TABLE ... LIKE`` copy carries the comment) or altered since has another time,
-        and one whose rows changed another checksum."""
+        time) and its rows (``CHECKSUM TABLE``). MariaDB gives a table no lasting id that
+        every account may read (InnoDB's needs ``PROCESS``), so the same table is a base table
+        of that name last made, renamed or altered in the second the run published it,
+        carrying the run's comment, columns and rows: a table dropped and made again, renamed
+        into its place (a ``CREATE TABLE ... LIKE`` copy carries the comment) or altered since
+        has another time or other columns, and one whose rows changed another checksum."""
         fold, current = connection.exec_driver_sql(
             "SELECT @@lower_case_table_names, DATABASE()"
         ).one()

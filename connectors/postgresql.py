@@ -987,7 +987,8 @@ SELECT DISTINCT CASE
         (SELECT 'view ' || w.ev_class::regclass::text FROM pg_rewrite w WHERE w.oid = d.objid)
     WHEN d.classid = 'pg_constraint'::regclass THEN
         (SELECT CASE WHEN k.contype = 'f' AND k.conrelid <> t.oid
-                THEN 'foreign key ' || quote_ident(k.conname) || ' of ' || k.conrelid::regclass::text
+                THEN 'foreign key ' || quote_ident(k.conname) || ' of '
+                    || k.conrelid::regclass::text
                 ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
          FROM pg_constraint k WHERE k.oid = d.objid)
     ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
@@ -1003,7 +1004,8 @@ WHERE ((d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid)
             AND k.conrelid = t.oid AND k.contype = 'p')
 UNION
 SELECT 'table ' || i.inhparent::regclass::text
-    || CASE WHEN c.relispartition THEN ' (it is a partition of it)' ELSE ' (it inherits from it)' END
+    || CASE WHEN c.relispartition THEN ' (it is a partition of it)'
+        ELSE ' (it inherits from it)' END
 FROM pg_inherits i CROSS JOIN t JOIN pg_class c ON c.oid = t.oid WHERE i.inhrelid = t.oid
 UNION
 SELECT 'table ' || i.inhrelid::regclass::text
