@@ -134,6 +134,7 @@ class _Check:
         columns = [c.name for c in source.columns if c.name != ROW_COLUMN]
         table = self.database.staging_table(name, source, columns, aggregated, (), dialect)
         table.info.update(target=target, run_id=run_id)
+        table.comment = f"tclose run {run_id}"  # the run's mark, as a run's plan gives it
         return table
 
     def name_of(self, table: Any) -> Any:
