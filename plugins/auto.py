@@ -33,15 +33,15 @@ cluster's most frequent value, not a mean of one-hot vectors. ``auto`` requires 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
-from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.interfaces import Option, Partition, Problem
 
 __all__ = ["Auto"]
 
@@ -75,25 +75,20 @@ class Auto:
         "k_first_max_rows": Option(
             int, 5_000, "k-first is a candidate only up to this many rows.", min=0
         ),
-        **BLOCK_OPTIONS,
     }
     requires_t = True
+    #: auto refines its candidates itself, and its block options go on to t-first and k-first.
+    framework_steps: tuple[str, ...] = ()
 
-    def partition(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Partition:
-        if t is None:
+    def partition(self, problem: Problem) -> Partition:
+        if problem.t is None:
             raise ConfigError(
                 "==> At privacy ==> At key: t\nAlgorithm 'auto' requires t (privacy.t): it "
                 "compares algorithms that enforce t-closeness."
             )
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        run = _Run(x, distances, k, t, options)
+        x = np.ascontiguousarray(problem.x, dtype=np.float64)
+        run = _Run(replace(problem, x=x))
+        options = problem.options
         started = time.perf_counter()
         run.candidate("t-first", self._t_first, share=0.5, started=started)
         if x.shape[0] > options["merge_max_rows"]:
@@ -108,9 +103,7 @@ class Auto:
 
     @staticmethod
     def _t_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.plugins.t_first import TFirst
-
-        partition = TFirst().partition(run.x, run.distances, run.k, run.t, run.plugin_options())
+        partition = run.problem.solve("t-first")
         return np.asarray(partition.labels), partition.info
 
     @staticmethod
@@ -134,40 +127,23 @@ class Auto:
 
     @staticmethod
     def _k_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.plugins.k_first import KFirst
-
-        plugin = KFirst()
-        options = {name: option.default for name, option in plugin.options_schema.items()}
-        options.update({o: run.options[o] for o in BLOCK_OPTIONS if o in options})
-        partition = plugin.partition(run.x, run.distances, run.k, run.t, options)
+        partition = run.problem.solve("k-first")
         return np.asarray(partition.labels), partition.info
 
 
 class _Run:
     """The candidates of one ``auto`` run and what each gave."""
 
-    def __init__(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float,
-        options: Mapping[str, Any],
-    ) -> None:
-        self.x, self.distances, self.k, self.t, self.options = x, distances, k, t, options
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.x, self.distances, self.k = problem.x, problem.distances, problem.k
+        self.t: float = problem.required_t("auto")
+        self.options: Mapping[str, Any] = problem.options
         self.deadline: float | None = None
-        self.bounded = x.shape[0] > options["exhaustive_rows"]
+        self.bounded = self.x.shape[0] > self.options["exhaustive_rows"]
         self.report: list[dict[str, Any]] = []
         self.best: tuple[float, int, np.ndarray] | None = None
-        self.scale = float(max(x.size, 1))
-
-    def plugin_options(self) -> dict[str, Any]:
-        """t-first's options: its defaults, with auto's block options."""
-        from tclose.plugins.t_first import TFirst
-
-        options = {name: o.default for name, o in TFirst.options_schema.items()}
-        options.update({o: self.options[o] for o in BLOCK_OPTIONS})
-        return options
+        self.scale = float(max(self.x.size, 1))
 
     def skip(self, name: str, why: str) -> None:
         self.report.append({"name": name, "status": "skipped", "why": why})

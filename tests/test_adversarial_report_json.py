@@ -383,6 +383,7 @@ def _numbers(value):
 def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
     """``worst > t`` is false for a NaN EMD: the kit passed a partition whose EMD was NaN (the
     verifier's own check, ``worst <= t``, already failed it: guard in the test above)."""
+    from tclose.interfaces import Problem
     from tclose.testing import check_partition
 
     class Honest:
@@ -400,7 +401,7 @@ def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
             return np.full(int(np.max(labels)) + 1, np.nan)
 
     x = np.arange(12, dtype=float).reshape(-1, 1)
-    problems = check_partition(Honest(), x, [NanDistance()], 3, 0.5, {})
+    problems = check_partition(Honest(), Problem(x, [NanDistance()], 3, 0.5, {}))
     assert any("EMD" in p and "nan" in p for p in problems), problems
 
 
