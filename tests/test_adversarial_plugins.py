@@ -330,7 +330,10 @@ def test_a_plugin_that_changes_its_options_does_not_change_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    assert report["algorithm"]["options"] == framework  # the defaults of blocks and refine
 
 
 def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(

@@ -549,7 +549,11 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json"), "table": "audit"}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = strict((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {"model": "model.bin", "budget": None}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    expected = {**framework, "model": "model.bin", "budget": None}
+    assert report["algorithm"]["options"] == expected
     warned = " ".join(report["warnings"])
     assert "algorithm.options.model" in warned and "algorithm.options.budget" in warned
 

@@ -344,7 +344,7 @@ def test_default_blocks_leave_small_tables_unblocked() -> None:
 
 
 def test_blocks_option_is_validated() -> None:
-    schema = TFirst().options_schema
+    schema = options_schema(TFirst())
     assert validate_options("t-first", schema, {"blocks": 8}, "o")["blocks"] == 8
     assert validate_options("t-first", schema, {}, "o")["blocks"] == "auto"
     for bad in (0, -2, "many", 2.5, True):
