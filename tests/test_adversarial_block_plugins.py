@@ -157,7 +157,7 @@ def test_a_plugin_that_raises_on_dask_is_a_plugin_failure(
     assert "ZeroDivisionError: division by zero" in err
 
 
-def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, capsys, published):
+def test_a_plugin_in_the_problem_form_is_named_too(sqlite_run, monkeypatch, capsys, published):
     """An algorithm whose hooks take the problem, as the built-ins' do."""
     code = _run(sqlite_run, monkeypatch, "zero", name="faulty-native")
     err = _refused(sqlite_run, capsys, published, code, 4)
