@@ -53,6 +53,8 @@ import pandas as pd
 from tclose.base.attributes import encode_table
 from tclose.base.config import _attributes, _Checker
 from tclose.base.options import validate_options
+from tclose.blocks.framed import options_schema, run_algorithm
+from tclose.interfaces import Problem
 from tclose.kernels.emd import OrderedEMD
 from tclose.measures import measure_configured, record_linkage
 from tclose.plugins.t_first import TFirst
@@ -125,8 +127,8 @@ def anonymize(encoded) -> np.ndarray:
     distance = OrderedEMD.fit(encoded.confidential["c"])
     distance.column = "c"
     plugin = TFirst()
-    options = validate_options(plugin.name, plugin.options_schema, {}, "options")
-    labels = plugin.partition(encoded.x, [distance], K, T, options).labels
+    options = validate_options(plugin.name, options_schema(plugin), {}, "options")
+    labels = run_algorithm(plugin, Problem(encoded.x, [distance], K, T, options)).labels
     return np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
 
 

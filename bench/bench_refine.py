@@ -252,6 +252,8 @@ def blocks_section() -> None:
     from tclose.app.demo import QI_COLUMNS, discharge_table
     from tclose.base.arrays import standardize
     from tclose.base.options import validate_options
+    from tclose.blocks.framed import options_schema, run_algorithm
+    from tclose.interfaces import Problem
     from tclose.kernels.emd import OrderedEMD
     from tclose.kernels.refine import sse_of
     from tclose.plugins.t_first import TFirst
@@ -271,10 +273,10 @@ def blocks_section() -> None:
         for blocks in (1, 16):
             for refine in (False, True):
                 options = validate_options(
-                    "t-first", plugin.options_schema, {"blocks": blocks, "refine": refine}, "o"
+                    "t-first", options_schema(plugin), {"blocks": blocks, "refine": refine}, "o"
                 )
                 started = time.perf_counter()
-                labels = plugin.partition(x, [distance], 10, 0.25, options).labels
+                labels = run_algorithm(plugin, Problem(x, [distance], 10, 0.25, options)).labels
                 results[blocks, refine] = sse_of(x, labels) / x.size
                 print(
                     f"{name}, k=10, t=0.25, {blocks:2d} block(s), refine={refine!s:5}: SSE "

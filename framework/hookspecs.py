@@ -31,9 +31,9 @@ def register_algorithms(register: Callable[[Algorithm], None]) -> None:
 
     Call ``register(algorithm)`` once per algorithm. ``algorithm`` follows
     :class:`tclose.interfaces.Algorithm`: a ``name`` (used as ``algorithm.name`` in YAML), an
-    ``options_schema``, ``requires_t``, and ``partition(x, distances, k, t, options)`` returning a
-    :class:`tclose.interfaces.Partition`. A name already registered by another plugin is an error
-    that names both plugins.
+    ``options_schema``, ``requires_t``, and ``partition(problem)`` (a
+    :class:`tclose.interfaces.Problem`) returning a :class:`tclose.interfaces.Partition`. A name
+    already registered by another plugin is an error that names both plugins.
     """
 
 

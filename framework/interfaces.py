@@ -7,7 +7,7 @@ is fitted once on a confidential column and then answers EMD questions about gro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -102,6 +102,72 @@ class Partition:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Strata:
+    """A block's global strata: ``stratum`` ``int64 (n_b,)`` per row, ``sizes`` ``int64 (k',)``
+    rows of each stratum in the block."""
+
+    stratum: np.ndarray
+    sizes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What an algorithm is asked to solve: cluster the rows of ``x``.
+
+    Attributes:
+        x: ``float64`` array ``(n, d)``: quasi-identifiers, standardized (z-scores).
+        distances: one fitted distance per confidential attribute, in config order. In a block
+            (:meth:`BlockHooks.partition_block`), views over the block's rows that measure every
+            EMD against the **whole table**.
+        k: minimum cluster size, ``1 <= k <= n``.
+        t: t-closeness level in ``(0, 1]``, or ``None`` (no ``t`` asked, or an algorithm that
+            does not enforce it).
+        options: the algorithm's own validated options, defaults filled in (the framework's
+            block and refinement options are not among them: the framework applies those).
+        strata: in a block of a stratified plan, the block's :class:`Strata`; else ``None``.
+        solver: set by the framework: runs another registered algorithm on a problem
+            (:meth:`solve`); ``None`` outside a run of the framework.
+    """
+
+    x: np.ndarray
+    distances: Sequence[FittedDistance]
+    k: int
+    t: float | None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    strata: Strata | None = None
+    solver: Callable[[str, Problem, Mapping[str, Any]], Partition] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def required_t(self, algorithm: str) -> float:
+        """``t``, for an algorithm that enforces it; a clear error when it is ``None``.
+
+        Raises:
+            ValueError: ``t`` is ``None``; the message names ``algorithm``.
+        """
+        if self.t is None:
+            raise ValueError(
+                f"Algorithm {algorithm!r} enforces t-closeness: t is required, not None."
+            )
+        return self.t
+
+    def solve(self, algorithm: str, **options: Any) -> Partition:
+        """The partition the registered ``algorithm`` makes of this problem's rows, run as the
+        framework runs it (blocks, refinement): its default options, then ``options``; the
+        framework's block options of this run are passed on.
+
+        Raises:
+            RuntimeError: the problem was built outside the framework (no ``solver``).
+        """
+        if self.solver is None:
+            raise RuntimeError(
+                f"Problem.solve({algorithm!r}) needs the framework's solver: run the algorithm "
+                f"through tclose (tclose.anonymize, tclose.blocks.framed.run_algorithm)."
+            )
+        return self.solver(algorithm, self, options)
+
+
 @runtime_checkable
 class Algorithm(Protocol):
     """A microaggregation algorithm plugin.
@@ -109,46 +175,68 @@ class Algorithm(Protocol):
     Attributes:
         name: the name used in YAML (``algorithm.name``).
         options_schema: option name → :class:`Option`; unknown options are rejected before
-            :meth:`partition` is called, and defaults are filled in.
+            :meth:`partition` is called, and defaults are filled in. The framework adds its
+            block options (:data:`tclose.blocks.split.BLOCK_OPTIONS`) and refinement options
+            (:data:`tclose.kernels.refinement.REFINE_OPTIONS`) and applies them around
+            :meth:`partition` (:mod:`tclose.blocks.framed`); an option the algorithm declares
+            itself under one of their names is its own, and the framework then leaves that group
+            to it.
         requires_t: whether the algorithm needs ``t`` (``mdav`` does not).
+        framework_steps: optional; the framework's steps applied around :meth:`partition`,
+            among ``"blocks"`` and ``"refine"`` (default: both). An algorithm that solves other
+            algorithms (``auto``) declares ``()``: its block options go on to the algorithms it
+            solves (:meth:`Problem.solve`).
     """
 
     name: str
     options_schema: Mapping[str, Option]
     requires_t: bool
 
-    def partition(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Partition:
-        """Cluster the rows.
-
-        Args:
-            x: ``float64`` array ``(n, d)``: quasi-identifiers, standardized (z-scores).
-            distances: one fitted distance per confidential attribute, in config order.
-            k: minimum cluster size, ``1 <= k <= n``.
-            t: t-closeness level in ``(0, 1]``, or ``None`` if the user did not ask for it.
-            options: validated options, defaults filled in.
+    def partition(self, problem: Problem) -> Partition:
+        """Cluster the rows of ``problem.x``.
 
         Returns:
-            a :class:`Partition` in which every cluster has at least ``k`` rows and, if ``t`` is
-            given, an EMD of at most ``t`` for every confidential attribute.
+            a :class:`Partition` in which every cluster has at least ``problem.k`` rows and, if
+            ``problem.t`` is given, an EMD of at most ``t`` for every confidential attribute.
         """
         ...
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """What an algorithm needs of the whole table before its blocks run
+    (:meth:`BlockHooks.block_plan`).
+
+    Attributes:
+        clusters: clusters the unblocked run would make (``blocks: auto`` sizes blocks by it; an
+            explicit ``blocks`` is clipped to it).
+        strata: ``k' > 0``: stratified blocks, with the rows cut into ``k'`` global strata of
+            consecutive ranks of ``stratify_by`` (sizes: ``strata_sizes``); every block then holds
+            whole clusters' worth of each stratum, and the block's problem carries its
+            :class:`Strata`. ``0``: plain blocks of a multiple of ``k`` rows (principal-axis
+            bisection), and ``strata=None``.
+        stratify_by: the distance whose ranks form the strata (default: the first distance).
+        strata_sizes: ``int64 (k',)`` the strata sizes (default: ``floor(n/k')`` each, the
+            remainder in the central stratum or strata, as t-first).
+        distances: whether blocks need the distances (views measuring EMD against the whole
+            table); ``False`` ships only the QIs.
+        info: facts put first in the partition's ``info``.
+    """
+
+    clusters: int
+    strata: int = 0
+    stratify_by: FittedDistance | None = None
+    strata_sizes: np.ndarray | None = None
+    distances: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class BlockHooks(Protocol):
     """Optional members of an :class:`Algorithm` for blocked runs (:mod:`tclose.blocks.service`).
 
-    An algorithm runs in blocks when its ``options_schema`` holds
-    :data:`tclose.blocks.split.BLOCK_OPTIONS` and its :meth:`Algorithm.partition` starts with
-    ``tclose.blocks.service.run_in_blocks`` (or when it is registered as
-    ``tclose.blocks.service.blocked(algorithm)``, which does both). Every member below is optional;
-    the service falls back to the default named in each. The service never looks at the name.
+    The framework runs every algorithm in blocks when its block options ask for more than one
+    (see :data:`Algorithm.framework_steps`). Every member below is optional; the service falls
+    back to the default named in each. The service never looks at the name.
 
     Attributes:
         block_preload: modules the local pool's fork server imports before it forks the workers
@@ -157,49 +245,26 @@ class BlockHooks(Protocol):
 
     block_preload: tuple[str, ...]
 
-    def block_plan(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Any:
-        """What the blocks need of the whole table, computed once on the driver: a
-        ``tclose.blocks.service.BlockPlan`` (the clusters of the unblocked run, which sizes the
-        blocks; stratified blocks with ``k'`` global strata, e.g. t-first's cluster size, or plain
-        blocks of multiples of ``k`` rows; whether the blocks need the distances; facts for
-        ``info``). Default: ``floor(n / k)`` clusters, plain blocks, with distances."""
+    def block_plan(self, problem: Problem) -> BlockPlan:
+        """What the blocks need of the whole table, computed once on the driver: the clusters
+        of the unblocked run, which sizes the blocks; stratified blocks with ``k'`` global
+        strata (e.g. t-first's cluster size) or plain blocks of multiples of ``k`` rows; whether
+        the blocks need the distances; facts for ``info``. Default: ``floor(n / k)`` clusters,
+        plain blocks, with distances."""
         ...
 
-    def partition_block(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-        strata: Any = None,
-    ) -> Partition:
-        """Cluster one block, on a worker: ``x`` the block's QIs; ``distances`` fitted distances
-        over the block's rows that measure every EMD against the **whole table** (so a cluster
-        within ``t`` here is within ``t`` in the published table); ``strata`` the block's
-        ``tclose.blocks.service.Strata`` for stratified plans, else ``None``. Labels must be dense
-        ``0..L_b-1``; ``info`` is handed to :meth:`finish_blocks`. Default: :meth:`partition`
-        with ``blocks: 1`` (its labels renumbered)."""
+    def partition_block(self, problem: Problem) -> Partition:
+        """Cluster one block, on a worker: ``problem.x`` the block's QIs, ``problem.distances``
+        views measuring every EMD against the **whole table** (so a cluster within ``t`` here is
+        within ``t`` in the published table), ``problem.strata`` the block's :class:`Strata`
+        for stratified plans. ``info`` is handed to :meth:`finish_blocks`. Default:
+        :meth:`Algorithm.partition` (labels of either are renumbered dense)."""
         ...
 
     def finish_blocks(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-        partition: Partition,
-        block_infos: Sequence[Mapping[str, Any]],
+        self, problem: Problem, partition: Partition, block_infos: Sequence[Mapping[str, Any]]
     ) -> Partition:
-        """The global step, on the driver, with the whole-table ``distances``: ``partition``
+        """The global step, on the driver, with the whole table's ``problem``: ``partition``
         holds the blocks' clusters (those of block ``b`` numbered after blocks ``0..b-1``) and
         the plan's ``info``; ``block_infos`` the blocks' ``info`` in block order. The built-ins
         that enforce ``t`` run the merge loop on the whole table here if a cluster exceeds

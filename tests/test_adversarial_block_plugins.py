@@ -21,7 +21,6 @@ import tclose.app.cli
 import tclose.core.runner
 from tclose.app.cli import main
 from tclose.base.registry import load_registry
-from tclose.blocks.service import blocked
 
 sys.path.insert(0, str(Path(__file__).parent))
 import block_plugins_helpers as helpers  # noqa: E402
@@ -33,7 +32,7 @@ def _registry():
     class Plugin:
         @tclose.hookimpl
         def register_algorithms(self, register):
-            register(blocked(helpers.Faulty()))
+            register(helpers.Faulty())
             register(helpers.FaultyNative())
 
     return load_registry(extra_plugins=[Plugin()], entry_points=False)
@@ -158,8 +157,8 @@ def test_a_plugin_that_raises_on_dask_is_a_plugin_failure(
     assert "ZeroDivisionError: division by zero" in err
 
 
-def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, capsys, published):
-    """An algorithm that runs ``run_in_blocks`` itself, as the built-ins do (not wrapped)."""
+def test_a_plugin_in_the_problem_form_is_named_too(sqlite_run, monkeypatch, capsys, published):
+    """An algorithm whose hooks take the problem, as the built-ins' do."""
     code = _run(sqlite_run, monkeypatch, "zero", name="faulty-native")
     err = _refused(sqlite_run, capsys, published, code, 4)
     assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) failed in block" in err

@@ -220,8 +220,9 @@ def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
     """In a blocked run the framework renumbers each block's labels before the runner sees
     them: NaN, string or too few labels from the wrapped plugin were renumbered into clusters
     (a too-short array: a block with rows of no cluster)."""
-    from tclose.blocks.service import blocked
+    from tclose.blocks.framed import run_algorithm
     from tclose.errors import VerificationError
+    from tclose.interfaces import Problem
 
     class Rogue:
         name = "rogue"
@@ -233,7 +234,7 @@ def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
 
     x = np.arange(40, dtype=float).reshape(-1, 1)
     with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*Rogue\) returned"):
-        blocked(Rogue()).partition_block(x, [], 3, None, {})
+        run_algorithm(Rogue(), Problem(x, [], 3, None, {"blocks": 3, "workers": 1}))
 
 
 def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
@@ -329,7 +330,10 @@ def test_a_plugin_that_changes_its_options_does_not_change_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    assert report["algorithm"]["options"] == framework  # the defaults of blocks and refine
 
 
 def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(

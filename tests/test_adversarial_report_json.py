@@ -383,6 +383,7 @@ def _numbers(value):
 def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
     """``worst > t`` is false for a NaN EMD: the kit passed a partition whose EMD was NaN (the
     verifier's own check, ``worst <= t``, already failed it: guard in the test above)."""
+    from tclose.interfaces import Problem
     from tclose.testing import check_partition
 
     class Honest:
@@ -400,7 +401,7 @@ def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
             return np.full(int(np.max(labels)) + 1, np.nan)
 
     x = np.arange(12, dtype=float).reshape(-1, 1)
-    problems = check_partition(Honest(), x, [NanDistance()], 3, 0.5, {})
+    problems = check_partition(Honest(), Problem(x, [NanDistance()], 3, 0.5, {}))
     assert any("EMD" in p and "nan" in p for p in problems), problems
 
 
@@ -548,7 +549,11 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json"), "table": "audit"}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = strict((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {"model": "model.bin", "budget": None}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    expected = {**framework, "model": "model.bin", "budget": None}
+    assert report["algorithm"]["options"] == expected
     warned = " ".join(report["warnings"])
     assert "algorithm.options.model" in warned and "algorithm.options.budget" in warned
 

@@ -37,6 +37,7 @@ from typing import Any
 from tclose.base.config import AttributeSpec, Config, Settings
 from tclose.base.options import validate_options
 from tclose.base.registry import Registry, dialect_of
+from tclose.blocks.framed import options_schema
 from tclose.connector import capability, open_read_only
 from tclose.core.columns import check_column_fates, resolve_key, with_key
 from tclose.core.guards import (
@@ -70,6 +71,8 @@ class Resolved:
     algorithm: Algorithm
     algorithm_options: dict[str, Any]
     distances: dict[str, tuple[Distance, dict[str, Any]]]
+    #: name → plugin of every registered algorithm, for :meth:`tclose.interfaces.Problem.solve`.
+    algorithms: dict[str, Algorithm] = field(default_factory=dict)
 
 
 def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved:
@@ -83,7 +86,7 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
     """
     algorithm = registry.get("algorithm", settings.algorithm, "algorithm.name")
     options = validate_options(
-        algorithm.name, algorithm.options_schema, settings.algorithm_options, "algorithm.options"
+        algorithm.name, options_schema(algorithm), settings.algorithm_options, "algorithm.options"
     )
     if algorithm.requires_t and settings.t is None:
         free = sorted(a for a, p in registry.algorithms.items() if not p.obj.requires_t)
@@ -95,7 +98,9 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
         )
     if settings.t is not None and not algorithm.requires_t:
         raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
-    return Resolved(algorithm, options, resolve_distances(settings.attributes, registry))
+    distances = resolve_distances(settings.attributes, registry)
+    algorithms = {name: provided.obj for name, provided in registry.algorithms.items()}
+    return Resolved(algorithm, options, distances, algorithms)
 
 
 def t_not_enforced(name: str, registry: Registry, where: str = "") -> ConfigError:
