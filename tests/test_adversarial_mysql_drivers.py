@@ -13,8 +13,6 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import io
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,52 +154,6 @@ def test_a_float_column_verifies_through_every_driver_and_a_change_fails_through
         "ORDER BY tclose_row LIMIT 1"
     )
     _verify_through_every_driver(monkeypatch, config, report, passes=False)
-
-
-@pytest.mark.mysql
-@pytest.mark.parametrize("driver", DRIVERS)
-def test_a_report_with_the_earlier_digest_still_verifies_through_its_driver(
-    maria, monkeypatch, driver
-):
-    """Reports made before the drivers read alike hashed ``repr`` of the driver's own values
-    (:data:`DIGEST_ALGORITHM`), which differ on ``FLOAT``: such a report still verifies through
-    the driver that made it, its values recomputed as that driver converts them."""
-    from tclose.base.digests import (
-        DIGEST_ALGORITHM,
-        MYSQL_ORDERED_DIGEST_ALGORITHM,
-        ContentDigest,
-    )
-
-    _need(driver)
-    value = "ELT(patient_id % 2 + 1, 0.1, 16777217)"
-    source, target = _patients_with(maria, "extra", "FLOAT", value, n=60), maria.name("anon")
-    config, report_path = _publish(maria, monkeypatch, driver, source, target)
-    report = json.loads(Path(report_path).read_text())
-    digest = report["target"]["content_digest"]
-    assert digest["algorithm"] == MYSQL_ORDERED_DIGEST_ALGORITHM
-
-    database = connector.MySQLDatabase(_url(maria, driver))  # the driver's values, as then
-    with database.engine.connect() as connection:
-        raw = connection.connection.driver_connection
-        cursor = raw.cursor(binary=True) if driver == "mariadbconnector" else raw.cursor()
-        quoted = ", ".join(maria.quote(c) for c in digest["columns"])
-        cursor.execute(f"SELECT {quoted} FROM {maria.quote(target)}")
-        rows = [tuple(r) for r in cursor.fetchall()]
-        cursor.close()
-    database.engine.dispose()
-    as_then = ContentDigest(digest["columns"])
-    as_then.update(rows)
-    earlier = as_then.as_dict()
-    assert earlier["algorithm"] == DIGEST_ALGORITHM
-    assert earlier["sha256"] != digest["sha256"] or driver == "mariadbconnector"
-    report["target"]["content_digest"] = earlier
-    old = maria.tmp_path / "old.json"
-    old.write_text(json.dumps(report))
-    code, out = _verify(monkeypatch, driver, config, str(old))
-    assert code == 0 and "PASS  content_digest" in out, out
-    maria.execute(f"UPDATE {maria.quote(target)} SET extra = 0.5 ORDER BY tclose_row LIMIT 1")
-    code, out = _verify(monkeypatch, driver, config, str(old))
-    assert code == 1 and "FAIL  content_digest" in out, out
 
 
 @pytest.mark.mysql

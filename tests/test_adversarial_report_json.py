@@ -569,19 +569,23 @@ def test_t_written_with_an_exponent_yaml_reads_as_text_gets_advice(
     assert isinstance(yaml.safe_load(f"t: {advice}")["t"], float)
 
 
-def test_an_audit_row_rebuilt_from_an_older_report_with_nan_is_strict():
-    """``tclose verify --report`` rebuilds a missing audit row from the run's report, which a
-    version before this one may have written with ``NaN`` (``interval_p: .nan`` was accepted).
-    Before: the rebuilt row held NaN (on PostgreSQL the insert failed, a warning)."""
+def test_an_audit_row_rebuilt_from_a_report_with_nan_is_strict():
+    """``tclose verify --report`` rebuilds a missing audit row from the run's report and the
+    checks it measured, which may hold NaN (an EMD of a broken distance): whatever its base
+    holds, the rebuilt report and its row are strict JSON, an unknown figure null."""
     from tclose.plugins.audit_table import audit_row, rebuilt_report
 
-    older = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
-    older["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
-    older["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
-    checks = [{"name": "k_anonymity", "passed": True, "expected": 3, "actual": 3}]
-    report = rebuilt_report(None, "r1", None, checks, older)
+    base = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
+    base["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
+    base["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
+    checks = [
+        {"name": "k_anonymity", "passed": True, "expected": 3, "actual": 3},
+        {"name": "t_closeness:b", "passed": False, "expected": 0.2, "actual": NAN},
+    ]
+    report = rebuilt_report(None, "r1", None, checks, base)
     strict(json.dumps(report, allow_nan=False))
     assert report["risk"]["interval_p"] is None and report["run"]["rebuilt_by"]
+    assert report["verification"]["checks"][1]["actual"] is None
     row = audit_row(report)
     assert row["t_achieved"] is None  # not 0.1: b's is unknown
     strict(json.dumps(row["report"], allow_nan=False))

@@ -404,23 +404,36 @@ def test_a_verdict_that_is_not_a_boolean_is_refused(published, tmp_path, passed)
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400"])
-def test_a_non_finite_number_of_an_older_report_is_still_read(published, tmp_path, token):
-    """Guard (documented: reports of earlier versions may hold NaN): ``tclose report`` renders
-    it and ``verify --report`` verifies the untampered table; a row count that is not a whole
-    number is refused."""
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("privacy", "t"),  # a number field
+        ("verification", "passed"),  # a field of another type
+        ("verification", "checks", 0, "actual"),  # in a list
+        ("tool", "s25r_unread"),  # a field no command reads
+    ],
+)
+def test_a_report_holding_nan_or_an_infinity_is_refused_naming_its_key(
+    published, tmp_path, token, key
+):
+    """A report is strict JSON (tclose writes a figure it cannot define as null): a NaN, an
+    infinity or a number no float holds anywhere in it is exit 2 for ``tclose report`` and
+    ``verify --report``, naming the key, with nothing written."""
     config, report = published
-    text = json.dumps(report).replace('"t": 0.2', f'"t": {token}', 1)
-    assert f'"t": {token}' in text
+    *parents, last = key
+    node = report
+    for step in parents:
+        node = node[step]
+    node[last] = "s25r-token"
+    text = json.dumps(report).replace('"s25r-token"', token)
     path = _write(tmp_path, text)
-    code, out, err = _cli("report", path, "-o", str(tmp_path / "s25r_old.html"))
-    assert code == 0, out + err
-    _assert_inert((tmp_path / "s25r_old.html").read_text(encoding="utf-8"))
-    code, out, err = _cli("verify", config, "--report", path)
-    assert code == 0 and "verdict: verified" in out, out + err
-    report["target"]["rows"] = "s25r-rows"
-    text = json.dumps(report).replace('"s25r-rows"', token)
-    code, out, err = _cli("verify", config, "--report", _write(tmp_path, text))
-    assert code == 2 and "target.rows is a number, not a whole number" in err, out + err
+    page = tmp_path / "s25r_nan.html"
+    dotted = ".".join(str(step) for step in key).replace(".0.", "[0].")
+    for args in (("report", path, "-o", str(page)), ("verify", config, "--report", path)):
+        code, out, err = _cli(*args)
+        assert code == 2, out + err
+        assert f"not an audit report: {dotted} is NaN or an infinity" in err, err
+    assert not page.exists()
 
 
 def test_no_source_value_in_the_messages_of_a_refused_report(published, tmp_path):

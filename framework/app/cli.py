@@ -277,7 +277,6 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from tclose.base.digests import SUMMED_TWIN
     from tclose.core.report import hierarchy_checks
     from tclose.core.runner import published_run_id, verify_published
 
@@ -367,13 +366,6 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         _echo(text)
     for note in undetectable_changes(report is not None, args.source):
         _echo(f"note  {note}")
-    recorded_digest = ((report or {}).get("target") or {}).get("content_digest") or {}
-    if recorded_digest.get("algorithm") in SUMMED_TWIN.values():
-        _echo(
-            "note  this report's content digest adds the row hashes (runs before 2026-11-27): "
-            "rows chosen to make their sum match can pass it (docs/reports.md); a new run "
-            "records a chained digest."
-        )
     if report is not None and recorded_run and run_id is None:
         _echo(
             f"note  the report names run {recorded_run}, but the table carries no run mark (its "
