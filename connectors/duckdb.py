@@ -20,8 +20,8 @@ What DuckDB gives, and so what a run gets:
   vectors (``fetch_df_chunk``), other columns as Python values (``fetchmany``).
 - Bulk writes: rows are handed to DuckDB as a pandas DataFrame it scans in place (``INSERT ...
   SELECT`` from the registered frame), never row by row (``executemany`` is slow in DuckDB).
-- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type stays exactly what it
-  was: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``, ``TIMESTAMP WITH TIME ZONE``,
+- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type is published exactly
+  as the source declares it: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``, ``TIMESTAMP WITH TIME ZONE``,
   ``HUGEINT``, lists and structs included (a type without a generic SQLAlchemy equivalent can be
   published only into DuckDB).
 
@@ -48,7 +48,7 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.connectors.sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+from tclose.connectors.sql import (
     KEY_LABEL,
     ORDER_IS_IDENTITY,
     NativeType,

@@ -1,7 +1,7 @@
 """Connector plugin ``mysql``: MySQL and MariaDB through PyMySQL.
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
-  (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
+  (``GET_LOCK``), drops the tables that finished runs recorded in the registry ``tclose_owned``,
   proves on an empty table the privileges its publish needs in the target's schema, records and
   creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT``
   for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and ``DROP
