@@ -436,8 +436,8 @@ def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypat
     ],
 )
 def test_an_unknown_type_on_any_role_names_the_key(tmp_path, capsys, base, demo_db, old, new):
-    """Before: ``type:`` was checked on quasi-identifiers and confidential attributes only, so a
-    misspelled type on a pass-through or identifier column ran (exit 0)."""
+    """``type:`` is checked on every role: a misspelled type on a pass-through or identifier column
+    is a configuration error naming the key."""
     assert old in base
     code, err = _run(tmp_path, capsys, base.replace(old, new))
     assert code == 2, err
