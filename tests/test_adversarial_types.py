@@ -428,9 +428,8 @@ def test_postgresql_intervals_into_a_database_without_intervals_are_a_clear_erro
     request, pg, capsys, database
 ):
     """SQLite and MariaDB have no interval type: SQLAlchemy's stand-in is a date-time after the
-    epoch, and MariaDB published ``1 day`` as ``2024-00-00 00:00:00``, SQLite as ``86400``
-    (``1 year 2 mons`` as 425 days of seconds). The run stops before any work, naming the
-    column and its type."""
+    epoch (MariaDB would publish ``1 day`` as ``2024-00-00 00:00:00``, SQLite as ``86400``). The run
+    stops before any work, naming the column and its type."""
     db = request.getfixturevalue(database)
     source, target = pg.name("src"), db.name("anon")
     pg.create_patients(source, n=40)
@@ -645,21 +644,24 @@ def test_duckdb_intervals_into_postgresql_keep_their_fields(duckdb_db, pg, capsy
 
 
 @pytest.mark.duckdb
-def test_duckdb_interval_text_leaves_the_content_digest_as_it_was(duckdb_db, capsys, monkeypatch):
-    """Intervals read as text for the write must not change the content digest of a DuckDB
-    table (computed from the driver's values, ``timedelta``): a report made before still
-    verifies. Here the run's report is verified by a session reading intervals as before."""
-    from tclose.connectors.duckdb import DuckDBSession
-    from tclose.connectors.sql import Session
-
+def test_duckdb_intervals_are_digested_as_their_text(duckdb_db, capsys):
+    """The content digest hashes a DuckDB interval as the text the run publishes, not as the
+    driver's ``timedelta`` (which counts a month as 30 days): the run's report verifies, and a
+    published ``1 month`` changed into ``30 days`` fails ``tclose verify --report``."""
     source, target = duckdb_db.name("src"), duckdb_db.name("anon")
     duckdb_db.create_patients(source, n=40)
-    _set_values(duckdb_db, source, ["1 year 2 months", "24:00:00", "1 day"], "INTERVAL")
+    _set_values(duckdb_db, source, ["1 month", "24:00:00", "1 day"], "INTERVAL")
     assert _run_into(duckdb_db, source, duckdb_db, target, capsys) == (0, "")
-    monkeypatch.setattr(DuckDBSession, "read_statement", Session.read_statement)
     path = str(duckdb_db.tmp_path / "run.yaml")
     report = str(duckdb_db.tmp_path / "report.json")
-    assert main(["-q", "verify", path, "--report", report]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    duckdb_db.execute(
+        f"UPDATE {duckdb_db.quote(target)} SET extra = INTERVAL '30 days' "
+        "WHERE CAST(extra AS VARCHAR) = '1 month'"
+    )
+    assert "30 days" in _texts(duckdb_db, target)
+    assert main(["-q", "verify", path, "--report", report]) == 1
+    assert "FAIL  content_digest" in capsys.readouterr().out
 
 
 #: PostgreSQL key type → an expression of the row number ``i``, unique per row. psycopg has no
@@ -936,12 +938,11 @@ SQLITE_STORED_OTHERWISE = [
 def test_sqlite_values_of_another_type_than_declared_are_refused_into_another_database(
     request, lite, capsys, target, sql_type, values, message
 ):
-    """SQLite keeps any value in any column. Streamed into another kind of database such values
-    were converted or dropped without a word: a blob in a ``TEXT`` column was published as its
-    hex text (PostgreSQL, DuckDB), a ``BOOLEAN`` 2 as true (DuckDB), a date-time's offset was
-    dropped (PostgreSQL, DuckDB); others failed with the target's message. The run now stops
-    before the write, naming the column, what its values are, and the rows; into another SQLite
-    database they go as they are."""
+    """SQLite keeps any value in any column; streamed into another kind of database such values
+    would be converted or dropped without a word (a blob in a ``TEXT`` column published as its hex
+    text, a ``BOOLEAN`` 2 as true, a date-time's offset dropped). The run stops before the write,
+    naming the column, what its values are, and the rows; into another SQLite database they go as
+    they are."""
     target_db = request.getfixturevalue(target)
     source, anon = lite.name("src"), target_db.name("anon")
     lite.create_patients(source, n=40)

@@ -69,8 +69,8 @@ def test_a_failed_verification_is_recorded(sqlite_run, singletons_registry):
 
 
 def test_an_incompatible_table_is_refused_before_any_work(sqlite_run, capsys):
-    """Its row could not be written: before, a dry run warned after the work, a publish stopped
-    after it (exit 3) and, on MariaDB, published without the row (``test_audit_in_publish``)."""
+    """An audit table whose row could not be written is refused before any work, in a dry run as in
+    a publish (``test_audit_in_publish``)."""
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("CREATE TABLE tclose_audit (run_id TEXT PRIMARY KEY, note TEXT)")
     document = sqlite_run.config()

@@ -97,9 +97,9 @@ def test_a_finite_table_keeps_its_digest(duckdb_db):
 
 
 def test_a_run_and_verify_agree_and_an_altered_infinity_fails(duckdb_db, capsys):
-    """Same database: the pass-through ``extra`` is copied inside DuckDB, its ``infinity``
-    kept. The run's digest and ``tclose verify --report``'s agree; changing the published
-    ``infinity`` into ``9999-12-31`` fails the digest check (before, it passed)."""
+    """Same database: the pass-through ``extra`` is copied inside DuckDB, its ``infinity`` kept. The
+    run's digest and ``tclose verify --report``'s agree; changing the published ``infinity`` into
+    ``9999-12-31`` fails the digest check."""
     source, target = duckdb_db.name("src"), duckdb_db.name("anon")
     _create(duckdb_db, source, "DATE", "infinity", published=False)
     document = _document(duckdb_db, source, target)
@@ -119,8 +119,8 @@ def test_a_run_and_verify_agree_and_an_altered_infinity_fails(duckdb_db, capsys)
 
 
 def test_an_infinite_value_is_used_as_the_date_it_reads_as():
-    """Everything but the digest sees the value DuckDB's client gives, as before (the
-    verifier's classes, the multiset check, pickling to a worker)."""
+    """Everything but the digest sees the value DuckDB's client gives (the verifier's classes, the
+    multiset check, pickling to a worker)."""
     import datetime as dt
     import pickle
 

@@ -119,7 +119,7 @@ def test_a_tclose_error_of_a_task_is_raised_as_it_is_and_not_retried(
     executor: str, tmp_path: Path, request
 ) -> None:
     """A TcloseError is a verdict the next attempt would give again (e.g. a plugin's bug, as a
-    PluginFailure): before, it was retried, then reported as a BlockError (exit 3)."""
+    PluginFailure): it is raised as it is, not retried nor wrapped in a BlockError."""
     from tclose.errors import DataError
 
     scheduler = request.getfixturevalue("dask_scheduler") if executor == "dask" else ""
