@@ -1,4 +1,4 @@
-"""`tclose init` on every kind of source, then `tclose run` of what it wrote (issue 29, item 4).
+"""`tclose init` on every kind of source, then `tclose run` of what it wrote.
 
 A newcomer runs `tclose init`, sets the roles (nothing else), and runs. Dates are proposed as
 ``date``/``datetime`` attributes (never ``ordinal``), a file or DuckDB source gets its key and a
@@ -240,8 +240,8 @@ def _document(url: str, table: str, target: dict, key: str | None = "id") -> dic
     ],
 )
 def test_each_refusal_of_a_file_target_advises_a_target_that_runs(duck, tmp_path, capsys, target):
-    """The advice named ``target.table: people`` for the first case, which the next run refused
-    as the source (issue 29: four of a newcomer's six failed runs)."""
+    """Each refusal of a file target advises a target that the next run accepts, never the source's
+    own name (``target.table: people`` for the first case would be refused as the source)."""
     url = _file_source(duck, tmp_path / "people.parquet", "parquet")
     target = {k: v.format(dir=tmp_path) for k, v in target.items()}
     path = tmp_path / "people.yaml"
