@@ -1,5 +1,5 @@
-""" "Verified" is true of the whole release: no linking column, no silent role loss, exact
-values."""
+"""The verdict "verified" is true of the whole release: no linking column, no silent role
+loss, exact values."""
 
 from __future__ import annotations
 
