@@ -336,8 +336,7 @@ def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(
     sqlite_run, monkeypatch, capsys, published
 ):
     """``values.sort()`` in a distance's ``fit`` (a careless way to get the order): the run's
-    confidential column is read-only, and the error names the distance (it was an internal
-    error of tclose)."""
+    confidential column is read-only, and the error names the distance, not tclose."""
     from tclose.plugins.emd_ordered import OrderedEMDDistance
 
     class Sorting(OrderedEMDDistance):

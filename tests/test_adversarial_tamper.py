@@ -427,7 +427,7 @@ def test_a_removed_run_mark_is_said_not_silently_skipped(db):
 
 
 def test_the_table_replaced_by_a_view_of_a_tampered_copy(db):
-    """The published name now a view over a renamed, tampered table."""
+    """The published name made a view over a renamed, tampered table."""
     config, report = _publish(db)
     base = db.quote(db.name("base"))
     rename = "RENAME TABLE" if db.dialect == "mysql" else "ALTER TABLE"

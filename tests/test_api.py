@@ -118,9 +118,9 @@ def test_duplicate_or_non_string_column_labels_are_refused_by_name(table):
 )
 @pytest.mark.parametrize("role", ["quasi_identifiers", "confidential"])
 def test_dates_or_durations_declared_numeric_are_refused(table, values, message, role):
-    """A list of columns means numeric attributes. A ``datetime64`` (or ``timedelta64``) column
-    named there was published as float nanoseconds (``1.58e+15`` for a date in 2020), verified:
-    it is now a DataError naming the column and the type to declare."""
+    """A list of columns means numeric attributes: a ``datetime64`` (or ``timedelta64``) column
+    named there is a DataError naming the column and the type to declare, never published as float
+    nanoseconds."""
     frame = table[["age", "zip", "charge"]].copy()
     frame["when"] = values(len(frame))
     names = {"quasi_identifiers": ["age", "zip"], "confidential": ["charge"]}

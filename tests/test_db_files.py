@@ -480,11 +480,10 @@ def test_a_type_parquet_cannot_hold_is_refused_before_any_work(
 def test_a_parquet_file_that_differs_from_the_verified_rows_is_not_published(
     duck, duckdb_file, tmp_path, amount, message
 ):
-    """The file written is read back and compared with the verified staging table: column
-    types, and every row's values. A 128-bit integer inside a ``STRUCT`` (written as a
-    ``DOUBLE``, merging distinct values) and a list of times with time zones (offsets lost)
-    were published with exit 0 and "verified"; now the publish stops, naming the column, and
-    neither the target nor the temporary file is left."""
+    """The file written is read back and compared with the verified staging table: column types, and
+    every row's values. A 128-bit integer inside a ``STRUCT`` (written as a ``DOUBLE``, merging
+    distinct values) and a list of times with time zones (offsets lost) stop the publish, naming the
+    column, and neither the target nor the temporary file is left."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))

@@ -294,8 +294,8 @@ def test_a_unique_not_null_column_is_the_key_of_a_table_without_primary_key(pg, 
 
 @pytest.mark.parametrize("first", ["keep t", "remove t"])
 def test_k_anonymity_only_advice_runs(demo_db, tmp_path, monkeypatch, capsys, first):
-    """Roles set, but no confidential column: the advice named "leave t out", which the next
-    run refused (t-first needs t). Each refusal now names a setting that runs."""
+    """Roles set, but no confidential column: the advice names a setting that runs
+    (``algorithm.name: mdav``), not "leave t out", which t-first refuses."""
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "k.yaml"
     assert main(["-q", "init", f"sqlite:///{demo_db}", "discharges", "-o", str(path)]) == 0

@@ -63,7 +63,7 @@ def test_the_module_holds_lazy_kernels_until_one_is_called(kernel_module):
     assert isinstance(kernel_module.sum_of_squares, LazyKernel)
     kept = kernel_module.sum_of_squares  # as `from module import sum_of_squares` would keep it
     assert kept(np.arange(4.0)) == 14.0  # 0 + 1 + 4 + 9, the compiled callee found by name
-    # The kernel and the one it calls are now Numba's dispatchers, under their own names; the
+    # The kernel and the one it calls are then Numba's dispatchers, under their own names; the
     # module's other kernel is not made (nor compiled).
     assert isinstance(kernel_module.square, CPUDispatcher)
     assert isinstance(kernel_module.sum_of_squares, CPUDispatcher)
