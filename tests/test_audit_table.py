@@ -96,7 +96,7 @@ def test_no_table_configured_writes_nothing(sqlite_run):
 def sample_report(tmp_path_factory):
     from tclose.app.demo import discharge_table
 
-    frame = discharge_table(60, seed=2)[["age", "zip", "charge"]]  # issue 10: every column a role
+    frame = discharge_table(60, seed=2)[["age", "zip", "charge"]]  # every column a role
     return tclose.anonymize(frame, ["age", "zip"], ["charge"], k=3, t=0.3).report
 
 

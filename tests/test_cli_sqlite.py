@@ -284,7 +284,7 @@ def test_python_m_tclose_and_demo(tmp_path):
     assert report["source"]["rows"] == 600 and report["privacy"]["k_achieved"] >= 5
 
 
-# --- progress display, noise levels, dry-run summary, error locations (issue #6) ---------------
+# --- progress display, noise levels, dry-run summary, error locations ----------------
 
 
 def test_progress_on_a_terminal_redraws_one_line_and_keeps_finished_phases():

@@ -181,7 +181,7 @@ def test_same_labels_on_every_executor(algorithm: str, dask_scheduler: str) -> N
         quasi_identifiers=["age", "zip", "stay"],
         confidential=["charge"],
         k=3,
-        t=None if algorithm == "mdav" else 0.2,  # issue 10: mdav does not enforce t
+        t=None if algorithm == "mdav" else 0.2,  # mdav does not enforce t
         algorithm=algorithm,
         blocks=4,
     )

@@ -56,7 +56,7 @@ def _other_database(maria) -> tuple[str, str]:
     return name, sa.make_url(maria.url).set(database=name).render_as_string(False)
 
 
-# --- the attacks found (issue 28, cases 1, 4, 5 and the helper table) --------------------------
+# --- known attacks: a registry name, a merge member, a function's table, a helper's name ----------
 
 
 @pytest.mark.mysql
