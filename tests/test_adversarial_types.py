@@ -822,10 +822,9 @@ def test_a_number_mariadb_cannot_store_names_the_column(pg, maria, capsys, sql_t
 @pytest.mark.mysql
 @pytest.mark.parametrize("target", ["pg", "lite", "duckdb_db"])
 def test_mariadb_times_into_another_database_stay_times_of_day(request, maria, capsys, target):
-    """A MariaDB ``TIME`` is read as a duration (``timedelta``). Into SQLite its seconds were
-    stored (``10:00:00.5`` became the number ``36000.5``, and verified); into DuckDB (and
-    Parquet) every run stopped with "Unimplemented type for cast (INTERVAL -> TIME)". A time
-    within a day is now written as that time of day."""
+    """A MariaDB ``TIME`` is read as a duration (``timedelta``); a time within a day is written into
+    SQLite, DuckDB and Parquet as that time of day, never as its seconds (``10:00:00.5`` as the
+    number ``36000.5``) nor refused as an unimplemented cast."""
     target_db = request.getfixturevalue(target)
     if target == "lite":
         target_db.execute("SELECT 1")  # creates the file

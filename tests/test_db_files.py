@@ -392,12 +392,10 @@ def _amount_into_parquet(duck, duckdb_file, tmp_path, amount: str) -> tuple[Path
     ],
 )
 def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, column, message):
-    """Parquet has no 128-bit integer and counts intervals in milliseconds: DuckDB wrote a
-    ``HUGEINT`` as a ``DOUBLE`` (distinct values merged) and dropped an interval's
-    microseconds, and the run said verified (the staging table was). A ``HUGEINT`` is now
-    staged and written as ``DECIMAL(38,0)``; a value of 39 digits (when it is written to the
-    staging table), or an interval finer than a millisecond (when the file is written), stops
-    the run (exit 3) naming the column, and no file is written."""
+    """Parquet has no 128-bit integer and counts intervals in milliseconds: a ``HUGEINT`` is staged
+    and written as ``DECIMAL(38,0)``; a value of 39 digits (when it is written to the staging
+    table), or an interval finer than a millisecond (when the file is written), stops the run (exit
+    3) naming the column, and no file is written."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, column)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))

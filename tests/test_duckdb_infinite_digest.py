@@ -1,10 +1,9 @@
 """Adversarial: DuckDB's infinite dates and timestamps in the content digest.
 
 DuckDB's Python client reads ``'infinity'`` as the last date Python holds (``9999-12-31``,
-``9999-12-31 23:59:59.999999``) and ``'-infinity'`` as the first (``0001-01-01``): the content
-digest, which hashes the values as read, gave two different tables the same digest, so an
-auditor's ``tclose verify --report`` passed on a published table whose ``infinity`` had been
-changed into ``9999-12-31`` (or back). An infinite value is now hashed as itself.
+``9999-12-31 23:59:59.999999``) and ``'-infinity'`` as the first (``0001-01-01``). The content
+digest hashes an infinite value as itself, so a published table whose ``infinity`` is changed
+into ``9999-12-31`` (or back) fails ``tclose verify --report``.
 """
 
 from __future__ import annotations
