@@ -132,7 +132,8 @@ def test_sys_exit_or_an_unpicklable_exception_in_a_worker(
 def test_a_clear_error_of_the_plugin_is_its_own_and_not_retried(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """A plugin's own DataError in a block: exit 3 with its message, as in process, without retries."""
+    """A plugin's own DataError in a block: exit 3 with its message, as in process, without
+    retries."""
     code = _run(sqlite_run, monkeypatch, "data")
     err = _refused(sqlite_run, capsys, published, code, 3)
     assert "Faulty refuses these rows on purpose." in err and "failed 3 time" not in err

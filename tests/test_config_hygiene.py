@@ -1,8 +1,8 @@
 """Config hygiene: a number is what it spells, and a configuration is small.
 
 YAML 1.1 reads ``010`` as 8, ``0x10`` as 16, ``1_000`` as 1000 and ``1:30`` as 90 (base 60),
-silently (``k: 010`` would run with k = 8). Every integer or float scalar of the document that is not
-written in plain decimal is refused (exit 2) with the key path, the line, what YAML made of it
+silently (``k: 010`` would run with k = 8). Every integer or float scalar of the document that is
+not written in plain decimal is refused (exit 2) with the key path, the line, what YAML made of it
 and the fix, wherever it is: privacy, source, attribute specs, plugin options, lists, anchors.
 A configuration over :data:`tclose.base.config.MAX_CONFIG_BYTES` is refused before it is parsed.
 """
