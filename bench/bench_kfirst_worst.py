@@ -5,7 +5,7 @@ Usage::
     python bench/bench_kfirst_worst.py                 # both cases, full size, 1 run each
     python bench/bench_kfirst_worst.py --repeats 3     # medians of 3 runs
     python bench/bench_kfirst_worst.py --quick         # 6,000 rows instead of the full sizes
-    python bench/bench_kfirst_worst.py --before-full   # also the reference kernel, full size (minutes)
+    python bench/bench_kfirst_worst.py --before-full   # the reference kernel at full size too
 
 The two cases are generated (seed 0), never read from ``../shared``:
 

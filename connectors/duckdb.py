@@ -22,8 +22,8 @@ What DuckDB gives, and so what a run gets:
   SELECT`` from the registered frame), never row by row (``executemany`` is slow in DuckDB).
 - Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type is published exactly
   as the source declares it: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``,
-  ``TIMESTAMP WITH TIME ZONE``, ``HUGEINT``, lists and structs included (a type without a generic SQLAlchemy equivalent can be
-  published only into DuckDB).
+  ``TIMESTAMP WITH TIME ZONE``, ``HUGEINT``, lists and structs included (a type without a
+  generic SQLAlchemy equivalent can be published only into DuckDB).
 
 Parquet and CSV files are read and written through the same machinery by
 :mod:`tclose.connectors.files`.
