@@ -25,7 +25,7 @@ database cannot compute it):
   The report records it (``target.content_digest``) and ``tclose verify --report`` recomputes
   it: any changed, added, removed or moved value fails the check. The row hashes are chained,
   not added: a sum of 256-bit hashes yields to a forger (Wagner's generalized birthday
-  algorithm, about 2^31 hashes for some 2^15 chosen rows; docs/reports.md), a chain to no
+  algorithm, about 2^31 hashes for some 2^15 chosen rows), a chain to no
   choice of rows short of breaking SHA-256.
 """
 
