@@ -125,7 +125,7 @@ def _typed_rows(n: int = 120) -> list[dict]:
     ]
 
 
-#: every column has a declared fate. The typed table's pass-through columns; some are
+#: Every column has a declared fate. The typed table's pass-through columns; some are
 #: unique per row by design (the test matches output rows to source rows), hence allow_unique.
 PASS_THROUGH = {
     c: {"role": "other", "allow_unique": True}
