@@ -1,4 +1,4 @@
-"""Benchmark of blocked runs (issue #7): time and SSE against the number of blocks, executors.
+"""Benchmark of blocked runs: time and SSE against the number of blocks, executors.
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""Quality of blocked t-first at scale (issue #14): time and SSE against the unblocked run.
+"""Quality of blocked t-first at scale: time and SSE against the unblocked run.
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""Benchmark of issue 16: ``auto`` (refined candidates) against the paper's three algorithms.
+"""Benchmark of ``auto`` (refined candidates) against the paper's three algorithms.
 
 Usage::
 
@@ -200,7 +200,7 @@ def plot(frame: pd.DataFrame, path: Path) -> None:
     ax.axhline(1.0, color="grey", linewidth=1)
     ax.set_xticks(np.arange(len(cells)) + 0.4 - width / 2, cells, fontsize=8)
     ax.set_ylabel("SSE of auto / smallest SSE of the paper's algorithms")
-    ax.set_title("auto (refined candidates) against t-first, merge, k-first (issue 16)")
+    ax.set_title("auto (refined candidates) against t-first, merge, k-first")
     ax.set_ylim(0, 1.1)
     ax.legend(fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()

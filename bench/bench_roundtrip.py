@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The 1M-row PostgreSQL round trip against the binary COPY floor (issue 14).
+"""The 1M-row PostgreSQL round trip against the binary COPY floor.
 
 Target: everything a ``tclose run`` does but the kernel — the whole process, start-up and exit
 included, minus the report's ``kernel`` time — at most 1.5x the floor: a bare binary

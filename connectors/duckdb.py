@@ -20,10 +20,10 @@ What DuckDB gives, and so what a run gets:
   vectors (``fetch_df_chunk``), other columns as Python values (``fetchmany``).
 - Bulk writes: rows are handed to DuckDB as a pandas DataFrame it scans in place (``INSERT ...
   SELECT`` from the registered frame), never row by row (``executemany`` is slow in DuckDB).
-- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type stays exactly what it
-  was: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``, ``TIMESTAMP WITH TIME ZONE``,
-  ``HUGEINT``, lists and structs included (a type without a generic SQLAlchemy equivalent can be
-  published only into DuckDB).
+- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type is published exactly
+  as the source declares it: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``,
+  ``TIMESTAMP WITH TIME ZONE``, ``HUGEINT``, lists and structs included (a type without a
+  generic SQLAlchemy equivalent can be published only into DuckDB).
 
 Parquet and CSV files are read and written through the same machinery by
 :mod:`tclose.connectors.files`.
@@ -48,7 +48,7 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.connectors.sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+from tclose.connectors.sql import (
     KEY_LABEL,
     ORDER_IS_IDENTITY,
     NativeType,
@@ -220,9 +220,6 @@ class DuckDBSession(Session):
 
     database: DuckDBDatabase
 
-    #: Whether :meth:`read_statement` leaves intervals to the driver (:meth:`parsed_values`).
-    _parsed_values = False
-
     def column_types(self, table: sa.Table) -> dict[str, str]:
         """Column name → its type as DuckDB's catalog spells it (``duckdb_columns()``'s
         ``data_type``: ``DECIMAL(18,3)``, ``TIMESTAMP WITH TIME ZONE``)."""
@@ -249,18 +246,6 @@ class DuckDBSession(Session):
             {"s": table.schema or "main", "t": table.name},
         ).first()
         return "view" if found and not found[0] and found[1] else None
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, intervals are read as the driver gives them (``timedelta``), as
-        the content digest (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, and the summed
-        ``DIGEST_ALGORITHM`` before it) has always hashed them: the digests of reports made
-        before intervals were read as text stay the same."""
-        self._parsed_values = True
-        try:
-            yield
-        finally:
-            self._parsed_values = False
 
     def infinite_counts(self, name: TableName, columns: Sequence[str]) -> dict[str, int]:
         """Date or timestamp column of ``columns`` → its rows holding ``infinity`` or
@@ -315,14 +300,11 @@ class DuckDBSession(Session):
         """As :meth:`Session.read_rows`, with each ``infinity`` or ``-infinity`` of a date or
         timestamp column as an :class:`InfiniteDate` or :class:`InfiniteDatetime`: equal to the
         value DuckDB's client gives (``9999-12-31``, ``0001-01-01``, ...), so every use of the
-        value is as before, but with a ``repr`` of its own, which the content digest
-        (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) hashes. Before, ``infinity`` and
-        ``9999-12-31`` hashed alike: a published table could be changed from one to the other
-        and keep its digest. A table without such a value is read as before (its digest is
-        unchanged); one with such values gets another digest than before, so a report made
-        before this no longer matches it. Such a table is read with an ``isinf`` flag per
-        date column holding one (read as text, outside :meth:`parsed_values`, a
-        ``TIMESTAMP_NS`` says ``infinity`` itself)."""
+        value is the same, but with a ``repr`` of its own, which the content digest
+        (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) hashes: ``infinity`` and
+        ``9999-12-31`` hash apart, so a published table changed from one to the other fails
+        its digest. A table holding such a value is read with an ``isinf`` flag per date
+        column holding one (a ``TIMESTAMP_NS``, read as text, says ``infinity`` itself)."""
         infinite = [c for c, n in self.infinite_counts(name, columns).items() if n]
         if not infinite:
             yield from super().read_rows(name, columns, key, chunk_size, with_key)
@@ -342,17 +324,15 @@ class DuckDBSession(Session):
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
-        """As :meth:`Session.read_statement`, with intervals read as their text (outside
-        :meth:`parsed_values`): DuckDB's Python client gives a ``timedelta``, which counts a
-        month as 30 days and folds days into hours (``1 year 2 months`` would be ``420 days``,
-        ``24:00:00`` would be ``1 day``). So are ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's
-        ``datetime`` and ``time`` drop the nanoseconds: streamed into another DuckDB file or a
-        Parquet file, ``.123456789`` was published as ``.123456``), and ``JSON`` (the client
+        """As :meth:`Session.read_statement`, with intervals read as their text: DuckDB's Python
+        client gives a ``timedelta``, which counts a month as 30 days and folds days into hours
+        (``1 year 2 months`` would be ``420 days``, ``24:00:00`` would be ``1 day``). So are
+        ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's ``datetime`` and ``time`` drop the
+        nanoseconds: streamed into another DuckDB file or a Parquet file, ``.123456789`` would
+        be published as ``.123456``), and ``JSON`` (the client
         may give a value parsed, ``12345678901234567890123`` as an ``int``: its text as
         written is what another database's JSON or text column must get)."""
         statement, types = super().read_statement(name, columns, key, with_key)
-        if self._parsed_values:
-            return statement, types
         selected = list(statement.selected_columns)
         first = len(selected) - len(types)
         for i, column_type in enumerate(types, start=first):

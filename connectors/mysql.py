@@ -1,7 +1,7 @@
 """Connector plugin ``mysql``: MySQL and MariaDB through PyMySQL.
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
-  (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
+  (``GET_LOCK``), drops the tables that finished runs recorded in the registry ``tclose_owned``,
   proves on an empty table the privileges its publish needs in the target's schema, records and
   creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT``
   for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and ``DROP
@@ -262,23 +262,6 @@ class MySQLSession(DriverSession):
 
     #: The content digest of this session's reads (:func:`tclose.core.published.scan_published`).
     digest_algorithm = MYSQL_ORDERED_DIGEST_ALGORITHM
-    #: Whether reads give the driver's own values (:meth:`parsed_values`).
-    _driver_values = False
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, reads give each column's values as the driver converts them, and
-        ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
-        (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
-        it, so that ``tclose verify --report`` recomputes it from the same values (through the
-        driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
-        self._driver_values = True
-        self.execute("SET time_zone = @@global.time_zone")  # as a session began then
-        try:
-            yield
-        finally:
-            self._driver_values = False
-            self.execute("SET time_zone = '+00:00'")
 
     def read_expression(self, column: sa.ColumnElement) -> sa.ColumnElement:
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
@@ -289,8 +272,6 @@ class MySQLSession(DriverSession):
         ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
         parses it: a zero or invalid date that MariaDB Connector/Python cannot read and
         mysqlclient reads as ``None`` stays its text, as PyMySQL returns it)."""
-        if self._driver_values:
-            return column
         if _is_float(column.type):
             return _AsDouble(column)
         if isinstance(column.type, mysql.BIT):
@@ -518,13 +499,12 @@ class MySQLSession(DriverSession):
         the rows. The text of the temporal columns among ``column_types`` (the last columns of
         the statement; :meth:`read_expression`) is parsed into ``date`` and ``datetime``."""
         parsers: dict[int, Callable[[Any], Any]] = {}
-        if not self._driver_values:
-            offset = len(statement.selected_columns) - len(column_types)
-            for i, column_type in enumerate(column_types):
-                if isinstance(column_type, sa.DateTime):
-                    parsers[offset + i] = _datetime_or_text
-                elif _is_temporal(column_type):
-                    parsers[offset + i] = _date_or_text
+        offset = len(statement.selected_columns) - len(column_types)
+        for i, column_type in enumerate(column_types):
+            if isinstance(column_type, sa.DateTime):
+                parsers[offset + i] = _datetime_or_text
+            elif _is_temporal(column_type):
+                parsers[offset + i] = _date_or_text
         for rows in self._stream(statement, chunk_size):
             if parsers and rows:
                 columns = list(zip(*rows))

@@ -142,21 +142,6 @@ class PostgreSQLSession(DriverSession):
                 self.execute(f"SELECT pg_advisory_unlock({self.lock_key})")
                 self.lock_key = None
 
-    #: Whether :meth:`stream` gives psycopg's parsed ``json``/array values (:meth:`parsed_values`).
-    _parsed_values = False
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, :meth:`stream` gives ``json``, ``jsonb`` and array values as
-        psycopg parses them (``dict``, ``list``) instead of their text: the values the earlier
-        content digest (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed when PostgreSQL
-        reports used it, so that ``tclose verify --report`` recomputes it from the same values."""
-        self._parsed_values = True
-        try:
-            yield
-        finally:
-            self._parsed_values = False
-
     def stream(
         self,
         statement: sa.Select,
@@ -172,8 +157,7 @@ class PostgreSQLSession(DriverSession):
         a JSON ``null`` stays apart from SQL NULL, and a number no float holds stays as it is;
         psycopg's own loaders would give Python objects that it cannot write back (``dict``)
         or that lose these. Arrays (never in binary format) come as their text too, which keeps
-        their bounds (see :func:`_as_text`). Inside :meth:`parsed_values` both come as psycopg
-        parses them (``dict``, ``list``), as they did before."""
+        their bounds (see :func:`_as_text`)."""
         import psycopg
 
         sql = str(statement.compile(dialect=self.database.engine.dialect))
@@ -183,8 +167,7 @@ class PostgreSQLSession(DriverSession):
             for t in column_types
         )
         cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
-        if not self._parsed_values:
-            _as_text(cursor)
+        _as_text(cursor)
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:

@@ -119,7 +119,7 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
                 f"Cannot read the password_file: {error.strerror} (its value is not shown, in "
                 f"case it is a password written in place of the file's path)."
             ) from None
-        except UnicodeDecodeError as error:  # was exit 4, "internal error"
+        except UnicodeDecodeError as error:  # bad input: a configuration error, not a bug
             raise ConfigError(
                 f"The password_file is not UTF-8 text (byte {error.start + 1} is not UTF-8): "
                 f"save it as UTF-8."
@@ -426,8 +426,8 @@ class SQLDatabase:
         except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
             raise self.describe(error, action) from None
         except TypeError as error:
-            # PyMySQL's connect() takes the URL's query string as keyword arguments, and an
-            # unknown one (?foo=bar) was an internal error; libpq's is a driver error (exit 3).
+            # PyMySQL's connect() takes the URL's query string as keyword arguments: an unknown
+            # one (?foo=bar) is a driver error (exit 3), as libpq's is, not an internal error.
             if not _raised_in(error, self.engine.dialect.loaded_dbapi):
                 raise
             raise self.describe(error, action) from None
@@ -779,7 +779,7 @@ class SQLDatabase:
         equal lengths that no other kind's lists hold (the PostgreSQL connector reads them as
         their text). Nor has an interval in a database without an interval type
         (:attr:`interval_type`): SQLAlchemy would store it as a date-time after the epoch
-        (MariaDB published ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
+        (MariaDB would publish ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
         know, or has no generic type for, takes the type that holds its values exactly where
         there is one (DuckDB's unsigned and 128-bit integers, MariaDB's ``YEAR``, ``ENUM``,
         ``INET6``...: :func:`_native_portable`); the message of a refusal says why."""

@@ -137,8 +137,8 @@ class SQLiteSession(DriverSession):
         """:class:`DataError` naming each column of ``columns`` holding values that another
         kind of database (``target_dialect``) would change: SQLite keeps any value in any
         column, whatever its declared type (:func:`_stored_otherwise`). A blob in a ``TEXT``
-        column was published as its hex text, a ``BOOLEAN`` 2 as true, a date-time with a time
-        zone offset without the offset. Into another SQLite database values go as they are."""
+        column would be published as its hex text, a ``BOOLEAN`` 2 as true, a date-time with a
+        time zone offset without the offset. Into another SQLite database values go as they are."""
         if target_dialect == self.database.dialect:
             return
         table = self.table(name)
@@ -262,7 +262,7 @@ def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] |
         return (
             sa.or_(kind.not_in(["text", "null"]), sa.and_(kind == "text", offset)),
             "values that are not text, or date-times with a time zone offset (a timestamp "
-            "would drop it: '2020-01-02 03:04:05+02:00' became 2020-01-02 03:04:05)",
+            "would drop it: '2020-01-02 03:04:05+02:00' would become 2020-01-02 03:04:05)",
         )
     if isinstance(column_type, (sa.Date, sa.Time)):
         return kind.not_in(["text", "null"]), "values that are not text"

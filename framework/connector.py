@@ -479,8 +479,7 @@ class PublishedRecord(Protocol):
     the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
     :data:`~tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
     compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
-    without ``relation_kind``, reports of the first digest recomputed from the values as read
-    without ``parsed_values``.
+    without ``relation_kind``.
 
     Attributes:
         digest_algorithm: the name of the digest this session's reads give (its values differ
@@ -500,11 +499,6 @@ class PublishedRecord(Protocol):
     def relation_kind(self, table: sa.Table) -> str | None:
         """What ``table``'s name stands for when it is not a plain table (``"view"``, a
         relation that may show each session other rows), else ``None``."""
-        ...
-
-    def parsed_values(self) -> AbstractContextManager[None]:
-        """Within the block, reads give values as the first content digest hashed them (for
-        reports that name it)."""
         ...
 
 

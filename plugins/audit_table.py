@@ -290,7 +290,7 @@ def rebuilt_report(
             "checks": checks,
             "at_run": run_report.get("verification", {}).get("passed"),
         }
-        # the run's report as read back from its file may hold NaN or infinities: strict JSON
+        # the checks measured now may hold NaN (an EMD of a broken distance): strict JSON
         return json.loads(to_json(finite_report(report)))
     rebuilt["times"] = "started and finished are the time of the rebuild, not of the run"
     report = {

@@ -45,7 +45,7 @@ def _base_config(
             "zip": {"role": "quasi_identifier", "type": "numeric"},
             "length_of_stay": {"role": "quasi_identifier", "type": "numeric"},
             "charge": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
-            # every column has a declared fate (issue 10): the rest pass through. Taken
+            # every column has a declared fate: the rest pass through. Taken
             # together they single out most rows, which the linkage check refuses (rule R5,
             # tests/test_rule_linkage.py), and so would any column a test adds together with
             # them: the tests that are about something else leave them out of the check.
@@ -126,7 +126,7 @@ def sqlite_run(tmp_path: Path, demo_db: Path) -> SQLiteHelpers:
     return SQLiteHelpers(tmp_path, demo_db)
 
 
-# --- Database servers (issue #4): one helper for SQLite, PostgreSQL and MariaDB/MySQL ----------
+# --- Database servers: one helper for SQLite, PostgreSQL and MariaDB/MySQL ----------
 #
 # The servers are the ones on this machine (override with TCLOSE_TEST_POSTGRES_URL and
 # TCLOSE_TEST_MYSQL_URL). A missing server skips its tests with the reason, except in CI

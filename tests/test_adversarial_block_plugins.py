@@ -102,8 +102,8 @@ def test_an_honest_blocked_run_publishes_on_the_pool(sqlite_run, monkeypatch, ca
 def test_a_plugin_that_raises_in_a_block_is_a_plugin_failure(
     sqlite_run, monkeypatch, capsys, published, workers
 ):
-    """Before: exit 3, "Block 1 of 4 failed 3 time(s); last error: ZeroDivisionError", after
-    running every block three times."""
+    """A plugin that raises in a block is a plugin failure naming the plugin and its error (exit 4,
+    not a bug of tclose), on the pool as in process: no block runs twice, nothing is published."""
     code = _run(sqlite_run, monkeypatch, "zero", workers=workers)
     err = _refused(sqlite_run, capsys, published, code, 4)
     _named(err)
@@ -131,8 +131,8 @@ def test_sys_exit_or_an_unpicklable_exception_in_a_worker(
 def test_a_clear_error_of_the_plugin_is_its_own_and_not_retried(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """A plugin's own DataError in a block: exit 3 with its message, as in process (before:
-    retried twice per block, then "Block 1 of 4 failed 3 time(s)")."""
+    """A plugin's own DataError in a block: exit 3 with its message, as in process, without
+    retries."""
     code = _run(sqlite_run, monkeypatch, "data")
     err = _refused(sqlite_run, capsys, published, code, 3)
     assert "Faulty refuses these rows on purpose." in err and "failed 3 time" not in err
@@ -168,10 +168,9 @@ def test_a_plugin_in_the_problem_form_is_named_too(sqlite_run, monkeypatch, caps
 def test_a_block_result_the_pool_cannot_send_back(
     sqlite_run, monkeypatch, capsys, published, workers
 ):
-    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info): refused by
-    the contract's check on every executor (before: on the pool, retried, then "Block 2 of 4
-    failed 3 time(s); last error: AttributeError: Can't pickle local object", exit 3, naming no
-    plugin; in process, published)."""
+    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info) is refused by the
+    contract's check on every executor, naming the plugin, in process as on the pool, and nothing is
+    published."""
     code = _run(
         sqlite_run, monkeypatch, "unpicklable_result", workers=workers, name="faulty-native"
     )

@@ -1,4 +1,4 @@
-"""The measures in a background thread while the staging table is written (issue 14).
+"""The measures in a background thread while the staging table is written.
 
 From ``tclose.core.runner.BACKGROUND_MEASURES_ROWS`` kept rows on, ``tclose run`` computes the
 disclosure-risk and utility measures in a daemon thread beside the write and joins them before

@@ -373,7 +373,7 @@ def test_anonymize_with_blocks_end_to_end() -> None:
         }
     )
     for algorithm in ("t-first", "mdav", "merge", "k-first"):
-        t = None if algorithm == "mdav" else 0.2  # issue 10: mdav does not enforce t
+        t = None if algorithm == "mdav" else 0.2  # mdav does not enforce t
         result = tclose.anonymize(
             frame, ["age", "zip"], ["charge"], k=3, t=t, algorithm=algorithm, blocks=4, workers=1
         )

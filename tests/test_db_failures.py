@@ -200,7 +200,7 @@ def test_a_failed_verification_publishes_nothing(db, plugin_path, monkeypatch, t
     monkeypatch.syspath_prepend(str(plugin_path))
     source, target, document, old = _with_old_target(db, n=60)
     document["algorithm"] = {"name": "one-row-short"}
-    document["privacy"] = {"k": 3}  # issue 10: it does not enforce t, so t is not asked for
+    document["privacy"] = {"k": 3}  # it does not enforce t, so t is not asked for
     report = tmp_path / "failed.json"
 
     assert main(["run", str(db.write_config(document)), "--report", str(report), "-q"]) == 1

@@ -388,8 +388,8 @@ def test_tclose_compare_prints_what_reports_md_shows(tmp_path, capsys):
 
 
 def test_order_hierarchy_without_a_hierarchy_is_a_configuration_error(sqlite_run):
-    """docs/attributes.md: `order: hierarchy` orders the leaves of the attribute's hierarchy.
-    Without one it was exit 4, "a bug in the plugin"; it is exit 2 naming the key."""
+    """docs/attributes.md: `order: hierarchy` orders the leaves of the attribute's hierarchy;
+    without one it is exit 2 naming the key."""
     document = sqlite_run.config()
     document["attributes"]["ward"] = {
         "role": "confidential",

@@ -317,7 +317,7 @@ def test_plugin_updates_the_phase_bar():
 
 
 def load_previous():
-    """``tests/k_first_previous.py``, the kernel before issue 16 (importlib mode: load by path)."""
+    """``tests/k_first_previous.py``, the reference kernel (importlib mode: load by path)."""
     import importlib.util
     import sys
     from pathlib import Path

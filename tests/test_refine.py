@@ -1,4 +1,4 @@
-"""The refinement pass (issue 16): it never breaks k or t, never raises the SSE, and helps.
+"""The refinement pass: it never breaks k or t, never raises the SSE, and helps.
 
 Property tests start from valid partitions (t-first or MDAV followed by the merge loop) of small
 generated tables with tied QIs, tied, binary and constant ordered attributes, nominal attributes

@@ -1,10 +1,10 @@
-"""A source under row-level security is said, in the summary and the report (issue 28).
+"""A source under row-level security is said, in the summary and the report.
 
 PostgreSQL filters the rows of a table with row-level security for a role that is neither its
 owner (without ``FORCE``), a superuser nor ``BYPASSRLS``: tclose then reads, anonymizes and
-publishes only the rows that role sees, and the release covers only them. That was silent. The
-report's ``source.row_security`` says whether policies filter the read and of which tables
-(through a view too, as the role whose rights the view uses), and the run's summary warns.
+publishes only the rows that role sees, and the release covers only them. The report's
+``source.row_security`` says whether policies filter the read and of which tables (through a
+view too, as the role whose rights the view uses), and the run's summary warns.
 """
 
 from __future__ import annotations

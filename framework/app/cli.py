@@ -45,10 +45,11 @@ log = logging.getLogger("tclose")
 
 
 class _Once(argparse._StoreAction):
-    """``store``, except that an option given twice is a usage error: argparse keeps the last
-    value, so ``tclose compare --k 3 --k 5`` compared k = 5 only, and ``tclose run --report
-    a.json --report b.json`` wrote b.json only, without a word. An empty value is one too:
-    ``--report ""`` (a script's unset variable) ran as if the option were not given."""
+    """``store``, except that an option given twice is a usage error: argparse would keep the
+    last value, so ``tclose compare --k 3 --k 5`` would compare k = 5 only, and ``tclose run
+    --report a.json --report b.json`` write b.json only, without a word. An empty value is one
+    too: ``--report ""`` (a script's unset variable) would run as if the option were not
+    given."""
 
     def __call__(
         self,
@@ -277,7 +278,6 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from tclose.base.digests import SUMMED_TWIN
     from tclose.core.report import hierarchy_checks
     from tclose.core.runner import published_run_id, verify_published
 
@@ -367,13 +367,6 @@ def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
         _echo(text)
     for note in undetectable_changes(report is not None, args.source):
         _echo(f"note  {note}")
-    recorded_digest = ((report or {}).get("target") or {}).get("content_digest") or {}
-    if recorded_digest.get("algorithm") in SUMMED_TWIN.values():
-        _echo(
-            "note  this report's content digest adds the row hashes (runs before 2026-11-27): "
-            "rows chosen to make their sum match can pass it (docs/reports.md); a new run "
-            "records a chained digest."
-        )
     if report is not None and recorded_run and run_id is None:
         _echo(
             f"note  the report names run {recorded_run}, but the table carries no run mark (its "
@@ -683,7 +676,7 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
     document = yaml.safe_load(text)
     k = document["privacy"]["k"]
-    if args.rows < k:  # before: a negative count was exit 4, 0 left a database behind (exit 3)
+    if args.rows < k:  # fewer rows than k make no release: refused before any file is made
         raise ConfigError(f"--rows {args.rows}: the demo needs at least k = {k} rows.")
     folder = Path(args.dir)
     database = folder / "demo.db"

@@ -161,8 +161,8 @@ def _sqlalchemy_dialect_exists(name: str) -> bool:
 def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -> tuple[str, str]:
     """(distribution, version) that provides ``plugin``: its entry point's, tclose for the
     built-ins, else the installed distribution of its module's top-level package, else
-    ``module <name>`` and ``(not installed)``. An application's plugin (``extra_plugins``) was
-    recorded as tclose's own in every report."""
+    ``module <name>`` and ``(not installed)``. An application's plugin (``extra_plugins``) is
+    thus recorded as its own, not as tclose's."""
     for registered, name, version in distributions:
         if registered is plugin:
             return name, version

@@ -25,7 +25,6 @@ elsewhere the rows read back are hashed in Python (:func:`tuple_hashes`).
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,9 +35,7 @@ import pandas as pd
 
 from tclose.base.digests import (
     COPY_DIGEST_ALGORITHM,
-    DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
-    SUMMED_TWIN,
     ContentDigest,
     canonical_rows,
 )
@@ -269,8 +266,6 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
     """The in-database checks when the session has them and ``algorithm`` allows, else
     :func:`_scan`; either records the columns' types (:func:`column_types`) with the digest."""
     in_database = callable(getattr(session, "content_digest", None))
-    # The streamed digest of the session's own reads (MYSQL_ORDERED_DIGEST_ALGORITHM on
-    # MariaDB/MySQL), its summed twin, and the first digest (DIGEST_ALGORITHM) can be computed.
     own = getattr(session, "digest_algorithm", ORDERED_DIGEST_ALGORITHM)
     if algorithm is None:
         algorithm = COPY_DIGEST_ALGORITHM if in_database else own
@@ -279,20 +274,15 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
             session, table, config, wanted, progress, line, total, published_as
         )
         return _with_relation(session, table, scan)
-    computable = (own, SUMMED_TWIN.get(own), DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM)
-    streamed = algorithm if algorithm in computable else own
-    # The first digest's values (and its chained twin's), on a database whose reads have
-    # changed since: its values as then.
-    earlier = streamed in (DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM) and callable(
-        getattr(session, "parsed_values", None)
-    )
-    with session.parsed_values() if earlier else contextlib.nullcontext():
-        scan = _scan(session, table, config, wanted, progress, line, total, streamed)
-    if algorithm != streamed:  # a report's digest this database cannot compute
+    scan = _scan(session, table, config, wanted, progress, line, total, own)
+    if algorithm != own:  # a report's digest this database cannot compute
         scan.digest = {
             "algorithm": algorithm,
             "sha256": None,
-            "unavailable": f"{type(session).__qualname__} cannot compute this digest",
+            "unavailable": (
+                f"{type(session).__qualname__} cannot compute the digest that the report's "
+                f"target.content_digest.algorithm names"
+            ),
         }
     return _with_relation(session, table, scan)
 

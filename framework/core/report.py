@@ -772,8 +772,6 @@ def _shape_problem(value: Any, shape: Any, at: tuple[Any, ...]) -> str | None:
         test, expected = _KINDS[shape]
         if test(value):
             return None
-        if isinstance(value, float) and not math.isfinite(value) and shape.startswith("number"):
-            return None  # written by a version before 2026 (docs/reports.md: strict JSON)
         return f"{dotted(at) or 'it'} is {_json_kind(value)}, not {expected}"
     if isinstance(shape, list):
         if not isinstance(value, list):
@@ -802,13 +800,20 @@ def report_shape_problem(report: Any) -> str | None:
     """Why ``report`` (parsed JSON) is not an audit report that ``tclose report`` can render and
     ``tclose verify --report`` can check, in one sentence naming the field; ``None`` if it is.
 
-    Checked: the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
+    Checked: that no number is NaN or infinite (tclose writes strict JSON: docs/reports.md),
+    the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
     one more edge than counts and every category its counts, that the cluster sizes are whole
     numbers, and that ``verification.passed`` is ``true`` only if every check passed (a report
     claiming a verdict its own checks contradict is not one tclose wrote).
     """
     if not isinstance(report, dict):
         return f"it holds {_json_kind(report)}, not a JSON object"
+    at = _non_finite_at(report)
+    if at is not None:
+        return (
+            f"{dotted(at)} is NaN or an infinity, which no report holds (reports are strict "
+            f"JSON: an undefined figure is null)"
+        )
     problem = _shape_problem(report, REPORT_SHAPE, ())
     if problem:
         return problem
@@ -848,6 +853,22 @@ def report_shape_problem(report: Any) -> str | None:
         problem = _verdict_problem(report, verification["checks"])
         if problem:
             return f"verification.passed is true, but {problem}"
+    return None
+
+
+def _non_finite_at(value: Any) -> tuple[Any, ...] | None:
+    """Where the first NaN or infinite number in parsed JSON is (its path of keys and list
+    indexes), or ``None``: Python's parser reads the tokens ``NaN``, ``Infinity``,
+    ``-Infinity`` and a number too large for a float (``1e400``) that tclose never writes."""
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while pending:
+        node, at = pending.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return at
+        if isinstance(node, dict):
+            pending.extend((item, (*at, key)) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            pending.extend((item, (*at, i)) for i, item in reversed(list(enumerate(node))))
     return None
 
 

@@ -116,7 +116,7 @@ def emd_problem(
     ``t``, and a sentence saying so (``None`` when every EMD is valid).
 
     An EMD is a distance between two distributions: a finite number >= 0. One that is NaN,
-    infinite or negative (``-inf <= t`` holds, so before this check such an EMD passed) is a bug
+    infinite or negative (``-inf <= t`` holds: such an EMD would pass a plain comparison) is a bug
     in the distance plugin, and the t check fails on it. A value less than
     :data:`~tclose.interfaces.EMD_TOLERANCE` below 0 is valid: an EMD computed as a sum of
     differences can come out a few ulps below 0, and the same tolerance is granted against
