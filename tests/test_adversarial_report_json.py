@@ -578,8 +578,10 @@ def test_an_audit_row_rebuilt_from_an_older_report_with_nan_is_strict():
     older = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
     older["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
     older["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
-    checks = [{"name": "k_anonymity", "passed": True, "expected": 3, "actual": 3}]
-    report = rebuilt_report(None, "r1", None, checks, older)
+    from tclose.core.verify import Check, Verification
+
+    verification = Verification(True, [Check("k_anonymity", True, 3, 3)], 3, {}, np.zeros(0))
+    report = rebuilt_report(None, "r1", verification, older)
     strict(json.dumps(report, allow_nan=False))
     assert report["risk"]["interval_p"] is None and report["run"]["rebuilt_by"]
     row = audit_row(report)
