@@ -148,6 +148,14 @@ def test_the_documented_criterion_passes_a_diverse_release_and_is_in_its_report(
     assert "criterion:distinct_values" in result.report["plugins"]
 
 
+def test_tclose_plugins_lists_a_plugin_criterion(monkeypatch, capsys):
+    registry = load_registry(extra_plugins=[_doc_module()], entry_points=False)
+    monkeypatch.setattr("tclose.app.cli.load_registry", lambda: registry)
+    assert main(["plugins"]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^criteria:\n  distinct_values +module tclose_doc_criteria", printed, re.M)
+
+
 def _run_config(sqlite_run, constant_charge: bool) -> Path:
     document = sqlite_run.config()
     if constant_charge:
@@ -247,6 +255,7 @@ def _registering(*objects) -> object:
         (types.SimpleNamespace(name="a:b", check=lambda e: None), "without ':'"),
         (types.SimpleNamespace(name="", check=lambda e: None), "non-empty"),
         (types.SimpleNamespace(name="nocheck"), "no method check"),
+        (_Criterion, "cannot be made without arguments: TypeError"),
     ],
 )
 def test_a_criterion_with_a_wrong_name_or_no_check_is_refused_at_registration(criterion, problem):

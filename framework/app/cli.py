@@ -585,6 +585,10 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
             notes = getattr(provided.obj, "notes", None) if kind == "connector" else None
             for note in notes() if callable(notes) else []:
                 _echo(f"  {'':<16} note: {note}")
+    if registry.criteria:  # the built-in criteria are the verifier's own, not plugins
+        _echo("criteria:")
+        for name, provided in registry.criteria.items():
+            _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
     if registry.broken:
         _echo("broken (not loaded):")
         for broken in registry.broken:

@@ -153,9 +153,16 @@ def _criterion(obj: Any, plugin: str) -> Any:
     """The criterion ``obj`` registers (an instance of it when it is a class).
 
     Raises:
-        PluginError: it has no ``name`` (text), or a built-in criterion's, or no ``check``.
+        PluginError: a class that cannot be made without arguments; no ``name`` (a text
+            without ``:``), a built-in criterion's, or no ``check``.
     """
-    criterion = obj() if isinstance(obj, type) else obj
+    try:
+        criterion = obj() if isinstance(obj, type) else obj
+    except Exception as error:  # noqa: BLE001 - any failure of third-party code, named
+        raise PluginError(
+            f"Plugin {plugin} registers the criterion class {obj.__qualname__}, which cannot be "
+            f"made without arguments: {type(error).__name__}: {error}. Register an instance."
+        ) from error
     name = getattr(criterion, "name", None)
     if not isinstance(name, str) or not name or ":" in name:
         problem = f"a name that is not a non-empty text without ':' ({name!r})"
