@@ -222,6 +222,8 @@ def _judge(answer):
         (lambda e: Check("k_anonymity", True, 1, 1), "check named 'k_anonymity'"),
         (lambda e: Check("riggedx", True, 1, 1), "check named 'riggedx'"),
         (lambda e: 1 / 0, "ZeroDivisionError"),
+        (lambda e: e.classes.__setitem__(0, 5), "ValueError: assignment destination is read-only"),
+        (lambda e: e.class_emds["c"].fill(0.0), "ValueError: assignment destination is read-only"),
     ],
 )
 def test_a_criterion_that_misbehaves_fails_naming_itself(answer, problem):

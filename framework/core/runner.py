@@ -746,11 +746,13 @@ def verify_published(
         report=report,
         run_id=run_id,
     )
-    verification = verify(evidence, release_criteria(config.confidential, registry))
+    measures = None  # measured before any criterion sees the frame
     if encoded is not None:
-        verification.measures = measure_published(
+        measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
+    verification = verify(evidence, release_criteria(config.confidential, registry))
+    verification.measures = measures
     return verification
 
 

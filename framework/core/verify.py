@@ -142,12 +142,12 @@ def verify(evidence: Evidence, criteria: Sequence[Criterion] | None = None) -> V
     every check passes."""
     if criteria is None:
         criteria = built_in_criteria(evidence.confidential)
-    results = judge(criteria, evidence)
-    t_achieved = {
+    t_achieved = {  # before any criterion sees the evidence
         column: _worst(emds, evidence.emd_problems[column][1])
         for column, emds in evidence.class_emds.items()
     }
     sizes = evidence.class_sizes
+    results = judge(criteria, evidence)
     return Verification(
         passed=all(c.passed for c in results),
         results=results,
@@ -178,7 +178,8 @@ def gather_evidence(
     """The :class:`~tclose.core.criteria.Evidence` of a written table: its equivalence classes
     and every class's EMD for each confidential column, with what else is ``known`` (the
     other fields of :class:`~tclose.core.criteria.Evidence`: ``expected_rows``, ``linkage``,
-    ``report``, ...)."""
+    ``report``, ...). Its arrays are read-only: a criterion that writes into them fails, naming
+    itself, rather than changing what the next one judges."""
     classes = equivalence_classes(frame, quasi_identifiers)
     sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
     class_emds: dict[str, np.ndarray] = {}
@@ -188,14 +189,14 @@ def gather_evidence(
         if len(values) == 0:
             class_emds[column], emd_problems[column] = np.zeros(0), (0, None)
             continue
-        class_emds[column] = _class_emds(column, distance, options, values, classes)
+        class_emds[column] = read_only(_class_emds(column, distance, options, values, classes))
         emd_problems[column] = emd_problem(column, distance, class_emds[column], len(sizes))
     return Evidence(
         frame=frame,
         quasi_identifiers=tuple(quasi_identifiers),
         confidential=tuple(confidential),
-        classes=classes,
-        class_sizes=sizes,
+        classes=read_only(classes),
+        class_sizes=read_only(sizes),
         k=k,
         t=t,
         distances={column: d.name for column, (d, _options) in confidential.items()},
