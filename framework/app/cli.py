@@ -366,6 +366,7 @@ def _rebuild_audit_record(config: Any, verification: Any, report: dict | None) -
             database.connect(target.url, target.password_file), config.report_table, "report.table"
         )
         config = dataclasses.replace(config, report_table=audit.qualified)  # as the run did
+        assert registry.manager is not None  # load_registry makes one
         rebuilt = registry.manager.hook.rebuild_run_record(
             config=config, run_id=run_id, verification=verification, report=report
         )

@@ -747,7 +747,7 @@ def verify_published(
         run_id=run_id,
     )
     measures = None  # measured before any criterion sees the frame
-    if encoded is not None:
+    if encoded is not None and keys is not None:
         measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
@@ -756,7 +756,9 @@ def verify_published(
     return verification
 
 
-def _read_source(config: Config, registry: Registry, say: Callable[..., None]):
+def _read_source(
+    config: Config, registry: Registry, say: Callable[..., None]
+) -> tuple[Any, EncodedTable, Config]:
     """The keys and the encoded table of the source (``tclose verify --source``), read
     read-only, and ``config`` with the source key resolved."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(

@@ -207,7 +207,11 @@ def gather_evidence(
 
 
 def _class_emds(
-    column: str, distance: Distance, options: Mapping[str, Any], values: np.ndarray, classes
+    column: str,
+    distance: Distance,
+    options: Mapping[str, Any],
+    values: np.ndarray,
+    classes: np.ndarray,
 ) -> np.ndarray:
     """The EMD of every class of ``column``'s ``values``, as the distance plugin computes it."""
     where = f" while verifying {column!r}"
