@@ -10,17 +10,18 @@ keep every hashed value (PostgreSQL's binary ``COPY`` of ``integer`` 3 and ``dat
 table, a table with row-level security): what such a relation shows may depend on the session,
 so it never verifies (:class:`tclose.core.criteria.ContentDigest`).
 
-Linkage check (:class:`tclose.core.criteria.Linkage`). The published pass-through columns (``role: other``) are taken together: a row
-whose tuple of their values no other row holds maps one-to-one onto its source row (whoever
-knows those values of a person finds the person's row, and its confidential values). The check
-counts such rows and fails when there is one, naming the columns and the count. A column whose
-attribute says ``allow_unique: true`` is left out of the tuple (the report lists such
-columns); a column of the published table that no run writes is in it. NULL is a value, equal
-to NULL (a reader compares what is shown); a table of one row counts none (its row count alone
-links it). Confidential columns are published unchanged by design and are not in the tuple;
-quasi-identifiers are covered by the k-anonymity check. On PostgreSQL the database counts the
-rows (``unique_rows``: ``GROUP BY`` the columns, each compared by value, text byte for byte);
-elsewhere the rows read back are hashed in Python (:func:`tuple_hashes`).
+Linkage check (:class:`tclose.core.criteria.Linkage`). The published pass-through columns
+(``role: other``) are taken together: a row whose tuple of their values no other row holds maps
+one-to-one onto its source row (whoever knows those values of a person finds the person's row,
+and its confidential values). The check counts such rows and fails when there is one, naming
+the columns and the count. A column whose attribute says ``allow_unique: true`` is left out of
+the tuple (the report lists such columns); a column of the published table that no run writes
+is in it. NULL is a value, equal to NULL (a reader compares what is shown); a table of one row
+counts none (its row count alone links it). Confidential columns are published unchanged by
+design and are not in the tuple; quasi-identifiers are covered by the k-anonymity check. On
+PostgreSQL the database counts the rows (``unique_rows``: ``GROUP BY`` the columns, each
+compared by value, text byte for byte); elsewhere the rows read back are hashed in Python
+(:func:`tuple_hashes`).
 """
 
 from __future__ import annotations
