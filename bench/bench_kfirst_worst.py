@@ -127,7 +127,7 @@ def verify(table: pd.DataFrame, labels: np.ndarray, column: str, distance, optio
     result = verify_rows(frame, list(QI_COLUMNS), {column: (distance, options)}, k, t, len(frame))
     sizes = np.bincount(labels)
     status = (
-        "passed" if result.passed else "FAILED: " + ", ".join(c["name"] for c in result.failures())
+        "passed" if result.passed else "FAILED: " + ", ".join(c.name for c in result.failures())
     )
     return (
         f"verify_rows {status} (k achieved {result.k_achieved}, t achieved "

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Tolerance used for every comparison of an EMD against ``t`` (``emd <= t + EMD_TOLERANCE``).
 #: EMDs are sums of floating-point fractions; the tolerance absorbs their rounding only.
@@ -295,3 +298,126 @@ class Distance(Protocol):
     def fit(self, values: np.ndarray, options: Mapping[str, Any]) -> FittedDistance:
         """Fit on the whole confidential column (``values`` of shape ``(n,)``)."""
         ...
+
+
+#: The names of the built-in criteria (:mod:`tclose.core.criteria`); a third-party criterion's
+#: name is none of them.
+BUILT_IN_CRITERIA = (
+    "row_count",
+    "k_anonymity",
+    "t_closeness",
+    "confidential_multiset",
+    "linkage",
+    "config_sha256",
+    "content_digest",
+    "hierarchy_sha256",
+    "run_id",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict of one criterion: whether the release meets it, what was expected, what was
+    found, and the ``details`` that explain it (serialised after the four fields, in order)."""
+
+    name: str
+    passed: bool
+    expected: Any
+    actual: Any
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def problem(self) -> str | None:
+        """The sentence saying why a failed check cannot be trusted at all (``details``'
+        ``problem``), or ``None``."""
+        return self.details.get("problem")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The check as the report records it: ``name``, ``passed``, ``expected``, ``actual``,
+        then the details."""
+        return {
+            "name": self.name,
+            "passed": bool(self.passed),
+            "expected": self.expected,
+            "actual": self.actual,
+            **self.details,
+        }
+
+
+@dataclass(frozen=True)
+class LinkageFacts:
+    """The pass-through columns taken together (``columns``), the rows unique on them
+    (``linkable_rows``), and the pass-through columns left out (``allowed_unique``)."""
+
+    columns: tuple[str, ...]
+    linkable_rows: int
+    allowed_unique: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything the criteria judge, gathered once per verification.
+
+    Attributes:
+        frame: the written rows' quasi-identifier and confidential columns (confidential
+            columns encoded as their distances take them).
+        quasi_identifiers: the QI column names.
+        confidential: the confidential column names, in the configuration's order.
+        classes: the equivalence class of every row (rows with equal written QI values).
+        class_sizes: the rows of every class.
+        k: the k to check.
+        t: the t to check, ``None`` when it is only measured (no t, or an algorithm that does
+            not enforce it).
+        distances: confidential column → the name of its distance.
+        class_emds: confidential column → the EMD of every class (columns of an empty table
+            have none).
+        emd_problems: confidential column → (how many EMDs are not a finite number >= 0, the
+            sentence saying so or ``None``).
+        expected_rows: the source's row count, ``None`` when not known.
+        expected_confidential: confidential column → the source's values, ``None`` when not
+            known.
+        linkage: the linkage of the pass-through columns, ``None`` when not examined.
+        content_digest: the written table's content digest, when read from a database.
+        config: the configuration (:class:`tclose.base.config.Config`), ``None`` for the
+            Python API and ``tclose compare``.
+        report: the run's audit report (``tclose verify --report``), else ``None``.
+        run_id: the run mark of the published table (``tclose verify``), else ``None``.
+    """
+
+    frame: pd.DataFrame
+    quasi_identifiers: tuple[str, ...]
+    confidential: tuple[str, ...]
+    classes: np.ndarray
+    class_sizes: np.ndarray
+    k: int
+    t: float | None
+    distances: Mapping[str, str] = field(default_factory=dict)
+    class_emds: Mapping[str, np.ndarray] = field(default_factory=dict)
+    emd_problems: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
+    expected_rows: int | None = None
+    expected_confidential: Mapping[str, np.ndarray] | None = None
+    linkage: LinkageFacts | None = None
+    content_digest: Mapping[str, Any] | None = None
+    config: Any = None
+    report: Mapping[str, Any] | None = None
+    run_id: str | None = None
+
+    @property
+    def rows(self) -> int:
+        """The number of written rows."""
+        return len(self.frame)
+
+
+@runtime_checkable
+class Criterion(Protocol):
+    """A guarantee a release must meet.
+
+    ``name`` names the criterion (its checks are named after it); ``config_keys`` lists the
+    dotted configuration paths it reads (``privacy.l``, say), found in ``evidence.config``. ``check(evidence)`` returns a :class:`Check`, a list of checks (one per column,
+    say), or ``None`` when the evidence does not allow the criterion (no report, no source).
+    """
+
+    name: str
+    config_keys: tuple[str, ...]
+
+    def check(self, evidence: Evidence) -> Check | Sequence[Check] | None: ...

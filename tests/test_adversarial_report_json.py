@@ -572,14 +572,14 @@ def test_an_audit_row_rebuilt_from_a_report_with_nan_is_strict():
     holds, the rebuilt report and its row are strict JSON, an unknown figure null."""
     from tclose.plugins.audit_table import audit_row, rebuilt_report
 
+    from tclose.core.verify import Check, Verification
+
     base = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
     base["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
     base["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
-    checks = [
-        {"name": "k_anonymity", "passed": True, "expected": 3, "actual": 3},
-        {"name": "t_closeness:b", "passed": False, "expected": 0.2, "actual": NAN},
-    ]
-    report = rebuilt_report(None, "r1", None, checks, base)
+    checks = [Check("k_anonymity", True, 3, 3), Check("t_closeness:b", False, 0.2, NAN)]
+    verification = Verification(False, checks, 3, {}, np.zeros(0))
+    report = rebuilt_report(None, "r1", verification, base)
     strict(json.dumps(report, allow_nan=False))
     assert report["risk"]["interval_p"] is None and report["run"]["rebuilt_by"]
     assert report["verification"]["checks"][1]["actual"] is None

@@ -12,7 +12,6 @@ output file overwrites something that is not an output of tclose.
   published, still the table it published (:class:`tclose.connector.Releases`).
 - :func:`refuse_unreplaceable_target`: an existing target must be a table (not a view, ...)
   that the database will replace (no view or foreign key depends on it).
-- :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
 - :func:`refuse_unwritable`: an output file's folder is a folder, and its name fits it.
@@ -143,23 +142,6 @@ def another_target(db: Any, table: str) -> str:
         url, name = beside(table)
         return f"Publish into another file: target.url: {url} and target.table: {name}."
     return f"Choose another target table (e.g. {table})."
-
-
-def refuse_foreign_audit_table(db: Any, name: Any) -> None:
-    """:class:`ConfigError` (exit 2) when the audit table ``name`` (``report.table``) exists
-    without the columns of tclose's audit table: its row could not be written, which stops a
-    publish on SQLite and PostgreSQL after all the work and, on MariaDB/MySQL, where the row is
-    written after the publish, left a release without its audit row (a warning, exit 0)."""
-    from tclose.plugins.audit_table import shape_problem
-
-    if not db.exists(name):
-        return
-    problem = shape_problem(name, db.table(name).columns.keys())
-    if problem:
-        raise ConfigError(
-            f"==> At report ==> At key: table\n{problem}; point report.table at a new table "
-            f"name, or at an audit table of tclose. Nothing was written."
-        )
 
 
 #: The kinds of relation (``relation_kind``) a run never replaces: it swaps one table for another.

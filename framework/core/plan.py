@@ -42,7 +42,6 @@ from tclose.connector import capability, open_read_only
 from tclose.core.columns import check_column_fates, resolve_key, with_key
 from tclose.core.guards import (
     another_target,
-    refuse_foreign_audit_table,
     refuse_foreign_file,
     refuse_foreign_target,
     refuse_output_paths,
@@ -254,8 +253,9 @@ def build_plan(
     refuse_reserved(source, target, audit)  # as resolved: a search path may lead there
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
     refuse_same_table(source_db, source, target_db, target, audit)
-    if audit is not None:
-        refuse_foreign_audit_table(target_db, audit)
+    if registry.manager is not None:  # the plugins' own refusals, e.g. a foreign audit table
+        tables = {"source.table": source, "target.table": target, "report.table": audit}
+        registry.manager.hook.check_run(config=config, target_database=target_db, tables=tables)
     refuse_foreign_file(report_path or config.report_json, "json")
     refuse_foreign_file(config.report_html, "html")
     target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)

@@ -29,11 +29,11 @@ import pandas as pd
 from tclose.base.atomic import write_atomically
 from tclose.base.attributes import MISSING, EncodedTable
 from tclose.base.config import json_document, redact_url
-from tclose.base.hierarchy import Hierarchy
 from tclose.base.jsonsafe import dotted, finite_report, to_json
 from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
 from tclose.base.version import __version__
+from tclose.core.criteria import hierarchy_digests
 from tclose.errors import ConfigError, DataError
 from tclose.interfaces import EMD_TOLERANCE
 
@@ -400,7 +400,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
         context.rows_read
         if verification is None
         else next(
-            (c["actual"] for c in verification.checks if c["name"] == "row_count"),
+            (c.actual for c in verification.results if c.name == "row_count"),
             context.rows_read,
         )
     )
@@ -475,53 +475,11 @@ def _privacy_section(context: RunContext) -> dict[str, Any]:
     }
 
 
-def hierarchy_digests(attributes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Attribute → the ``sha256`` (:meth:`tclose.base.hierarchy.Hierarchy.digest`), ``height`` and
-    number of ``leaves`` of its hierarchy, for every attribute that has one: a hierarchy given as
-    a file is named in the configuration by its path only, and its content defines the
-    distances (so what t means)."""
-    return {
-        name: {
-            "sha256": attribute.hierarchy.digest(),
-            "height": attribute.hierarchy.height,
-            "leaves": len(attribute.hierarchy.leaves),
-        }
-        for name, attribute in attributes.items()
-        if isinstance(getattr(attribute, "hierarchy", None), Hierarchy)
-    }
-
-
-def hierarchy_checks(
-    report: Mapping[str, Any], attributes: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """``tclose verify --report``: one check ``hierarchy_sha256:<column>`` per attribute with a
-    hierarchy in the report or in the configuration: the hierarchy read now must be the run's
-    (a file edited after the run changes the distances, so what t means, while the
-    configuration digest, which holds the file's path, stays the same). None for a report
-    written before reports recorded hierarchies."""
-    recorded = (report.get("privacy") or {}).get("hierarchies")
-    if recorded is None:
-        return []
-    current = hierarchy_digests(attributes)
-    checks = []
-    for column in sorted(set(recorded) | set(current)):
-        expected = (recorded.get(column) or {}).get("sha256")
-        actual = (current.get(column) or {}).get("sha256")
-        checks.append(
-            {
-                "name": f"hierarchy_sha256:{column}",
-                "passed": expected == actual,
-                "expected": expected,
-                "actual": actual,
-            }
-        )
-    return checks
-
-
 def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
     """The (kind, name) of every plugin the run used: algorithm, distances, connectors."""
     used = [("algorithm", context.resolved.algorithm.name)]
     used += [("distance", d.name) for d, _ in context.resolved.distances.values()]
+    used += [("criterion", name) for name in getattr(context.registry, "criteria", {})]
     if context.config is not None:
         for url in (context.config.source.url, context.config.target.url):
             with contextlib.suppress(ConfigError):  # no connector known: nothing to record
@@ -573,7 +531,7 @@ def _add_release_facts(report: dict[str, Any], verification: Verification | None
         return
     if verification.content_digest is not None:
         report["target"]["content_digest"] = verification.content_digest
-    linkage = next((c for c in verification.checks if c["name"] == "linkage"), None)
+    linkage = next((c.details for c in verification.results if c.name == "linkage"), None)
     if linkage is not None:
         report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
         report["verification"]["linkage_columns"] = linkage.get("columns", [])
