@@ -570,9 +570,8 @@ def test_an_audit_row_rebuilt_from_a_report_with_nan_is_strict():
     """``tclose verify --report`` rebuilds a missing audit row from the run's report and the
     checks it measured, which may hold NaN (an EMD of a broken distance): whatever its base
     holds, the rebuilt report and its row are strict JSON, an unknown figure null."""
-    from tclose.plugins.audit_table import audit_row, rebuilt_report
-
     from tclose.core.verify import Check, Verification
+    from tclose.plugins.audit_table import audit_row, rebuilt_report
 
     base = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
     base["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
