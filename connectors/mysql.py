@@ -67,6 +67,7 @@ from tclose.connectors.sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     driver_connection,
     random_suffix,
@@ -154,6 +155,15 @@ MEMORY_ENGINES = ("MEMORY", "HEAP")
 #: Two quoted names joined by a dot, as a view's stored definition names a table
 #: (`schema`.`table`; also `alias`.`column`, whose "table" then does not exist).
 _QUALIFIED_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+#: A call of a stored function in a view's definition as the server writes it: the function's
+#: name quoted (a built-in's is bare), right before its parenthesis.
+_STORED_FUNCTION = re.compile(r"`((?:[^`]|``)+)`\(")
+#: The storage engines that keep a table's rows in the table itself: a read of a table of any
+#: other engine (``MRG_MyISAM``, ``FEDERATED``, ``CONNECT``, ``SPIDER``) reads other tables.
+LOCAL_ENGINES = frozenset(
+    {"INNODB", "MYISAM", "ARIA", "MEMORY", "HEAP", "CSV", "ARCHIVE", "SEQUENCE", "BLACKHOLE"}
+    | {"COLUMNSTORE", "ROCKSDB", "TOKUDB", "S3"}
+)
 
 
 def run_lock_name(schema: str, target: str) -> str:
@@ -1027,28 +1037,46 @@ class MySQLDatabase(SQLDatabase):
         checksum = connection.exec_driver_sql(statement).one()[1]
         return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, checksum {checksum}"
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its definition names
         (``information_schema.views``, where the server writes each table as
         ``schema``.``table``), transitively. A view whose definition this account may not see
-        (no ``SHOW VIEW``) counts as reading nothing more."""
+        (no ``SHOW VIEW``) counts as reading nothing more. Unknown (:class:`TablesRead`) when a
+        view calls a stored function (the server writes its name quoted, a built-in's bare:
+        ``` `f`(``` ), whose body may read any table, or a table keeps its rows elsewhere: an
+        engine not in :data:`LOCAL_ENGINES` (``MRG_MyISAM`` reads other tables, ``FEDERATED``,
+        ``CONNECT`` and ``SPIDER`` other servers)."""
         return tables_read_through(self, name, self._view_reads)
 
-    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
-        """The tables the definition of view ``table`` names (none for a table)."""
+    def _view_reads(
+        self, table: TableName, identity: tuple
+    ) -> tuple[list[TableName], list, str | None]:
+        """The tables the definition of view ``table`` names (none for a table), and why the
+        catalog cannot list everything a read of ``table`` reads (``None``: it can)."""
         query = (
-            "SELECT view_definition FROM information_schema.views "
-            "WHERE table_schema = %s AND table_name = %s"
+            "SELECT t.engine, v.view_definition FROM information_schema.tables t "
+            "LEFT JOIN information_schema.views v ON v.table_schema = t.table_schema "
+            "AND v.table_name = t.table_name WHERE t.table_schema = %s AND t.table_name = %s"
         )
         with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
             if c.dialect.paramstyle == "qmark":
                 query = query.replace("%s", "?")
-            definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
+            row = c.exec_driver_sql(query, (identity[-2], identity[-1])).first()
+        engine, definition = row if row is not None else (None, None)
         names = [
             TableName(schema.replace("``", "`"), name.replace("``", "`"))
             for schema, name in _QUALIFIED_NAME.findall(definition or "")
         ]
-        return names, []
+        called = sorted({f.replace("``", "`") for f in _STORED_FUNCTION.findall(definition or "")})
+        if called:
+            why = f"view {table} calls the stored function(s) {', '.join(called)}"
+        elif engine is not None and engine.upper() not in LOCAL_ENGINES:
+            why = f"table {table} is a {engine} table, whose rows are read from elsewhere"
+        else:
+            why = None
+        if why is not None:
+            why += ", which the catalog does not list the reads of"
+        return names, [], why
 
     def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
         """The reflected table, with exactly the columns the server's catalog lists:

@@ -49,6 +49,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import read_text
 from tclose.base.redaction import redact_url, remember_secret, url_secrets
+from tclose.connector import TablesRead
 from tclose.connectors.releases import (
     content_identity,
     record_release,
@@ -259,12 +260,15 @@ def _native_portable(
 def tables_read_through(
     database: Any,
     name: TableName,
-    reads: Callable[[TableName, tuple], tuple[Iterable[TableName], Iterable[tuple]]],
-) -> list[tuple]:
+    reads: Callable[[TableName, tuple], tuple[Iterable[TableName], Iterable[tuple], str | None]],
+) -> TablesRead:
     """The walk behind the dialects' ``tables_read``: the identity of ``name`` and of every
     table that ``reads(table, identity)`` names (its first item, walked in turn), with the
-    identities it gives as they are (its second item: files a view reads, say), each once."""
+    identities it gives as they are (its second item: files a view reads, say), each once;
+    unknown when ``reads`` says of any table why the catalog cannot list what it reads (its
+    third item)."""
     found: list[tuple] = []
+    unknown: list[str] = []
     names = [name]
     while names:
         table = names.pop()
@@ -272,10 +276,12 @@ def tables_read_through(
         if identity is None or identity in found:
             continue
         found.append(identity)
-        more, others = reads(table, identity)
+        more, others, why = reads(table, identity)
         names.extend(more)
         found.extend(other for other in others if other not in found)
-    return found
+        if why is not None and why not in unknown:
+            unknown.append(why)
+    return TablesRead(found, "; ".join(unknown) or None)
 
 
 def shown(table: sa.Table) -> str:

@@ -47,6 +47,7 @@ from tclose.core.guards import (
     refuse_output_paths,
     refuse_reserved,
     refuse_same_table,
+    refuse_unknown_reads,
     refuse_unreplaceable_target,
     shares_a_file,
 )
@@ -271,6 +272,7 @@ def build_plan(
         refuse_unreplaceable_target(target_db, target)
         if config.target.if_exists == "replace":
             refuse_foreign_target(target_db, target)
+            refuse_unknown_reads(source_db, source, target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
