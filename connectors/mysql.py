@@ -73,6 +73,7 @@ from tclose.connectors.sql import (
     random_suffix,
     tables_read_through,
     vanishing_table,
+    wait_in_slices,
 )
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
@@ -363,11 +364,17 @@ class MySQLSession(DriverSession):
             self.execute(f"SELECT 1 FROM {self.database.qualified(name)} LIMIT 0")
 
     def lock(self, target: TableName) -> None:
-        """Take the run lock of ``target`` (a named lock held by this connection)."""
+        """Take the run lock of ``target`` (a named lock held by this connection), waiting up
+        to :data:`LOCK_WAIT_SECONDS` in slices (:func:`~tclose.connectors.sql.wait_in_slices`):
+        a signal stops the wait within one, whichever driver blocks in ``GET_LOCK``."""
         schema = target.schema or self.database.url.database or ""
         name = run_lock_name(schema, target.name)
-        got = self.execute(f"SELECT GET_LOCK('{name}', {LOCK_WAIT_SECONDS})")
-        if not got or got[0][0] != 1:
+
+        def attempt(seconds: int) -> bool:
+            got = self.execute(f"SELECT GET_LOCK('{name}', {seconds})")
+            return bool(got) and got[0][0] == 1
+
+        if not wait_in_slices(attempt, LOCK_WAIT_SECONDS):
             raise DataError(
                 f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                 f"nothing was written. Retry when it has finished."

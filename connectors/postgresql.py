@@ -52,6 +52,7 @@ from tclose.connectors.sql import (
     driver_connection,
     random_suffix,
     vanishing_table,
+    wait_in_slices,
 )
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
@@ -103,22 +104,30 @@ class PostgreSQLSession(DriverSession):
         """Take the run lock of ``target``: a session-level advisory lock, taken outside the
         transaction (whose snapshot must begin after the wait) and released by :meth:`end` or
         when the connection closes. An unqualified name is qualified with ``current_schema()``
-        first, so that every spelling takes one lock."""
+        first, so that every spelling takes one lock. The wait, up to
+        :data:`LOCK_WAIT_SECONDS`, is made in slices (``lock_timeout``,
+        :func:`~tclose.connectors.sql.wait_in_slices`): a signal stops it within one."""
         if target.schema is None:
             target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
         key = run_lock_key(target.qualified)
         if self.database.server_version >= 140000:  # a killed client stops waiting, too
             self.execute("SET client_connection_check_interval = '2s'")
-        self.execute(f"SET lock_timeout = '{LOCK_WAIT_SECONDS}s'")
-        try:
-            self.execute(f"SELECT pg_advisory_lock({key})")
-        except sa.exc.OperationalError as error:
-            if getattr(error.orig, "sqlstate", None) == "55P03":
-                raise DataError(
-                    f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
-                    f"nothing was written. Retry when it has finished."
-                ) from None
-            raise
+
+        def attempt(seconds: int) -> bool:
+            self.execute(f"SET lock_timeout = '{seconds}s'")
+            try:
+                self.execute(f"SELECT pg_advisory_lock({key})")
+            except sa.exc.OperationalError as error:
+                if getattr(error.orig, "sqlstate", None) == "55P03":  # lock_not_available
+                    return False
+                raise
+            return True
+
+        if not wait_in_slices(attempt, LOCK_WAIT_SECONDS):
+            raise DataError(
+                f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
+                f"nothing was written. Retry when it has finished."
+            )
         self.lock_key = key
         self.execute("SET lock_timeout = 0")
 

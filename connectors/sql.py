@@ -35,6 +35,7 @@ import logging
 import os
 import secrets
 import string
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -255,6 +256,27 @@ def _native_portable(
         name = name.lower()  # information_schema spells inet6 in lower case
     factory = _NATIVE_PORTABLE.get(source_dialect or "", {}).get(name)
     return (factory(), "") if factory is not None else (None, "")
+
+
+#: The longest a single wait on a server lasts (seconds): a longer wait (for a run lock, say)
+#: is made of such slices, and between two of them the process acts on a pending signal, so a
+#: SIGINT or SIGTERM stops a waiting run within a slice, whatever the driver does meanwhile.
+WAIT_SLICE_SECONDS = 1
+
+
+def wait_in_slices(attempt: Callable[[int], bool], seconds: float) -> bool:
+    """Call ``attempt(slice_seconds)`` (one wait on the server of at most that many whole
+    seconds; true when it got what it waited for) until it succeeds or ``seconds`` have passed;
+    whether it succeeded. Each return to Python lets the interpreter run the handler of a
+    signal received meanwhile (SIGINT, and SIGTERM under the CLI, raise
+    ``KeyboardInterrupt``), so the wait is interruptible even when the driver's blocking call
+    is not."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if attempt(WAIT_SLICE_SECONDS):
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 def tables_read_through(
