@@ -156,6 +156,8 @@ MEMORY_ENGINES = ("MEMORY", "HEAP")
 #: Two quoted names joined by a dot, as a view's stored definition names a table
 #: (`schema`.`table`; also `alias`.`column`, whose "table" then does not exist).
 _QUALIFIED_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+#: The characters a MariaDB/MySQL name may not end with (the server's "Incorrect table name").
+TRAILING_SPACES = " \t\n\v\f\r"
 #: A call of a stored function in a view's definition as the server writes it: the function's
 #: name quoted (a built-in's is bare), right before its parenthesis.
 _STORED_FUNCTION = re.compile(r"`((?:[^`]|``)+)`\(")
@@ -968,11 +970,7 @@ class MySQLDatabase(SQLDatabase):
                 f"==> At {path}\nThe database {schema} of table {name} does not exist on "
                 f"{self.redacted_url}. Create it, or name an existing one."
             )
-        problem = self.name_problem(name.name)
-        if problem is not None:
-            raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
-            )
+        self.check_configured_name(name, path)
         return TableName(str(database[0]), name.name)
 
     def name_problem(self, name: str) -> str | None:
@@ -985,6 +983,14 @@ class MySQLDatabase(SQLDatabase):
         problem = super().name_problem(name)
         if problem is not None:
             return problem
+        if name[-1] in TRAILING_SPACES:
+            return f"ending with white space ({name[-1]!r}), which {self.dialect} refuses in names"
+        beyond = sorted({c for c in name if ord(c) > 0xFFFF})
+        if beyond:
+            return (
+                f"holding {', '.join(repr(c) for c in beyond)}, beyond the characters "
+                f"{self.dialect} keeps in names (U+0001 to U+FFFF)"
+            )
         size, limit = self.file_name_size(name), FILE_NAME_MAX - FILE_EXTENSION
         if size > limit:
             return (

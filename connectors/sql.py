@@ -279,6 +279,20 @@ def wait_in_slices(attempt: Callable[[int], bool], seconds: float) -> bool:
             return False
 
 
+def blank_name_problem(name: str, dialect: str) -> str | None:
+    """Why ``name`` is no name on any database (completes "The table name ... is "), or
+    ``None``: empty or white space only (a name nobody can see in a message or a listing; most
+    databases refuse it, SQLite keeps it), or holding a NUL character (which the servers and
+    SQLite cannot store, and C strings end at)."""
+    if not name:
+        return "empty"
+    if name.isspace():
+        return "white space only: a name must have a visible character"
+    if "\x00" in name:
+        return f"holding a NUL character, which {dialect} cannot keep in a name"
+    return None
+
+
 def tables_read_through(
     database: Any,
     name: TableName,
@@ -571,8 +585,13 @@ class SQLDatabase:
 
     def name_problem(self, name: str) -> str | None:
         """Why the database would not keep ``name`` as a table name as it is (completes "The
-        table name ... is "), or ``None``: longer than :attr:`identifier_limit`. A connector
-        whose database stores names otherwise (MariaDB's file names) extends it."""
+        table name ... is "), or ``None``: :func:`blank_name_problem` (empty, white space only,
+        a NUL character: refused on every database), or longer than
+        :attr:`identifier_limit`. A connector whose database has more rules (MariaDB's file
+        names and trailing spaces, SQLite's reserved prefix) extends it."""
+        problem = blank_name_problem(name, self.dialect)
+        if problem is not None:
+            return problem
         limit = self.identifier_limit
         if limit is not None and self._size(name) > limit:
             unit = "bytes" if self.identifier_bytes else "characters"
@@ -581,11 +600,20 @@ class SQLDatabase:
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` if the database would cut or refuse table name ``name``."""
-        problem = self.name_problem(name.name)
-        if problem is not None:
-            raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
-            )
+        self.check_configured_name(name, path)
+
+    def check_configured_name(self, name: TableName, path: str) -> None:
+        """:class:`ConfigError` (exit 2, at YAML key ``path``, the value and the problem) when
+        a part of the configured name ``name`` (its schema, its table) is one the database
+        cannot store as written (:meth:`name_problem`). Every configured name (source, target,
+        audit table) is checked so before anything is looked up."""
+        for what, part in (("schema", name.schema), ("table", name.name)):
+            problem = None if part is None else self.name_problem(part)
+            if problem is not None:
+                raise ConfigError(
+                    f"==> At {path}\nThe {what} name {part!r} of {path} is {problem}. "
+                    f"Choose another name."
+                )
 
     def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
         """The name of a table the run creates next to ``target`` (``mark``: :data:`STAGING_MARK`

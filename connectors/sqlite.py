@@ -334,6 +334,14 @@ class SQLiteDatabase(SQLDatabase):
 
     session_class = SQLiteSession
 
+    def name_problem(self, name: str) -> str | None:
+        """Also: a name SQLite keeps for itself (``sqlite_`` in any case: "object name
+        reserved for internal use")."""
+        problem = super().name_problem(name)
+        if problem is None and name.lower().startswith("sqlite_"):
+            problem = "reserved by SQLite for its own tables (names beginning with sqlite_)"
+        return problem
+
     @property
     def joins_in_snapshot(self) -> bool:
         """True: the run's one transaction is a snapshot (see the module docstring)."""

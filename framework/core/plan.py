@@ -318,15 +318,21 @@ def resolve_name(database: Any, table: str, path: str, create: bool = True) -> T
     ``database`` resolves it, schema-qualified (:class:`tclose.connector.NameResolution`; as
     written for a connector without it). ``create``: the run may create it (target, audit
     table): its name is checked against the database's limits first, and a missing one is
-    placed where the database would create it.
+    placed where the database would create it. Every name is first checked against the
+    database's rules for names (``check_configured_name``: empty, white space only, a NUL,
+    too long, a character or an ending the database refuses).
 
     Raises:
         ConfigError: the name is, or would be, in a temporary schema or an in-memory database,
-            or the database would store it cut.
+            or the database would store it cut, or refuse it.
     """
     name = TableName.parse(table)
     if create:
         database.check_table_name(name, path)
+    else:
+        check = getattr(database, "check_configured_name", None)
+        if callable(check):
+            check(name, path)
     resolve = getattr(database, "resolve_table", None)
     resolved = resolve(name, path, create) if callable(resolve) else name
     return dataclasses.replace(resolved, spelled=str(name))
