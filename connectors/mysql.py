@@ -1053,9 +1053,8 @@ class MySQLDatabase(SQLDatabase):
     def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its definition names
         (``information_schema.views``, where the server writes each table as
-        ``schema``.``table``), transitively. A view whose definition this account may not see
-        (no ``SHOW VIEW``) counts as reading nothing more. Unknown (:class:`TablesRead`) when a
-        view calls a stored function (the server writes its name quoted, a built-in's bare:
+        ``schema``.``table``), transitively. Unknown (:class:`TablesRead`) when this account
+        may not see a view's definition (no ``SHOW VIEW``), when a view calls a stored function (the server writes its name quoted, a built-in's bare:
         ``` `f`(``` ), whose body may read any table, or a table keeps its rows elsewhere: an
         engine not in :data:`LOCAL_ENGINES` (``MRG_MyISAM`` reads other tables, ``FEDERATED``,
         ``CONNECT`` and ``SPIDER`` other servers)."""
@@ -1067,7 +1066,7 @@ class MySQLDatabase(SQLDatabase):
         """The tables the definition of view ``table`` names (none for a table), and why the
         catalog cannot list everything a read of ``table`` reads (``None``: it can)."""
         query = (
-            "SELECT t.engine, v.view_definition FROM information_schema.tables t "
+            "SELECT t.engine, t.table_type, v.view_definition FROM information_schema.tables t "
             "LEFT JOIN information_schema.views v ON v.table_schema = t.table_schema "
             "AND v.table_name = t.table_name WHERE t.table_schema = %s AND t.table_name = %s"
         )
@@ -1075,13 +1074,15 @@ class MySQLDatabase(SQLDatabase):
             if c.dialect.paramstyle == "qmark":
                 query = query.replace("%s", "?")
             row = c.exec_driver_sql(query, (identity[-2], identity[-1])).first()
-        engine, definition = row if row is not None else (None, None)
+        engine, kind, definition = row if row is not None else (None, None, None)
         names = [
             TableName(schema.replace("``", "`"), name.replace("``", "`"))
             for schema, name in _QUALIFIED_NAME.findall(definition or "")
         ]
         called = sorted({f.replace("``", "`") for f in _STORED_FUNCTION.findall(definition or "")})
-        if called:
+        if kind == "VIEW" and not definition:
+            why = f"the definition of view {table} is hidden from this account (no SHOW VIEW)"
+        elif called:
             why = f"view {table} calls the stored function(s) {', '.join(called)}"
         elif engine is not None and engine.upper() not in LOCAL_ENGINES:
             why = f"table {table} is a {engine} table, whose rows are read from elsewhere"

@@ -398,3 +398,24 @@ def db_of(db):
     from tclose.base.registry import dialect_of, load_registry
 
     return load_registry(entry_points=False).connector_for(dialect_of(db.url)).connect(db.url)
+
+
+@pytest.mark.mysql
+def test_mariadb_a_view_whose_definition_the_account_may_not_see_is_unknown(maria, objects):
+    """Granted ``SELECT`` on a view but not ``SHOW VIEW``, an account reads it without seeing
+    what it reads: the catalog lists nothing, which is no proof that it reads nothing."""
+    import sqlalchemy as sa
+
+    base, view, user = maria.name("base"), maria.name("v"), maria.name("peek")
+    password = f"Peek-{secrets.token_hex(8)}"
+    maria.create_patients(base, n=5)
+    made = objects(maria)
+    made.make(f"CREATE VIEW `{view}` AS SELECT * FROM `{base}`", f"DROP VIEW `{view}`")
+    made.make(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'", f"DROP USER '{user}'@'%'")
+    database = sa.make_url(maria.url).database
+    maria.execute(f"GRANT SELECT ON `{database}`.`{view}` TO '{user}'@'%'")
+    url = sa.make_url(maria.url).set(username=user, password=password)
+    peeking = type(maria)("mysql", url.render_as_string(hide_password=False), maria.tmp_path)
+    read = db_of(peeking).tables_read(TableName(None, view))
+    assert read.unknown is not None and "SHOW VIEW" in read.unknown, read.unknown
+    assert db_of(maria).tables_read(TableName(None, view)).unknown is None
