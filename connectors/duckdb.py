@@ -55,6 +55,7 @@ from tclose.connectors.sql import (
     Session,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     _existing_tables,
     bits_as_text,
@@ -804,16 +805,21 @@ class DuckDBDatabase(SQLDatabase):
         ).one()
         return home, f"content {count} rows, columns {', '.join(columns)}, hash sum {total}"
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names
         (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively, and
         of every file it reads (``read_parquet('x.parquet')``, ``FROM 'x.csv'``; the identity of
         a Parquet or CSV target, :meth:`tclose.connectors.files.FileDatabase.table_identity`).
-        DuckDB keeps no record of what a view reads, and binds its names only when it is read."""
+        DuckDB keeps no record of what a view reads, and binds its names only when it is read.
+        Unknown (:class:`TablesRead`) when a view calls a macro, a client's function or a
+        table function that reads what its text names (:func:`_unlisted_calls`)."""
         return tables_read_through(self, name, self._view_reads)
 
-    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
-        """The tables and the files the ``SELECT`` of view ``table`` names (none for a table)."""
+    def _view_reads(
+        self, table: TableName, identity: tuple
+    ) -> tuple[list[TableName], list, str | None]:
+        """The tables and the files the ``SELECT`` of view ``table`` names (none for a table),
+        and why the catalog cannot list everything it reads (:func:`_unlisted_calls`)."""
         with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
             definition = c.execute(
                 sa.text(
@@ -824,13 +830,28 @@ class DuckDBDatabase(SQLDatabase):
                 {"s": identity[2], "t": identity[3]},
             ).scalar()
             if definition is None:
-                return [], []
+                return [], [], None
             tree = c.execute(
                 sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
             ).scalar()
             tree = json.loads(tree) if isinstance(tree, str) else tree
             files = _files_globbed(c, _names_read(tree))
-        return _base_tables(tree), files
+            built_in = {
+                name
+                for name, internal in c.exec_driver_sql(
+                    "SELECT lower(function_name), bool_and(internal) FROM duckdb_functions() "
+                    "GROUP BY 1"
+                )
+                if internal
+            }
+        unlisted = _unlisted_calls(tree, built_in)
+        why = (
+            f"view {table} calls {', '.join(unlisted)}, whose reads the catalog does not list "
+            f"(a macro or a function that reads tables by name)"
+            if unlisted
+            else None
+        )
+        return _base_tables(tree), files, why
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
@@ -874,6 +895,40 @@ def _base_tables(tree: Any) -> list[TableName]:
     if tree.get("type") == "BASE_TABLE" and tree.get("table_name"):
         return [TableName(tree.get("schema_name") or None, tree["table_name"])]
     return [name for value in tree.values() for name in _base_tables(value)]
+
+
+#: The built-in table functions whose reads a view's definition shows: the file readers (their
+#: files are walked as names, :func:`_names_read`) and those that read nothing.
+KNOWN_TABLE_FUNCTIONS = frozenset(
+    {"read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "read_json", "read_json_auto"}
+    | {"read_ndjson", "read_ndjson_auto", "read_text", "read_blob", "range", "generate_series"}
+    | {"unnest"}
+)
+
+
+def _unlisted_calls(tree: Any, built_in: set[str]) -> list[str]:
+    """The calls of a parsed statement (``json_serialize_sql``) whose reads it does not show:
+    a function that is not one of DuckDB's own (``built_in``: a macro, a table macro, a
+    function registered by a client), and a table function outside
+    :data:`KNOWN_TABLE_FUNCTIONS` (``query_table('t')`` and ``query('...')`` read tables named
+    by text, a scanner reads another database)."""
+    found: set[str] = set()
+
+    def visit(node: Any, table_function: bool = False) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            if node.get("class") == "FUNCTION" and isinstance(node.get("function_name"), str):
+                name = node["function_name"].lower()
+                unknown = table_function and name not in KNOWN_TABLE_FUNCTIONS
+                if unknown or name not in built_in:
+                    found.add(f"{'table function' if table_function else 'function'} {name}()")
+            for key, item in node.items():
+                visit(item, key == "function" and node.get("type") == "TABLE_FUNCTION")
+
+    visit(tree)
+    return sorted(found)
 
 
 def _names_read(tree: Any) -> list[str]:

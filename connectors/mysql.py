@@ -67,11 +67,13 @@ from tclose.connectors.sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     driver_connection,
     random_suffix,
     tables_read_through,
     vanishing_table,
+    wait_in_slices,
 )
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
@@ -154,6 +156,17 @@ MEMORY_ENGINES = ("MEMORY", "HEAP")
 #: Two quoted names joined by a dot, as a view's stored definition names a table
 #: (`schema`.`table`; also `alias`.`column`, whose "table" then does not exist).
 _QUALIFIED_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+#: The characters a MariaDB/MySQL name may not end with (the server's "Incorrect table name").
+TRAILING_SPACES = " \t\n\v\f\r"
+#: A call of a stored function in a view's definition as the server writes it: the function's
+#: name quoted (a built-in's is bare), right before its parenthesis.
+_STORED_FUNCTION = re.compile(r"`((?:[^`]|``)+)`\(")
+#: The storage engines that keep a table's rows in the table itself: a read of a table of any
+#: other engine (``MRG_MyISAM``, ``FEDERATED``, ``CONNECT``, ``SPIDER``) reads other tables.
+LOCAL_ENGINES = frozenset(
+    {"INNODB", "MYISAM", "ARIA", "MEMORY", "HEAP", "CSV", "ARCHIVE", "SEQUENCE", "BLACKHOLE"}
+    | {"COLUMNSTORE", "ROCKSDB", "TOKUDB", "S3"}
+)
 
 
 def run_lock_name(schema: str, target: str) -> str:
@@ -334,11 +347,17 @@ class MySQLSession(DriverSession):
             self.execute(f"SELECT 1 FROM {self.database.qualified(name)} LIMIT 0")
 
     def lock(self, target: TableName) -> None:
-        """Take the run lock of ``target`` (a named lock held by this connection)."""
+        """Take the run lock of ``target`` (a named lock held by this connection), waiting up
+        to :data:`LOCK_WAIT_SECONDS` in slices (:func:`~tclose.connectors.sql.wait_in_slices`):
+        a signal stops the wait within one, whichever driver blocks in ``GET_LOCK``."""
         schema = target.schema or self.database.url.database or ""
         name = run_lock_name(schema, target.name)
-        got = self.execute(f"SELECT GET_LOCK('{name}', {LOCK_WAIT_SECONDS})")
-        if not got or got[0][0] != 1:
+
+        def attempt(seconds: int) -> bool:
+            got = self.execute(f"SELECT GET_LOCK('{name}', {seconds})")
+            return bool(got) and got[0][0] == 1
+
+        if not wait_in_slices(attempt, LOCK_WAIT_SECONDS):
             raise DataError(
                 f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                 f"nothing was written. Retry when it has finished."
@@ -931,11 +950,7 @@ class MySQLDatabase(SQLDatabase):
                 f"==> At {path}\nThe database {schema} of table {name} does not exist on "
                 f"{self.redacted_url}. Create it, or name an existing one."
             )
-        problem = self.name_problem(name.name)
-        if problem is not None:
-            raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
-            )
+        self.check_configured_name(name, path)
         return TableName(str(database[0]), name.name)
 
     def name_problem(self, name: str) -> str | None:
@@ -948,6 +963,14 @@ class MySQLDatabase(SQLDatabase):
         problem = super().name_problem(name)
         if problem is not None:
             return problem
+        if name[-1] in TRAILING_SPACES:
+            return f"ending with white space ({name[-1]!r}), which {self.dialect} refuses in names"
+        beyond = sorted({c for c in name if ord(c) > 0xFFFF})
+        if beyond:
+            return (
+                f"holding {', '.join(repr(c) for c in beyond)}, beyond the characters "
+                f"{self.dialect} keeps in names (U+0001 to U+FFFF)"
+            )
         size, limit = self.file_name_size(name), FILE_NAME_MAX - FILE_EXTENSION
         if size > limit:
             return (
@@ -1007,28 +1030,47 @@ class MySQLDatabase(SQLDatabase):
         checksum = connection.exec_driver_sql(statement).one()[1]
         return home, f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, checksum {checksum}"
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its definition names
         (``information_schema.views``, where the server writes each table as
-        ``schema``.``table``), transitively. A view whose definition this account may not see
-        (no ``SHOW VIEW``) counts as reading nothing more."""
+        ``schema``.``table``), transitively. Unknown (:class:`TablesRead`) when this account
+        may not see a view's definition (no ``SHOW VIEW``), when a view calls a stored function (the server writes its name quoted, a built-in's bare:
+        ``` `f`(``` ), whose body may read any table, or a table keeps its rows elsewhere: an
+        engine not in :data:`LOCAL_ENGINES` (``MRG_MyISAM`` reads other tables, ``FEDERATED``,
+        ``CONNECT`` and ``SPIDER`` other servers)."""
         return tables_read_through(self, name, self._view_reads)
 
-    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
-        """The tables the definition of view ``table`` names (none for a table)."""
+    def _view_reads(
+        self, table: TableName, identity: tuple
+    ) -> tuple[list[TableName], list, str | None]:
+        """The tables the definition of view ``table`` names (none for a table), and why the
+        catalog cannot list everything a read of ``table`` reads (``None``: it can)."""
         query = (
-            "SELECT view_definition FROM information_schema.views "
-            "WHERE table_schema = %s AND table_name = %s"
+            "SELECT t.engine, t.table_type, v.view_definition FROM information_schema.tables t "
+            "LEFT JOIN information_schema.views v ON v.table_schema = t.table_schema "
+            "AND v.table_name = t.table_name WHERE t.table_schema = %s AND t.table_name = %s"
         )
         with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
             if c.dialect.paramstyle == "qmark":
                 query = query.replace("%s", "?")
-            definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
+            row = c.exec_driver_sql(query, (identity[-2], identity[-1])).first()
+        engine, kind, definition = row if row is not None else (None, None, None)
         names = [
             TableName(schema.replace("``", "`"), name.replace("``", "`"))
             for schema, name in _QUALIFIED_NAME.findall(definition or "")
         ]
-        return names, []
+        called = sorted({f.replace("``", "`") for f in _STORED_FUNCTION.findall(definition or "")})
+        if kind == "VIEW" and not definition:
+            why = f"the definition of view {table} is hidden from this account (no SHOW VIEW)"
+        elif called:
+            why = f"view {table} calls the stored function(s) {', '.join(called)}"
+        elif engine is not None and engine.upper() not in LOCAL_ENGINES:
+            why = f"table {table} is a {engine} table, whose rows are read from elsewhere"
+        else:
+            why = None
+        if why is not None:
+            why += ", which the catalog does not list the reads of"
+        return names, [], why
 
     def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
         """The reflected table, with exactly the columns the server's catalog lists:

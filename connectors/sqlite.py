@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool, StaticPool
 
+from tclose.connector import TablesRead
 from tclose.connectors.releases import content_identity
 from tclose.connectors.sql import (
     DriverSession,
@@ -334,6 +335,14 @@ class SQLiteDatabase(SQLDatabase):
 
     session_class = SQLiteSession
 
+    def name_problem(self, name: str) -> str | None:
+        """Also: a name SQLite keeps for itself (``sqlite_`` in any case: "object name
+        reserved for internal use")."""
+        problem = super().name_problem(name)
+        if problem is None and name.lower().startswith("sqlite_"):
+            problem = "reserved by SQLite for its own tables (names beginning with sqlite_)"
+        return problem
+
     @property
     def joins_in_snapshot(self) -> bool:
         """True: the run's one transaction is a snapshot (see the module docstring)."""
@@ -484,13 +493,15 @@ class SQLiteDatabase(SQLDatabase):
         result = connection.exec_driver_sql(f"SELECT * FROM {self.qualified(home)}")
         return home, content_identity(list(result.keys()), result)
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's
         tables, transitively): the tables its authorizer is asked about while it prepares
-        ``SELECT * FROM name``."""
+        ``SELECT * FROM name``. Always the whole closure: SQLite keeps no functions in the
+        database (a view calling a client's function fails to prepare without it), and the
+        authorizer is asked about every table the prepared statement reads."""
         identity = self.table_identity(name)
         if identity is None:
-            return []
+            return TablesRead()
         read: set[tuple[str, str]] = set()
 
         def authorize(action: int, table: str | None, _column, schema: str | None, _view) -> int:
@@ -505,7 +516,7 @@ class SQLiteDatabase(SQLDatabase):
                 raw.execute(f"SELECT * FROM {self.qualified(name)} LIMIT 0").fetchall()
             finally:
                 raw.set_authorizer(None)
-        found = [identity]
+        found = TablesRead([identity])
         for schema, table in sorted(read):
             other = self.table_identity(TableName(schema, table))
             if other is not None and other not in found:

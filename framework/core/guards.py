@@ -10,6 +10,8 @@ output file overwrites something that is not an output of tclose.
   itself (:func:`tclose.naming.reserved`).
 - :func:`refuse_foreign_target`: ``if_exists: replace`` replaces only a release tclose
   published, still the table it published (:class:`tclose.connector.Releases`).
+- :func:`refuse_unknown_reads`: nor one the source may read where the catalog cannot tell (a
+  function, a macro, a foreign table).
 - :func:`refuse_unreplaceable_target`: an existing target must be a table (not a view, ...)
   that the database will replace (no view or foreign key depends on it).
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
@@ -87,6 +89,30 @@ def refuse_same_table(
                 f"a row appended to it would change the source. Choose another name for "
                 f"report.table."
             )
+
+
+def refuse_unknown_reads(source_db: Any, source: Any, target_db: Any, target: Any) -> None:
+    """:class:`ConfigError` (exit 2) when the existing target is to be replaced and the source's
+    database cannot list every table a read of the source reads (``tables_read`` unknown,
+    :class:`tclose.connector.TablesRead`): a function, a macro or a foreign table may read the
+    target, from this database or through another, and replacing it would change or break the
+    source, or leave the run waiting on its own lock. The check is made whatever database the
+    target is in: a foreign table or a function reaches other databases too."""
+    from tclose.connector import reads_unknown
+
+    tables_read = getattr(source_db, "tables_read", None)
+    why = reads_unknown(tables_read(source)) if callable(tables_read) else None
+    if why is None:
+        return
+    elsewhere = another_target(target_db, str(target.with_suffix("_2")))
+    raise ConfigError(
+        f"==> At target ==> At key: table\nThe target table {target} exists and cannot be "
+        f"replaced: the source {source} may read it, and the database cannot tell, because "
+        f"{why}. Replacing a table the source reads would change the source, which tclose "
+        f"never does. Publish under a new name (a table that does not exist yet), or read "
+        f"the tables the function reads through a view of tables only. {elsewhere} "
+        f"Nothing was written."
+    )
 
 
 def refuse_reserved(source: Any, target: Any, audit: Any = None) -> None:

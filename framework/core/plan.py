@@ -47,6 +47,7 @@ from tclose.core.guards import (
     refuse_output_paths,
     refuse_reserved,
     refuse_same_table,
+    refuse_unknown_reads,
     refuse_unreplaceable_target,
     shares_a_file,
 )
@@ -276,6 +277,7 @@ def build_plan(
         refuse_unreplaceable_target(target_db, target)
         if config.target.if_exists == "replace":
             refuse_foreign_target(target_db, target)
+            refuse_unknown_reads(source_db, source, target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
@@ -321,15 +323,21 @@ def resolve_name(database: Any, table: str, path: str, create: bool = True) -> T
     ``database`` resolves it, schema-qualified (:class:`tclose.connector.NameResolution`; as
     written for a connector without it). ``create``: the run may create it (target, audit
     table): its name is checked against the database's limits first, and a missing one is
-    placed where the database would create it.
+    placed where the database would create it. Every name is first checked against the
+    database's rules for names (``check_configured_name``: empty, white space only, a NUL,
+    too long, a character or an ending the database refuses).
 
     Raises:
         ConfigError: the name is, or would be, in a temporary schema or an in-memory database,
-            or the database would store it cut.
+            or the database would store it cut, or refuse it.
     """
     name = TableName.parse(table)
     if create:
         database.check_table_name(name, path)
+    else:
+        check = getattr(database, "check_configured_name", None)
+        if callable(check):
+            check(name, path)
     resolve = getattr(database, "resolve_table", None)
     resolved = resolve(name, path, create) if callable(resolve) else name
     return dataclasses.replace(resolved, spelled=str(name))

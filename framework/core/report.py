@@ -498,7 +498,7 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     report["source"].update(
         {"url": context.source_url, "table": config.source.table, "row_security": security}
     )
-    if security and security.get("applies"):
+    if security and (security.get("applies") or security.get("unknown")):
         report["warnings"].append(row_security_warning(security))
     report["target"].update({"url": context.target_url, "table": config.target.table})
     if context.output_columns is not None:
@@ -510,10 +510,19 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
 
 
 def row_security_warning(security: Mapping[str, Any]) -> str:
-    """The warning of a source read through row-level security (``source.row_security``)."""
+    """The warning of a source read through row-level security (``source.row_security``), or
+    of one that may be: its database cannot tell (``unknown``)."""
     tables = ", ".join(
         f"{t.get('table')} (for role {t.get('role')})" for t in security.get("tables", [])
     )
+    if not security.get("applies"):
+        return (
+            f"Whether row-level security filtered the source is unknown: "
+            f"{security.get('unknown')}, so policies may have hidden rows from role "
+            f"{security.get('role')} and the release may not cover the whole table. Read the "
+            f"source through views of tables only, or as a role no policy filters (a "
+            f"BYPASSRLS role), to know."
+        )
     return (
         f"The source was read through row-level security: the policies of {tables} filter "
         f"its rows, so the release covers only the rows role {security.get('role')} sees, not "
