@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,25 +28,45 @@ import sqlalchemy as sa
 
 from tclose.app.cli import main
 
+sys.path.insert(0, str(Path(__file__).parent))
+from waiting import wait_for  # noqa: E402
+
 SCRIPT = """
 import os, sys, time
 from pathlib import Path
 from tclose.core import runner
 from tclose.app.cli import main
+from tclose.connectors import mysql, postgresql, sqlite
 
 def wrap(name):
     original = getattr(runner.Phases, name)
     def paused(self, *args, **kwargs):
         if os.environ.get("PAUSE_AT") == name:
             Path(os.environ["PAUSE_MARK"]).write_text(name)
-            go, deadline = Path(os.environ["PAUSE_GO"]), time.monotonic() + 60
+            go, deadline = Path(os.environ["PAUSE_GO"]), time.monotonic() + 600
             while not go.exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
         return original(self, *args, **kwargs)
     setattr(runner.Phases, name, paused)
 
+def announce(session_class, name, connection_id):
+    # Before the call that may wait for another run's lock, the mark file gets this session's
+    # connection id on the server ("file" for SQLite): the test then looks for the wait.
+    original = getattr(session_class, name)
+    def announcing(self, *args, **kwargs):
+        if name == "lock" or args[0] is not None:  # SQLite: begin() of a writing session
+            ident = str(self.execute(connection_id)[0][0]) if connection_id else "file"
+            mark = Path(os.environ["WAIT_MARK"])
+            mark.with_suffix(".part").write_text(ident)
+            mark.with_suffix(".part").replace(mark)
+        return original(self, *args, **kwargs)
+    setattr(session_class, name, announcing)
+
 for name in ("cluster", "publish", "report"):
     wrap(name)
+announce(postgresql.PostgreSQLSession, "lock", "SELECT pg_backend_pid()")
+announce(mysql.MySQLSession, "lock", "SELECT CONNECTION_ID()")
+announce(sqlite.SQLiteSession, "begin", None)  # BEGIN IMMEDIATE waits for the file's writer
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -58,7 +77,9 @@ class Run:
 
     def __init__(self, tmp_path: Path, name: str, args: list[str], pause: str | None = None):
         self.mark, self.go_file = tmp_path / f"{name}.paused", tmp_path / f"{name}.go"
+        self.wait_mark = tmp_path / f"{name}.waiting"
         env = dict(os.environ, PAUSE_MARK=str(self.mark), PAUSE_GO=str(self.go_file))
+        env["WAIT_MARK"] = str(self.wait_mark)
         if pause:
             env["PAUSE_AT"] = pause
         self.process = subprocess.Popen(
@@ -69,14 +90,30 @@ class Run:
             text=True,
         )
 
-    def wait_paused(self, seconds: float = 30) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.mark.exists():
-            if self.process.poll() is not None:
-                out, err = self.process.communicate()
-                pytest.fail(f"the run ended before its pause ({self.process.returncode}): {err}")
-            assert time.monotonic() < deadline, "the run never reached its pause"
-            time.sleep(0.02)
+    def wait_paused(self, seconds: float = 60) -> None:
+        """Return once the run is paused before its phase."""
+        wait_for(lambda: self.reached(self.mark), seconds, "the run's pause")
+
+    def wait_blocking(self, seconds: float = 60) -> str:
+        """The connection id (on a server; ``"file"`` for SQLite) of the run's writing session,
+        once it is about to take the target's run lock or write lock."""
+        return wait_for(lambda: self.reached(self.wait_mark), seconds, "the run's lock call")
+
+    def wait_ended(self, seconds: float = 60) -> int:
+        """The exit code of the run, which ends without being let go (e.g. it failed)."""
+        try:
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run did not end within {seconds} s")
+
+    def reached(self, mark: Path) -> str:
+        """``mark``'s text once the run wrote it; the run ending first fails the test."""
+        if mark.exists():
+            return mark.read_text()
+        if self.process.poll() is not None:
+            out, err = self.process.communicate()
+            pytest.fail(f"the run ended ({self.process.returncode}) before {mark.name}: {err}")
+        return ""
 
     def go(self) -> None:
         self.go_file.write_text("go")
@@ -117,10 +154,34 @@ def _verify_report(config: str, report: Path, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def _waiting_on_lock(db, seconds: float = 3) -> None:
-    """Give the second run time to reach the run lock (it cannot be observed from outside on
-    every database)."""
-    time.sleep(seconds)
+def _waiting_on_lock(db, run: Run) -> None:
+    """Return once ``run`` waits for another run's lock on the target. DuckDB: the file is the
+    lock and ``run`` fails at once, so once it ended. SQLite: once it is about to ``BEGIN
+    IMMEDIATE`` (the wait is inside the driver). A server: once the server shows its
+    connection waiting for the lock."""
+    if db.dialect == "duckdb":
+        run.wait_ended()
+        return
+    connection = run.wait_blocking()
+    if db.dialect in ("postgresql", "mysql"):
+        wait_for(
+            lambda: _server_shows_waiting(db, connection),
+            60,
+            f"the server to show connection {connection} waiting for the run lock",
+        )
+
+
+def _server_shows_waiting(db, connection: str) -> bool:
+    """Whether the server shows ``connection`` waiting for a lock (PostgreSQL: any lock not
+    granted; MariaDB: a named lock or a table's metadata lock)."""
+    if db.dialect == "postgresql":
+        query = "SELECT count(*) FROM pg_locks WHERE pid = :id AND NOT granted"
+    else:
+        query = (
+            "SELECT count(*) FROM information_schema.processlist WHERE id = :id "
+            "AND (state = 'User lock' OR state LIKE 'Waiting for%metadata lock')"
+        )
+    return db.execute(query, {"id": int(connection)})[0][0] > 0
 
 
 def _second_waits_for_first(db, tmp_path, runs, configs, reports):
@@ -131,7 +192,7 @@ def _second_waits_for_first(db, tmp_path, runs, configs, reports):
     )
     first.wait_paused()
     second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
-    _waiting_on_lock(db)
+    _waiting_on_lock(db, second)
     return first, second
 
 
@@ -294,14 +355,18 @@ def test_verify_while_a_run_publishes_reads_one_table_whole(
         _refused_by_duckdb(db)
         assert run.finish()[0] == 0
         return
+    connection = run.wait_blocking()  # the run's writing session, which publishes
     scan = published._scan_session
+
+    def published_or_waiting_for_this_read() -> bool:
+        if run.process.poll() is not None:
+            return True
+        return db.dialect in ("postgresql", "mysql") and _server_shows_waiting(db, connection)
 
     def publish_during_scan(session, *args, **kwargs):
         session.execute("SELECT 1")  # any first query: PostgreSQL's snapshot begins here
         run.go()
-        deadline = time.monotonic() + 4  # the publish may wait for this read
-        while run.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(published_or_waiting_for_this_read, 60, "the run to publish or wait")
         return scan(session, *args, **kwargs)
 
     monkeypatch.setattr(published, "_scan_session", publish_during_scan)
@@ -534,7 +599,7 @@ def test_a_run_on_another_target_in_the_schema_leaves_a_running_run_alone(db, tm
         ["-q", "run", str(db.write_config(db.config(source, db.name("two")), "two.yaml"))],
     )
     if db.dialect == "sqlite":  # one writer per file: the second waits for the first
-        _waiting_on_lock(db)
+        _waiting_on_lock(db, second)
         code1, _, err1 = first.finish()
         code2, _, err2 = second.finish()
     else:  # it ends while the first still waits
