@@ -1,6 +1,6 @@
 """Adversarial: concurrency and timing on real servers and database files.
 
-Each ``tclose`` here is a separate process (``python -c``) that can be paused at a phase of the
+Each ``tclose`` here is a separate process (forked from the test's) that can be paused at a phase of the
 runner — after reading the source (``cluster``), after verifying the staging table
 (``publish``), after publishing (``report``) — until the test lets it go. While it waits, the
 test starts a second run, changes the source, creates or drops tables, or runs ``tclose verify``.
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
+import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -31,64 +33,107 @@ from tclose.app.cli import main
 sys.path.insert(0, str(Path(__file__).parent))
 from waiting import wait_for  # noqa: E402
 
-SCRIPT = """
-import os, sys, time
-from pathlib import Path
-from tclose.core import runner
-from tclose.app.cli import main
-from tclose.connectors import mysql, postgresql, sqlite
 
-def wrap(name):
-    original = getattr(runner.Phases, name)
+def _pause_before(phase: str, mark: Path, go: Path) -> None:
+    """In a run's process: ``runner.Phases.<phase>`` writes ``mark``, then waits for ``go``."""
+    from tclose.core import runner
+
+    original = getattr(runner.Phases, phase)
+
     def paused(self, *args, **kwargs):
-        if os.environ.get("PAUSE_AT") == name:
-            Path(os.environ["PAUSE_MARK"]).write_text(name)
-            go, deadline = Path(os.environ["PAUSE_GO"]), time.monotonic() + 600
-            while not go.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+        mark.write_text(phase)
+        deadline = time.monotonic() + 600  # the test kills a run it no longer waits for
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         return original(self, *args, **kwargs)
-    setattr(runner.Phases, name, paused)
 
-def announce(session_class, name, connection_id):
-    # Before the call that may wait for another run's lock, the mark file gets this session's
-    # connection id on the server ("file" for SQLite): the test then looks for the wait.
-    original = getattr(session_class, name)
-    def announcing(self, *args, **kwargs):
-        if name == "lock" or args[0] is not None:  # SQLite: begin() of a writing session
-            ident = str(self.execute(connection_id)[0][0]) if connection_id else "file"
-            mark = Path(os.environ["WAIT_MARK"])
-            mark.with_suffix(".part").write_text(ident)
-            mark.with_suffix(".part").replace(mark)
-        return original(self, *args, **kwargs)
-    setattr(session_class, name, announcing)
+    setattr(runner.Phases, phase, paused)
 
-for name in ("cluster", "publish", "report"):
-    wrap(name)
-announce(postgresql.PostgreSQLSession, "lock", "SELECT pg_backend_pid()")
-announce(mysql.MySQLSession, "lock", "SELECT CONNECTION_ID()")
-announce(sqlite.SQLiteSession, "begin", None)  # BEGIN IMMEDIATE waits for the file's writer
-sys.exit(main(sys.argv[1:]))
-"""
+
+def _announce_lock_calls(mark: Path) -> None:
+    """In a run's process: before each call that may wait for another run's lock on the target
+    (the run lock on a server, ``BEGIN IMMEDIATE`` of SQLite's writing session), ``mark`` gets
+    the session's connection id on the server (``"file"`` for SQLite); the test then looks for
+    the wait itself."""
+    from tclose.connectors import mysql, postgresql, sqlite
+
+    def announce(session_class, method: str, connection_id: str | None) -> None:
+        original = getattr(session_class, method)
+
+        def announcing(self, *args, **kwargs):
+            if method == "lock" or args[0] is not None:  # begin() of a writing session
+                ident = str(self.execute(connection_id)[0][0]) if connection_id else "file"
+                part = mark.with_suffix(".part")
+                part.write_text(ident)
+                part.replace(mark)
+            return original(self, *args, **kwargs)
+
+        setattr(session_class, method, announcing)
+
+    announce(postgresql.PostgreSQLSession, "lock", "SELECT pg_backend_pid()")
+    announce(mysql.MySQLSession, "lock", "SELECT CONNECTION_ID()")
+    announce(sqlite.SQLiteSession, "begin", None)
+
+
+class Child:
+    """A forked child process, waited for like a :class:`subprocess.Popen`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        wait_for(lambda: self.poll() is not None, timeout, "the run's end")
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.returncode = -signal.SIGKILL
 
 
 class Run:
-    """``tclose ARGS`` in a child process, paused before phase ``pause`` (if given) until
-    :meth:`go`."""
+    """``tclose ARGS`` in a child process (forked: the test's imports and compiled kernels are
+    its own), paused before phase ``pause`` (if given) until :meth:`go`."""
 
     def __init__(self, tmp_path: Path, name: str, args: list[str], pause: str | None = None):
         self.mark, self.go_file = tmp_path / f"{name}.paused", tmp_path / f"{name}.go"
         self.wait_mark = tmp_path / f"{name}.waiting"
-        env = dict(os.environ, PAUSE_MARK=str(self.mark), PAUSE_GO=str(self.go_file))
-        env["WAIT_MARK"] = str(self.wait_mark)
-        if pause:
-            env["PAUSE_AT"] = pause
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child process
+            self._run_in_child(args, pause)
+        self.process = Child(pid)
+
+    def _run_in_child(self, args: list[str], pause: str | None) -> None:
+        code = 99
+        try:
+            with open(self.out, "w") as out, open(self.err, "w") as err:
+                sys.stdout, sys.stderr = out, err
+                try:
+                    if pause:
+                        _pause_before(pause, self.mark, self.go_file)
+                    _announce_lock_calls(self.wait_mark)
+                    code = main(args)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 98
+                err.flush()
+                out.flush()
+        finally:
+            os._exit(code)
+
+    def output(self) -> tuple[str, str]:
+        """The run's stdout and stderr so far."""
+        return tuple(p.read_text() if p.exists() else "" for p in (self.out, self.err))
 
     def wait_paused(self, seconds: float = 60) -> None:
         """Return once the run is paused before its phase."""
@@ -101,17 +146,14 @@ class Run:
 
     def wait_ended(self, seconds: float = 60) -> int:
         """The exit code of the run, which ends without being let go (e.g. it failed)."""
-        try:
-            return self.process.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the run did not end within {seconds} s")
+        return self.process.wait(seconds)
 
     def reached(self, mark: Path) -> str:
         """``mark``'s text once the run wrote it; the run ending first fails the test."""
         if mark.exists():
             return mark.read_text()
         if self.process.poll() is not None:
-            out, err = self.process.communicate()
+            err = self.output()[1]
             pytest.fail(f"the run ended ({self.process.returncode}) before {mark.name}: {err}")
         return ""
 
@@ -121,17 +163,14 @@ class Run:
     def finish(self, seconds: float = 90) -> tuple[int, str, str]:
         self.go()
         try:
-            out, err = self.process.communicate(timeout=seconds)
-        except subprocess.TimeoutExpired:
+            code = self.process.wait(seconds)
+        except AssertionError:
             self.process.kill()
-            out, err = self.process.communicate()
-            pytest.fail(f"the run did not end: {err}")
-        return self.process.returncode, out, err
+            pytest.fail(f"the run did not end: {self.output()[1]}")
+        return code, *self.output()
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
+        self.process.kill()
 
 
 @pytest.fixture
