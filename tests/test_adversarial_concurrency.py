@@ -1,9 +1,11 @@
 """Adversarial: concurrency and timing on real servers and database files.
 
-Each ``tclose`` here is a separate process (forked from the test's) that can be paused at a phase of the
-runner — after reading the source (``cluster``), after verifying the staging table
+Each ``tclose`` here is a separate process (forked from the test's) that can be paused at a
+phase of the runner — after reading the source (``cluster``), after verifying the staging table
 (``publish``), after publishing (``report``) — until the test lets it go. While it waits, the
 test starts a second run, changes the source, creates or drops tables, or runs ``tclose verify``.
+The test waits for each moment itself (a mark file the run writes, a lock wait the server
+shows, the run's exit), never for a guessed time.
 What must hold whatever the timing:
 
 - two runs on one target serialize (the second waits for the first's run lock): never a mixed
