@@ -1,4 +1,4 @@
-"""Benchmark of blocked runs (issue #7): time and SSE against the number of blocks, executors.
+"""Benchmark of blocked runs: time and SSE against the number of blocks, executors.
 
 Usage::
 
@@ -51,8 +51,10 @@ import pandas as pd
 
 from tclose.base.arrays import dense_labels
 from tclose.base.options import validate_options
+from tclose.blocks.framed import options_schema, run_algorithm
 from tclose.blocks.split import AUTO_CLUSTERS_PER_BLOCK
 from tclose.core.verify import equivalence_classes
+from tclose.interfaces import Problem
 from tclose.kernels.emd import OrderedEMD
 from tclose.plugins.t_first import TFirst
 
@@ -91,8 +93,8 @@ def sse(x: np.ndarray, labels: np.ndarray) -> float:
 
 def t_first_run(x: np.ndarray, distance: OrderedEMD, **options: Any) -> Any:
     plugin = TFirst()
-    validated = validate_options(plugin.name, plugin.options_schema, options, "options")
-    return plugin.partition(x, [distance], K, T, validated)
+    validated = validate_options(plugin.name, options_schema(plugin), options, "options")
+    return run_algorithm(plugin, Problem(x, [distance], K, T, validated))
 
 
 def fitted(confidential: np.ndarray) -> OrderedEMD:
@@ -187,9 +189,11 @@ def section_curve(
     rows, base = [], None
     for count in counts:
         plugin = TFirst()
-        options = validate_options(plugin.name, plugin.options_schema, {"blocks": count}, "options")
+        options = validate_options(
+            plugin.name, options_schema(plugin), {"blocks": count}, "options"
+        )
         times, partition = timed(
-            lambda p=plugin, o=options: p.partition(x, [distance], k, t, o), repeats
+            lambda p=plugin, o=options: run_algorithm(p, Problem(x, [distance], k, t, o)), repeats
         )
         value = sse(x, partition.labels)
         base = value if base is None else base
@@ -213,9 +217,12 @@ def section_others(sizes: list[int], results: dict) -> None:
         x, c = synthetic_table(n)
         distance = fitted(c)
         for plugin in (Merge(), KFirst()):
-            options = validate_options(plugin.name, plugin.options_schema, {}, "options")
+            options = validate_options(plugin.name, options_schema(plugin), {}, "options")
             times, partition = timed(
-                lambda p=plugin, o=options, x=x, d=distance: p.partition(x, [d], K, T, o), 1
+                lambda p=plugin, o=options, x=x, d=distance: run_algorithm(
+                    p, Problem(x, [d], K, T, o)
+                ),
+                1,
             )
             info = partition.info
             line(

@@ -1,4 +1,4 @@
-"""Quality of blocked t-first at scale (issue #14): time and SSE against the unblocked run.
+"""Quality of blocked t-first at scale: time and SSE against the unblocked run.
 
 Usage::
 
@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_blocks import fitted, sse, synthetic_table  # noqa: E402
 
 from tclose.base.options import validate_options  # noqa: E402
+from tclose.blocks.framed import options_schema, run_algorithm  # noqa: E402
+from tclose.interfaces import Problem  # noqa: E402
 from tclose.plugins.t_first import TFirst  # noqa: E402
 
 K, T = 10, 0.25
@@ -69,10 +71,10 @@ def cpu_seconds() -> float:
 
 def run(x: np.ndarray, c: np.ndarray, options: dict[str, Any]) -> tuple[float, float, Any]:
     plugin = TFirst()
-    validated = validate_options(plugin.name, plugin.options_schema, options, "options")
+    validated = validate_options(plugin.name, options_schema(plugin), options, "options")
     distance = fitted(c)
     cpu, start = cpu_seconds(), time.perf_counter()
-    partition = plugin.partition(x, [distance], K, T, validated)
+    partition = run_algorithm(plugin, Problem(x, [distance], K, T, validated))
     return time.perf_counter() - start, cpu_seconds() - cpu, partition
 
 

@@ -1,4 +1,4 @@
-"""What a fresh environment's first runs spend compiling Numba kernels (issue 29, item 3).
+"""What a fresh environment's first runs spend compiling Numba kernels.
 
 Usage: python bench/bench_compile.py [REPEATS] [--rows N] [--only NAME[,NAME...]]
        (default 1 repeat, 5,000 rows; prints medians over the repeats; NAME: a config or demo)

@@ -1,4 +1,4 @@
-"""Cost of the published-content digest and of the linkage tracker (issue 10), per million rows.
+"""Cost of the published-content digest and of the linkage tracker, per million rows.
 
 Usage: python bench/bench_digest.py [ROWS]   (default 200000; prints medians of 3 runs)
 """

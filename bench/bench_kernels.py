@@ -10,7 +10,7 @@ to z-scores (population standard deviation), and the confidential ``charge``, wh
 stable argsort of the column inverted into a permutation (ties broken by row index). The set-up is
 not timed. Every kernel runs once on a small input first (Numba compilation or cache load), then
 ``--repeats`` times per configuration; the median wall and CPU times and all runs (wall) are
-printed, and MDAV k=2 on 23,435 rows against its budget (issue 14: <= 0.35 s CPU; sdcMicro's C++
+printed, and MDAV k=2 on 23,435 rows against its budget (<= 0.35 s CPU; sdcMicro's C++
 takes 4.0-4.3 s here).
 """
 
@@ -43,8 +43,8 @@ def prepare(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(x), ranks
 
 
-#: Issue 14's no-regression budget: MDAV, 23,435 x 7, k=2, seconds of CPU; sdcMicro's C++ MDAV
-#: took 4.0-4.3 s on this machine (measured for issue 14 with identical clusters).
+#: The budget of MDAV, 23,435 x 7, k=2, seconds of CPU; sdcMicro's C++ MDAV takes 4.0-4.3 s on
+#: this machine (measured with identical clusters).
 MDAV_CPU_BUDGET = 0.35
 SDCMICRO_SECONDS = (4.0, 4.3)
 

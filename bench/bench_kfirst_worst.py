@@ -1,11 +1,11 @@
-"""Benchmark of k-first's worst cases (issue 16, item 4): before and after.
+"""Benchmark of k-first's worst cases, against the reference kernel.
 
 Usage::
 
     python bench/bench_kfirst_worst.py                 # both cases, full size, 1 run each
     python bench/bench_kfirst_worst.py --repeats 3     # medians of 3 runs
     python bench/bench_kfirst_worst.py --quick         # 6,000 rows instead of the full sizes
-    python bench/bench_kfirst_worst.py --before-full   # also the old kernel at full size (minutes)
+    python bench/bench_kfirst_worst.py --before-full   # the reference kernel at full size too
 
 The two cases are generated (seed 0), never read from ``../shared``:
 
@@ -22,14 +22,15 @@ The two cases are generated (seed 0), never read from ``../shared``:
 QIs are standardized to z-scores. For each case the script times k-first alone and k-first + the
 merge loop (Algorithm 2 as the ``k-first`` plugin runs it), then checks the final partition with
 the independent verifier :func:`tclose.core.verify.verify_rows` (k, and t for the confidential
-attribute, recomputed from the written rows). "Before" is the kernel as it was before issue 16
-(``tests/k_first_previous.py``, same partitions): it is timed on 2,000 and 4,000 rows (1,000 and
-2,000 for the nominal cases, whose old path is much slower) and extrapolated to the full size with
-the exponent of those two points, unless ``--before-full``. The extrapolation underestimates the
-old kernel, whose cost grows faster at larger sizes.
+attribute, recomputed from the written rows). "Before" is the reference kernel
+(``tests/k_first_previous.py``, which recomputes ``k`` EMDs per candidate; same partitions): it
+is timed on 2,000 and 4,000 rows (1,000 and 2,000 for the nominal cases, where it is much slower)
+and extrapolated to the full size with the exponent of those two points, unless
+``--before-full``. The extrapolation underestimates the reference kernel, whose cost grows
+faster at larger sizes.
 Every kernel runs once on a small input first (compilation or cache load), untimed.
 
-Budget (issue 16): k-first + merge at most 60 s on each case.
+Budget: k-first + merge at most 60 s on each case.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import k_first_previous  # noqa: E402  (the old kernel, kept in the tests as a reference)
+import k_first_previous  # noqa: E402  (the reference kernel, kept in the tests)
 
 from tclose.app.demo import QI_COLUMNS, discharge_table  # noqa: E402
 from tclose.base.hierarchy import Hierarchy  # noqa: E402
@@ -126,7 +127,7 @@ def verify(table: pd.DataFrame, labels: np.ndarray, column: str, distance, optio
     result = verify_rows(frame, list(QI_COLUMNS), {column: (distance, options)}, k, t, len(frame))
     sizes = np.bincount(labels)
     status = (
-        "passed" if result.passed else "FAILED: " + ", ".join(c["name"] for c in result.failures())
+        "passed" if result.passed else "FAILED: " + ", ".join(c.name for c in result.failures())
     )
     return (
         f"verify_rows {status} (k achieved {result.k_achieved}, t achieved "
@@ -137,7 +138,7 @@ def verify(table: pd.DataFrame, labels: np.ndarray, column: str, distance, optio
 def before(
     make: Callable, fit: Callable, k: int, t: float, n: int, full: bool, sizes: tuple[int, int]
 ) -> str:
-    """The old kernel's k-first + merge time at size ``n``: measured, or extrapolated from
+    """The reference kernel's k-first + merge time at size ``n``: measured, or extrapolated from
     ``sizes``."""
     if full:
         _, x, values = make(n)
@@ -170,7 +171,7 @@ def bench_case(name, make, fit, plugin, options, column, n, k, t, args) -> None:
     )
     print(f"  {verify(table, runs[-1][2], column, plugin, options, k, t)}", flush=True)
     if not args.skip_before:
-        sizes = (1_000, 2_000) if column == "diagnosis" else (2_000, 4_000)  # the old path is slow
+        sizes = (1_000, 2_000) if column == "diagnosis" else (2_000, 4_000)  # the reference is slow
         print(f"  before: {before(make, fit, k, t, n, args.before_full, sizes)}", flush=True)
 
 
@@ -179,7 +180,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="6,000 rows per case")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per case")
     parser.add_argument("--before-full", action="store_true", help="old kernel at full size")
-    parser.add_argument("--skip-before", action="store_true", help="do not time the old kernel")
+    parser.add_argument(
+        "--skip-before", action="store_true", help="do not time the reference kernel"
+    )
     args = parser.parse_args()
     tree = Hierarchy.from_mapping(TREE)
     ordered_fit = OrderedEMD.fit

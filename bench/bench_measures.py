@@ -1,4 +1,4 @@
-"""Benchmark of the disclosure-risk and utility measures (issue #15).
+"""Benchmark of the disclosure-risk and utility measures.
 
 Usage::
 
@@ -18,14 +18,14 @@ For each size it prints the median wall-clock time of ``--repeats`` runs of:
 - ``record linkage``: :func:`tclose.measures.record_linkage` alone, and its time divided by
   ``n log2 n`` (constant if it scales as ``n log n``).
 
-``--data uniform`` takes the quasi-identifiers of the issue-14 round trip instead
+``--data uniform`` takes the quasi-identifiers of the 1M-row round trip instead
 (``bench/bench_database.py``: 8 uniformly spread numeric QIs, four of them integers, and a
 ``charge``). ``--previous REV`` also times the measures of the tree at git revision ``REV``
 (its ``framework/measures/__init__.py`` and ``_linkage.py``, loaded beside the current ones),
 alternating the two in each repeat, and prints both medians, the ratio and whether the
 record-linkage shares agree row for row. ``--repeats`` then applies at 1M rows too. ``REV`` has
-the layered layout of issue 30: an earlier tree's ``measures.py`` imports the modules of its flat
-``framework/`` by relative names that the current tree no longer has.
+the layered layout (``framework/measures/``): a tree whose ``measures.py`` imports the modules of
+a flat ``framework/`` by relative names cannot be loaded beside the current one.
 
 Budgets: all measures at 1M rows ≤ 30 s, and no more than the anonymization at 100k rows. The
 load average is printed first: on a shared machine the figures are only comparable between
@@ -53,6 +53,8 @@ import pandas as pd
 from tclose.base.attributes import encode_table
 from tclose.base.config import _attributes, _Checker
 from tclose.base.options import validate_options
+from tclose.blocks.framed import options_schema, run_algorithm
+from tclose.interfaces import Problem
 from tclose.kernels.emd import OrderedEMD
 from tclose.measures import measure_configured, record_linkage
 from tclose.plugins.t_first import TFirst
@@ -70,7 +72,7 @@ def synthetic_frame(n: int, seed: int = 0) -> pd.DataFrame:
 
 
 def uniform_frame(n: int, seed: int = 0) -> pd.DataFrame:
-    """The columns of the issue-14 table (``bench/bench_database.py``) as ``q0..q7`` and ``c``."""
+    """The columns of the round-trip table (``bench/bench_database.py``) as ``q0..q7`` and ``c``."""
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame(
         {
@@ -125,8 +127,8 @@ def anonymize(encoded) -> np.ndarray:
     distance = OrderedEMD.fit(encoded.confidential["c"])
     distance.column = "c"
     plugin = TFirst()
-    options = validate_options(plugin.name, plugin.options_schema, {}, "options")
-    labels = plugin.partition(encoded.x, [distance], K, T, options).labels
+    options = validate_options(plugin.name, options_schema(plugin), {}, "options")
+    labels = run_algorithm(plugin, Problem(encoded.x, [distance], K, T, options)).labels
     return np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MariaDB read through each driver against the PostgreSQL read of the same table (issue 14).
+"""MariaDB read through each driver against the PostgreSQL read of the same table.
 
 Target: the MariaDB read of a 1M-row table at most 2x PostgreSQL's, peak RSS at most 1 GB.
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The verification's read of a published PostgreSQL table: one pass against two (issue 14).
+"""The verification's read of a published PostgreSQL table: one pass against two.
 
 ``scan_published`` (what the verify phase reads: the QI and confidential columns, the content
 digest, the linkage check) in process, on a table published by ``tclose run`` from
 ``bench/bench_roundtrip.py``'s source (``bench_rt_<rows>``, created if missing and kept), with the
 session's ``read_with_digest`` (one binary ``COPY``, hashed and cut by NumPy) and without it
-(``read`` of the columns, then ``content_digest``: the two passes before). Interleaved, in one
+(``read`` of the columns, then ``content_digest``: two passes). Interleaved, in one
 session each time; checks that both give the same frame, digest and linking columns, and prints
 medians of wall and process CPU time, and of the parts (the columns' read, the digest alone, the
 one pass). The published table (``--target``) is dropped at the end unless ``--keep``.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A run's PostgreSQL read and write phases against the binary COPY floor (issue 14).
+"""A run's PostgreSQL read and write phases against the binary COPY floor.
 
 The table is the one of ``bench/bench_database.py`` (``id`` key, 8 numeric quasi-identifiers,
 ``charge``, 10 pass-through columns; ~220 MB at 1M rows), ``bench_rt_<rows>`` as

@@ -1,4 +1,4 @@
-"""Benchmark of issue 16: ``auto`` (refined candidates) against the paper's three algorithms.
+"""Benchmark of ``auto`` (refined candidates) against the paper's three algorithms.
 
 Usage::
 
@@ -200,7 +200,7 @@ def plot(frame: pd.DataFrame, path: Path) -> None:
     ax.axhline(1.0, color="grey", linewidth=1)
     ax.set_xticks(np.arange(len(cells)) + 0.4 - width / 2, cells, fontsize=8)
     ax.set_ylabel("SSE of auto / smallest SSE of the paper's algorithms")
-    ax.set_title("auto (refined candidates) against t-first, merge, k-first (issue 16)")
+    ax.set_title("auto (refined candidates) against t-first, merge, k-first")
     ax.set_ylim(0, 1.1)
     ax.legend(fontsize=8, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
@@ -252,6 +252,8 @@ def blocks_section() -> None:
     from tclose.app.demo import QI_COLUMNS, discharge_table
     from tclose.base.arrays import standardize
     from tclose.base.options import validate_options
+    from tclose.blocks.framed import options_schema, run_algorithm
+    from tclose.interfaces import Problem
     from tclose.kernels.emd import OrderedEMD
     from tclose.kernels.refine import sse_of
     from tclose.plugins.t_first import TFirst
@@ -271,10 +273,10 @@ def blocks_section() -> None:
         for blocks in (1, 16):
             for refine in (False, True):
                 options = validate_options(
-                    "t-first", plugin.options_schema, {"blocks": blocks, "refine": refine}, "o"
+                    "t-first", options_schema(plugin), {"blocks": blocks, "refine": refine}, "o"
                 )
                 started = time.perf_counter()
-                labels = plugin.partition(x, [distance], 10, 0.25, options).labels
+                labels = run_algorithm(plugin, Problem(x, [distance], 10, 0.25, options)).labels
                 results[blocks, refine] = sse_of(x, labels) / x.size
                 print(
                     f"{name}, k=10, t=0.25, {blocks:2d} block(s), refine={refine!s:5}: SSE "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The 1M-row PostgreSQL round trip against the binary COPY floor (issue 14).
+"""The 1M-row PostgreSQL round trip against the binary COPY floor.
 
 Target: everything a ``tclose run`` does but the kernel — the whole process, start-up and exit
 included, minus the report's ``kernel`` time — at most 1.5x the floor: a bare binary
@@ -147,6 +147,8 @@ def kernel_alone(name: str, repeats: int) -> tuple[float, float]:
     from tclose.base.attributes import encode_table
     from tclose.base.config import _attributes, _Checker
     from tclose.base.options import validate_options
+    from tclose.blocks.framed import options_schema, run_algorithm
+    from tclose.interfaces import Problem
     from tclose.kernels.emd import OrderedEMD
     from tclose.plugins.t_first import TFirst
 
@@ -157,12 +159,12 @@ def kernel_alone(name: str, repeats: int) -> tuple[float, float]:
     document["charge"] = {"role": "confidential", "type": "numeric"}
     attributes = list(_attributes(_Checker({}), document).values())
     plugin = TFirst()
-    options = validate_options(plugin.name, plugin.options_schema, {}, "options")
+    options = validate_options(plugin.name, options_schema(plugin), {}, "options")
 
     def partition(encoded) -> None:
         distance = OrderedEMD.fit(encoded.confidential["charge"])
         distance.column = "charge"
-        labels = plugin.partition(encoded.x, [distance], 10, 0.25, options).labels
+        labels = run_algorithm(plugin, Problem(encoded.x, [distance], 10, 0.25, options)).labels
         assert len(np.asarray(labels)) == len(encoded.x)
 
     partition(encode_table(frame.head(3000), attributes))

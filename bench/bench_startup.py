@@ -1,9 +1,9 @@
-"""Start-up cost of the ``tclose`` command (issue 14): ``tclose plugins``, ``import tclose``, and a
+"""Start-up cost of the ``tclose`` command: ``tclose plugins``, ``import tclose``, and a
 100-row ``tclose run`` with a warm and with a cold Numba cache, against the budgets.
 
 Usage: python bench/bench_startup.py [REPEATS] [--no-cold]   (default 5 repeats; prints medians)
 
-Targets (issue 14, warm Numba cache): ``tclose plugins`` <= 0.4 s CPU, a 100-row SQLite
+Targets (warm Numba cache): ``tclose plugins`` <= 0.4 s CPU, a 100-row SQLite
 ``tclose run`` <= 1 s CPU. Each line prints the measured median, the budget and the ratio
 (measured / budget: <= 1.00 meets it), with the median peak RSS.
 
@@ -33,7 +33,7 @@ RUN_CPU_BUDGET = 1.0  # seconds of CPU, a 100-row run with a warm cache
 
 #: Libraries a run may import, each timed alone to show the floor it sets (numba.np.arraymath is
 #: what Numba imports on its first cached kernel load; it imports scipy.linalg for BLAS). Each line
-#: says whether the 100-row run imported it: since issue 14 it imports neither Numba nor SciPy.
+#: says whether the 100-row run imported it: it imports neither Numba nor SciPy.
 COMPONENTS = (
     "import numpy",
     "import pandas",

@@ -1,4 +1,4 @@
-"""``tclose verify`` against pycanon on the same published table (issue 14: no regression).
+"""``tclose verify`` against pycanon on the same published table.
 
 Usage:
     python bench/bench_verify.py --pycanon-python VENV/bin/python [--rows 1000,2000,5000]

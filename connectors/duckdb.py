@@ -20,10 +20,10 @@ What DuckDB gives, and so what a run gets:
   vectors (``fetch_df_chunk``), other columns as Python values (``fetchmany``).
 - Bulk writes: rows are handed to DuckDB as a pandas DataFrame it scans in place (``INSERT ...
   SELECT`` from the registered frame), never row by row (``executemany`` is slow in DuckDB).
-- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type stays exactly what it
-  was: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``, ``TIMESTAMP WITH TIME ZONE``,
-  ``HUGEINT``, lists and structs included (a type without a generic SQLAlchemy equivalent can be
-  published only into DuckDB).
+- Types: read from DuckDB's own catalog (``duckdb_columns()``), so a type is published exactly
+  as the source declares it: ``DOUBLE`` stays ``DOUBLE``, ``DECIMAL(p,s)``, ``TIMESTAMP``,
+  ``TIMESTAMP WITH TIME ZONE``, ``HUGEINT``, lists and structs included (a type without a
+  generic SQLAlchemy equivalent can be published only into DuckDB).
 
 Parquet and CSV files are read and written through the same machinery by
 :mod:`tclose.connectors.files`.
@@ -48,13 +48,14 @@ from sqlalchemy.dialects import registry as dialect_registry
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from tclose.connectors.sql import (  # noqa: F401 (NativeType: re-exported, it was defined here)
+from tclose.connectors.sql import (
     KEY_LABEL,
     ORDER_IS_IDENTITY,
     NativeType,
     Session,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     _existing_tables,
     bits_as_text,
@@ -220,9 +221,6 @@ class DuckDBSession(Session):
 
     database: DuckDBDatabase
 
-    #: Whether :meth:`read_statement` leaves intervals to the driver (:meth:`parsed_values`).
-    _parsed_values = False
-
     def column_types(self, table: sa.Table) -> dict[str, str]:
         """Column name → its type as DuckDB's catalog spells it (``duckdb_columns()``'s
         ``data_type``: ``DECIMAL(18,3)``, ``TIMESTAMP WITH TIME ZONE``)."""
@@ -249,18 +247,6 @@ class DuckDBSession(Session):
             {"s": table.schema or "main", "t": table.name},
         ).first()
         return "view" if found and not found[0] and found[1] else None
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, intervals are read as the driver gives them (``timedelta``), as
-        the content digest (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, and the summed
-        ``DIGEST_ALGORITHM`` before it) has always hashed them: the digests of reports made
-        before intervals were read as text stay the same."""
-        self._parsed_values = True
-        try:
-            yield
-        finally:
-            self._parsed_values = False
 
     def infinite_counts(self, name: TableName, columns: Sequence[str]) -> dict[str, int]:
         """Date or timestamp column of ``columns`` → its rows holding ``infinity`` or
@@ -315,14 +301,11 @@ class DuckDBSession(Session):
         """As :meth:`Session.read_rows`, with each ``infinity`` or ``-infinity`` of a date or
         timestamp column as an :class:`InfiniteDate` or :class:`InfiniteDatetime`: equal to the
         value DuckDB's client gives (``9999-12-31``, ``0001-01-01``, ...), so every use of the
-        value is as before, but with a ``repr`` of its own, which the content digest
-        (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) hashes. Before, ``infinity`` and
-        ``9999-12-31`` hashed alike: a published table could be changed from one to the other
-        and keep its digest. A table without such a value is read as before (its digest is
-        unchanged); one with such values gets another digest than before, so a report made
-        before this no longer matches it. Such a table is read with an ``isinf`` flag per
-        date column holding one (read as text, outside :meth:`parsed_values`, a
-        ``TIMESTAMP_NS`` says ``infinity`` itself)."""
+        value is the same, but with a ``repr`` of its own, which the content digest
+        (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) hashes: ``infinity`` and
+        ``9999-12-31`` hash apart, so a published table changed from one to the other fails
+        its digest. A table holding such a value is read with an ``isinf`` flag per date
+        column holding one (a ``TIMESTAMP_NS``, read as text, says ``infinity`` itself)."""
         infinite = [c for c, n in self.infinite_counts(name, columns).items() if n]
         if not infinite:
             yield from super().read_rows(name, columns, key, chunk_size, with_key)
@@ -342,17 +325,15 @@ class DuckDBSession(Session):
     def read_statement(
         self, name: TableName, columns: Sequence[str], key: str | None, with_key: bool
     ) -> tuple[sa.Select, list[sa.types.TypeEngine]]:
-        """As :meth:`Session.read_statement`, with intervals read as their text (outside
-        :meth:`parsed_values`): DuckDB's Python client gives a ``timedelta``, which counts a
-        month as 30 days and folds days into hours (``1 year 2 months`` would be ``420 days``,
-        ``24:00:00`` would be ``1 day``). So are ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's
-        ``datetime`` and ``time`` drop the nanoseconds: streamed into another DuckDB file or a
-        Parquet file, ``.123456789`` was published as ``.123456``), and ``JSON`` (the client
+        """As :meth:`Session.read_statement`, with intervals read as their text: DuckDB's Python
+        client gives a ``timedelta``, which counts a month as 30 days and folds days into hours
+        (``1 year 2 months`` would be ``420 days``, ``24:00:00`` would be ``1 day``). So are
+        ``TIMESTAMP_NS`` and ``TIME_NS`` (Python's ``datetime`` and ``time`` drop the
+        nanoseconds: streamed into another DuckDB file or a Parquet file, ``.123456789`` would
+        be published as ``.123456``), and ``JSON`` (the client
         may give a value parsed, ``12345678901234567890123`` as an ``int``: its text as
         written is what another database's JSON or text column must get)."""
         statement, types = super().read_statement(name, columns, key, with_key)
-        if self._parsed_values:
-            return statement, types
         selected = list(statement.selected_columns)
         first = len(selected) - len(types)
         for i, column_type in enumerate(types, start=first):
@@ -827,16 +808,21 @@ class DuckDBDatabase(SQLDatabase):
         )
         return home, f"content {count} rows, columns {declared}, hash sum {total}"
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its ``SELECT`` names
         (DuckDB's own parser, ``json_serialize_sql``, gives its base tables), transitively, and
         of every file it reads (``read_parquet('x.parquet')``, ``FROM 'x.csv'``; the identity of
         a Parquet or CSV target, :meth:`tclose.connectors.files.FileDatabase.table_identity`).
-        DuckDB keeps no record of what a view reads, and binds its names only when it is read."""
+        DuckDB keeps no record of what a view reads, and binds its names only when it is read.
+        Unknown (:class:`TablesRead`) when a view calls a macro, a client's function or a
+        table function that reads what its text names (:func:`_unlisted_calls`)."""
         return tables_read_through(self, name, self._view_reads)
 
-    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
-        """The tables and the files the ``SELECT`` of view ``table`` names (none for a table)."""
+    def _view_reads(
+        self, table: TableName, identity: tuple
+    ) -> tuple[list[TableName], list, str | None]:
+        """The tables and the files the ``SELECT`` of view ``table`` names (none for a table),
+        and why the catalog cannot list everything it reads (:func:`_unlisted_calls`)."""
         with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
             definition = c.execute(
                 sa.text(
@@ -847,13 +833,28 @@ class DuckDBDatabase(SQLDatabase):
                 {"s": identity[2], "t": identity[3]},
             ).scalar()
             if definition is None:
-                return [], []
+                return [], [], None
             tree = c.execute(
                 sa.text("SELECT json_serialize_sql(:q)"), {"q": _view_select(definition)}
             ).scalar()
             tree = json.loads(tree) if isinstance(tree, str) else tree
             files = _files_globbed(c, _names_read(tree))
-        return _base_tables(tree), files
+            built_in = {
+                name
+                for name, internal in c.exec_driver_sql(
+                    "SELECT lower(function_name), bool_and(internal) FROM duckdb_functions() "
+                    "GROUP BY 1"
+                )
+                if internal
+            }
+        unlisted = _unlisted_calls(tree, built_in)
+        why = (
+            f"view {table} calls {', '.join(unlisted)}, whose reads the catalog does not list "
+            f"(a macro or a function that reads tables by name)"
+            if unlisted
+            else None
+        )
+        return _base_tables(tree), files, why
 
     def adapt_portable_type(self, generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
         """A float of another database keeps its precision: ``FLOAT`` is 32 bits in DuckDB, so
@@ -897,6 +898,40 @@ def _base_tables(tree: Any) -> list[TableName]:
     if tree.get("type") == "BASE_TABLE" and tree.get("table_name"):
         return [TableName(tree.get("schema_name") or None, tree["table_name"])]
     return [name for value in tree.values() for name in _base_tables(value)]
+
+
+#: The built-in table functions whose reads a view's definition shows: the file readers (their
+#: files are walked as names, :func:`_names_read`) and those that read nothing.
+KNOWN_TABLE_FUNCTIONS = frozenset(
+    {"read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "read_json", "read_json_auto"}
+    | {"read_ndjson", "read_ndjson_auto", "read_text", "read_blob", "range", "generate_series"}
+    | {"unnest"}
+)
+
+
+def _unlisted_calls(tree: Any, built_in: set[str]) -> list[str]:
+    """The calls of a parsed statement (``json_serialize_sql``) whose reads it does not show:
+    a function that is not one of DuckDB's own (``built_in``: a macro, a table macro, a
+    function registered by a client), and a table function outside
+    :data:`KNOWN_TABLE_FUNCTIONS` (``query_table('t')`` and ``query('...')`` read tables named
+    by text, a scanner reads another database)."""
+    found: set[str] = set()
+
+    def visit(node: Any, table_function: bool = False) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            if node.get("class") == "FUNCTION" and isinstance(node.get("function_name"), str):
+                name = node["function_name"].lower()
+                unknown = table_function and name not in KNOWN_TABLE_FUNCTIONS
+                if unknown or name not in built_in:
+                    found.add(f"{'table function' if table_function else 'function'} {name}()")
+            for key, item in node.items():
+                visit(item, key == "function" and node.get("type") == "TABLE_FUNCTION")
+
+    visit(tree)
+    return sorted(found)
 
 
 def _names_read(tree: Any) -> list[str]:

@@ -59,6 +59,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import name_max
+from tclose.connector import TablesRead
 from tclose.connectors.duckdb import DRIVER, DuckDBDatabase, DuckDBSession, duckdb_engine
 from tclose.connectors.releases import NO_RECORD
 from tclose.connectors.sql import (
@@ -599,10 +600,10 @@ class FileDatabase(DuckDBDatabase):
         stat = self.path.stat()
         return ("file", stat.st_dev, stat.st_ino)
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The file's identity: a file reads nothing else (DuckDB's views do)."""
         identity = self.table_identity(name)
-        return [] if identity is None else [identity]
+        return TablesRead([] if identity is None else [identity])
 
     def release_problem(self, name: TableName, connection: Connection | None = None) -> str | None:
         """Why the existing file is not a release tclose published, unchanged since; ``None``

@@ -1,7 +1,7 @@
 """Connector plugin ``mysql``: MySQL and MariaDB through PyMySQL.
 
 - DDL commits implicitly in MySQL, so a writing session first takes the run lock
-  (``GET_LOCK``), drops the tables that runs now over recorded in the registry ``tclose_owned``,
+  (``GET_LOCK``), drops the tables that finished runs recorded in the registry ``tclose_owned``,
   proves on an empty table the privileges its publish needs in the target's schema, records and
   creates the staging table, and only then opens ``START TRANSACTION WITH CONSISTENT SNAPSHOT``
   for the reads and the DML (helper tables are ``TEMPORARY``, whose creation and ``DROP
@@ -68,11 +68,13 @@ from tclose.connectors.sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     driver_connection,
     random_suffix,
     tables_read_through,
     vanishing_table,
+    wait_in_slices,
 )
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
@@ -155,6 +157,17 @@ MEMORY_ENGINES = ("MEMORY", "HEAP")
 #: Two quoted names joined by a dot, as a view's stored definition names a table
 #: (`schema`.`table`; also `alias`.`column`, whose "table" then does not exist).
 _QUALIFIED_NAME = re.compile(r"`((?:[^`]|``)+)`\.`((?:[^`]|``)+)`")
+#: The characters a MariaDB/MySQL name may not end with (the server's "Incorrect table name").
+TRAILING_SPACES = " \t\n\v\f\r"
+#: A call of a stored function in a view's definition as the server writes it: the function's
+#: name quoted (a built-in's is bare), right before its parenthesis.
+_STORED_FUNCTION = re.compile(r"`((?:[^`]|``)+)`\(")
+#: The storage engines that keep a table's rows in the table itself: a read of a table of any
+#: other engine (``MRG_MyISAM``, ``FEDERATED``, ``CONNECT``, ``SPIDER``) reads other tables.
+LOCAL_ENGINES = frozenset(
+    {"INNODB", "MYISAM", "ARIA", "MEMORY", "HEAP", "CSV", "ARCHIVE", "SEQUENCE", "BLACKHOLE"}
+    | {"COLUMNSTORE", "ROCKSDB", "TOKUDB", "S3"}
+)
 
 
 def run_lock_name(schema: str, target: str) -> str:
@@ -263,23 +276,6 @@ class MySQLSession(DriverSession):
 
     #: The content digest of this session's reads (:func:`tclose.core.published.scan_published`).
     digest_algorithm = MYSQL_ORDERED_DIGEST_ALGORITHM
-    #: Whether reads give the driver's own values (:meth:`parsed_values`).
-    _driver_values = False
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, reads give each column's values as the driver converts them, and
-        ``TIMESTAMP`` values in the server's time zone, as the earlier content digest
-        (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed them when MariaDB/MySQL reports used
-        it, so that ``tclose verify --report`` recomputes it from the same values (through the
-        driver that made the report: they differ on ``FLOAT`` values and zero dates)."""
-        self._driver_values = True
-        self.execute("SET time_zone = @@global.time_zone")  # as a session began then
-        try:
-            yield
-        finally:
-            self._driver_values = False
-            self.execute("SET time_zone = '+00:00'")
 
     def read_expression(self, column: sa.ColumnElement) -> sa.ColumnElement:
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
@@ -290,8 +286,6 @@ class MySQLSession(DriverSession):
         ``DATE``, ``DATETIME`` or ``TIMESTAMP`` as its text (:meth:`stream`
         parses it: a zero or invalid date that MariaDB Connector/Python cannot read and
         mysqlclient reads as ``None`` stays its text, as PyMySQL returns it)."""
-        if self._driver_values:
-            return column
         if _is_float(column.type):
             return _AsDouble(column)
         if isinstance(column.type, mysql.BIT):
@@ -354,11 +348,17 @@ class MySQLSession(DriverSession):
             self.execute(f"SELECT 1 FROM {self.database.qualified(name)} LIMIT 0")
 
     def lock(self, target: TableName) -> None:
-        """Take the run lock of ``target`` (a named lock held by this connection)."""
+        """Take the run lock of ``target`` (a named lock held by this connection), waiting up
+        to :data:`LOCK_WAIT_SECONDS` in slices (:func:`~tclose.connectors.sql.wait_in_slices`):
+        a signal stops the wait within one, whichever driver blocks in ``GET_LOCK``."""
         schema = target.schema or self.database.url.database or ""
         name = run_lock_name(schema, target.name)
-        got = self.execute(f"SELECT GET_LOCK('{name}', {LOCK_WAIT_SECONDS})")
-        if not got or got[0][0] != 1:
+
+        def attempt(seconds: int) -> bool:
+            got = self.execute(f"SELECT GET_LOCK('{name}', {seconds})")
+            return bool(got) and got[0][0] == 1
+
+        if not wait_in_slices(attempt, LOCK_WAIT_SECONDS):
             raise DataError(
                 f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
                 f"nothing was written. Retry when it has finished."
@@ -519,13 +519,12 @@ class MySQLSession(DriverSession):
         the rows. The text of the temporal columns among ``column_types`` (the last columns of
         the statement; :meth:`read_expression`) is parsed into ``date`` and ``datetime``."""
         parsers: dict[int, Callable[[Any], Any]] = {}
-        if not self._driver_values:
-            offset = len(statement.selected_columns) - len(column_types)
-            for i, column_type in enumerate(column_types):
-                if isinstance(column_type, sa.DateTime):
-                    parsers[offset + i] = _datetime_or_text
-                elif _is_temporal(column_type):
-                    parsers[offset + i] = _date_or_text
+        offset = len(statement.selected_columns) - len(column_types)
+        for i, column_type in enumerate(column_types):
+            if isinstance(column_type, sa.DateTime):
+                parsers[offset + i] = _datetime_or_text
+            elif _is_temporal(column_type):
+                parsers[offset + i] = _date_or_text
         for rows in self._stream(statement, chunk_size):
             if parsers and rows:
                 columns = list(zip(*rows))
@@ -952,11 +951,7 @@ class MySQLDatabase(SQLDatabase):
                 f"==> At {path}\nThe database {schema} of table {name} does not exist on "
                 f"{self.redacted_url}. Create it, or name an existing one."
             )
-        problem = self.name_problem(name.name)
-        if problem is not None:
-            raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
-            )
+        self.check_configured_name(name, path)
         return TableName(str(database[0]), name.name)
 
     def name_problem(self, name: str) -> str | None:
@@ -969,6 +964,14 @@ class MySQLDatabase(SQLDatabase):
         problem = super().name_problem(name)
         if problem is not None:
             return problem
+        if name[-1] in TRAILING_SPACES:
+            return f"ending with white space ({name[-1]!r}), which {self.dialect} refuses in names"
+        beyond = sorted({c for c in name if ord(c) > 0xFFFF})
+        if beyond:
+            return (
+                f"holding {', '.join(repr(c) for c in beyond)}, beyond the characters "
+                f"{self.dialect} keeps in names (U+0001 to U+FFFF)"
+            )
         size, limit = self.file_name_size(name), FILE_NAME_MAX - FILE_EXTENSION
         if size > limit:
             return (
@@ -1104,28 +1107,47 @@ class MySQLDatabase(SQLDatabase):
         unique = {(a["account"], a["through"]): a for a in found if a["account"] != mine}
         return {"checked": True, "accounts": [unique[k] for k in sorted(unique)]}
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and, if it is a view, of every table its definition names
         (``information_schema.views``, where the server writes each table as
-        ``schema``.``table``), transitively. A view whose definition this account may not see
-        (no ``SHOW VIEW``) counts as reading nothing more."""
+        ``schema``.``table``), transitively. Unknown (:class:`TablesRead`) when this account
+        may not see a view's definition (no ``SHOW VIEW``), when a view calls a stored function (the server writes its name quoted, a built-in's bare:
+        ``` `f`(``` ), whose body may read any table, or a table keeps its rows elsewhere: an
+        engine not in :data:`LOCAL_ENGINES` (``MRG_MyISAM`` reads other tables, ``FEDERATED``,
+        ``CONNECT`` and ``SPIDER`` other servers)."""
         return tables_read_through(self, name, self._view_reads)
 
-    def _view_reads(self, table: TableName, identity: tuple) -> tuple[list[TableName], list]:
-        """The tables the definition of view ``table`` names (none for a table)."""
+    def _view_reads(
+        self, table: TableName, identity: tuple
+    ) -> tuple[list[TableName], list, str | None]:
+        """The tables the definition of view ``table`` names (none for a table), and why the
+        catalog cannot list everything a read of ``table`` reads (``None``: it can)."""
         query = (
-            "SELECT view_definition FROM information_schema.views "
-            "WHERE table_schema = %s AND table_name = %s"
+            "SELECT t.engine, t.table_type, v.view_definition FROM information_schema.tables t "
+            "LEFT JOIN information_schema.views v ON v.table_schema = t.table_schema "
+            "AND v.table_name = t.table_name WHERE t.table_schema = %s AND t.table_name = %s"
         )
         with self.errors(f"reading the definition of {table}"), self.engine.connect() as c:
             if c.dialect.paramstyle == "qmark":
                 query = query.replace("%s", "?")
-            definition = c.exec_driver_sql(query, (identity[-2], identity[-1])).scalar()
+            row = c.exec_driver_sql(query, (identity[-2], identity[-1])).first()
+        engine, kind, definition = row if row is not None else (None, None, None)
         names = [
             TableName(schema.replace("``", "`"), name.replace("``", "`"))
             for schema, name in _QUALIFIED_NAME.findall(definition or "")
         ]
-        return names, []
+        called = sorted({f.replace("``", "`") for f in _STORED_FUNCTION.findall(definition or "")})
+        if kind == "VIEW" and not definition:
+            why = f"the definition of view {table} is hidden from this account (no SHOW VIEW)"
+        elif called:
+            why = f"view {table} calls the stored function(s) {', '.join(called)}"
+        elif engine is not None and engine.upper() not in LOCAL_ENGINES:
+            why = f"table {table} is a {engine} table, whose rows are read from elsewhere"
+        else:
+            why = None
+        if why is not None:
+            why += ", which the catalog does not list the reads of"
+        return names, [], why
 
     def table(self, name: TableName, connection: sa.Connection | None = None) -> sa.Table:
         """The reflected table, with exactly the columns the server's catalog lists:

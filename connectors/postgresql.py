@@ -47,11 +47,13 @@ from tclose.connectors.sql import (
     DriverSession,
     SQLDatabase,
     TableName,
+    TablesRead,
     _connection,
     bits_as_text,
     driver_connection,
     random_suffix,
     vanishing_table,
+    wait_in_slices,
 )
 
 #: Seconds a run waits for another run on the same target to finish before giving up.
@@ -103,22 +105,30 @@ class PostgreSQLSession(DriverSession):
         """Take the run lock of ``target``: a session-level advisory lock, taken outside the
         transaction (whose snapshot must begin after the wait) and released by :meth:`end` or
         when the connection closes. An unqualified name is qualified with ``current_schema()``
-        first, so that every spelling takes one lock."""
+        first, so that every spelling takes one lock. The wait, up to
+        :data:`LOCK_WAIT_SECONDS`, is made in slices (``lock_timeout``,
+        :func:`~tclose.connectors.sql.wait_in_slices`): a signal stops it within one."""
         if target.schema is None:
             target = TableName(self.execute("SELECT current_schema()")[0][0], target.name)
         key = run_lock_key(target.qualified)
         if self.database.server_version >= 140000:  # a killed client stops waiting, too
             self.execute("SET client_connection_check_interval = '2s'")
-        self.execute(f"SET lock_timeout = '{LOCK_WAIT_SECONDS}s'")
-        try:
-            self.execute(f"SELECT pg_advisory_lock({key})")
-        except sa.exc.OperationalError as error:
-            if getattr(error.orig, "sqlstate", None) == "55P03":
-                raise DataError(
-                    f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
-                    f"nothing was written. Retry when it has finished."
-                ) from None
-            raise
+
+        def attempt(seconds: int) -> bool:
+            self.execute(f"SET lock_timeout = '{seconds}s'")
+            try:
+                self.execute(f"SELECT pg_advisory_lock({key})")
+            except sa.exc.OperationalError as error:
+                if getattr(error.orig, "sqlstate", None) == "55P03":  # lock_not_available
+                    return False
+                raise
+            return True
+
+        if not wait_in_slices(attempt, LOCK_WAIT_SECONDS):
+            raise DataError(
+                f"Another tclose run is writing {target} (waited {LOCK_WAIT_SECONDS} s); "
+                f"nothing was written. Retry when it has finished."
+            )
         self.lock_key = key
         self.execute("SET lock_timeout = 0")
 
@@ -143,21 +153,6 @@ class PostgreSQLSession(DriverSession):
                 self.execute(f"SELECT pg_advisory_unlock({self.lock_key})")
                 self.lock_key = None
 
-    #: Whether :meth:`stream` gives psycopg's parsed ``json``/array values (:meth:`parsed_values`).
-    _parsed_values = False
-
-    @contextlib.contextmanager
-    def parsed_values(self) -> Iterator[None]:
-        """Within the block, :meth:`stream` gives ``json``, ``jsonb`` and array values as
-        psycopg parses them (``dict``, ``list``) instead of their text: the values the earlier
-        content digest (:data:`tclose.base.digests.DIGEST_ALGORITHM`) hashed when PostgreSQL
-        reports used it, so that ``tclose verify --report`` recomputes it from the same values."""
-        self._parsed_values = True
-        try:
-            yield
-        finally:
-            self._parsed_values = False
-
     def stream(
         self,
         statement: sa.Select,
@@ -173,8 +168,7 @@ class PostgreSQLSession(DriverSession):
         a JSON ``null`` stays apart from SQL NULL, and a number no float holds stays as it is;
         psycopg's own loaders would give Python objects that it cannot write back (``dict``)
         or that lose these. Arrays (never in binary format) come as their text too, which keeps
-        their bounds (see :func:`_as_text`). Inside :meth:`parsed_values` both come as psycopg
-        parses them (``dict``, ``list``), as they did before."""
+        their bounds (see :func:`_as_text`)."""
         import psycopg
 
         sql = str(statement.compile(dialect=self.database.engine.dialect))
@@ -184,8 +178,7 @@ class PostgreSQLSession(DriverSession):
             for t in column_types
         )
         cursor = raw.cursor(name=f"tclose_{random_suffix()}", binary=binary)
-        if not self._parsed_values:
-            _as_text(cursor)
+        _as_text(cursor)
         try:
             cursor.execute(sql, {})  # parameters given so that psycopg turns %% back into %
             while True:
@@ -842,10 +835,15 @@ class PostgreSQLDatabase(SQLDatabase):
             )
         return None
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and of every relation whose rows reading it reads: the
-        relations a view's rule reads (``pg_rewrite`` and ``pg_depend``), and the partitions and
-        inheriting tables (``pg_inherits``) of each, transitively."""
+        relations a view's rule reads (``pg_rewrite`` and ``pg_depend``), the partitions and
+        inheriting tables (``pg_inherits``) of each, and what the row-level security policies
+        of each read (``pg_policy``), transitively. Unknown (:class:`TablesRead`) as soon as
+        that closure holds anything but tables, views, materialized views, sequences, types
+        other than domains and collations: a function or an operator (whose body may read
+        any table), a foreign table (whose rows another server reads, possibly this one), a
+        domain (whose checks may call functions)."""
         return self._identities(_READS, name)
 
     def row_security(self, name: TableName) -> dict[str, Any]:
@@ -856,13 +854,20 @@ class PostgreSQLDatabase(SQLDatabase):
         policies filter a role unless the table has none enabled (``relrowsecurity``), the
         role is a superuser or ``BYPASSRLS``, or it has the owner's privileges and the table is
         not ``FORCE ROW LEVEL SECURITY``. A partition or inheriting table read through its
-        parent is filtered by the parent's policies only, as PostgreSQL does."""
+        parent is filtered by the parent's policies only, as PostgreSQL does. Over the closure
+        of :meth:`tables_read`: when it is unknown (a function, a foreign table), ``applies``
+        is true if a table it lists filters, else ``None`` (unknown), never false, and
+        ``unknown`` says why."""
         where = f"looking for row-level security on {name}"
         with self.errors(where), self.engine.connect() as connection:
             role = connection.exec_driver_sql("SELECT current_user").scalar()
             rows = connection.exec_driver_sql(_ROW_SECURITY, {"name": self.qualified(name)}).all()
         tables = [{"table": str(table), "role": str(reader)} for table, reader in rows]
-        return {"applies": bool(tables), "role": str(role), "tables": tables}
+        security: dict[str, Any] = {"applies": bool(tables), "role": str(role), "tables": tables}
+        unknown = self.tables_read(name).unknown
+        if unknown is not None:
+            security.update(applies=True if tables else None, unknown=unknown)
+        return security
 
     def tables_dropped(self, name: TableName) -> list[tuple]:
         """The identities of ``name`` and of the partitions a ``DROP TABLE`` of it drops with
@@ -882,13 +887,16 @@ class PostgreSQLDatabase(SQLDatabase):
             rows = c.exec_driver_sql(_BLOCKERS, {"name": self.qualified(name)}).all()
         return sorted(what for (what,) in rows)
 
-    def _identities(self, query: str, name: TableName) -> list[tuple]:
-        """:meth:`table_identity` of each OID ``query`` gives for the quoted ``name``."""
+    def _identities(self, query: str, name: TableName) -> TablesRead:
+        """:meth:`table_identity` of each OID ``query`` gives for the quoted ``name``, unknown
+        with the objects ``query`` describes in its second column, if it has one."""
         with self.errors(f"looking for table {name}"), self.engine.connect() as connection:
             rows = connection.exec_driver_sql(query, {"name": self.qualified(name)}).all()
-            oids = [int(oid) for (oid,) in rows if oid is not None]
+            oids = [int(row[0]) for row in rows if row[0] is not None]
+            unlisted = sorted({str(row[1]) for row in rows if len(row) > 1 and row[1]})
+            unknown = _unknown_reads(unlisted)
             if not oids:
-                return []
+                return TablesRead([], unknown)
             try:
                 with connection.begin_nested():
                     server = connection.exec_driver_sql(
@@ -899,7 +907,7 @@ class PostgreSQLDatabase(SQLDatabase):
                     "SELECT pg_postmaster_start_time()::text || ':' || current_setting('port')"
                 ).scalar()
             database = connection.exec_driver_sql("SELECT current_database()").scalar()
-        return [("postgresql", server, database, oid) for oid in oids]
+        return TablesRead([("postgresql", server, database, oid) for oid in oids], unknown)
 
     def declared_types(self, connection: sa.Connection, name: TableName) -> dict[str, str]:
         """``format_type`` of each column (``point``, ``xml``, a composite type qualified when
@@ -935,23 +943,52 @@ def _resolved_row(
     return None if found is None else (str(found[0]), str(found[1]), bool(found[2]))
 
 
-#: The OIDs of a relation (``%(name)s``, quoted) and of every relation it reads, as
-#: :meth:`PostgreSQLDatabase.tables_read` says.
+#: The OIDs of a relation (``%(name)s``, quoted) and of every relation it reads, each with the
+#: description (``pg_describe_object``) of what the catalog cannot say the reads of, as
+#: :meth:`PostgreSQLDatabase.tables_read` says. Built-in functions and types are pinned: no
+#: ``pg_depend`` row names them.
 _READS = """
-WITH RECURSIVE reads(oid) AS (
-    SELECT to_regclass(%(name)s)::oid
+WITH RECURSIVE reads(classid, objid) AS (
+    SELECT 'pg_class'::regclass::oid, to_regclass(%(name)s)::oid
     UNION
-    SELECT next.oid FROM reads CROSS JOIN LATERAL (
-        SELECT d.refobjid AS oid FROM pg_rewrite w JOIN pg_depend d
+    SELECT next.classid, next.objid FROM reads CROSS JOIN LATERAL (
+        SELECT d.refclassid AS classid, d.refobjid AS objid
+        FROM pg_class v JOIN pg_rewrite w ON w.ev_class = v.oid JOIN pg_depend d
             ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-            AND d.refclassid = 'pg_class'::regclass
-        WHERE w.ev_class = reads.oid AND d.refobjid <> reads.oid
+        WHERE reads.classid = 'pg_class'::regclass AND v.oid = reads.objid AND v.relkind = 'v'
+            AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = reads.objid)
         UNION ALL
-        SELECT inhrelid FROM pg_inherits WHERE inhparent = reads.oid
+        SELECT 'pg_class'::regclass, i.inhrelid FROM pg_inherits i
+        WHERE reads.classid = 'pg_class'::regclass AND i.inhparent = reads.objid
+        UNION ALL
+        SELECT d.refclassid, d.refobjid FROM pg_policy p JOIN pg_depend d
+            ON d.classid = 'pg_policy'::regclass AND d.objid = p.oid
+        WHERE reads.classid = 'pg_class'::regclass AND p.polrelid = reads.objid
+            AND NOT (d.refclassid = 'pg_class'::regclass AND d.refobjid = reads.objid)
     ) next
 )
-SELECT oid FROM reads WHERE oid IS NOT NULL
+SELECT CASE WHEN r.classid = 'pg_class'::regclass THEN r.objid END,
+    CASE WHEN c.relkind IN ('r', 'p', 'v', 'm', 'S', 'c')
+        OR (r.classid = 'pg_type'::regclass AND t.typtype <> 'd')
+        OR r.classid = 'pg_collation'::regclass THEN NULL
+        ELSE pg_describe_object(r.classid, r.objid, 0) END
+FROM reads r
+LEFT JOIN pg_class c ON r.classid = 'pg_class'::regclass AND c.oid = r.objid
+LEFT JOIN pg_type t ON r.classid = 'pg_type'::regclass AND t.oid = r.objid
+WHERE r.objid IS NOT NULL
 """
+
+
+def _unknown_reads(unlisted: list[str]) -> str | None:
+    """Why a read that reaches the objects ``unlisted`` (described) reads tables the catalog
+    cannot list, or ``None`` when it reaches none."""
+    if not unlisted:
+        return None
+    return (
+        f"it reads through {', '.join(unlisted)}, whose reads the catalog does not list "
+        f"(a function's body, a foreign table's server)"
+    )
+
 
 #: The tables whose row-level security filters a read of a relation (``%(name)s``, quoted) by
 #: ``current_user``, with the role each is checked for (:meth:`PostgreSQLDatabase.row_security`):

@@ -35,6 +35,7 @@ import logging
 import os
 import secrets
 import string
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -49,7 +50,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import read_text
 from tclose.base.redaction import redact_url, remember_secret, url_secrets
-from tclose.connector import NO_RELEASE_RECORD
+from tclose.connector import NO_RELEASE_RECORD, TablesRead
 from tclose.connectors.releases import (
     content_identity,
     marked_run,
@@ -121,7 +122,7 @@ def url_with_password(url: str, password_file: str | None) -> sa.URL:
                 f"Cannot read the password_file: {error.strerror} (its value is not shown, in "
                 f"case it is a password written in place of the file's path)."
             ) from None
-        except UnicodeDecodeError as error:  # was exit 4, "internal error"
+        except UnicodeDecodeError as error:  # bad input: a configuration error, not a bug
             raise ConfigError(
                 f"The password_file is not UTF-8 text (byte {error.start + 1} is not UTF-8): "
                 f"save it as UTF-8."
@@ -258,15 +259,53 @@ def _native_portable(
     return (factory(), "") if factory is not None else (None, "")
 
 
+#: The longest a single wait on a server lasts (seconds): a longer wait (for a run lock, say)
+#: is made of such slices, and between two of them the process acts on a pending signal, so a
+#: SIGINT or SIGTERM stops a waiting run within a slice, whatever the driver does meanwhile.
+WAIT_SLICE_SECONDS = 1
+
+
+def wait_in_slices(attempt: Callable[[int], bool], seconds: float) -> bool:
+    """Call ``attempt(slice_seconds)`` (one wait on the server of at most that many whole
+    seconds; true when it got what it waited for) until it succeeds or ``seconds`` have passed;
+    whether it succeeded. Each return to Python lets the interpreter run the handler of a
+    signal received meanwhile (SIGINT, and SIGTERM under the CLI, raise
+    ``KeyboardInterrupt``), so the wait is interruptible even when the driver's blocking call
+    is not."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if attempt(WAIT_SLICE_SECONDS):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
+def blank_name_problem(name: str, dialect: str) -> str | None:
+    """Why ``name`` is no name on any database (completes "The table name ... is "), or
+    ``None``: empty or white space only (a name nobody can see in a message or a listing; most
+    databases refuse it, SQLite keeps it), or holding a NUL character (which the servers and
+    SQLite cannot store, and C strings end at)."""
+    if not name:
+        return "empty"
+    if name.isspace():
+        return "white space only: a name must have a visible character"
+    if "\x00" in name:
+        return f"holding a NUL character, which {dialect} cannot keep in a name"
+    return None
+
+
 def tables_read_through(
     database: Any,
     name: TableName,
-    reads: Callable[[TableName, tuple], tuple[Iterable[TableName], Iterable[tuple]]],
-) -> list[tuple]:
+    reads: Callable[[TableName, tuple], tuple[Iterable[TableName], Iterable[tuple], str | None]],
+) -> TablesRead:
     """The walk behind the dialects' ``tables_read``: the identity of ``name`` and of every
     table that ``reads(table, identity)`` names (its first item, walked in turn), with the
-    identities it gives as they are (its second item: files a view reads, say), each once."""
+    identities it gives as they are (its second item: files a view reads, say), each once;
+    unknown when ``reads`` says of any table why the catalog cannot list what it reads (its
+    third item)."""
     found: list[tuple] = []
+    unknown: list[str] = []
     names = [name]
     while names:
         table = names.pop()
@@ -274,10 +313,12 @@ def tables_read_through(
         if identity is None or identity in found:
             continue
         found.append(identity)
-        more, others = reads(table, identity)
+        more, others, why = reads(table, identity)
         names.extend(more)
         found.extend(other for other in others if other not in found)
-    return found
+        if why is not None and why not in unknown:
+            unknown.append(why)
+    return TablesRead(found, "; ".join(unknown) or None)
 
 
 def shown(table: sa.Table) -> str:
@@ -428,8 +469,8 @@ class SQLDatabase:
         except self.engine.dialect.loaded_dbapi.Error as error:  # the driver used directly
             raise self.describe(error, action) from None
         except TypeError as error:
-            # PyMySQL's connect() takes the URL's query string as keyword arguments, and an
-            # unknown one (?foo=bar) was an internal error; libpq's is a driver error (exit 3).
+            # PyMySQL's connect() takes the URL's query string as keyword arguments: an unknown
+            # one (?foo=bar) is a driver error (exit 3), as libpq's is, not an internal error.
             if not _raised_in(error, self.engine.dialect.loaded_dbapi):
                 raise
             raise self.describe(error, action) from None
@@ -545,8 +586,13 @@ class SQLDatabase:
 
     def name_problem(self, name: str) -> str | None:
         """Why the database would not keep ``name`` as a table name as it is (completes "The
-        table name ... is "), or ``None``: longer than :attr:`identifier_limit`. A connector
-        whose database stores names otherwise (MariaDB's file names) extends it."""
+        table name ... is "), or ``None``: :func:`blank_name_problem` (empty, white space only,
+        a NUL character: refused on every database), or longer than
+        :attr:`identifier_limit`. A connector whose database has more rules (MariaDB's file
+        names and trailing spaces, SQLite's reserved prefix) extends it."""
+        problem = blank_name_problem(name, self.dialect)
+        if problem is not None:
+            return problem
         limit = self.identifier_limit
         if limit is not None and self._size(name) > limit:
             unit = "bytes" if self.identifier_bytes else "characters"
@@ -555,11 +601,20 @@ class SQLDatabase:
 
     def check_table_name(self, name: TableName, path: str = "target.table") -> None:
         """:class:`ConfigError` if the database would cut or refuse table name ``name``."""
-        problem = self.name_problem(name.name)
-        if problem is not None:
-            raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is {problem}. Choose a shorter name."
-            )
+        self.check_configured_name(name, path)
+
+    def check_configured_name(self, name: TableName, path: str) -> None:
+        """:class:`ConfigError` (exit 2, at YAML key ``path``, the value and the problem) when
+        a part of the configured name ``name`` (its schema, its table) is one the database
+        cannot store as written (:meth:`name_problem`). Every configured name (source, target,
+        audit table) is checked so before anything is looked up."""
+        for what, part in (("schema", name.schema), ("table", name.name)):
+            problem = None if part is None else self.name_problem(part)
+            if problem is not None:
+                raise ConfigError(
+                    f"==> At {path}\nThe {what} name {part!r} of {path} is {problem}. "
+                    f"Choose another name."
+                )
 
     def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
         """The name of a table the run creates next to ``target`` (``mark``: :data:`STAGING_MARK`
@@ -807,7 +862,7 @@ class SQLDatabase:
         equal lengths that no other kind's lists hold (the PostgreSQL connector reads them as
         their text). Nor has an interval in a database without an interval type
         (:attr:`interval_type`): SQLAlchemy would store it as a date-time after the epoch
-        (MariaDB published ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
+        (MariaDB would publish ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
         know, or has no generic type for, takes the type that holds its values exactly where
         there is one (DuckDB's unsigned and 128-bit integers, MariaDB's ``YEAR``, ``ENUM``,
         ``INET6``...: :func:`_native_portable`); the message of a refusal says why."""

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool, StaticPool
 
+from tclose.connector import TablesRead
 from tclose.connectors.releases import content_identity, marked_run
 from tclose.connectors.sql import (
     DriverSession,
@@ -143,8 +144,8 @@ class SQLiteSession(DriverSession):
         """:class:`DataError` naming each column of ``columns`` holding values that another
         kind of database (``target_dialect``) would change: SQLite keeps any value in any
         column, whatever its declared type (:func:`_stored_otherwise`). A blob in a ``TEXT``
-        column was published as its hex text, a ``BOOLEAN`` 2 as true, a date-time with a time
-        zone offset without the offset. Into another SQLite database values go as they are."""
+        column would be published as its hex text, a ``BOOLEAN`` 2 as true, a date-time with a
+        time zone offset without the offset. Into another SQLite database values go as they are."""
         if target_dialect == self.database.dialect:
             return
         table = self.table(name)
@@ -268,7 +269,7 @@ def _stored_otherwise(column: sa.Column) -> tuple[sa.ColumnElement[bool], str] |
         return (
             sa.or_(kind.not_in(["text", "null"]), sa.and_(kind == "text", offset)),
             "values that are not text, or date-times with a time zone offset (a timestamp "
-            "would drop it: '2020-01-02 03:04:05+02:00' became 2020-01-02 03:04:05)",
+            "would drop it: '2020-01-02 03:04:05+02:00' would become 2020-01-02 03:04:05)",
         )
     if isinstance(column_type, (sa.Date, sa.Time)):
         return kind.not_in(["text", "null"]), "values that are not text"
@@ -339,6 +340,14 @@ class SQLiteDatabase(SQLDatabase):
     row_level_security = False  # no row-level security: no read is filtered
 
     session_class = SQLiteSession
+
+    def name_problem(self, name: str) -> str | None:
+        """Also: a name SQLite keeps for itself (``sqlite_`` in any case: "object name
+        reserved for internal use")."""
+        problem = super().name_problem(name)
+        if problem is None and name.lower().startswith("sqlite_"):
+            problem = "reserved by SQLite for its own tables (names beginning with sqlite_)"
+        return problem
 
     @property
     def joins_in_snapshot(self) -> bool:
@@ -512,13 +521,15 @@ class SQLiteDatabase(SQLDatabase):
         found = re.search(_RUN_MARK, definition or "")
         return marked_run(f"tclose run {found.group(1)}") if found else None
 
-    def tables_read(self, name: TableName) -> list[tuple]:
+    def tables_read(self, name: TableName) -> TablesRead:
         """The identities of ``name`` and of every table SQLite reads to read it (a view's
         tables, transitively): the tables its authorizer is asked about while it prepares
-        ``SELECT * FROM name``."""
+        ``SELECT * FROM name``. Always the whole closure: SQLite keeps no functions in the
+        database (a view calling a client's function fails to prepare without it), and the
+        authorizer is asked about every table the prepared statement reads."""
         identity = self.table_identity(name)
         if identity is None:
-            return []
+            return TablesRead()
         read: set[tuple[str, str]] = set()
 
         def authorize(action: int, table: str | None, _column, schema: str | None, _view) -> int:
@@ -533,7 +544,7 @@ class SQLiteDatabase(SQLDatabase):
                 raw.execute(f"SELECT * FROM {self.qualified(name)} LIMIT 0").fetchall()
             finally:
                 raw.set_authorizer(None)
-        found = [identity]
+        found = TablesRead([identity])
         for schema, table in sorted(read):
             other = self.table_identity(TableName(schema, table))
             if other is not None and other not in found:

@@ -15,7 +15,8 @@ checked before use, with the fallback named in its docstring:
 - :class:`NameResolution`: the qualified name a name resolves to (search paths, temporary
   schemas and in-memory databases play no part);
 - :class:`TableIdentity`: say which table a name denotes (source = target guard, run ids);
-- :class:`TableDependencies`: the tables a source reads and a target's drop takes with it;
+- :class:`TableDependencies`: the tables a source reads (or why the catalog cannot list them:
+  :class:`TablesRead`) and a target's drop takes with it;
 - :class:`Releases`: which existing tables are releases tclose published (the only ones a
   publish replaces);
 - :class:`DatabaseFiles`: the files a database is kept in (no report or file target on them);
@@ -344,6 +345,28 @@ class TableIdentity(Protocol):
         ...
 
 
+class TablesRead(list):
+    """The answer of :meth:`TableDependencies.tables_read`: a list of the identities of the
+    tables a read of a table reads, and :attr:`unknown`.
+
+    Attributes:
+        unknown: ``None`` when the database's catalog lists everything the read reads, so that
+            the list is the whole closure and no other table's rows reach the read; else why
+            it cannot (a function, a macro, a foreign table: their reads are not in the
+            catalog), in words for a message, and the list holds only what the catalog knows.
+    """
+
+    def __init__(self, identities: Iterable[tuple] = (), unknown: str | None = None) -> None:
+        super().__init__(identities)
+        self.unknown = unknown
+
+
+def reads_unknown(read: Iterable[tuple]) -> str | None:
+    """Why ``read`` (a ``tables_read`` answer) is not the whole closure, or ``None`` when it is
+    (a plain list of a connector that does not say: its tables, as listed)."""
+    return getattr(read, "unknown", None)
+
+
 class TableDependencies(Protocol):
     """Optional, on a :class:`Database` with :class:`TableIdentity`: which tables a name reads
     and which a ``DROP`` of it drops.
@@ -355,7 +378,10 @@ class TableDependencies(Protocol):
     def tables_read(self, name: TableName) -> list[tuple]:
         """The :meth:`~TableIdentity.table_identity` of ``name`` and of every table whose rows a
         read of ``name`` reads (the tables a view reads, partitions, inheriting tables),
-        transitively; empty when there is no such table."""
+        transitively; empty when there is no such table. A :class:`TablesRead` whose
+        ``unknown`` says why when the catalog cannot list every table the read reads (it
+        calls a function or a macro, or reads a foreign table): an existing target is then
+        never replaced, and row-level security is reported unknown."""
         ...
 
     def tables_dropped(self, name: TableName) -> list[tuple]:
@@ -433,7 +459,10 @@ class RowSecurity(Protocol):
         the read (``name`` itself, or a table a view reads) and the role they filter (the view
         owner's, for a view that is not ``security_invoker``), and ``role`` is the connecting
         role where there are policies; ``applies`` is false with no table for a database
-        without row-level security. ``None``: the connector cannot tell."""
+        without row-level security. ``applies`` is ``None`` with ``unknown`` (why, in words)
+        when the read reaches tables the catalog cannot list (``tables_read`` unknown): policies
+        may filter rows read through a function or a foreign table, so "not filtered" is never
+        said of such a read. ``None``: the connector cannot tell."""
         ...
 
 
@@ -504,8 +533,7 @@ class PublishedRecord(Protocol):
     the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
     :data:`~tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
     compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
-    without ``relation_kind``, reports of the first digest recomputed from the values as read
-    without ``parsed_values``.
+    without ``relation_kind``.
 
     Attributes:
         digest_algorithm: the name of the digest this session's reads give (its values differ
@@ -525,11 +553,6 @@ class PublishedRecord(Protocol):
     def relation_kind(self, table: sa.Table) -> str | None:
         """What ``table``'s name stands for when it is not a plain table (``"view"``, a
         relation that may show each session other rows), else ``None``."""
-        ...
-
-    def parsed_values(self) -> AbstractContextManager[None]:
-        """Within the block, reads give values as the first content digest hashed them (for
-        reports that name it)."""
         ...
 
 

@@ -31,9 +31,9 @@ def register_algorithms(register: Callable[[Algorithm], None]) -> None:
 
     Call ``register(algorithm)`` once per algorithm. ``algorithm`` follows
     :class:`tclose.interfaces.Algorithm`: a ``name`` (used as ``algorithm.name`` in YAML), an
-    ``options_schema``, ``requires_t``, and ``partition(x, distances, k, t, options)`` returning a
-    :class:`tclose.interfaces.Partition`. A name already registered by another plugin is an error
-    that names both plugins.
+    ``options_schema``, ``requires_t``, and ``partition(problem)`` (a
+    :class:`tclose.interfaces.Problem`) returning a :class:`tclose.interfaces.Partition`. A name
+    already registered by another plugin is an error that names both plugins.
     """
 
 
@@ -58,6 +58,48 @@ def register_connectors(register: Callable[[Any], None]) -> None:
     :class:`tclose.connector.Database`. The runner picks the connector whose dialects include the
     URL's dialect (the part before ``+`` and ``://``), else the generic connector (``"*"``).
     Duplicate names, or two connectors claiming one dialect, are errors.
+    """
+
+
+@hookspec
+def register_criteria(register: Callable[[Any], None]) -> None:
+    """Register criteria a release must meet, beside the built-in ones.
+
+    Call ``register(criterion)`` once per criterion, with an instance or a class taking no
+    argument. A criterion follows :class:`tclose.interfaces.Criterion`: a ``name`` (none of
+    :data:`tclose.interfaces.BUILT_IN_CRITERIA`), ``config_keys`` (the dotted configuration
+    paths it reads, e.g. ``("privacy.l",)``) and
+    ``check(evidence)`` returning a :class:`tclose.interfaces.Check` named ``name`` (or
+    ``name:<part>``), a list of them, or ``None``. ``evidence`` is the
+    :class:`tclose.interfaces.Evidence` of the release (written rows, classes, EMDs,
+    configuration, report). Its checks run in ``tclose run`` (a failed one stops the publish),
+    ``tclose verify``, :func:`tclose.anonymize` and ``tclose compare``, and are listed in the
+    report's ``verification.checks``. Duplicate names are errors.
+    """
+
+
+@hookspec
+def check_run(config: Any, target_database: Any, tables: dict[str, Any]) -> None:
+    """Called while a run is planned, before any row is read or written.
+
+    ``config`` is the run's configuration; ``target_database`` the target's
+    :class:`tclose.connector.Database`; ``tables`` maps ``"source.table"``, ``"target.table"``
+    and ``"report.table"`` to the names as resolved (``None`` when not configured). Raise
+    :class:`tclose.errors.ConfigError` to refuse the run (exit 2, nothing written), e.g. when a
+    table the plugin will write cannot take its rows.
+    """
+
+
+@hookspec
+def rebuild_run_record(config: Any, run_id: str, verification: Any, report: Any) -> bool | None:
+    """Called by ``tclose verify`` when the published table's run mark names run ``run_id``.
+
+    A plugin that records runs (as ``run_finished`` does) adds the record of ``run_id`` if it
+    has none (the run ended between its publish and its report), from ``verification`` (the
+    :class:`tclose.core.verify.Verification` just made) and ``report`` (the run's report given
+    with ``--report``, or ``None``), and returns ``True`` when it added one. ``config`` holds
+    ``report_table`` as the run resolved it. An exception is shown as a warning and never
+    changes the verdict.
     """
 
 

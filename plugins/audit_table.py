@@ -20,7 +20,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tclose.errors import DataError
+from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # imported when used: registering the plugin does not need SQLAlchemy
@@ -259,18 +259,15 @@ def has_run(engine: sa.Engine, table_name: str, run_id: str) -> bool:
 
 
 def rebuilt_report(
-    config: Any,
-    run_id: str,
-    verification: Any,
-    checks: list[dict[str, Any]],
-    run_report: dict[str, Any] | None = None,
+    config: Any, run_id: str, verification: Any, run_report: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The report of run ``run_id`` as ``tclose verify`` rebuilds it from what it measured.
 
     ``run_report`` is the run's own report (``--report``, same run id): then it is the base and
     keeps the run's times; otherwise ``started``/``finished`` are the time of the rebuild (the
     run's own times were lost with its report) and the row counts of the source are unknown.
-    Either way ``verification`` is today's verdict and ``run.rebuilt_by`` marks the row.
+    Either way ``verification`` (:class:`tclose.core.verify.Verification`) is today's verdict
+    and ``run.rebuilt_by`` marks the row.
     """
     import copy
     import json
@@ -279,7 +276,7 @@ def rebuilt_report(
     from tclose.base.version import __version__
 
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    passed = all(c["passed"] for c in checks)
+    passed, checks = bool(verification.passed), verification.checks
     rebuilt = {"rebuilt_by": "tclose verify", "rebuilt_at": now}
     if run_report is not None:
         report = copy.deepcopy(run_report)
@@ -290,7 +287,7 @@ def rebuilt_report(
             "checks": checks,
             "at_run": run_report.get("verification", {}).get("passed"),
         }
-        # the run's report as read back from its file may hold NaN or infinities: strict JSON
+        # the checks measured now may hold NaN (an EMD of a broken distance): strict JSON
         return json.loads(to_json(finite_report(report)))
     rebuilt["times"] = "started and finished are the time of the rebuild, not of the run"
     report = {
@@ -317,12 +314,36 @@ def rebuilt_report(
     return json.loads(to_json(finite_report(report)))
 
 
+@hookimpl
+def rebuild_run_record(
+    config: Any, run_id: str, verification: Any, report: dict[str, Any] | None
+) -> bool:
+    """``tclose verify``: the audit row of run ``run_id`` in ``report.table``, if configured
+    and missing (:func:`rebuild_record`)."""
+    if not getattr(config, "report_table", None):
+        return False
+    return rebuild_record(config, run_id, verification, report)
+
+
+@hookimpl
+def check_run(config: Any, target_database: Any, tables: dict[str, Any]) -> None:
+    """Refuse a run whose ``report.table`` exists without the audit columns
+    (:class:`~tclose.errors.ConfigError`, exit 2): its row could not be written, which stops a
+    publish on SQLite and PostgreSQL after all the work and, on MariaDB/MySQL, where the row is
+    written after the publish, leaves a release without its audit row."""
+    name = tables.get("report.table")
+    if name is None or not target_database.exists(name):
+        return
+    problem = shape_problem(name, target_database.table(name).columns.keys())
+    if problem:
+        raise ConfigError(
+            f"==> At report ==> At key: table\n{problem}; point report.table at a new table "
+            f"name, or at an audit table of tclose. Nothing was written."
+        )
+
+
 def rebuild_record(
-    config: Any,
-    run_id: str,
-    verification: Any,
-    checks: list[dict[str, Any]],
-    run_report: dict[str, Any] | None = None,
+    config: Any, run_id: str, verification: Any, run_report: dict[str, Any] | None = None
 ) -> bool:
     """Append the audit row of run ``run_id`` to ``config.report_table`` if it has none (the run
     was killed between its publish and its report); ``True`` if a row was appended.
@@ -339,7 +360,7 @@ def rebuild_record(
     try:
         if has_run(engine, config.report_table, run_id):
             return False
-        report = rebuilt_report(config, run_id, verification, checks, run_report)
+        report = rebuilt_report(config, run_id, verification, run_report)
         try:
             append_report(engine, config.report_table, report)
         except sa.exc.IntegrityError:

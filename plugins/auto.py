@@ -33,15 +33,16 @@ cluster's most frequent value, not a mean of one-hot vectors. ``auto`` requires 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
-from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.interfaces import Option, Partition, Problem
+from tclose.kernels.candidates import CandidateRun
 
 __all__ = ["Auto"]
 
@@ -75,25 +76,20 @@ class Auto:
         "k_first_max_rows": Option(
             int, 5_000, "k-first is a candidate only up to this many rows.", min=0
         ),
-        **BLOCK_OPTIONS,
     }
     requires_t = True
+    #: auto refines its candidates itself, and its block options go on to t-first and k-first.
+    framework_steps: tuple[str, ...] = ()
 
-    def partition(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Partition:
-        if t is None:
+    def partition(self, problem: Problem) -> Partition:
+        if problem.t is None:
             raise ConfigError(
                 "==> At privacy ==> At key: t\nAlgorithm 'auto' requires t (privacy.t): it "
                 "compares algorithms that enforce t-closeness."
             )
-        x = np.ascontiguousarray(x, dtype=np.float64)
-        run = _Run(x, distances, k, t, options)
+        x = np.ascontiguousarray(problem.x, dtype=np.float64)
+        run = CandidateRun(replace(problem, x=x))
+        options = problem.options
         started = time.perf_counter()
         run.candidate("t-first", self._t_first, share=0.5, started=started)
         if x.shape[0] > options["merge_max_rows"]:
@@ -107,14 +103,12 @@ class Auto:
         return run.result()
 
     @staticmethod
-    def _t_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.plugins.t_first import TFirst
-
-        partition = TFirst().partition(run.x, run.distances, run.k, run.t, run.plugin_options())
+    def _t_first(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
+        partition = run.problem.solve("t-first")
         return np.asarray(partition.labels), partition.info
 
     @staticmethod
-    def _merge(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
+    def _merge(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
         from tclose.kernels.mdav import mdav
         from tclose.kernels.merge import merge_until_t_close
         from tclose.kernels.refine import refine
@@ -133,118 +127,9 @@ class Auto:
         return labels, {"partner": "gain", "merges": int(merges), "splits": split.get("splits", 0)}
 
     @staticmethod
-    def _k_first(run: _Run) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.plugins.k_first import KFirst
-
-        plugin = KFirst()
-        options = {name: option.default for name, option in plugin.options_schema.items()}
-        options.update({o: run.options[o] for o in BLOCK_OPTIONS if o in options})
-        partition = plugin.partition(run.x, run.distances, run.k, run.t, options)
+    def _k_first(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
+        partition = run.problem.solve("k-first")
         return np.asarray(partition.labels), partition.info
-
-
-class _Run:
-    """The candidates of one ``auto`` run and what each gave."""
-
-    def __init__(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float,
-        options: Mapping[str, Any],
-    ) -> None:
-        self.x, self.distances, self.k, self.t, self.options = x, distances, k, t, options
-        self.deadline: float | None = None
-        self.bounded = x.shape[0] > options["exhaustive_rows"]
-        self.report: list[dict[str, Any]] = []
-        self.best: tuple[float, int, np.ndarray] | None = None
-        self.scale = float(max(x.size, 1))
-
-    def plugin_options(self) -> dict[str, Any]:
-        """t-first's options: its defaults, with auto's block options."""
-        from tclose.plugins.t_first import TFirst
-
-        options = {name: o.default for name, o in TFirst.options_schema.items()}
-        options.update({o: self.options[o] for o in BLOCK_OPTIONS})
-        return options
-
-    def skip(self, name: str, why: str) -> None:
-        self.report.append({"name": name, "status": "skipped", "why": why})
-
-    def candidate(
-        self, name: str, build: Any, share: float = 1.0, started: float | None = None
-    ) -> None:
-        """Run one candidate, refine it, and keep it if it has the lowest WCSS so far.
-
-        On a table above ``exhaustive_rows``, the first candidate sets the deadline (``started``
-        plus ``time_factor`` times its own time) and its refinement gets ``share`` of what is
-        left; later candidates must finish by the deadline.
-        """
-        from tclose.kernels.merge import BudgetExceeded
-        from tclose.kernels.refine import refine, sse_of
-
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            self.skip(name, "the time budget was spent by the earlier candidates")
-            return
-        started = time.perf_counter() if started is None else started
-        try:
-            labels, info = build(self)
-        except BudgetExceeded as error:
-            self.report.append(
-                {
-                    "name": name,
-                    "status": "over budget",
-                    "why": str(error),
-                    "seconds": round(time.perf_counter() - started, 4),
-                }
-            )
-            return
-        built = time.perf_counter()
-        seconds = None
-        if self.bounded:
-            if self.deadline is None:
-                self.deadline = started + self.options["time_factor"] * (built - started)
-            seconds = max(0.0, (self.deadline - built) * share)
-        refined, refine_info = refine(
-            self.x,
-            labels,
-            self.distances,
-            self.k,
-            self.t,
-            passes=self.options["refine_passes"],
-            seconds=seconds,
-        )
-        wcss = sse_of(self.x, refined) / self.scale
-        entry = {
-            "name": name,
-            "status": "ran",
-            "wcss_unrefined": round(sse_of(self.x, labels) / self.scale, 8),
-            "wcss": round(wcss, 8),
-            "clusters": int(refined.max()) + 1 if refined.size else 0,
-            "largest_cluster": int(np.bincount(refined).max()) if refined.size else 0,
-            "seconds": round(time.perf_counter() - started, 4),
-            "seconds_refine": round(time.perf_counter() - built, 4),
-            "refine_passes": refine_info.get("passes", 0),
-            "info": info,
-        }
-        self.report.append(entry)
-        if self.best is None or wcss < self.best[0]:
-            self.best = (wcss, len(self.report) - 1, refined)
-
-    def result(self) -> Partition:
-        assert self.best is not None  # t-first always runs
-        wcss, index, labels = self.best
-        winner = self.report[index]["name"]
-        others = [
-            f"{c['name']} {c['wcss']:.6g}"
-            for c in self.report
-            if c.get("status") == "ran" and c["name"] != winner
-        ]
-        why = f"lowest within-cluster sum of squares (wcss) after refinement ({wcss:.6g})" + (
-            f"; the others: {', '.join(others)}" if others else "; the only candidate that ran"
-        )
-        return Partition(labels, {"winner": winner, "why": why, "candidates": self.report})
 
 
 @hookimpl

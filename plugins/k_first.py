@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from tclose.base.notices import counts_reporter
-from tclose.blocks.service import Strata, run_in_blocks
-from tclose.blocks.split import BLOCK_OPTIONS
 from tclose.hookspecs import hookimpl
-from tclose.interfaces import FittedDistance, Option, Partition
-from tclose.kernels.refinement import REFINE_OPTIONS, apply_refinement
-from tclose.plugins.merge import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block, required_t
+from tclose.interfaces import Option, Partition, Problem
+from tclose.kernels.merge_loop import PARTNER_OPTIONS, MergeLoopBlocks, merge_in_block, merge_loop
 
 log = logging.getLogger("tclose")
 
@@ -28,54 +24,30 @@ class KFirst(MergeLoopBlocks):
     next closest candidates while that lowers the cluster's EMD. It does not guarantee t alone
     (candidates run out), so the merge loop runs afterwards, as the paper does.
 
-    Blocks (options ``blocks``, ``executor``, ...; see :mod:`tclose.blocks.split`): stratified
-    blocks as for t-first; k-first and the merge loop run in every block with EMDs against the
-    whole table, then the merge loop runs on the whole table if a cluster still exceeds ``t``.
-
-    ``refine`` (off by default, so that the paper's algorithm is what runs): the refinement pass
-    of :mod:`tclose.kernels.refinement` on the final partition."""
+    Blocks (see :mod:`tclose.blocks.framed`): stratified blocks as for t-first; k-first and the
+    merge loop run in every block with EMDs against the whole table, then the merge loop runs on
+    the whole table if a cluster still exceeds ``t``."""
 
     name = "k-first"
-    options_schema: Mapping[str, Option] = {**PARTNER_OPTIONS, **REFINE_OPTIONS, **BLOCK_OPTIONS}
+    options_schema: Mapping[str, Option] = PARTNER_OPTIONS
     requires_t = True
 
-    def partition(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Partition:
-        t = required_t(t, self.name)
-        partition = run_in_blocks(self, x, distances, k, t, options)
-        if partition is not None:
-            return apply_refinement(partition, x, distances, k, t, options)
+    def partition(self, problem: Problem) -> Partition:
         from tclose.kernels.k_first import k_first
-        from tclose.kernels.merge import merge_until_t_close
 
-        labels = k_first(x, distances, k, t, progress=_progress())
+        t = problem.required_t(self.name)
+        labels = k_first(problem.x, problem.distances, problem.k, t, progress=_progress())
         initial = len(np.unique(labels))
-        labels, merges = merge_until_t_close(
-            x, labels, distances, t, partner=options["partner"], candidates=options["candidates"]
-        )
-        partition = Partition(labels, {"initial_clusters": initial, "merges": int(merges)})
-        return apply_refinement(partition, x, distances, k, t, options)
+        labels, merges = merge_loop(problem, labels, t)
+        return Partition(labels, {"initial_clusters": initial, "merges": merges})
 
-    def partition_block(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-        strata: Strata | None = None,
-    ) -> Partition:
+    def partition_block(self, problem: Problem) -> Partition:
         """k-first on one block (EMDs against the whole table), then the merge loop inside it."""
         from tclose.kernels.k_first import k_first
 
-        t = required_t(t, self.name)
-        return merge_in_block(x, k_first(x, distances, k, t), distances, t, options)
+        t = problem.required_t(self.name)
+        labels = k_first(problem.x, problem.distances, problem.k, t)
+        return merge_in_block(problem, labels, self.name)
 
 
 def _progress() -> Callable[[int, int], None]:

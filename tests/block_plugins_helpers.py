@@ -111,24 +111,17 @@ def attempts(path: Path) -> int:
 
 
 class FaultyNative(Faulty):
-    """:class:`Faulty` with blocks of its own (not wrapped by ``blocked``): the block options in
-    its schema, ``run_in_blocks`` at the top of its ``partition``, as the built-ins do. Option
+    """:class:`Faulty` with its hooks in the problem form, as the built-ins have them. Option
     ``fault: "unpicklable_result"`` returns a partition whose info holds a lambda (the pool
     cannot send it back)."""
 
     name = "faulty-native"
+    options_schema = {**Faulty.options_schema, "fault": Option(str, "zero", "How it fails.")}
 
-    def __init__(self) -> None:
-        from tclose.blocks.split import BLOCK_OPTIONS
+    def partition(self, problem):
+        return Partition(_groups(problem.x, problem.k))
 
-        self.options_schema = {
-            **Faulty.options_schema,
-            "fault": Option(str, "zero", "How it fails."),
-            **BLOCK_OPTIONS,
-        }
-
-    def partition(self, x, distances, k, t, options):
-        from tclose.blocks.service import run_in_blocks
-
-        blocked = run_in_blocks(self, x, distances, k, t, options)
-        return blocked if blocked is not None else Partition(_groups(x, k))
+    def partition_block(self, problem):
+        return Faulty.partition_block(
+            self, problem.x, problem.distances, problem.k, problem.t, dict(problem.options)
+        )

@@ -45,7 +45,7 @@ def _base_config(
             "zip": {"role": "quasi_identifier", "type": "numeric"},
             "length_of_stay": {"role": "quasi_identifier", "type": "numeric"},
             "charge": {"role": "confidential", "type": "numeric", "distance": "emd-ordered"},
-            # every column has a declared fate (issue 10): the rest pass through. Taken
+            # every column has a declared fate: the rest pass through. Taken
             # together they single out most rows, which the linkage check refuses (rule R5,
             # tests/test_rule_linkage.py), and so would any column a test adds together with
             # them: the tests that are about something else leave them out of the check.
@@ -126,7 +126,7 @@ def sqlite_run(tmp_path: Path, demo_db: Path) -> SQLiteHelpers:
     return SQLiteHelpers(tmp_path, demo_db)
 
 
-# --- Database servers (issue #4): one helper for SQLite, PostgreSQL and MariaDB/MySQL ----------
+# --- Database servers: one helper for SQLite, PostgreSQL and MariaDB/MySQL ----------
 #
 # The servers are the ones on this machine (override with TCLOSE_TEST_POSTGRES_URL and
 # TCLOSE_TEST_MYSQL_URL). A missing server skips its tests with the reason, except in CI
@@ -215,14 +215,27 @@ def maria_login(maria):
     maria.execute(f"DROP USER '{user}'@'%'")
 
 
+def _trust_the_registry(connection) -> None:
+    """Take back any write on the test database's ``public.tclose_releases`` granted to other
+    roles: the server is shared with other checkouts of tclose, and a run trusts a registry only
+    when no role but its owner may write it."""
+    connection.exec_driver_sql(
+        "DO $$ BEGIN IF to_regclass('public.tclose_releases') IS NOT NULL THEN "
+        "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.tclose_releases FROM PUBLIC; "
+        "END IF; END $$"
+    )
+
+
 def server_url(dialect: str) -> str:
     """The server's URL; skips the test (fails it in CI) if the server cannot be reached."""
     url = SERVER_URLS[dialect]
     if dialect not in _reachable:
         engine = sa.create_engine(url, poolclass=NullPool)
         try:
-            with engine.connect() as connection:
+            with engine.begin() as connection:
                 connection.exec_driver_sql("SELECT 1")
+                if dialect == "postgresql":
+                    _trust_the_registry(connection)
             _reachable[dialect] = None
         except Exception as error:  # any failure to connect means: no usable server
             _reachable[dialect] = " ".join(str(error).split())[:300]
@@ -348,6 +361,17 @@ class TestDatabase:
         table = self.quote(name) if schema is None else f"{self.quote(schema)}.{self.quote(name)}"
         suffix = f" ORDER BY {order}" if order else ""
         return self.execute(f"SELECT {columns} FROM {table}{suffix}")
+
+    def leftover_rows(self, name: str) -> list[tuple]:
+        """The rows of ``name`` (as :meth:`tables` gives it), a staging table a killed run left;
+        none once it is gone: on MariaDB every run drops the registered tables of runs that are
+        over, and a run of another test session on the server may come at any moment."""
+        try:
+            return self.rows(name)
+        except sa.exc.ProgrammingError as error:
+            if self.dialect == "mysql" and error.orig.args[0] == 1146:  # no such table
+                return []
+            raise
 
     def frame(self, name: str, schema: str | None = None):
         """The table's rows as a DataFrame of the driver's Python values."""

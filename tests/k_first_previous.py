@@ -1,11 +1,11 @@
-"""The k-first kernel as it was before issue 16 (commit d9de46c), kept as a slow reference.
+"""A reference k-first kernel (commit d9de46c) that recomputes ``k`` EMDs per candidate: slow.
 
 Its partitions are the definition the fast kernel must reproduce: the tests compare both on
 medium inputs (too large for the pure-Python reference of ``test_k_first_kernel.py``), and
 ``bench/bench_kfirst_worst.py`` times it as the "before". Numba compiles it without the on-disk
 cache (``cache=False``), so it never shadows or reuses the package's cache.
 
-The original module documentation follows.
+Its module documentation follows.
 
 Algorithm 2 of the paper: k-anonymity-first, t-closeness-aware microaggregation.
 

@@ -407,8 +407,8 @@ def test_values_equal_but_spelled_apart_are_categories_not_a_crash(values, role)
 @pytest.mark.parametrize("missing", ["error", "category"])
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_the_text_tclose_names_null_by_is_refused_in_a_category_column(role, missing):
-    # "(missing)" was dropped from the categories and encoded as the last one ("b"): the EMD was
-    # computed on other values than those published; under missing: category it became NULL
+    # "(missing)" is how tclose names NULL in a category column: a value spelled so would be
+    # taken for NULL, and the EMD computed on other values than those published
     df = frame().assign(s=["(missing)", "a", "b", "a"] * (N // 4))
     spec = {"type": "nominal", "missing": missing}
     roles = _roles(role, "s", spec)
@@ -443,7 +443,7 @@ def test_cli_refuses_the_text_tclose_names_null_by(tmp_path):
 )
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_numbers_beyond_the_double_range_are_a_data_error(big, role):
-    # pandas.to_numeric raised OverflowError on the int; the Decimal was called "infinite"
+    # beyond the double range: pandas.to_numeric overflows on the int, the Decimal is infinite
     df = frame().assign(v=pd.Series([big, 1, 2] * (N // 3), dtype=object))
     roles = _roles(role, "v")
     with pytest.raises(DataError, match=r"'v' holds .*beyond the double precision range"):

@@ -21,7 +21,6 @@ import tclose.app.cli
 import tclose.core.runner
 from tclose.app.cli import main
 from tclose.base.registry import load_registry
-from tclose.blocks.service import blocked
 
 sys.path.insert(0, str(Path(__file__).parent))
 import block_plugins_helpers as helpers  # noqa: E402
@@ -33,7 +32,7 @@ def _registry():
     class Plugin:
         @tclose.hookimpl
         def register_algorithms(self, register):
-            register(blocked(helpers.Faulty()))
+            register(helpers.Faulty())
             register(helpers.FaultyNative())
 
     return load_registry(extra_plugins=[Plugin()], entry_points=False)
@@ -103,8 +102,8 @@ def test_an_honest_blocked_run_publishes_on_the_pool(sqlite_run, monkeypatch, ca
 def test_a_plugin_that_raises_in_a_block_is_a_plugin_failure(
     sqlite_run, monkeypatch, capsys, published, workers
 ):
-    """Before: exit 3, "Block 1 of 4 failed 3 time(s); last error: ZeroDivisionError", after
-    running every block three times."""
+    """A plugin that raises in a block is a plugin failure naming the plugin and its error (exit 4,
+    not a bug of tclose), on the pool as in process: no block runs twice, nothing is published."""
     code = _run(sqlite_run, monkeypatch, "zero", workers=workers)
     err = _refused(sqlite_run, capsys, published, code, 4)
     _named(err)
@@ -132,8 +131,8 @@ def test_sys_exit_or_an_unpicklable_exception_in_a_worker(
 def test_a_clear_error_of_the_plugin_is_its_own_and_not_retried(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """A plugin's own DataError in a block: exit 3 with its message, as in process (before:
-    retried twice per block, then "Block 1 of 4 failed 3 time(s)")."""
+    """A plugin's own DataError in a block: exit 3 with its message, as in process, without
+    retries."""
     code = _run(sqlite_run, monkeypatch, "data")
     err = _refused(sqlite_run, capsys, published, code, 3)
     assert "Faulty refuses these rows on purpose." in err and "failed 3 time" not in err
@@ -158,8 +157,8 @@ def test_a_plugin_that_raises_on_dask_is_a_plugin_failure(
     assert "ZeroDivisionError: division by zero" in err
 
 
-def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, capsys, published):
-    """An algorithm that runs ``run_in_blocks`` itself, as the built-ins do (not wrapped)."""
+def test_a_plugin_in_the_problem_form_is_named_too(sqlite_run, monkeypatch, capsys, published):
+    """An algorithm whose hooks take the problem, as the built-ins' do."""
     code = _run(sqlite_run, monkeypatch, "zero", name="faulty-native")
     err = _refused(sqlite_run, capsys, published, code, 4)
     assert "Algorithm 'faulty-native' (block_plugins_helpers.FaultyNative) failed in block" in err
@@ -169,10 +168,9 @@ def test_a_plugin_with_blocks_of_its_own_is_named_too(sqlite_run, monkeypatch, c
 def test_a_block_result_the_pool_cannot_send_back(
     sqlite_run, monkeypatch, capsys, published, workers
 ):
-    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info): refused by
-    the contract's check on every executor (before: on the pool, retried, then "Block 2 of 4
-    failed 3 time(s); last error: AttributeError: Can't pickle local object", exit 3, naming no
-    plugin; in process, published)."""
+    """A ``partition_block`` whose answer cannot be pickled (a lambda in its info) is refused by the
+    contract's check on every executor, naming the plugin, in process as on the pool, and nothing is
+    published."""
     code = _run(
         sqlite_run, monkeypatch, "unpicklable_result", workers=workers, name="faulty-native"
     )

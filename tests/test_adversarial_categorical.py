@@ -172,10 +172,9 @@ def _tree_from(tmp_path, data: bytes) -> Hierarchy:
     ids=["bom", "crlf", "blank-lines", "padded", "quoted", "comma-and-spaces"],
 )
 def test_a_hierarchy_file_reads_as_its_author_meant(tmp_path, data):
-    """Before: a byte order mark became part of the first leaf (``'\\ufeffa'``: the data's
-    ``a`` was "not a leaf", exit 3), and a line padded with separators gained an empty-named
-    root, one level more: every ground distance shrank (``a``-``c`` from 1 to 2/3), so every
-    EMD was computed smaller than the hierarchy the user wrote and t was weaker than asked."""
+    """A byte order mark is not part of the first leaf, and a line padded with separators gains no
+    empty-named root: the ground distances (so the EMDs and t) are those of the hierarchy the user
+    wrote."""
     tree = _tree_from(tmp_path, data)
     assert (tree.root, tree.leaves, tree.height) == ("*", ["a", "b", "c"], 2)
     assert tree.parent == {"*": None, "X": "*", "a": "X", "b": "X", "c": "*"}
@@ -206,16 +205,16 @@ def test_a_hierarchy_file_reads_as_its_author_meant(tmp_path, data):
     ],
 )
 def test_a_malformed_hierarchy_file_is_refused_naming_the_line(tmp_path, data, said):
-    """Before: an empty cell became a node named ``''`` and a leaf that another line gives
-    children was silently an inner node; line numbers skipped blank lines."""
+    """An empty cell, or a leaf that another line gives children, is refused naming its line,
+    counted with blank lines."""
     with pytest.raises(ConfigError, match="h.csv") as error:
         _tree_from(tmp_path, data)
     assert said in str(error.value)
 
 
 def test_the_database_file_given_as_hierarchy_is_a_config_error(sqlite_run, capsys):
-    """Before: ``hierarchy: demo.db`` (or any file not in UTF-8, a Latin-1 export) was exit 4,
-    "internal error: UnicodeDecodeError"."""
+    """``hierarchy: demo.db`` (or any file not in UTF-8, a Latin-1 export) is a configuration error
+    naming the file, not an internal error."""
     before = sqlite_run.rows("discharges")
     path = sqlite_run.write(_ward_config(sqlite_run, str(sqlite_run.db)))
     assert main(["-q", "run", str(path)]) == 2
@@ -244,7 +243,8 @@ def test_a_relative_hierarchy_path_is_the_config_files_not_the_working_folders(
 
 
 def test_a_hierarchy_thousands_of_levels_deep_is_no_internal_error(tmp_path):
-    """Before: ``RecursionError`` (exit 4) when a shorter line came first."""
+    """A hierarchy thousands of levels deep, a shorter line first, is read without recursion (no
+    exit 4)."""
     levels = ";".join(f"n{i}" for i in range(3000))
     tree = _tree_from(tmp_path, f"b;n2999\na;{levels}\n".encode())
     assert tree.height == 3000
@@ -258,10 +258,9 @@ def test_a_hierarchy_thousands_of_levels_deep_is_no_internal_error(tmp_path):
 
 
 def test_missing_category_of_a_confidential_attribute_with_a_hierarchy(sqlite_run):
-    """Before: the documented ``missing: category`` on a nominal confidential attribute with a
-    hierarchy was exit 3, "Column 'column': 1 distinct value(s) are not leaves of its
-    hierarchy" (not even the column's name). NULL is now a value at distance 1 from every
-    other, as for a quasi-identifier, and the EMD is the transport cost with that distance."""
+    """``missing: category`` on a nominal confidential attribute with a hierarchy: NULL is a value
+    at distance 1 from every other, as for a quasi-identifier, and the EMD is the transport cost
+    with that distance."""
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("UPDATE discharges SET ward = NULL WHERE patient_id % 9 = 0")
     (sqlite_run.tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
@@ -361,11 +360,10 @@ def _init(database, table: str, tmp_path, capsys) -> str:
 
 
 def test_init_never_proposes_publishing_an_identifier_unchanged(tmp_path, capsys):
-    """Before: every column but the key started as ``other``: a user who set the quasi-
-    identifiers and the confidential column and ran published ``email``, ``First Name``,
-    ``customerId`` and a ``UNIQUE`` badge number unchanged (only the comment said "looks like
-    a direct identifier", and not for ``First Name``, ``E-Mail`` or ``customerId``; the
-    linkage check catches a column unique per row, not e-mails shared by a household)."""
+    """``tclose init`` proposes no column that looks like an identifier (``email``, ``First Name``,
+    ``customerId``, a ``UNIQUE`` badge number) as ``other``: a user who sets only the
+    quasi-identifiers and the confidential column does not publish them unchanged (the linkage check
+    catches a column unique per row, not e-mails shared by a household)."""
     database = tmp_path / "people.db"
     identifying = ["email", "First Name", "customerId", "E-Mail", "phone_number", "badge", "code"]
     with sqlite3.connect(database) as connection:
@@ -412,8 +410,8 @@ def test_init_never_proposes_publishing_an_identifier_unchanged(tmp_path, capsys
 
 
 def test_init_writes_hostile_and_very_long_column_names_as_loadable_keys(tmp_path, capsys):
-    """Before: a column name over 1024 characters (SQLite allows it) was written as a one-line
-    key, which YAML cannot read: the skeleton did not load ("could not find expected ':'")."""
+    """A column name over 1024 characters (SQLite allows it) is written as a key YAML reads back:
+    the skeleton loads."""
     names = ["x" * 1100, "y" * 5000, "~", "#x", " lead", "trail ", ":", "ü\u0301", "no", "%t"]
     database = tmp_path / "odd.db"
     columns = ", ".join('"' + name + '" INTEGER' for name in names)
@@ -444,8 +442,8 @@ def test_init_writes_hostile_and_very_long_column_names_as_loadable_keys(tmp_pat
     ids=["leaf-order", "floating-point-tie"],
 )
 def test_a_nominal_qi_medoid_tie_goes_to_the_first_leaf(spec, counts, medoid):
-    """Before: ties went to the first value in alphabetical order, not in leaf order as
-    documented, and a tie could be broken by rounding (costs summed in floating point)."""
+    """A tie between medoids of a nominal QI goes to the first value in leaf order, as documented,
+    never to alphabetical order or to rounding (the costs are compared exactly)."""
     values = pd.Series([value for value, count in counts.items() for _ in range(count)])
     attribute = AttributeSpec(
         "q", "quasi_identifier", "nominal", hierarchy=Hierarchy.from_mapping(spec)
@@ -455,11 +453,10 @@ def test_a_nominal_qi_medoid_tie_goes_to_the_first_leaf(spec, counts, medoid):
 
 
 def test_verify_refuses_a_hierarchy_file_changed_since_the_run(sqlite_run, capsys):
-    """Before: the configuration names a hierarchy file by its path only; after the file was
-    edited (here two levels added above the root: every ground distance, so every EMD, shrinks
-    by half) ``tclose verify --report`` checked t with the new tree and said "verified", the
-    configuration digest unchanged. The report now records each hierarchy's digest, and verify
-    compares it with the hierarchy it reads."""
+    """The configuration names a hierarchy file by its path only, so the report records each
+    hierarchy's digest and ``tclose verify --report`` compares it with the hierarchy it reads: a
+    file edited after the run (two levels added above the root halve every ground distance, so every
+    EMD) fails verification, though the configuration digest is unchanged."""
     hierarchy = sqlite_run.tmp_path / "h.csv"
     hierarchy.write_text("\n".join(WARD_LINES) + "\n")
     config = sqlite_run.write(_ward_config(sqlite_run, "h.csv"))
@@ -491,9 +488,9 @@ def test_verify_refuses_a_hierarchy_file_changed_since_the_run(sqlite_run, capsy
 def test_distance_options_that_belong_to_the_attribute_are_config_errors(
     sqlite_run, tmp_path, monkeypatch, capsys, options, said
 ):
-    """Before: ``order: hierarchy`` without a hierarchy was exit 4 ("ValueError ... a bug in
-    the plugin"); a ``hierarchy`` given in ``distance_options`` was read relative to the
-    working folder (another ``h.csv`` there was used), unchecked and unrecorded."""
+    """``order: hierarchy`` without a hierarchy, and a ``hierarchy`` given in ``distance_options``
+    (which would be read relative to the working folder, unchecked and unrecorded), are
+    configuration errors naming the key."""
     (tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
     monkeypatch.chdir(tmp_path)
     document = _ward_config(sqlite_run, None, distance_options=options)
@@ -513,8 +510,8 @@ def test_distance_options_that_belong_to_the_attribute_are_config_errors(
     ],
 )
 def test_init_never_writes_a_credential_parameter_of_any_name(url):
-    """Before: only listed parameter names were credentials; a MotherDuck token or an AWS
-    secret in the URL was written into the skeleton (and shown in reports and logs) as is."""
+    """No query parameter of the URL that may hold a credential (a MotherDuck token, an AWS secret,
+    any name) is written into the skeleton, whose text reports and logs show."""
     written = skeleton(url, "t", [])
     assert "Zq8secretVALUE" not in written and "Zq8secretVALUE" not in redact_url(url)
     assert url_for_file(url).count("${TCLOSE_DB_") == 1
@@ -522,9 +519,8 @@ def test_init_never_writes_a_credential_parameter_of_any_name(url):
 
 @pytest.mark.parametrize("kind", ["nominal", "ordinal"])
 def test_binary_values_in_a_categorical_qi_are_refused_naming_the_rows(tmp_path, capsys, kind):
-    """Before: a BLOB in a nominal or ordinal QI was published as the text ``b'\\x01'`` (SQLite;
-    a value the source never held), and on PostgreSQL the write failed with a message that
-    showed the value."""
+    """A BLOB in a nominal or ordinal QI is refused naming the column and counting the rows, never
+    published as the text ``b'\x01'`` (a value the source never held) nor shown in a message."""
     database = tmp_path / "blob.db"
     with sqlite3.connect(database) as connection:
         connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, q, age INTEGER, c TEXT)")
@@ -555,8 +551,8 @@ def test_binary_values_in_a_categorical_qi_are_refused_naming_the_rows(tmp_path,
 
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_a_category_outside_the_hierarchy_is_a_config_error(sqlite_run, capsys, role):
-    """Before: exit 3, "Column 'ward': 1 distinct value(s) are not leaves of its hierarchy
-    (rows ; values are not shown)": no row holds the value, the configuration lists it."""
+    """A category the configuration lists but its hierarchy lacks is a configuration error naming
+    it, not a data error about rows (no row holds the value)."""
     (sqlite_run.tmp_path / "h.csv").write_text("\n".join(WARD_LINES) + "\n")
     categories = [*WARDS["medical"], *WARDS["surgical"], "maternity", "icu"]
     document = _ward_config(sqlite_run, "h.csv", categories=categories)
@@ -570,10 +566,8 @@ def test_a_category_outside_the_hierarchy_is_a_config_error(sqlite_run, capsys, 
 
 @pytest.mark.postgres
 def test_char_padded_values_get_a_hint_not_a_riddle(pg, capsys):
-    """Before: a PostgreSQL ``char(12)`` column returns its values padded with spaces, so not one
-    matched the hierarchy or ``categories``: exit 3 "3 distinct value(s) are not leaves", with
-    the values (rightly) not shown and nothing to tell why. The message now counts the values
-    that match once trimmed, still without showing them."""
+    """A PostgreSQL ``char(12)`` column returns its values padded with spaces, which match no leaf
+    or category: the message counts the values that match once trimmed, without showing them."""
     source = pg.name("src")
     pg.execute(
         f"CREATE TABLE {source} (id int PRIMARY KEY, ward char(12), age int); INSERT INTO "
@@ -598,9 +592,8 @@ def test_char_padded_values_get_a_hint_not_a_riddle(pg, capsys):
 
 
 def test_a_real_column_against_integer_categories_gets_a_hint():
-    """Before: ``categories: [1, 2.5, 3]`` on a REAL column (read as 1.0, 2.5, 3.0) was
-    "2 distinct value(s) not in categories", values not shown and no clue that 1.0 is not the
-    text 1. The hint counts them, without showing them."""
+    """``categories: [1, 2.5, 3]`` on a REAL column (read as 1.0, 2.5, 3.0): the message counts the
+    values that match as numbers (1.0 is not the text 1), without showing them."""
     frame = pd.DataFrame({"z": [1.0, 2.5, 3.0] * 10, "c": np.arange(30.0)})
     spec = {"type": "ordinal", "categories": [1, 2.5, 3]}
     with pytest.raises(DataError, match="2 of them equal a category as numbers") as error:
@@ -609,9 +602,9 @@ def test_a_real_column_against_integer_categories_gets_a_hint():
 
 
 def test_an_inline_hierarchy_keeps_every_key_of_a_mapping_in_a_list():
-    """Before: in ``[{Europe: [Spain]}, {Asia: [China], Africa: [Kenya]}]`` only the first
-    key of each mapping was read: Africa and Kenya vanished from the tree, and a list inside
-    a list became a leaf named ``"['a', 'b']"``."""
+    """In ``[{Europe: [Spain]}, {Asia: [China], Africa: [Kenya]}]`` every key of each mapping is
+    read (Africa and Kenya are in the tree), and a list inside a list is a configuration error,
+    never a leaf named ``"['a', 'b']"``."""
     tree = Hierarchy.from_mapping(
         {"Any": [{"Europe": ["Spain"]}, {"Asia": ["China"], "Africa": ["Kenya"]}, "Oceania"]}
     )

@@ -92,10 +92,9 @@ def test_compare_refuses_a_malformed_number_before_reading(unreadable, option, v
 
 @pytest.mark.parametrize("value", ["", ",", " , ,", "t-first,,merge", "t-first, "])
 def test_compare_refuses_an_empty_algorithm_name_before_reading(unreadable, value):
-    """Before: ``--algorithms ""`` silently ran the configuration's algorithm, and
-    ``--algorithms ,,`` ran no setting at all and exited 0 with an empty table (every one of no
-    settings verified); an empty item among names was dropped. Now each is exit 2, as an empty
-    item of ``--t`` or ``--k`` is."""
+    """``--algorithms ""``, ``--algorithms ,,`` and an empty item among names are exit 2, as an
+    empty item of ``--t`` or ``--k`` is: never the configuration's algorithm run silently, nor an
+    empty comparison exiting 0."""
     code, out, err = _cli("compare", unreadable, "--algorithms", value)
     assert code == 2, out + err
     assert "--algorithms" in err and "no_such_table" not in err, err
@@ -128,10 +127,9 @@ def test_compare_runs_a_setting_given_twice_once(sqlite_run, capsys):
     ],
 )
 def test_an_empty_option_value_is_a_usage_error(sqlite_run, tmp_path, argv):
-    """Before: ``--report ""`` (a script's ``--report "$OUT"`` with OUT unset) ran as if the
-    option were not given: the configuration's report path or none, ``report -o ""`` the
-    default page, ``init -o ""`` stdout, ``demo --dir ""`` the current folder. Now exit 2
-    naming the option, nothing written."""
+    """An empty option value (``--report "$OUT"`` with OUT unset; ``report -o ""``, ``init -o ""``,
+    ``demo --dir ""``) is exit 2 naming the option, with nothing written: never run as if the option
+    were not given."""
     config = str(sqlite_run.write(sqlite_run.config()))
     before = _state(tmp_path)
     code, out, err = _cli(*[a.format(config=config, tmp=tmp_path) for a in argv])
@@ -267,11 +265,9 @@ def test_compare_writes_no_table_no_report_and_no_file_but_its_page(sqlite_run, 
 
 
 def test_compare_html_never_replaces_the_audit_page_of_a_run(sqlite_run, tmp_path):
-    """Before: ``tclose compare CONFIG --html reports/run.html`` replaced a run's audit page
-    (any page with one of tclose's titles was accepted) with a risk-utility map, although the
-    docs promise that only "such a page" (a map) is replaced; and ``tclose run --html`` or
-    ``tclose report -o`` replaced a map with an audit page. Each command now replaces only a
-    page of its own kind (exit 2 otherwise, nothing written)."""
+    """Each command replaces only a page of its own kind: ``tclose compare --html`` never replaces a
+    run's audit page, ``tclose run --html`` and ``tclose report -o`` never a map (exit 2, nothing
+    written)."""
     audit, page = tmp_path / "run.html", tmp_path / "map.html"
     document = sqlite_run.config()
     document["report"] = {"json": str(tmp_path / "run.json"), "html": str(audit)}
@@ -293,9 +289,9 @@ def test_compare_html_never_replaces_the_audit_page_of_a_run(sqlite_run, tmp_pat
 
 
 def test_compare_page_shows_control_characters_and_bidi_overrides_as_escapes(sqlite_run, tmp_path):
-    """Before: the map's title and heading held the table's name as the database gives it, with
-    a right-to-left override (U+202E) and terminal escapes raw (the audit page shows them as
-    ``\\u202e``, docs/reports.md): the override reversed the text after it on the page."""
+    """The map's title and heading show a table name's right-to-left override (U+202E) and terminal
+    escapes as escapes (``\u202e``), as the audit page does: no override reverses the text after it.
+    """
     name = "dis\u202echarges\x1b[2J"
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute(f'CREATE TABLE "{name}" AS SELECT * FROM discharges')
@@ -329,10 +325,9 @@ print(json.dumps(results))
 
 
 def test_a_device_given_as_an_input_file_is_refused_not_read_forever(sqlite_run, tmp_path):
-    """Before: ``tclose report /dev/zero``, ``verify --report /dev/urandom``, ``run /dev/zero``
-    (the configuration) or a hierarchy file ``/dev/zero`` read the device whole:
-    it never ends, so the command filled the memory and died with exit 4 (``MemoryError``,
-    or the OOM killer first). Each is now exit 2 naming the file as a device."""
+    """``tclose report /dev/zero``, ``verify --report /dev/urandom``, ``run /dev/zero`` (the
+    configuration) and a hierarchy file ``/dev/zero`` are exit 2 naming the file as a device, never
+    read whole (which never ends)."""
     import subprocess
     import sys
 
@@ -379,10 +374,9 @@ def test_a_device_given_as_an_input_file_is_refused_not_read_forever(sqlite_run,
     ],
 )
 def test_an_option_given_twice_is_a_usage_error(sqlite_run, tmp_path, argv):
-    """Before: argparse kept the last value without a word: ``compare --k 3 --k 5`` compared
-    k = 5 only, ``run --report a.json --report b.json`` wrote b.json only (a script that
-    appends options ran with another setting than it showed). Now exit 2 naming the option,
-    and nothing is run or written."""
+    """An option given twice (``compare --k 3 --k 5``, ``run --report a.json --report b.json``) is
+    exit 2 naming the option, and nothing is run or written: a script that appends options never
+    runs another setting than it shows."""
     config = str(sqlite_run.write(sqlite_run.config()))
     before = _state(tmp_path)
     argv = [a.format(config=config, tmp=tmp_path) for a in argv]
@@ -503,11 +497,9 @@ def _set(name: str, **fields):
 def test_a_report_whose_checks_do_not_make_its_verdict_is_not_shown_as_verified(
     dry_report, tmp_path, edit, said
 ):
-    """Before: a report edited by hand to drop the check that failed (the k or t check),
-    or whose k or t check says ``passed`` beside figures that fail it, rendered as "Verified"
-    (green banner, exit 0): only ``passed`` against the other checks was compared. A verdict
-    now needs the k check, a t check per enforced confidential attribute, and figures that
-    pass them; otherwise exit 2 naming the check, and no page."""
+    """A verdict needs the k check, a t check per enforced confidential attribute, and figures that
+    pass them: a report edited to drop the check that failed, or whose k or t check says ``passed``
+    beside figures that fail it, is exit 2 naming the check, and no page."""
     import copy
 
     report = copy.deepcopy(dry_report)
@@ -520,8 +512,8 @@ def test_a_report_whose_checks_do_not_make_its_verdict_is_not_shown_as_verified(
 
 
 def test_tclose_report_prints_the_verdict_and_the_checks_that_failed(dry_report, tmp_path, capsys):
-    """Before: ``tclose report`` of a failed run printed only ``wrote FILE``; now it also says
-    the report's verdict and names its failed checks (the page shows them as FAIL rows)."""
+    """``tclose report`` of a failed run prints the report's verdict and names its failed checks
+    (the page shows them as FAIL rows)."""
     import copy
 
     report = copy.deepcopy(dry_report)
@@ -543,9 +535,8 @@ def test_tclose_report_prints_the_verdict_and_the_checks_that_failed(dry_report,
 def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
     sqlite_run, monkeypatch
 ):
-    """Before: ``--k 3,4,5,401`` on 400 rows ran k = 3, 4 and 5, then stopped at 401 (exit 3)
-    and their rows were lost; a long comparison lost every setting before the last. Now exit 3
-    naming the k right after reading, before any setting runs."""
+    """``--k 3,4,5,401`` on 400 rows is exit 3 naming k = 401 right after reading, before any
+    setting runs: no comparison loses its settings to the last one."""
     ran = []
     cluster_rows = tclose.core.clustering.cluster_rows
 
@@ -577,12 +568,9 @@ def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
 def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
     sqlite_run, dry_report, tmp_path, argv, said
 ):
-    """Before: ``tclose report -o afile/p.html`` (a file where a folder must be) and any output
-    name longer than the folder takes (``report -o``, ``compare --html``, ``init -o``) were
-    exit 4, "internal error" (``FileExistsError``, ``OSError: File name too long``), and
-    ``compare --html afile/m.html`` ran every setting before failing; ``demo --rows -5`` was
-    exit 4 and ``--rows 0`` left a database behind (exit 3). ``run`` refused such paths
-    already. Each is now exit 2 before anything is read or written."""
+    """An output path that cannot be written (a file where a folder must be, a name longer than the
+    folder takes) is exit 2 before anything is read or written, for ``report -o``, ``compare
+    --html``, ``init -o`` and ``run``; so is ``demo --rows`` below k."""
     (tmp_path / "afile").write_text("precious", encoding="utf-8")
     report = tmp_path / "r.json"
     report.write_text(json.dumps(dry_report), encoding="utf-8")
@@ -596,9 +584,9 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
 
 
 def test_compare_refuses_more_settings_than_it_runs_before_reading(unreadable):
-    """Before: ``--k 1,...,5000`` with 1000 values of t and three algorithms built and validated
-    15 million settings, four minutes of CPU and gigabytes before the first row was read. More
-    than ``MAX_SETTINGS`` is exit 2 at once, with the count; the limit itself is accepted."""
+    """More than ``MAX_SETTINGS`` settings (``--k 1,...,5000`` with 1000 values of t and three
+    algorithms: 15 million) is exit 2 at once, with the count, before they are built; the limit
+    itself is accepted."""
     import time
 
     from tclose.app.compare import MAX_SETTINGS
@@ -616,9 +604,8 @@ def test_compare_refuses_more_settings_than_it_runs_before_reading(unreadable):
 
 @pytest.mark.parametrize("key", ["hierarchy", "password_file"])
 def test_a_hierarchy_or_password_file_that_is_not_utf8_is_a_usage_error(sqlite_run, key):
-    """Before: a Latin-1 hierarchy CSV or password file was exit 4, "internal error:
-    UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9": for the password file, a byte of
-    the password itself was printed. Now exit 2 naming the file and the byte's position only."""
+    """A Latin-1 hierarchy CSV or password file is exit 2 naming the file and the byte's position
+    only: never an internal error, never a byte of the password."""
     secret = sqlite_run.tmp_path / "latin1.txt"
     secret.write_bytes(b"s\xe9cret;top\nother;top\n")
     document = sqlite_run.config()
@@ -637,9 +624,8 @@ def test_a_hierarchy_or_password_file_that_is_not_utf8_is_a_usage_error(sqlite_r
 
 
 def test_compare_without_t_for_an_algorithm_that_needs_it_names_the_option(sqlite_run):
-    """A configuration of mdav (no privacy.t) compared with t-first and no ``--t``: exit 2
-    naming ``--t`` (before: the run's message, pointing at privacy.t and a line of the YAML
-    that holds no t), before any row is read."""
+    """A configuration of mdav (no privacy.t) compared with t-first and no ``--t``: exit 2 naming
+    ``--t``, not privacy.t (which the YAML does not hold), before any row is read."""
     document = sqlite_run.config(privacy={"k": 3}, algorithm={"name": "mdav", "options": {}})
     document["source"]["table"] = "no_such_table"
     config = str(sqlite_run.write(document))

@@ -1,9 +1,11 @@
 """Adversarial: concurrency and timing on real servers and database files.
 
-Each ``tclose`` here is a separate process (``python -c``) that can be paused at a phase of the
-runner — after reading the source (``cluster``), after verifying the staging table
+Each ``tclose`` here is a separate process (forked from the test's) that can be paused at a
+phase of the runner — after reading the source (``cluster``), after verifying the staging table
 (``publish``), after publishing (``report``) — until the test lets it go. While it waits, the
 test starts a second run, changes the source, creates or drops tables, or runs ``tclose verify``.
+The test waits for each moment itself (a mark file the run writes, a lock wait the server
+shows, the run's exit), never for a guessed time.
 What must hold whatever the timing:
 
 - two runs on one target serialize (the second waits for the first's run lock): never a mixed
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -29,54 +32,132 @@ import sqlalchemy as sa
 
 from tclose.app.cli import main
 
-SCRIPT = """
-import os, sys, time
-from pathlib import Path
-from tclose.core import runner
-from tclose.app.cli import main
+sys.path.insert(0, str(Path(__file__).parent))
+from waiting import wait_for  # noqa: E402
 
-def wrap(name):
-    original = getattr(runner.Phases, name)
+
+def _pause_before(phase: str, mark: Path, go: Path) -> None:
+    """In a run's process: ``runner.Phases.<phase>`` writes ``mark``, then waits for ``go``."""
+    from tclose.core import runner
+
+    original = getattr(runner.Phases, phase)
+
     def paused(self, *args, **kwargs):
-        if os.environ.get("PAUSE_AT") == name:
-            Path(os.environ["PAUSE_MARK"]).write_text(name)
-            go, deadline = Path(os.environ["PAUSE_GO"]), time.monotonic() + 60
-            while not go.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+        mark.write_text(phase)
+        deadline = time.monotonic() + 600  # the test kills a run it no longer waits for
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         return original(self, *args, **kwargs)
-    setattr(runner.Phases, name, paused)
 
-for name in ("cluster", "publish", "report"):
-    wrap(name)
-sys.exit(main(sys.argv[1:]))
-"""
+    setattr(runner.Phases, phase, paused)
+
+
+def _announce_lock_calls(mark: Path) -> None:
+    """In a run's process: before each call that may wait for another run's lock on the target
+    (the run lock on a server, ``BEGIN IMMEDIATE`` of SQLite's writing session), ``mark`` gets
+    the session's connection id on the server (``"file"`` for SQLite); the test then looks for
+    the wait itself."""
+    from tclose.connectors import mysql, postgresql, sqlite
+
+    def announce(session_class, method: str, connection_id: str | None) -> None:
+        original = getattr(session_class, method)
+
+        def announcing(self, *args, **kwargs):
+            if method == "lock" or args[0] is not None:  # begin() of a writing session
+                ident = str(self.execute(connection_id)[0][0]) if connection_id else "file"
+                part = mark.with_suffix(".part")
+                part.write_text(ident)
+                part.replace(mark)
+            return original(self, *args, **kwargs)
+
+        setattr(session_class, method, announcing)
+
+    announce(postgresql.PostgreSQLSession, "lock", "SELECT pg_backend_pid()")
+    announce(mysql.MySQLSession, "lock", "SELECT CONNECTION_ID()")
+    announce(sqlite.SQLiteSession, "begin", None)
+
+
+class Child:
+    """A forked child process, waited for like a :class:`subprocess.Popen`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        wait_for(lambda: self.poll() is not None, timeout, "the run's end")
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.returncode = -signal.SIGKILL
 
 
 class Run:
-    """``tclose ARGS`` in a child process, paused before phase ``pause`` (if given) until
-    :meth:`go`."""
+    """``tclose ARGS`` in a child process (forked: the test's imports and compiled kernels are
+    its own), paused before phase ``pause`` (if given) until :meth:`go`."""
 
     def __init__(self, tmp_path: Path, name: str, args: list[str], pause: str | None = None):
         self.mark, self.go_file = tmp_path / f"{name}.paused", tmp_path / f"{name}.go"
-        env = dict(os.environ, PAUSE_MARK=str(self.mark), PAUSE_GO=str(self.go_file))
-        if pause:
-            env["PAUSE_AT"] = pause
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.wait_mark = tmp_path / f"{name}.waiting"
+        self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child process
+            self._run_in_child(args, pause)
+        self.process = Child(pid)
 
-    def wait_paused(self, seconds: float = 30) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.mark.exists():
-            if self.process.poll() is not None:
-                out, err = self.process.communicate()
-                pytest.fail(f"the run ended before its pause ({self.process.returncode}): {err}")
-            assert time.monotonic() < deadline, "the run never reached its pause"
-            time.sleep(0.02)
+    def _run_in_child(self, args: list[str], pause: str | None) -> None:
+        code = 99
+        try:
+            with open(self.out, "w") as out, open(self.err, "w") as err:
+                sys.stdout, sys.stderr = out, err
+                try:
+                    if pause:
+                        _pause_before(pause, self.mark, self.go_file)
+                    _announce_lock_calls(self.wait_mark)
+                    code = main(args)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 98
+                err.flush()
+                out.flush()
+        finally:
+            os._exit(code)
+
+    def output(self) -> tuple[str, str]:
+        """The run's stdout and stderr so far."""
+        return tuple(p.read_text() if p.exists() else "" for p in (self.out, self.err))
+
+    def wait_paused(self, seconds: float = 60) -> None:
+        """Return once the run is paused before its phase."""
+        wait_for(lambda: self.reached(self.mark), seconds, "the run's pause")
+
+    def wait_blocking(self, seconds: float = 60) -> str:
+        """The connection id (on a server; ``"file"`` for SQLite) of the run's writing session,
+        once it is about to take the target's run lock or write lock."""
+        return wait_for(lambda: self.reached(self.wait_mark), seconds, "the run's lock call")
+
+    def wait_ended(self, seconds: float = 60) -> int:
+        """The exit code of the run, which ends without being let go (e.g. it failed)."""
+        return self.process.wait(seconds)
+
+    def reached(self, mark: Path) -> str:
+        """``mark``'s text once the run wrote it; the run ending first fails the test."""
+        if mark.exists():
+            return mark.read_text()
+        if self.process.poll() is not None:
+            err = self.output()[1]
+            pytest.fail(f"the run ended ({self.process.returncode}) before {mark.name}: {err}")
+        return ""
 
     def go(self) -> None:
         self.go_file.write_text("go")
@@ -84,17 +165,14 @@ class Run:
     def finish(self, seconds: float = 90) -> tuple[int, str, str]:
         self.go()
         try:
-            out, err = self.process.communicate(timeout=seconds)
-        except subprocess.TimeoutExpired:
+            code = self.process.wait(seconds)
+        except AssertionError:
             self.process.kill()
-            out, err = self.process.communicate()
-            pytest.fail(f"the run did not end: {err}")
-        return self.process.returncode, out, err
+            pytest.fail(f"the run did not end: {self.output()[1]}")
+        return code, *self.output()
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
+        self.process.kill()
 
 
 @pytest.fixture
@@ -117,10 +195,34 @@ def _verify_report(config: str, report: Path, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def _waiting_on_lock(db, seconds: float = 3) -> None:
-    """Give the second run time to reach the run lock (it cannot be observed from outside on
-    every database)."""
-    time.sleep(seconds)
+def _waiting_on_lock(db, run: Run) -> None:
+    """Return once ``run`` waits for another run's lock on the target. DuckDB: the file is the
+    lock and ``run`` fails at once, so once it ended. SQLite: once it is about to ``BEGIN
+    IMMEDIATE`` (the wait is inside the driver). A server: once the server shows its
+    connection waiting for the lock."""
+    if db.dialect == "duckdb":
+        run.wait_ended()
+        return
+    connection = run.wait_blocking()
+    if db.dialect in ("postgresql", "mysql"):
+        wait_for(
+            lambda: _server_shows_waiting(db, connection),
+            60,
+            f"the server to show connection {connection} waiting for the run lock",
+        )
+
+
+def _server_shows_waiting(db, connection: str) -> bool:
+    """Whether the server shows ``connection`` waiting for a lock (PostgreSQL: any lock not
+    granted; MariaDB: a named lock or a table's metadata lock)."""
+    if db.dialect == "postgresql":
+        query = "SELECT count(*) FROM pg_locks WHERE pid = :id AND NOT granted"
+    else:
+        query = (
+            "SELECT count(*) FROM information_schema.processlist WHERE id = :id "
+            "AND (state = 'User lock' OR state LIKE 'Waiting for%metadata lock')"
+        )
+    return db.execute(query, {"id": int(connection)})[0][0] > 0
 
 
 def _second_waits_for_first(db, tmp_path, runs, configs, reports):
@@ -131,7 +233,7 @@ def _second_waits_for_first(db, tmp_path, runs, configs, reports):
     )
     first.wait_paused()
     second = runs(tmp_path, "second", ["-q", "run", configs[1], "--report", str(reports[1])])
-    _waiting_on_lock(db)
+    _waiting_on_lock(db, second)
     return first, second
 
 
@@ -294,14 +396,18 @@ def test_verify_while_a_run_publishes_reads_one_table_whole(
         _refused_by_duckdb(db)
         assert run.finish()[0] == 0
         return
+    connection = run.wait_blocking()  # the run's writing session, which publishes
     scan = published._scan_session
+
+    def published_or_waiting_for_this_read() -> bool:
+        if run.process.poll() is not None:
+            return True
+        return db.dialect in ("postgresql", "mysql") and _server_shows_waiting(db, connection)
 
     def publish_during_scan(session, *args, **kwargs):
         session.execute("SELECT 1")  # any first query: PostgreSQL's snapshot begins here
         run.go()
-        deadline = time.monotonic() + 4  # the publish may wait for this read
-        while run.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(published_or_waiting_for_this_read, 60, "the run to publish or wait")
         return scan(session, *args, **kwargs)
 
     monkeypatch.setattr(published, "_scan_session", publish_during_scan)
@@ -534,7 +640,7 @@ def test_a_run_on_another_target_in_the_schema_leaves_a_running_run_alone(db, tm
         ["-q", "run", str(db.write_config(db.config(source, db.name("two")), "two.yaml"))],
     )
     if db.dialect == "sqlite":  # one writer per file: the second waits for the first
-        _waiting_on_lock(db)
+        _waiting_on_lock(db, second)
         code1, _, err1 = first.finish()
         code2, _, err2 = second.finish()
     else:  # it ends while the first still waits

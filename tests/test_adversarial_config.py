@@ -1,11 +1,10 @@
 """Adversarial: a careless or hostile YAML configuration file.
 
 A bad configuration is exit 2 with a message naming the key path, the problem and the fix; never
-a traceback (exit 4), never minutes of work, never silently another meaning. Before: an alias
-bomb took minutes to validate, a deeply nested value or a non-UTF-8 file was an internal error
-(exit 4), and a column named ``on``, ``NO``, ``null`` or ``010`` was looked up as ``True``,
-``False``, ``None`` or ``8`` (YAML 1.1 reads those keys so): exit 3, "Column 'True' does not
-exist".
+a traceback (exit 4), never minutes of work, never silently another meaning: an alias bomb is
+refused at once, a deeply nested value or a non-UTF-8 file is a configuration error, and a column
+named ``on``, ``NO``, ``null`` or ``010`` is that column, not ``True``, ``False``, ``None`` or
+``8`` (as YAML 1.1 reads those keys).
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ def _published(demo_db: Path) -> bool:
 
 
 def test_an_alias_bomb_is_refused_at_once(tmp_path, capsys, base, demo_db):
-    """Nine lines that expand to 9**9 values: before, the validation walked them for minutes."""
+    """Nine lines that expand to 9**9 values are refused at once, without walking them."""
     bomb = "  options:\n    a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"    {c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
     )
@@ -78,8 +77,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path, capsys, base, demo_db):
 
 
 def test_aliases_and_merge_keys_still_work(tmp_path, capsys, base, demo_db):
-    """A reused anchor is ordinary YAML; ``<<: *anchor`` merges (it was refused: "could not
-    determine a constructor for the tag 'tag:yaml.org,2002:merge'")."""
+    """A reused anchor is ordinary YAML, and ``<<: *anchor`` merges: both load."""
     text = base.replace("  age: {role: quasi_identifier}", "  age: &qi {role: quasi_identifier}")
     text = text.replace("  zip: {role: quasi_identifier}", "  zip: *qi")
     text = text.replace(
@@ -94,7 +92,8 @@ def test_aliases_and_merge_keys_still_work(tmp_path, capsys, base, demo_db):
 
 @pytest.mark.parametrize("opening", ["[", "{a: "])
 def test_deep_nesting_is_a_configuration_error(tmp_path, capsys, base, opening):
-    """Before: RecursionError, exit 4."""
+    """A configuration nested deeper than the parser's stack is a configuration error (exit 2), not
+    an internal error."""
     closing = "]" if opening == "[" else "}"
     deep = opening * 3000 + ("" if opening == "[" else "1") + closing * 3000
     code, err = _run(tmp_path, capsys, base + f"report: {deep}\n")
@@ -111,7 +110,8 @@ def test_deep_nesting_is_a_configuration_error(tmp_path, capsys, base, opening):
     ids=["latin-1", "utf-16"],
 )
 def test_a_file_that_is_not_utf8_is_a_configuration_error(tmp_path, capsys, base, encode):
-    """Before: UnicodeDecodeError, exit 4."""
+    """A configuration file that is not UTF-8 is a configuration error (exit 2), not an internal
+    error."""
     code, err = _run(tmp_path, capsys, encode(base))
     assert code == 2, err
     assert "is not UTF-8 text" in err and "save it as UTF-8" in err
@@ -237,8 +237,8 @@ RAW_PASSWORD = "s25y@Se:cr3t/w0rd%#?&x"
 
 @pytest.mark.parametrize("how", ["inline", "whole-url-in-env"])
 def test_a_raw_password_in_a_url_never_shows_a_piece(tmp_path, capsys, base, monkeypatch, how):
-    """Before: "Cannot parse the database URL 'postgresql://***@Se:cr3t/w0rd%#' (invalid literal
-    for int() with base 10: 'cr3t')": all of the password but its first characters."""
+    """A URL whose raw password holds ``:``, ``/``, ``%`` or ``#`` cannot be parsed, and the error
+    shows no piece of the password."""
     url = f"postgresql+psycopg://u:{RAW_PASSWORD}@127.0.0.1:1/db"
     if how == "whole-url-in-env":
         monkeypatch.setenv("S25Y_DATABASE_URL", url)
@@ -272,9 +272,9 @@ def test_any_seed_is_refused_naming_the_key_and_the_remedy(tmp_path, capsys, bas
 def test_categories_yaml_reads_as_other_values_are_refused(
     tmp_path, capsys, base, categories, expected
 ):
-    """Before: ``categories: [no, yes]`` became ``False`` and ``True``, which no text matched:
-    exit 3 after reading the table, "2 distinct value(s) not in attributes.ward.categories"
-    (the values not shown), nothing saying why."""
+    """``categories: [no, yes]`` (YAML 1.1 reads them as ``False`` and ``True``, which no text
+    matches) is a configuration error naming the key and the quoting that keeps them text, before
+    the table is read."""
     spec = f"{{role: quasi_identifier, type: ordinal, categories: {categories}}}"
     code, err = _run(tmp_path, capsys, base.replace("  ward: other", f"  ward: {spec}"))
     assert code == 2, err
@@ -345,8 +345,8 @@ def test_a_name_yaml_reads_as_a_value_says_to_quote_it(
 def test_a_variable_outside_a_url_is_refused(
     tmp_path, capsys, base, demo_db, monkeypatch, old, new, named
 ):
-    """Only URLs are expanded. Before: ``report: {json: '${OUT}/r.json'}`` published and wrote
-    the report into a new folder literally named ``${OUT}`` (exit 0)."""
+    """Only URLs are expanded: ``report: {json: '${OUT}/r.json'}`` is refused, never written into a
+    folder literally named ``${OUT}``."""
     monkeypatch.setenv("S25Y_T", "x")
     monkeypatch.chdir(tmp_path)
     code, err = _run(tmp_path, capsys, base.replace(old, new))
@@ -359,8 +359,8 @@ def test_a_variable_outside_a_url_is_refused(
 def test_a_password_written_in_place_of_password_file_is_never_shown(
     tmp_path, capsys, base, section
 ):
-    """Before: "Cannot read password_file Hunter2-s25y: No such file or directory." (the
-    password a careless user wrote there), without the key path."""
+    """A password a careless user wrote in place of ``password_file`` is never shown: the error
+    names the key path only."""
     old = "key: patient_id" if section == "source" else "table: s25y_anon"
     code, err = _run(tmp_path, capsys, base.replace(old, f"{old}, password_file: Hunter2-s25y"))
     assert code == 2, err
@@ -370,8 +370,9 @@ def test_a_password_written_in_place_of_password_file_is_never_shown(
 
 @pytest.mark.parametrize("where", ["target", "report"])
 def test_a_url_pasted_as_a_table_name_is_refused_unseen(tmp_path, capsys, base, demo_db, where):
-    """Before (SQLite): a table named ``postgresql://u:Hunter2-s25y@h/db`` was published or
-    made the audit table, the password in the log and the JSON report (exit 0)."""
+    """A URL pasted as a table name (``postgresql://u:Hunter2-s25y@h/db``) is refused without
+    showing it, never published or made the audit table (on SQLite the name would be a valid table).
+    """
     pasted = "'postgresql://u:Hunter2-s25y@h/db'"
     text = base + f"report: {{json: {tmp_path / 'r.json'}}}\n"
     if where == "target":
@@ -387,8 +388,8 @@ def test_a_url_pasted_as_a_table_name_is_refused_unseen(tmp_path, capsys, base, 
 
 @pytest.mark.parametrize("url", ["root:Hunter2-s25y@127.0.0.1:3306/test", "localhost/test"])
 def test_a_url_without_its_scheme_is_a_configuration_error(tmp_path, capsys, base, url):
-    """Before: exit 4, "ValueError: too many values to unpack" (the whole text taken for the
-    dialect's name, which the message would have shown, password included)."""
+    """A URL without its scheme is a configuration error that shows no part of it (the whole text
+    would be taken for the dialect's name, password included)."""
     code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url))
     assert code == 2, err
     assert "==> At source ==> At key: url (line 1)" in err and "starting with its scheme" in err
@@ -397,8 +398,8 @@ def test_a_url_without_its_scheme_is_a_configuration_error(tmp_path, capsys, bas
 
 @pytest.mark.mysql
 def test_a_query_option_pymysql_does_not_take_is_a_connection_error(tmp_path, capsys, base, maria):
-    """Before: exit 4, "TypeError: Connection.__init__() got an unexpected keyword argument
-    'foo'"; PostgreSQL's driver refuses it as a connection error (exit 3): so does MySQL's."""
+    """A query option PyMySQL does not take (``?foo=bar``) is a connection error (exit 3), as
+    PostgreSQL's driver makes it, not an internal error."""
     url = maria.engine.url.set(drivername="mysql+pymysql", query={"foo": "bar"})
     url_text = url.render_as_string(hide_password=False)
     code, err = _run(tmp_path, capsys, base.replace(base.split("'")[1], url_text))
@@ -407,8 +408,8 @@ def test_a_query_option_pymysql_does_not_take_is_a_connection_error(tmp_path, ca
 
 
 def test_a_url_before_a_colon_keeps_its_database_name():
-    """Before: "Database error while ... on postgresql://u:***@h:5432/test%3A connection
-    failed": the sentence's colon was read as part of the database name."""
+    """A URL before a sentence's colon keeps its database name in messages (``test``, not
+    ``test%3A``)."""
     from tclose.base.redaction import redact_url
 
     text = redact_url("on postgresql+psycopg://u:s25y-pw@h:5432/test: connection failed")
@@ -417,8 +418,8 @@ def test_a_url_before_a_colon_keeps_its_database_name():
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///${S25Y_EMPTY}"])
 def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypatch, url):
-    """Before: exit 0, "verified: yes", "published: table s25y_anon: 400 rows", in a database
-    that vanished when the process exited (an empty variable made ``sqlite:///`` one too)."""
+    """An in-memory SQLite target (also ``sqlite:///`` from an empty variable) is refused: a
+    database that vanishes when the process exits is never reported as published."""
     monkeypatch.setenv("S25Y_EMPTY", "")
     text = base.replace("target: {table: s25y_anon", f"target: {{url: '{url}', table: s25y_anon")
     code, err = _run(tmp_path, capsys, text)
@@ -434,8 +435,8 @@ def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypat
     ],
 )
 def test_an_unknown_type_on_any_role_names_the_key(tmp_path, capsys, base, demo_db, old, new):
-    """Before: ``type:`` was checked on quasi-identifiers and confidential attributes only, so a
-    misspelled type on a pass-through or identifier column ran (exit 0)."""
+    """``type:`` is checked on every role: a misspelled type on a pass-through or identifier column
+    is a configuration error naming the key."""
     assert old in base
     code, err = _run(tmp_path, capsys, base.replace(old, new))
     assert code == 2, err

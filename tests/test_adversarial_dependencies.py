@@ -2,11 +2,9 @@
 
 A source may be a view, a partitioned table or a parent of inherited tables; replacing one of
 the tables it reads (or a partitioned table that holds the source partition: dropping it drops
-its partitions) destroys the source as surely as replacing the source itself. Before, the
-partition and the child were replaced on PostgreSQL (the source lost their rows, exit 0), and the
-view's table on MariaDB and DuckDB (the source then read the release, or nothing, exit 0). Every
-such target must be refused with exit 2 before anything is written, and the source must read
-what it read before.
+its partitions) destroys the source as surely as replacing the source itself (a partition or a
+child on PostgreSQL, a view's table on MariaDB and DuckDB). Every such target is refused with
+exit 2 before anything is written, and the source reads what it read before.
 """
 
 from __future__ import annotations
@@ -214,8 +212,8 @@ def test_the_key_message_counts_nulls_and_repeated_values():
 def test_duckdb_a_file_that_the_source_view_reads_is_refused_as_target(
     tmp_path, duckdb_file, duck, capsys, reads
 ):
-    """A DuckDB view over a Parquet file, published into that file (``parquet:///``): before,
-    the file was replaced (exit 0) and the source view read the release."""
+    """A DuckDB view over a Parquet file, published into that file (``parquet:///``), is refused:
+    replacing the file would make the source view read the release."""
     url = duckdb_file(tmp_path / "views.duckdb")
     data = tmp_path / "data" / "patients.parquet"
     data.parent.mkdir()

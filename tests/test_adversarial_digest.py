@@ -151,10 +151,10 @@ def test_the_linkage_check_of_a_column_named_with_braces(db, column):
 def test_a_report_that_is_not_an_audit_report_is_refused(
     sqlite_run, tmp_path, capsys, content, said
 ):
-    """``verify --report`` with a file that is JSON but not an audit report (emptied to
-    ``null`` by hand, a list, a section of the wrong type): a usage error naming the file and
-    what is wrong, never "verified" without the digest check (``null`` was read as no report at
-    all, exit 0) nor an internal error (exit 4)."""
+    """``verify --report`` with a file that is JSON but not an audit report (emptied to ``null`` by
+    hand, a list, a section of the wrong type): a usage error naming the file and what is wrong,
+    never "verified" without the digest check (``null`` is not "no report") nor an internal error.
+    """
     document = sqlite_run.config()
     document["report"] = {"json": str(tmp_path / "report.json")}
     config = str(sqlite_run.write(document))

@@ -58,10 +58,9 @@ _REFUSED_TARGET = "exists and is not a Parquet file; tclose replaces a table, ne
 def test_a_parquet_target_that_is_the_source_database_file_is_refused(
     sqlite_run, tmp_path, duck, spelling, capsys
 ):
-    """Before: the SQLite source was replaced by the Parquet release (exit 0, "verified"): the
-    file's identity was compared with the source *table's*, which is never equal. (An existing
-    file that is not a Parquet file is now refused first; a side file that does not exist yet
-    meets the file comparison, below.)"""
+    """A Parquet target that is the SQLite source's file is refused: the file's identity is compared
+    with the source database file's, not the source table's. (An existing file that is not a Parquet
+    file is refused first; a side file that does not exist yet meets the file comparison, below.)"""
     path = _spellings(sqlite_run.db, tmp_path, "demo.db")[spelling]
     document = sqlite_run.config()
     document["target"] = {"url": f"parquet:///{path}", "table": "demo", "if_exists": "replace"}
@@ -117,9 +116,8 @@ def test_a_parquet_target_that_is_a_duckdb_source_file_is_refused(
 
 @pytest.mark.parametrize("spelling", range(5))
 def test_a_report_on_the_target_database_file_is_refused(sqlite_run, tmp_path, spelling, capsys):
-    """Before: a target SQLite file that was still empty (0 bytes: ``touch out.db``) passed the
-    report's checks, the run published into it, and the report then replaced the release
-    (exit 0, "verified", no table left)."""
+    """A report on the target database file is refused, even while that file is empty (0 bytes:
+    ``touch out.db``): the report would replace the release."""
     target = tmp_path / "out" / "out.db"
     target.parent.mkdir()
     target.touch()
@@ -148,8 +146,8 @@ def test_a_report_on_a_side_file_of_the_source_is_refused(sqlite_run, key, side,
 def test_the_json_and_html_report_on_one_file_are_refused(
     sqlite_run, tmp_path, monkeypatch, capsys
 ):
-    """Before: the HTML page silently replaced the JSON report (exit 0): the audit record was
-    lost."""
+    """The JSON and the HTML report on one file are refused: the page would replace the audit
+    record."""
     (tmp_path / "reports").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "reports", target_is_directory=True)
     monkeypatch.chdir(tmp_path)
@@ -209,9 +207,8 @@ def test_a_report_on_the_config_file_is_refused(sqlite_run, monkeypatch, capsys)
 
 
 def test_demo_never_replaces_a_database_it_did_not_make(tmp_path, capsys):
-    """Before: ``tclose demo`` deleted any ``demo.db`` in its folder (a user's own database,
-    and even when the run then stopped on a foreign report file); a folder in the way was an
-    internal error (exit 4)."""
+    """``tclose demo`` replaces only a ``demo.db`` it made (never a user's own database, also when a
+    foreign report file stops it), and a folder in the way is a clear error (exit 2)."""
     folder = tmp_path / "d"
     folder.mkdir()
     with sqlite3.connect(folder / "demo.db") as connection:
@@ -245,9 +242,8 @@ def test_demo_replaces_its_own_database(tmp_path):
 
 @pytest.mark.duckdb
 def test_init_force_never_overwrites_the_database_it_reads(tmp_path, duck, capsys):
-    """Before: ``tclose init URL TABLE -o FILE --force`` wrote the config over a DuckDB, CSV or
-    Parquet source it had just read (only a SQLite header was refused); an output folder was an
-    internal error (exit 4)."""
+    """``tclose init URL TABLE -o FILE --force`` never writes over the DuckDB, CSV, Parquet or
+    SQLite source it reads, and an output folder is a clear error (exit 2)."""
     csv = tmp_path / "people.csv"
     csv.write_text("id,age\n1,30\n2,40\n")
     parquet = tmp_path / "people.parquet"
@@ -272,8 +268,8 @@ def test_init_force_never_overwrites_the_database_it_reads(tmp_path, duck, capsy
 
 @pytest.mark.duckdb
 def test_a_parquet_target_replaces_only_a_parquet_file(sqlite_run, duck, capsys):
-    """Before: ``if_exists: replace`` wrote the release over any file of the target's name,
-    the configuration file itself included (``parquet:///run.yaml``, table ``run``)."""
+    """``if_exists: replace`` replaces only a Parquet file, never another file of the target's name
+    (the configuration file itself: ``parquet:///run.yaml``, table ``run``)."""
     config = sqlite_run.tmp_path / "run.yaml"
     notes = sqlite_run.tmp_path / "notes.parquet"
     notes.write_text("my notes\n")
@@ -291,8 +287,8 @@ def test_a_parquet_target_replaces_only_a_parquet_file(sqlite_run, duck, capsys)
 
 
 def test_init_writes_its_file_whole_or_not_at_all(sqlite_run, tmp_path, monkeypatch, capsys):
-    """Before: ``init -o`` truncated the file, then wrote it (a full disk or a kill left half a
-    config), and a file in the way of its folder was an internal error (exit 4)."""
+    """``init -o`` writes its file whole or not at all (a full disk or a kill leaves the old file),
+    and a file in the way of its folder is a clear error (exit 2)."""
     import errno
 
     import tclose.base.atomic
@@ -319,7 +315,7 @@ def test_init_writes_its_file_whole_or_not_at_all(sqlite_run, tmp_path, monkeypa
 
 @pytest.mark.parametrize("option", ["--report", "--html"])
 def test_a_report_path_ending_in_a_slash_is_refused(sqlite_run, tmp_path, option, capsys):
-    """Before: ``--report reports/`` wrote the JSON as a file named ``reports`` (exit 0)."""
+    """``--report reports/`` (a folder) is refused, never written as a file named ``reports``."""
     config = str(sqlite_run.write(sqlite_run.config()))
     assert main(["-q", "run", config, option, f"{tmp_path}/reports/"]) == 2
     assert "names a folder" in capsys.readouterr().err
@@ -329,10 +325,10 @@ def test_a_report_path_ending_in_a_slash_is_refused(sqlite_run, tmp_path, option
 @pytest.mark.duckdb
 @pytest.mark.parametrize("kind", ["parquet", "sqlite"])
 def test_a_duckdb_target_on_a_file_of_another_kind_is_refused(sqlite_run, duck, kind, capsys):
-    """Before: ``duckdb:///x.parquet`` opened the Parquet file as views in a database in memory:
-    the run published and verified the table there, said "published" (exit 0), and the table
-    vanished with the run. With DuckDB's ``sqlite`` extension, ``duckdb:///source.db`` would
-    have written into the SQLite source outside the source = target guard."""
+    """``duckdb:///x.parquet`` is refused: DuckDB would open the Parquet file as views in a database
+    in memory, and the published table would vanish with the run. With DuckDB's ``sqlite``
+    extension, ``duckdb:///source.db`` would write into the SQLite source outside the source =
+    target guard."""
     folder = sqlite_run.tmp_path
     path = sqlite_run.db
     if kind == "parquet":
@@ -348,8 +344,8 @@ def test_a_duckdb_target_on_a_file_of_another_kind_is_refused(sqlite_run, duck, 
 
 
 def test_compare_html_never_replaces_a_file_it_did_not_write(sqlite_run, tmp_path, capsys):
-    """Before: ``tclose compare CONFIG --html demo.db`` wrote its page over the source database
-    (exit 0), and over any file (truncated first, then written)."""
+    """``tclose compare CONFIG --html FILE`` never writes over the source database or any file that
+    is not its own map."""
     config = str(sqlite_run.write(sqlite_run.config()))
     before = _state(tmp_path)
     for path in (str(sqlite_run.db), config, f"{tmp_path}/maps/"):
@@ -370,9 +366,8 @@ def test_compare_html_never_replaces_a_file_it_did_not_write(sqlite_run, tmp_pat
     ],
 )
 def test_a_file_that_only_mentions_tclose_is_not_replaced(sqlite_run, name, text, capsys):
-    """Before: any HTML file holding ``<html`` and the word ``tclose`` was taken for a page of
-    tclose and replaced (exit 0); so was any JSON object with keys ``tool`` and
-    ``verification``."""
+    """An HTML file holding ``<html`` and the word ``tclose``, or a JSON object with keys ``tool``
+    and ``verification``, is not taken for tclose's own and is not replaced."""
     notes = sqlite_run.tmp_path / name
     notes.write_text(text)
     document = sqlite_run.config(report={name.split(".")[1]: str(notes)})
@@ -384,8 +379,8 @@ def test_a_file_that_only_mentions_tclose_is_not_replaced(sqlite_run, name, text
 def test_a_report_name_too_long_for_its_temporary_file_is_refused_before_the_run(
     sqlite_run, tmp_path, capsys
 ):
-    """Before: a name the folder takes but its temporary file (14 bytes longer) does not made
-    the run publish, then fail on the report (exit 3, "The table WAS published")."""
+    """A report name the folder takes but its temporary file (14 bytes longer) does not is refused
+    before the run: never a published table without its report."""
     longest = os.pathconf(tmp_path, "PC_NAME_MAX")
     config = str(sqlite_run.write(sqlite_run.config()))
     name = "r" * (longest - 14 - len(".json"))
@@ -400,8 +395,8 @@ def test_a_report_name_too_long_for_its_temporary_file_is_refused_before_the_run
 def test_a_parquet_target_name_too_long_for_its_temporary_file_is_refused(
     sqlite_run, tmp_path, duck, capsys
 ):
-    """Before: the run read, clustered and verified, then failed writing the hidden temporary
-    file (25 bytes longer than the target's name) with an internal error, exit 4."""
+    """A Parquet target name too long for its hidden temporary file (25 bytes longer than the
+    target's name) is refused before any work, naming the limit."""
     stem = "t" * (os.pathconf(tmp_path, "PC_NAME_MAX") - len(".parquet") - 10)
     document = sqlite_run.config()
     document["target"] = {"url": f"parquet:///{tmp_path / stem}.parquet", "table": stem}

@@ -169,9 +169,9 @@ def test_init_never_overwrites_a_database_file(sqlite_run, capsys):
 
 
 def test_a_target_that_is_a_view_is_refused_before_any_work(db, capsys):
-    """Publishing swaps a table for another: PostgreSQL, SQLite and DuckDB refused to drop a
-    view as a table at the publish, after all the work (exit 3), and MariaDB replaced the
-    user's view with the release (exit 0)."""
+    """A target that is a view is refused before any work: publishing swaps a table for another,
+    which PostgreSQL, SQLite and DuckDB refuse for a view (after all the work), and MariaDB would
+    do, replacing the user's view with the release."""
     source, view = db.name("src"), db.name("v")
     db.create_patients(source, n=30)
     db.execute(f"CREATE VIEW {db.quote(view)} AS SELECT patient_id FROM {db.quote(source)}")
@@ -216,8 +216,8 @@ def test_postgresql_a_target_that_is_not_a_table_is_refused(pg, capsys, create, 
 def test_a_target_that_a_view_reads_is_refused_where_the_publish_would_fail(
     dialect, tmp_path, capsys
 ):
-    """PostgreSQL does not drop a table a view reads, and SQLite's rename checks every view:
-    the publish failed after all the work (exit 3). Now exit 2 before it, naming the view."""
+    """PostgreSQL does not drop a table a view reads, and SQLite's rename checks every view: such a
+    target is exit 2 before any work, naming the view."""
     from tests.conftest import make_database
 
     db = make_database(dialect, tmp_path)

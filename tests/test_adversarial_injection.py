@@ -152,9 +152,9 @@ def test_mariadb_reflects_column_names_with_backticks_as_the_server_has_them(mar
 
 @pytest.mark.mysql
 def test_mariadb_column_with_a_line_break_is_refused_not_left_out(maria, capsys):
-    """SQLAlchemy parses ``SHOW CREATE TABLE`` line by line: a column whose name holds a line
-    break was left out of the reflected table, so a pass-through column the config does not
-    name vanished from the release of a run that exited 0. A data error naming the column."""
+    """SQLAlchemy parses ``SHOW CREATE TABLE`` line by line, so a column whose name holds a line
+    break is left out of the reflected table: such a column is a data error naming it, never
+    silently missing from the release."""
     source, target = maria.name("src"), maria.name("anon")
     maria.create_patients(source, n=40)
     with maria.engine.begin() as connection:
@@ -314,12 +314,11 @@ TERMINAL = "\x1b]0;owned\x07\x1b[2J\x1b[31m\x9b1m\u202e"
 
 
 def test_control_characters_in_names_are_not_sent_to_the_terminal(lite, capsys):
-    """A table or column name from the data with ANSI escape sequences was printed raw by
-    ``tclose run`` (progress lines, the published summary), ``tclose verify`` and in error
-    messages (the table's name, the YAML path of a column): the name could clear the auditor's
-    screen, recolour or hide the lines after it, or set the window title. Every control
-    character but tab and line feed, and the bidirectional overrides, are printed as Python
-    escapes (``\\x1b``)."""
+    """A table or column name from the data with ANSI escape sequences could clear the auditor's
+    screen, recolour or hide the lines after it, or set the window title: ``tclose run`` (progress
+    lines, the published summary), ``tclose verify`` and error messages (the table's name, the YAML
+    path of a column) print every control character but tab and line feed, and the bidirectional
+    overrides, as Python escapes (``\x1b``)."""
     source, target = lite.name("s" + TERMINAL), lite.name("t" + TERMINAL)
     lite.create_patients(source, n=40)
     with lite.engine.begin() as connection:

@@ -57,8 +57,9 @@ def stop(moment):
     if COUNTS[moment] != int(os.environ.get("TCLOSE_TEST_STOP_AT", "1")):
         return
     Path(os.environ["TCLOSE_TEST_STOP_FILE"]).write_text(moment)
-    deadline = time.monotonic() + float(os.environ.get("TCLOSE_TEST_STOP_SECONDS", "600"))
-    while time.monotonic() < deadline:
+    # Until the test has sent its signal (a signal tclose defers ends the stop here).
+    signalled, deadline = Path(os.environ["TCLOSE_TEST_SIGNALLED_FILE"]), time.monotonic() + 600
+    while not signalled.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
@@ -163,6 +164,7 @@ def _trial(db, plugin_path, tmp_path, document, phase, signum, at) -> tuple[int,
     second), stop it at ``phase`` (chunk ``at``), send ``signum``; return its exit code (the
     negative signal number if killed) and its stderr."""
     marker = tmp_path / f"stopped-{phase}-{signum.name}"
+    signalled = tmp_path / f"signalled-{phase}-{signum.name}"
     output = tmp_path / f"stderr-{phase}-{signum.name}"
     config = str(db.write_config(document))
     child = os.fork()
@@ -173,7 +175,7 @@ def _trial(db, plugin_path, tmp_path, document, phase, signum, at) -> tuple[int,
                 TCLOSE_TEST_STOP=phase,
                 TCLOSE_TEST_STOP_AT=str(at),
                 TCLOSE_TEST_STOP_FILE=str(marker),
-                TCLOSE_TEST_STOP_SECONDS="600" if signum == signal.SIGKILL else "1",
+                TCLOSE_TEST_SIGNALLED_FILE=str(signalled),
             )
             sys.path.insert(0, str(plugin_path))
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -191,6 +193,7 @@ def _trial(db, plugin_path, tmp_path, document, phase, signum, at) -> tuple[int,
             assert time.monotonic() < deadline, f"the run never reached {phase}"
             time.sleep(0.02)
         os.kill(child, signum)
+        signalled.touch()
         _pid, status = os.waitpid(child, 0)
     except BaseException:
         os.kill(child, signal.SIGKILL)
@@ -230,7 +233,7 @@ def test_kill_campaign(db, plugin_path, tmp_path):
             else:
                 assert audited == [], what
             if db.dialect == "mysql" and not published:
-                assert len(left) <= 1 and all(db.rows(t) == [] for t in left), what
+                assert len(left) <= 1 and all(db.leftover_rows(t) == [] for t in left), what
             else:
                 assert left == set(), what
         else:

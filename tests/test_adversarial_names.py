@@ -111,9 +111,9 @@ def test_mariadb_role_without_drop_leaves_an_empty_registered_probe_table(maria,
 
 
 def test_mariadb_a_session_frees_its_locks_before_its_connection_closes(maria):
-    """A closed connection's named locks are freed only once the server has handled the
-    disconnect; under load a next run asked ``IS_FREE_LOCK`` before that and kept this run's
-    leftover staging table for one run more. The session frees them itself as it ends."""
+    """A closed connection's named locks are freed only once the server has handled the disconnect,
+    so the session frees them itself as it ends: the next run, asking ``IS_FREE_LOCK`` at once,
+    drops this run's leftover staging table."""
     from tclose.connectors.mysql import MySQLDatabase, run_lock_name
 
     database = MySQLDatabase(maria.url)
@@ -134,9 +134,8 @@ def test_mariadb_a_session_frees_its_locks_before_its_connection_closes(maria):
 
 
 def test_mariadb_a_leftover_that_cannot_be_dropped_does_not_stop_a_run(maria, capsys):
-    """A registered leftover that ``DROP TABLE`` refuses (here a view: a run whose target was a
-    view renamed it away before the target check existed) stopped every later run on the
-    schema (exit 3); it is now a warning."""
+    """A registered leftover that ``DROP TABLE`` refuses (here a view under a registered name) is a
+    warning, and later runs on the schema go on."""
     from tclose.connectors.mysql import MySQLDatabase
     from tclose.naming import TableName
 
@@ -291,12 +290,10 @@ def test_mariadb_column_key_agrees_with_the_server(maria, a, b):
 def test_a_column_name_the_target_would_cut_or_refuse(
     request, capsys, source_kind, target_kind, columns, said
 ):
-    """A pass-through column whose name the target cannot keep as it is: PostgreSQL silently
-    cuts a name to 63 bytes (a 70-character SQLite column was published under another name, and
-    two long names sharing 63 bytes were a raw database error), MariaDB refuses names longer
-    than 64 characters, ending with a space, or holding a character beyond U+FFFF (an emoji:
-    a raw "Invalid utf8mb4 character string" once the work was done). A configuration error before any work, naming
-    the column and the rule; ``role: identifier`` gets past it."""
+    """A pass-through column whose name the target cannot keep as it is (PostgreSQL cuts a name to
+    63 bytes, so two long names may share them; MariaDB refuses names longer than 64 characters,
+    ending with a space, or holding a character beyond U+FFFF) is a configuration error before any
+    work, naming the column and the rule; ``role: identifier`` gets past it."""
     source_db, target_db = (
         request.getfixturevalue(source_kind),
         request.getfixturevalue(target_kind),
@@ -312,9 +309,8 @@ def test_a_column_name_the_target_would_cut_or_refuse(
 
 
 def test_a_source_column_with_an_empty_name_is_a_clear_error(lite, capsys):
-    """SQLite accepts a column named ``""``, which SQLAlchemy cannot reflect: the run stopped
-    with an internal error (exit 4). A data error naming the table and the remedy, before any
-    work, whether or not the config names the column."""
+    """SQLite accepts a column named ``""``, which SQLAlchemy cannot reflect: a data error naming
+    the table and the remedy, before any work, whether or not the config names the column."""
     source, target, document = _across(lite, lite, [""])
     before = lite.rows(source, order="patient_id")
     for attributes in (document["attributes"], {**document["attributes"], "": None}):

@@ -109,9 +109,9 @@ def _raising(error):
 def test_a_plugin_raising_what_is_not_an_exception_is_a_plugin_failure(
     sqlite_run, monkeypatch, capsys, published, fault
 ):
-    """``GeneratorExit`` or a ``BaseException`` of the plugin's own escaped ``tclose run``
-    (Python's traceback, exit 1: "verification failed"); an exception whose ``str()`` raises
-    was an internal error blaming tclose. Each is the plugin's failure, exit 4, naming it."""
+    """``GeneratorExit``, a ``BaseException`` of the plugin's own, or an exception whose ``str()``
+    raises: each is the plugin's failure, exit 4, naming it (never Python's traceback with exit 1,
+    "verification failed", nor an internal error blaming tclose)."""
     errors = {
         "generator_exit": GeneratorExit(),
         "base_exception": helpers._Abort("the plugin gave up"),
@@ -428,9 +428,9 @@ def test_a_distance_whose_fit_answers_no_fitted_distance_is_named(
     ids=["masked", "timedelta_with_nat", "timedelta"],
 )
 def test_labels_that_only_look_like_integers_are_refused(labels):
-    """A masked array (masked rows: "no cluster") was read without its mask, each masked row
-    put into the cluster of whatever value lay under it; timedelta64 labels passed as integers
-    (NumPy files timedelta64 under ``np.integer``), ``NaT`` a cluster of its own."""
+    """A masked array (masked rows: "no cluster", whose values under the mask mean nothing),
+    timedelta64 labels (NumPy files timedelta64 under ``np.integer``) and ``NaT`` are refused as
+    labels."""
     from tclose.base.plugin_calls import checked_labels
     from tclose.errors import VerificationError
 
@@ -565,9 +565,9 @@ class _Finished(TcloseError):
 def test_a_tclose_error_of_a_plugin_cannot_claim_success(
     sqlite_run, monkeypatch, capsys, published, error
 ):
-    """A plugin may end the run with a ``TcloseError`` of its own (its message, its exit code),
-    but one whose ``exit_code`` is 0 ended ``tclose run`` with 0, and one marked ``published``
-    dropped the "Nothing was published" line: nothing is published while a plugin runs."""
+    """A plugin may end the run with a ``TcloseError`` of its own (its message, its exit code), but
+    never with exit 0, nor drop the "Nothing was published" line by marking it ``published``:
+    nothing is published while a plugin runs."""
     code = rogue._run(sqlite_run, monkeypatch, _raising(error))
     err = capsys.readouterr().err
     assert code != 0 and "Nothing was published" in err, err

@@ -128,8 +128,8 @@ def test_labels_that_are_not_one_integer_per_row_are_refused(
 def test_clusters_smaller_than_k_fail_verification_naming_the_plugin(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """The verifier rebuilds the classes from the written rows and finds classes of 2 rows;
-    before, its error named no plugin."""
+    """The verifier rebuilds the classes from the written rows, finds classes of 2 rows, and its
+    error names the plugin."""
     code = _run(sqlite_run, monkeypatch, lambda x, d, k: Partition(np.arange(len(x)) // (k - 1)))
     err = _refused(sqlite_run, capsys, published, code, 1, verified=True)
     assert "k_anonymity" in err
@@ -146,14 +146,15 @@ def test_clusters_above_t_fail_verification_naming_the_plugin(
 
 
 def test_a_result_that_is_not_a_partition_is_refused(sqlite_run, monkeypatch, capsys, published):
-    """Before: an internal error (exit 4, AttributeError) that blamed tclose."""
+    """A result that is not a partition is a plugin failure naming the plugin, never an internal
+    error of tclose."""
     code = _run(sqlite_run, monkeypatch, _groups)
     err = _refused(sqlite_run, capsys, published, code, 1)
     assert "Partition" in err
 
 
 def test_a_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys, published):
-    """Before: "internal error: ZeroDivisionError: division by zero (a bug in tclose ...)"."""
+    """A plugin that raises is named with its error, never reported as a bug in tclose."""
     code = _run(sqlite_run, monkeypatch, lambda x, d, k: 1 / 0)
     err = _refused(sqlite_run, capsys, published, code, 4)
     assert "ZeroDivisionError: division by zero" in err and "-v" in err
@@ -165,9 +166,9 @@ def test_a_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys, publishe
 def test_a_plugin_that_changes_its_input_in_place_is_refused(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """``x`` is the framework's own array: the disclosure risk of the report is measured on it.
-    Before, a plugin that zeroed it got its release published (exit 0) with a record-linkage
-    risk 16 times too small in the audit report."""
+    """``x`` is the framework's own array, on which the report's disclosure risk is measured: a
+    plugin that changes it in place (zeroes it) is refused, never published with a record-linkage
+    risk 16 times too small."""
 
     def zeroing(x, distances, k):
         labels = _groups(x, distances, k)
@@ -182,8 +183,8 @@ def test_a_plugin_that_changes_its_input_in_place_is_refused(
 def test_info_that_is_not_json_is_refused_before_publishing(
     sqlite_run, monkeypatch, capsys, published
 ):
-    """Before: the release was published, then writing the report failed (exit 4, "a bug in
-    tclose"): a published table without its audit report."""
+    """An ``info`` that JSON cannot hold is refused before publishing, naming the plugin: never a
+    published table without its audit report."""
 
     def with_object(x, distances, k):
         return Partition(_groups(x, distances, k), info={"centroids": object()})
@@ -217,11 +218,12 @@ def test_any_integers_are_labels(sqlite_run, monkeypatch, capsys, case):
 
 @pytest.mark.parametrize("case", ["all_nan", "strings", "short"])
 def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
-    """In a blocked run the framework renumbers each block's labels before the runner sees
-    them: NaN, string or too few labels from the wrapped plugin were renumbered into clusters
-    (a too-short array: a block with rows of no cluster)."""
-    from tclose.blocks.service import blocked
+    """In a blocked run the framework renumbers each block's labels before the runner sees them, so
+    it checks them first as the runner does: NaN, string or too few labels from the wrapped plugin
+    are refused, never renumbered into clusters."""
+    from tclose.blocks.framed import run_algorithm
     from tclose.errors import VerificationError
+    from tclose.interfaces import Problem
 
     class Rogue:
         name = "rogue"
@@ -233,7 +235,7 @@ def test_labels_of_a_block_are_checked_as_the_runner_checks_them(case):
 
     x = np.arange(40, dtype=float).reshape(-1, 1)
     with pytest.raises(VerificationError, match=r"Algorithm 'rogue' \(.*Rogue\) returned"):
-        blocked(Rogue()).partition_block(x, [], 3, None, {})
+        run_algorithm(Rogue(), Problem(x, [], 3, None, {"blocks": 3, "workers": 1}))
 
 
 def test_the_verifier_rebuilds_the_classes_from_the_written_rows(
@@ -276,7 +278,7 @@ def test_a_plugin_that_calls_sys_exit_does_not_end_the_run(
 
 
 def test_a_distance_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys, published):
-    """Before: "internal error: ... (a bug in tclose ...)"."""
+    """A distance plugin that raises is named with its error, never reported as a bug in tclose."""
     from tclose.plugins.emd_ordered import OrderedEMDDistance
 
     class Boom(OrderedEMDDistance):
@@ -306,9 +308,8 @@ def test_a_distance_plugin_that_raises_is_named(sqlite_run, monkeypatch, capsys,
 def test_a_plugin_that_changes_its_options_does_not_change_the_report(
     sqlite_run, monkeypatch, capsys
 ):
-    """The report records the options the run validated, whatever the plugin does with the
-    mapping it gets (before, a plugin that wrote into it rewrote the audit report's
-    ``algorithm.options``)."""
+    """The report records the options the run validated, whatever the plugin writes into the mapping
+    it gets."""
 
     def rewriting(x, distances, k):
         return Partition(_groups(x, distances, k))
@@ -329,15 +330,17 @@ def test_a_plugin_that_changes_its_options_does_not_change_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = json.loads((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    assert report["algorithm"]["options"] == framework  # the defaults of blocks and refine
 
 
 def test_a_distance_plugin_that_sorts_its_input_in_place_is_named(
     sqlite_run, monkeypatch, capsys, published
 ):
     """``values.sort()`` in a distance's ``fit`` (a careless way to get the order): the run's
-    confidential column is read-only, and the error names the distance (it was an internal
-    error of tclose)."""
+    confidential column is read-only, and the error names the distance, not tclose."""
     from tclose.plugins.emd_ordered import OrderedEMDDistance
 
     class Sorting(OrderedEMDDistance):

@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from waiting import wait_for  # noqa: E402
+
 SCRIPT = """
 import os, sys
 import numpy as np, pandas as pd
@@ -79,6 +82,16 @@ def test_the_pool_never_reruns_an_unguarded_script(tmp_path):
     assert "rows 4000" in done.stdout
 
 
+NAP = """
+import os, time
+from pathlib import Path
+
+def nap(shared, payload):
+    Path({marks!r}, f"napping-{{os.getpid()}}").touch()
+    time.sleep(120)
+    return payload
+"""
+
 NAPPING = """
 import sys, time
 from tclose.blocks.executors import run_tasks
@@ -91,9 +104,7 @@ if __name__ == "__main__":  # guarded: the orphan test is about the kill, not ab
 
 def test_no_orphan_after_sigkill_of_the_driver(tmp_path):
     marker = f"pool-{secrets.token_hex(6)}"
-    (tmp_path / "napping.py").write_text(
-        "import time\n\ndef nap(shared, payload):\n    time.sleep(120)\n    return payload\n"
-    )
+    (tmp_path / "napping.py").write_text(NAP.format(marks=str(tmp_path)))
     script = tmp_path / "driver.py"
     script.write_text(NAPPING)
     driver = subprocess.Popen(
@@ -102,13 +113,14 @@ def test_no_orphan_after_sigkill_of_the_driver(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while len(_processes_with(marker)) < 4:  # driver, fork server and 2 workers napping
-            assert driver.poll() is None, driver.communicate()
-            assert time.monotonic() < deadline, "the pool never started"
-            time.sleep(0.1)
-        time.sleep(0.5)
+
+    def napping() -> bool:
+        assert driver.poll() is None, driver.communicate()
+        naps = list(tmp_path.glob("napping-*"))
+        return len(naps) >= 2 and len(_processes_with(marker)) >= 4
+
+    try:  # the driver, its fork server and two workers, each in a task
+        wait_for(napping, 120, "two workers napping")
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=30)

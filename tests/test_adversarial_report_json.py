@@ -2,8 +2,8 @@
 
 ``json.dumps`` writes NaN and infinities as the bare tokens ``NaN`` / ``Infinity``, which RFC
 8259 forbids: JavaScript's ``JSON.parse``, Go, serde_json and PostgreSQL's ``jsonb`` reject the
-whole file (on PostgreSQL the audit row, written in the publishing transaction, then failed the
-publish with a "database error"). Every report here is parsed with a strict parser. A
+whole file (on PostgreSQL the audit row, written in the publishing transaction, would fail the
+publish). Every report here is parsed with a strict parser. A
 non-finite number may come from the configuration (YAML reads ``.nan`` and ``.inf`` as numbers),
 from an algorithm's ``info``, or from a figure tclose computes; the first two are refused before
 anything is written, the last is written as ``null`` with a warning naming it.
@@ -58,8 +58,8 @@ def _table(n: int = 12) -> pd.DataFrame:
 
 @pytest.mark.parametrize("t", [NAN, INF, -INF, -0.0, 0.0, np.float32("nan")])
 def test_t_that_is_not_in_0_1_is_refused_never_compared(t):
-    """Guard (passed before): a NaN t compares False with everything, so ``emd > t`` never
-    fails; it must be refused, never reach the verifier."""
+    """A NaN t compares False with everything, so ``emd > t`` would never fail: such a t is refused
+    and never reaches the verifier."""
     with pytest.raises(ConfigError, match=r"At key: t"):
         tclose.anonymize(_table(), ["q", "q2"], ["c"], k=3, t=t)
 
@@ -78,11 +78,9 @@ def test_t_that_is_not_in_0_1_is_refused_never_compared(t):
 def test_a_non_finite_number_in_the_yaml_is_refused_naming_its_key(
     sqlite_run, capsys, where, value
 ):
-    """YAML reads ``.nan`` and ``.inf`` as floats. Before: ``interval_p: .nan`` published with
-    interval disclosure 0.0 (no comparison with NaN holds: "no record at risk") and wrote
-    ``"interval_p": NaN``; ``.inf`` wrote ``Infinity``; ``weight: .inf`` failed in t-first's
-    kernel, exit 4 "a bug in the plugin"; ``refine_seconds: .inf`` wrote ``Infinity`` in
-    ``algorithm.options`` and ``config``."""
+    """YAML reads ``.nan`` and ``.inf`` as floats: ``interval_p: .nan`` (no comparison with NaN
+    holds, so no record would count as at risk), ``.inf``, ``weight: .inf`` and ``refine_seconds:
+    .inf`` are configuration errors naming the key, before anything is written."""
     document = sqlite_run.config()
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json")}
     if where[1] == "severity":
@@ -104,8 +102,9 @@ def test_a_non_finite_number_in_the_yaml_is_refused_naming_its_key(
 
 @pytest.mark.parametrize("p", [NAN, INF, np.float32("nan"), -1.0, 0.0, "0.05"])
 def test_the_api_refuses_an_interval_p_that_is_not_a_positive_finite_number(p):
-    """Before: ``tclose.anonymize(..., interval_p=nan)`` returned a report with
-    ``"interval_p": NaN`` and an interval disclosure of 0 (no record at risk)."""
+    """``tclose.anonymize(..., interval_p=...)`` refuses NaN, an infinity, 0, a negative number or a
+    text, naming ``interval_p``: a NaN would report an interval disclosure of 0 (no record at risk).
+    """
     with pytest.raises(ConfigError, match="interval_p"):
         tclose.anonymize(_table(), ["q", "q2"], ["c"], k=3, t=0.5, interval_p=p)
 
@@ -119,15 +118,16 @@ def test_the_api_refuses_an_interval_p_that_is_not_a_positive_finite_number(p):
     ],
 )
 def test_an_infinite_algorithm_option_is_refused_naming_it(algorithm, options):
-    """Before: accepted (``[0.0, inf]`` holds inf) and written as ``Infinity`` in
-    ``algorithm.options``."""
+    """An infinite float option (``[0.0, inf]`` holds inf) is refused naming it: the report cannot
+    hold it."""
     name = next(iter(o for o in options if o != "refine"))
     with pytest.raises(ConfigError, match=rf"At key: {name}\n.*finite"):
         tclose.anonymize(_table(), ["q", "q2"], ["c"], k=3, t=0.5, algorithm=algorithm, **options)
 
 
 def test_an_infinite_weight_is_a_configuration_error_not_a_plugin_bug():
-    """Before: PluginFailure (exit 4) "Algorithm 't-first' ... failed: x must be finite"."""
+    """An infinite weight is a configuration error naming the key, never a failure of the algorithm
+    plugin."""
     with pytest.raises(ConfigError, match=r"At attributes.q ==> At key: weight"):
         tclose.anonymize(_table(), {"q": {"weight": INF}, "q2": "numeric"}, ["c"], k=3, t=0.5)
 
@@ -177,9 +177,8 @@ BAD_INFO = {
 def test_an_info_with_a_non_finite_number_is_refused_before_anything_is_written(
     sqlite_run, monkeypatch, capsys, case
 ):
-    """Before: published, with ``NaN`` / ``Infinity`` written in ``algorithm.info`` of
-    report.json (and of the audit row). Refused as any info JSON cannot hold (exit 1, naming the
-    plugin and where the value is), before the staging table is written."""
+    """An ``algorithm.info`` holding NaN or an infinity is refused as any info JSON cannot hold
+    (exit 1, naming the plugin and where the value is), before the staging table is written."""
     info, where = BAD_INFO[case]
     registry = _registry(info)
     monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
@@ -257,10 +256,8 @@ def _nan_distance_registry():
 
 def test_a_nan_emd_of_a_measured_only_t_is_null_in_every_report(sqlite_run, monkeypatch, capsys):
     """mdav measures t without enforcing it, so a distance that returns NaN does not stop the
-    release. Before: published with ``"t_achieved": {"charge": NaN}`` (and NaN in the EMD
-    histogram and the verification) in report.json, and the same in the audit row (SQLite's
-    JSON column holds any text). Now: ``null``, with a warning naming each field; the HTML page
-    is written."""
+    release: ``t_achieved``, the EMD histogram and the verification hold ``null``, in report.json
+    and in the audit row, with a warning naming each field; the HTML page is written."""
     registry = _nan_distance_registry()
     monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
     monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
@@ -309,10 +306,8 @@ def test_a_nan_emd_of_an_enforced_t_fails_verification_with_a_strict_report(
 
 @pytest.mark.postgres
 def test_a_nan_in_the_report_does_not_fail_the_publish_on_postgresql(pg, monkeypatch, capsys):
-    """The audit row is written in the publishing transaction into a ``jsonb`` column, which
-    refuses ``NaN``. Before: exit 3 "Database error while publishing ...: invalid input syntax
-    for type json ... Token "NaN" is invalid", the verified release rolled back and no report
-    written."""
+    """The audit row is written in the publishing transaction into a ``jsonb`` column, which refuses
+    ``NaN``: the row is strict JSON, so a verified release is published with its report."""
     registry = _nan_distance_registry()
     monkeypatch.setattr(tclose.app.cli, "load_registry", lambda: registry)
     monkeypatch.setattr(tclose.core.runner, "load_registry", lambda: registry)
@@ -355,8 +350,8 @@ def _degenerate():
 
 @pytest.mark.parametrize("case", list(_degenerate()))
 def test_reports_of_degenerate_tables_are_strict_json(case):
-    """Guard (passed before): measures that are undefined on these tables are ``null`` (their
-    documented convention), never NaN; the HTML page renders."""
+    """Measures that are undefined on these tables are ``null`` (their documented convention), never
+    NaN; the HTML page renders."""
     from tclose.app.html_report import render_html
 
     frame, settings = _degenerate()[case]
@@ -383,6 +378,7 @@ def _numbers(value):
 def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
     """``worst > t`` is false for a NaN EMD: the kit passed a partition whose EMD was NaN (the
     verifier's own check, ``worst <= t``, already failed it: guard in the test above)."""
+    from tclose.interfaces import Problem
     from tclose.testing import check_partition
 
     class Honest:
@@ -400,7 +396,7 @@ def test_the_conformance_kit_counts_a_nan_emd_as_above_t():
             return np.full(int(np.max(labels)) + 1, np.nan)
 
     x = np.arange(12, dtype=float).reshape(-1, 1)
-    problems = check_partition(Honest(), x, [NanDistance()], 3, 0.5, {})
+    problems = check_partition(Honest(), Problem(x, [NanDistance()], 3, 0.5, {}))
     assert any("EMD" in p and "nan" in p for p in problems), problems
 
 
@@ -453,8 +449,7 @@ def _days_table(path):
 
 def test_an_unquoted_date_in_the_yaml_does_not_lose_the_report_after_the_publish(tmp_path, capsys):
     """YAML reads ``categories: [2020-01-01, ...]`` as dates (the run compares their text, so it
-    works). Before: the table was published, then writing report.json failed: exit 4
-    "internal error: TypeError: Object of type date is not JSON serializable", no report."""
+    works): the report records them as text, and is written after the publish."""
     import hashlib
 
     from tclose.base.config import load_config
@@ -494,9 +489,8 @@ report: {{json: {tmp_path / "r.json"}, html: {tmp_path / "r.html"}, table: audit
 
 
 def test_a_column_named_by_a_number_beside_named_columns(tmp_path, capsys):
-    """``1:`` is an integer key in YAML; beside text keys the configuration digest (sorted
-    keys) failed before anything was read: exit 4 "internal error: TypeError: '<' not
-    supported between instances of 'str' and 'int'"."""
+    """``1:`` is an integer key in YAML: beside text keys the configuration digest (sorted keys)
+    takes it as the column ``1``, and the run and ``verify --report`` work."""
     db = tmp_path / "d.db"
     _days_table(db)
     config = tmp_path / "c.yaml"
@@ -522,10 +516,9 @@ report: {{json: {tmp_path / "r.json"}}}
 def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
     sqlite_run, monkeypatch, capsys
 ):
-    """An option's default is recorded in ``algorithm.options`` without validation (a plugin
-    may declare ``Option(Path, Path("model.bin"), ...)`` or ``Option(float, inf, ...)``).
-    Before: published, then writing report.json failed (exit 4 "internal error: TypeError:
-    Object of type PosixPath is not JSON serializable"), or wrote ``Infinity``."""
+    """An option's default is recorded in ``algorithm.options`` without validation (a plugin may
+    declare ``Option(Path, Path("model.bin"), ...)`` or ``Option(float, inf, ...)``): it is written
+    as its text or ``null``, with a warning, and the report is written."""
     from pathlib import Path
 
     from tclose.interfaces import Option
@@ -548,7 +541,11 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
     document["report"] = {"json": str(sqlite_run.tmp_path / "r.json"), "table": "audit"}
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 0, capsys.readouterr().err
     report = strict((sqlite_run.tmp_path / "r.json").read_text())
-    assert report["algorithm"]["options"] == {"model": "model.bin", "budget": None}
+    from tclose.blocks.framed import STEPS
+
+    framework = {n: o.default for step in STEPS.values() for n, o in step.items()}
+    expected = {**framework, "model": "model.bin", "budget": None}
+    assert report["algorithm"]["options"] == expected
     warned = " ".join(report["warnings"])
     assert "algorithm.options.model" in warned and "algorithm.options.budget" in warned
 
@@ -559,8 +556,8 @@ def test_a_plugin_option_default_json_cannot_hold_does_not_lose_the_report(
 def test_t_written_with_an_exponent_yaml_reads_as_text_gets_advice(
     sqlite_run, capsys, written, advice
 ):
-    """YAML 1.1 reads ``t: 1e-1`` as the text '1e-1'. Before: "must be in (0, 1]. Got '1e-1'
-    instead", which a reader takes for a refusal of 0.1. The advice given is read as a number."""
+    """YAML 1.1 reads ``t: 1e-1`` as the text '1e-1': the refusal advises the spelling it reads as a
+    number, which a reader would not take for a refusal of 0.1."""
     text = sqlite_run.write(sqlite_run.config()).read_text().replace("t: 0.2", f"t: {written}")
     assert main(["-q", "run", str(sqlite_run.write(text))]) == 2
     err = capsys.readouterr().err
@@ -569,19 +566,22 @@ def test_t_written_with_an_exponent_yaml_reads_as_text_gets_advice(
     assert isinstance(yaml.safe_load(f"t: {advice}")["t"], float)
 
 
-def test_an_audit_row_rebuilt_from_an_older_report_with_nan_is_strict():
-    """``tclose verify --report`` rebuilds a missing audit row from the run's report, which a
-    version before this one may have written with ``NaN`` (``interval_p: .nan`` was accepted).
-    Before: the rebuilt row held NaN (on PostgreSQL the insert failed, a warning)."""
+def test_an_audit_row_rebuilt_from_a_report_with_nan_is_strict():
+    """``tclose verify --report`` rebuilds a missing audit row from the run's report and the
+    checks it measured, which may hold NaN (an EMD of a broken distance): whatever its base
+    holds, the rebuilt report and its row are strict JSON, an unknown figure null."""
+    from tclose.core.verify import Check, Verification
     from tclose.plugins.audit_table import audit_row, rebuilt_report
 
-    older = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
-    older["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
-    older["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
-    checks = [{"name": "k_anonymity", "passed": True, "expected": 3, "actual": 3}]
-    report = rebuilt_report(None, "r1", None, checks, older)
+    base = strict(to_json({"run": {"id": "r1", "started": "2026-01-01T00:00:00Z"}}))
+    base["risk"] = {"interval_p": NAN, "interval_disclosure": 0.0}
+    base["privacy"] = {"t": 0.2, "t_achieved": {"a": 0.1, "b": NAN}}
+    checks = [Check("k_anonymity", True, 3, 3), Check("t_closeness:b", False, 0.2, NAN)]
+    verification = Verification(False, checks, 3, {}, np.zeros(0))
+    report = rebuilt_report(None, "r1", verification, base)
     strict(json.dumps(report, allow_nan=False))
     assert report["risk"]["interval_p"] is None and report["run"]["rebuilt_by"]
+    assert report["verification"]["checks"][1]["actual"] is None
     row = audit_row(report)
     assert row["t_achieved"] is None  # not 0.1: b's is unknown
     strict(json.dumps(row["report"], allow_nan=False))

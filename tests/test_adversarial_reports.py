@@ -158,11 +158,10 @@ def test_a_report_with_hostile_text_in_every_name_and_value_renders_an_inert_pag
 ):
     """Every key naming a column, category, plugin, phase or fact and every text of the report
     (table, URL, check names and details, warnings, definitions, plugin versions, the digest's
-    statement) replaced by markup, ``javascript:`` URLs, external style sheets, a comment
-    opener, a bidi override, control characters and a 20,000-character name: ``tclose
-    report`` writes a page with tclose's own elements only, loading nothing; the bidi override
-    and the control characters are shown as escapes (before: written raw, so a right-to-left
-    override reversed the text after it)."""
+    statement) replaced by markup, ``javascript:`` URLs, external style sheets, a comment opener, a
+    bidi override, control characters and a 20,000-character name: ``tclose report`` writes a page
+    with tclose's own elements only, loading nothing; the bidi override and the control characters
+    are shown as escapes, so no right-to-left override reverses the text after it."""
     _config, report = published
     report["target"]["content_digest"]["statement"] = HOSTILE[0]
     edited = _hostile_report(report)
@@ -203,13 +202,11 @@ WRONG = [None, "<b>x</b>", -1, 1.5, True, [], {}, [[1]], {"a": [1]}, 10**400, 1e
 def test_any_field_of_any_type_gives_a_page_or_a_clear_error_never_an_internal_one(
     published, tmp_path
 ):
-    """Every field of a real report, in turn, set to each of ``WRONG`` (null, a text, a
-    negative or fractional count, a boolean, a list, an object, an integer of 400 digits that
-    no float holds, the largest and a subnormal float) or deleted. Before: 64 fields crashed
-    ``tclose report`` with exit 4 "internal error" (``AttributeError: 'NoneType' object has no
-    attribute 'get'`` for a section emptied to null, ``OverflowError`` for a huge count,
-    ``TypeError`` for a histogram of another length). Now each is a page or exit 2 naming the
-    file and the field."""
+    """Every field of a real report, in turn, set to each of ``WRONG`` (null, a text, a negative or
+    fractional count, a boolean, a list, an object, an integer of 400 digits that no float holds,
+    the largest and a subnormal float) or deleted: each is a page or exit 2 naming the file and the
+    field, never an internal error (a section emptied to null, a huge count, a histogram of another
+    length)."""
     _config, report = published
     crashes = []
     for steps in _paths(report):
@@ -273,12 +270,10 @@ def test_a_malformed_report_names_the_field(published, tmp_path, edit, said):
 def test_an_unparsable_report_is_a_usage_error_for_both_commands(
     published, tmp_path, content, said, command
 ):
-    """Before: nesting deeper than the parser's stack, bytes that are not UTF-8 and an integer
-    of 5,000 digits were exit 4 "internal error" (``RecursionError``, ``UnicodeDecodeError``,
-    ``ValueError: Exceeds the limit (4300 digits)``, with advice to call
-    ``sys.set_int_max_str_digits``). A key twice in one object was read as its last value (other
-    parsers read the first: the page and another reader would disagree on the verdict); now it
-    is refused."""
+    """Nesting deeper than the parser's stack, bytes that are not UTF-8, an integer of 5,000 digits
+    and a key twice in one object (which parsers read differently: the page and another reader would
+    disagree on the verdict) are exit 2 for both commands, saying why the file is not an audit
+    report."""
     config, _report = published
     path = _write(tmp_path, content)
     args = ("report", path) if command == "report" else ("verify", config, "--report", path)
@@ -309,9 +304,9 @@ def test_an_unparsable_report_is_a_usage_error_for_both_commands(
 def test_verify_with_a_report_field_of_the_wrong_type_is_a_usage_error(
     published, tmp_path, steps, value, said
 ):
-    """Before: ``run`` as a text or a number, and ``content_digest.types`` as a number, were
-    exit 4 (``AttributeError``, ``TypeError``); ``run.id`` as a list or an object, and
-    ``types`` as a text, skipped their check silently (``verdict: verified``)."""
+    """``run`` as a text or a number, ``content_digest.types`` as a number or a text, and ``run.id``
+    as a list or an object are exit 2 naming the field: never a crash, never a check skipped
+    silently."""
     config, report = published
     node = report
     for step in steps[:-1]:
@@ -374,10 +369,9 @@ def test_a_report_of_another_configuration_fails_verification(published, sqlite_
     ids=["a_check_failed", "a_check_without_verdict", "no_check"],
 )
 def test_a_report_claiming_verified_against_its_own_checks_is_refused(published, tmp_path, edit):
-    """``verification.passed: true`` beside a failed check (or none at all). Before: ``tclose
-    report`` drew the green "Verified and published" banner from that one field, above a FAIL
-    row. Now the command refuses the report (exit 2, naming the check), and the page of such a
-    report (rendered through the API) says FAILED."""
+    """``verification.passed: true`` beside a failed check (or none at all): the command refuses the
+    report (exit 2, naming the check), and the page of such a report (rendered through the API) says
+    FAILED, never the green "Verified and published" banner above a FAIL row."""
     _config, report = published
     edit(report)
     path = _write(tmp_path, report)
@@ -390,8 +384,8 @@ def test_a_report_claiming_verified_against_its_own_checks_is_refused(published,
 
 @pytest.mark.parametrize("passed", ["true", "yes", 1, [True]])
 def test_a_verdict_that_is_not_a_boolean_is_refused(published, tmp_path, passed):
-    """Before: ``"passed": "false"`` (any non-empty text, 1, a list) was truthy: the page said
-    "Verified and published" and the check rows PASS."""
+    """``"passed": "false"`` (any non-empty text, 1, a list: all truthy) is refused, naming the
+    field: the page never says "Verified and published" for it."""
     _config, report = published
     report["verification"]["passed"] = passed
     report["verification"]["checks"][0]["passed"] = "false"
@@ -404,23 +398,36 @@ def test_a_verdict_that_is_not_a_boolean_is_refused(published, tmp_path, passed)
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400"])
-def test_a_non_finite_number_of_an_older_report_is_still_read(published, tmp_path, token):
-    """Guard (documented: reports of earlier versions may hold NaN): ``tclose report`` renders
-    it and ``verify --report`` verifies the untampered table; a row count that is not a whole
-    number is refused."""
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("privacy", "t"),  # a number field
+        ("verification", "passed"),  # a field of another type
+        ("verification", "checks", 0, "actual"),  # in a list
+        ("tool", "s25r_unread"),  # a field no command reads
+    ],
+)
+def test_a_report_holding_nan_or_an_infinity_is_refused_naming_its_key(
+    published, tmp_path, token, key
+):
+    """A report is strict JSON (tclose writes a figure it cannot define as null): a NaN, an
+    infinity or a number no float holds anywhere in it is exit 2 for ``tclose report`` and
+    ``verify --report``, naming the key, with nothing written."""
     config, report = published
-    text = json.dumps(report).replace('"t": 0.2', f'"t": {token}', 1)
-    assert f'"t": {token}' in text
+    *parents, last = key
+    node = report
+    for step in parents:
+        node = node[step]
+    node[last] = "s25r-token"
+    text = json.dumps(report).replace('"s25r-token"', token)
     path = _write(tmp_path, text)
-    code, out, err = _cli("report", path, "-o", str(tmp_path / "s25r_old.html"))
-    assert code == 0, out + err
-    _assert_inert((tmp_path / "s25r_old.html").read_text(encoding="utf-8"))
-    code, out, err = _cli("verify", config, "--report", path)
-    assert code == 0 and "verdict: verified" in out, out + err
-    report["target"]["rows"] = "s25r-rows"
-    text = json.dumps(report).replace('"s25r-rows"', token)
-    code, out, err = _cli("verify", config, "--report", _write(tmp_path, text))
-    assert code == 2 and "target.rows is a number, not a whole number" in err, out + err
+    page = tmp_path / "s25r_nan.html"
+    dotted = ".".join(str(step) for step in key).replace(".0.", "[0].")
+    for args in (("report", path, "-o", str(page)), ("verify", config, "--report", path)):
+        code, out, err = _cli(*args)
+        assert code == 2, out + err
+        assert f"not an audit report: {dotted} is NaN or an infinity" in err, err
+    assert not page.exists()
 
 
 def test_no_source_value_in_the_messages_of_a_refused_report(published, tmp_path):
@@ -437,10 +444,9 @@ def test_no_source_value_in_the_messages_of_a_refused_report(published, tmp_path
 
 
 def test_a_deeply_nested_unread_field_does_not_crash_the_rebuilt_audit_row(sqlite_run, tmp_path):
-    """``verify --report`` rebuilds the audit row of the table's run from the report when the
-    row is missing, copying the report recursively. Before: a field nobody reads, nested 900
-    deep (the parser reads it), printed every check PASS, then exit 4 ``RecursionError``. Now
-    nesting past 200 is refused before anything is read (exit 2); 199 deep is rebuilt."""
+    """``verify --report`` rebuilds the audit row of the table's run from the report when the row is
+    missing, copying the report recursively: a field nobody reads nested past 200 is refused before
+    anything is read (exit 2); 199 deep is rebuilt."""
     import sqlite3
 
     document = sqlite_run.config()

@@ -433,7 +433,7 @@ def test_a_removed_run_mark_is_said_not_silently_skipped(db):
 
 
 def test_the_table_replaced_by_a_view_of_a_tampered_copy(db):
-    """The published name now a view over a renamed, tampered table."""
+    """The published name made a view over a renamed, tampered table."""
     config, report = _publish(db)
     base = db.quote(db.name("base"))
     rename = "RENAME TABLE" if db.dialect == "mysql" else "ALTER TABLE"
@@ -448,9 +448,9 @@ def test_the_table_replaced_by_a_view_of_a_tampered_copy(db):
 
 
 def test_the_table_replaced_by_a_view_of_itself(db):
-    """The published name now a view over the renamed table, every value kept: what the
-    auditor reads is no longer the table the run published (a view may show each session
-    other rows), so the check fails."""
+    """The published name made a view over the renamed table, every value kept: what the auditor
+    reads is not the table the run published (a view may show each session other rows), so the check
+    fails."""
     config, report = _publish(db)
     base = db.quote(db.name("base"))
     rename = "RENAME TABLE" if db.dialect == "mysql" else "ALTER TABLE"
@@ -501,7 +501,8 @@ def test_an_untampered_copy_earlier_in_the_search_path(pg, two_schemas):
 
 def test_row_level_security_enabled_on_the_published_table(pg):
     """A policy makes other sessions see other rows, while the auditor (the table's owner or a
-    superuser) still reads them all: the table no longer shows everyone what was published."""
+    superuser) still reads them all: a table that does not show everyone what was published fails
+    the check."""
     config, report = _publish(pg)
     target = _target(pg)
     pg.execute(f"ALTER TABLE {target} ENABLE ROW LEVEL SECURITY")

@@ -7,11 +7,8 @@ exactly (``tclose verify --report`` verified), whichever way it goes, or the run
 the write naming the column, the problem and the rows; never a driver's raw error or an internal
 one.
 
-Measured on MariaDB 10.11: the PostgreSQL, MariaDB and DuckDB UUID columns were published
-exactly already (these tests guard it). What failed was a SQLite column *declared* ``UUID``:
-SQLite gives that name NUMERIC affinity, SQLAlchemy reflected ``NUMERIC``, and the run wrote the
-UUID texts into a decimal column of the target (PostgreSQL: "invalid input syntax for type
-numeric", MariaDB: "Incorrect decimal value", DuckDB: an internal error, exit 4).
+A SQLite column *declared* ``UUID`` has NUMERIC affinity, and SQLAlchemy reflects ``NUMERIC``:
+its UUID texts are published as text, never into a decimal column of the target.
 """
 
 from __future__ import annotations
@@ -201,8 +198,8 @@ TARGETS = [
 def test_a_sqlite_column_declared_uuid_is_published_as_its_text(
     request, lite, capsys, database, declared
 ):
-    """Before: PostgreSQL's "invalid input syntax for type numeric", MariaDB's "Incorrect
-    decimal value", DuckDB an internal error (exit 4): the column had become a decimal."""
+    """A SQLite column declared ``UUID`` (NUMERIC affinity, reflected as ``NUMERIC``) is published
+    as its text into every other kind of database, never as a decimal column."""
     db = request.getfixturevalue(database)
     source, target = lite.name("src"), db.name("anon")
     lite.create_patients(source, n=len(SPELLINGS) * 5)
@@ -253,7 +250,8 @@ def test_uuids_stored_as_blobs_in_a_sqlite_uuid_column_are_refused(request, lite
 def test_text_in_a_sqlite_decimal_column_is_refused_naming_the_column(
     request, lite, capsys, database
 ):
-    """Before: the target's error (PostgreSQL, MariaDB), an internal error into DuckDB."""
+    """Text in a SQLite decimal column stops the run before the write (exit 3), naming the column
+    and counting the rows, on every target kind: never the target's error or an internal one."""
     db = request.getfixturevalue(database)
     source, target = lite.name("src"), db.name("anon")
     lite.create_patients(source, n=40)
@@ -280,8 +278,8 @@ def test_a_sqlite_column_declared_uuid_into_sqlite_keeps_its_type(lite, tmp_path
 
 
 def test_duckdb_names_a_value_that_is_not_a_number_for_a_decimal_column():
-    """The guard behind the SQLite check: any source whose decimal column carries a text.
-    Before: ``decimal.InvalidOperation``, an internal error (exit 4)."""
+    """The guard behind the SQLite check: any source whose decimal column carries a text gets an
+    error naming the column, never an internal error."""
     pytest.importorskip("duckdb")
     from tclose.connectors.duckdb import _exact_decimals
     from tclose.errors import DataError

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from tclose.base.arrays import standardize
 from tclose.base.registry import load_registry
+from tclose.blocks.framed import options_schema, run_algorithm
+from tclose.interfaces import Problem
 from tclose.kernels.emd import OrderedEMD
 
 REGISTRY = load_registry(entry_points=False)
@@ -76,10 +78,9 @@ def tables(draw):
 def run(name, options, qi, columns, k, t):
     algorithm = REGISTRY.algorithms[name].obj
     fitted = [OrderedEMD.fit(c) for c in columns]
-    defaults = {key: option.default for key, option in algorithm.options_schema.items()}
-    return np.asarray(
-        algorithm.partition(standardize(qi), fitted, k, t, {**defaults, **options}).labels
-    )
+    defaults = {key: option.default for key, option in options_schema(algorithm).items()}
+    problem = Problem(standardize(qi), fitted, k, t, {**defaults, **options})
+    return np.asarray(run_algorithm(algorithm, problem).labels)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -139,9 +140,10 @@ def nominal_tables(draw):
 def test_t_first_with_nominal_quasi_identifiers(table):
     x, column, k, t, blocks = table
     algorithm = REGISTRY.algorithms["t-first"].obj
-    defaults = {key: option.default for key, option in algorithm.options_schema.items()}
+    defaults = {key: option.default for key, option in options_schema(algorithm).items()}
     options = {**defaults, "blocks": blocks, "workers": 1}
-    labels = np.asarray(algorithm.partition(x, [OrderedEMD.fit(column)], k, t, options).labels)
+    problem = Problem(x, [OrderedEMD.fit(column)], k, t, options)
+    labels = np.asarray(run_algorithm(algorithm, problem).labels)
     _, sizes = np.unique(labels, return_counts=True)
     assert labels.shape == (len(x),) and sizes.sum() == len(x)
     assert sizes.min() >= k

@@ -13,7 +13,7 @@ from tclose.errors import ConfigError, DataError
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    # Every column needs a role (issue 10): the tests keep the columns they use.
+    # Every column needs a role: the tests keep the columns they use.
     return discharge_table(300, seed=5).drop(
         columns=["patient_id", "procedures", "diagnoses", "severity", "ward"]
     )
@@ -43,7 +43,7 @@ def test_anonymize_gives_k_anonymous_t_close_data(table, algorithm):
     assert result.labels.shape == (300,)
     assert np.bincount(result.labels).min() >= 4
     data = result.data
-    # changed by issue 10: the release is shuffled with a fresh index
+    # the release is shuffled with a fresh index
     assert "name" not in data.columns and isinstance(data.index, pd.RangeIndex)
     assert data.groupby(list(QI_COLUMNS[:4])).size().min() >= 4
     assert sorted(data["charge"]) == sorted(table["charge"])
@@ -118,9 +118,9 @@ def test_duplicate_or_non_string_column_labels_are_refused_by_name(table):
 )
 @pytest.mark.parametrize("role", ["quasi_identifiers", "confidential"])
 def test_dates_or_durations_declared_numeric_are_refused(table, values, message, role):
-    """A list of columns means numeric attributes. A ``datetime64`` (or ``timedelta64``) column
-    named there was published as float nanoseconds (``1.58e+15`` for a date in 2020), verified:
-    it is now a DataError naming the column and the type to declare."""
+    """A list of columns means numeric attributes: a ``datetime64`` (or ``timedelta64``) column
+    named there is a DataError naming the column and the type to declare, never published as float
+    nanoseconds."""
     frame = table[["age", "zip", "charge"]].copy()
     frame["when"] = values(len(frame))
     names = {"quasi_identifiers": ["age", "zip"], "confidential": ["charge"]}

@@ -1,4 +1,4 @@
-"""The audit row and the release commit together where the database allows it (issue 11).
+"""The audit row and the release commit together where the database allows it.
 
 On SQLite and PostgreSQL publishing is one transaction (DDL is transactional): the audit row of
 ``report.table`` is written in it (hook ``run_publishing``), so a release cannot exist without its
@@ -42,9 +42,9 @@ def test_the_audit_row_commits_with_the_release(db, tmp_path):
 
 
 def test_an_audit_table_of_another_shape_is_refused_before_any_work(db, tmp_path, capsys):
-    """Its row could not be written: before, SQLite, PostgreSQL and DuckDB stopped at the
-    publish, after all the work (exit 3), and MariaDB, whose row is written after the publish,
-    published without it (a warning, exit 0)."""
+    """An audit table whose row could not be written is refused before any work, on every database:
+    never a publish that fails after all the work, nor (MariaDB, whose row is written after the
+    publish) a release published without its row."""
     source, target, audit, document = _document(db, tmp_path)
     released = db.rows(target, order="tclose_row")
     db.create(audit, [sa.Column("run_id", sa.String(32))], [])  # not an audit table

@@ -69,8 +69,8 @@ def test_a_failed_verification_is_recorded(sqlite_run, singletons_registry):
 
 
 def test_an_incompatible_table_is_refused_before_any_work(sqlite_run, capsys):
-    """Its row could not be written: before, a dry run warned after the work, a publish stopped
-    after it (exit 3) and, on MariaDB, published without the row (``test_audit_in_publish``)."""
+    """An audit table whose row could not be written is refused before any work, in a dry run as in
+    a publish (``test_audit_in_publish``)."""
     with sqlite3.connect(sqlite_run.db) as connection:
         connection.execute("CREATE TABLE tclose_audit (run_id TEXT PRIMARY KEY, note TEXT)")
     document = sqlite_run.config()
@@ -96,7 +96,7 @@ def test_no_table_configured_writes_nothing(sqlite_run):
 def sample_report(tmp_path_factory):
     from tclose.app.demo import discharge_table
 
-    frame = discharge_table(60, seed=2)[["age", "zip", "charge"]]  # issue 10: every column a role
+    frame = discharge_table(60, seed=2)[["age", "zip", "charge"]]  # every column a role
     return tclose.anonymize(frame, ["age", "zip"], ["charge"], k=3, t=0.3).report
 
 

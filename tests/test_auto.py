@@ -1,4 +1,4 @@
-"""Algorithm ``auto`` (issue 16): the best refined candidate, with the reasons in the report."""
+"""Algorithm ``auto``: the best refined candidate, with the reasons in the report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The measures in a background thread while the staging table is written (issue 14).
+"""The measures in a background thread while the staging table is written.
 
 From ``tclose.core.runner.BACKGROUND_MEASURES_ROWS`` kept rows on, ``tclose run`` computes the
 disclosure-risk and utility measures in a daemon thread beside the write and joins them before
@@ -352,11 +352,18 @@ def test_sigterm_ends_a_process_whose_measures_never_finish(sqlite_run):
     it at once with exit 130 and nothing published (a thread the interpreter joined at exit
     would hang it until the timeout)."""
     script = (
-        "import os, signal, sys, time\n"
+        "import os, signal, sys, threading, time\n"
         "import tclose.core.runner\n"
         "from tclose.app.cli import main\n"
+        "from tclose.base.background import Background\n"
+        "def waiting_in_result():\n"
+        "    frame = sys._current_frames().get(threading.main_thread().ident)\n"
+        "    while frame is not None and frame.f_code is not Background.result.__code__:\n"
+        "        frame = frame.f_back\n"
+        "    return frame is not None\n"
         "def stuck(*a, **k):\n"
-        "    time.sleep(0.5)\n"
+        "    while not waiting_in_result():  # the run waits for these measures\n"
+        "        time.sleep(0.01)\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(600)\n"
         "tclose.core.runner.BACKGROUND_MEASURES_ROWS = 0\n"

@@ -1,6 +1,7 @@
 """Block execution as a framework service: an algorithm that knows nothing of blocks (the example
-third-party plugin's ``principal-sort``, and one defined here) runs in blocks on the local pool
-through :func:`tclose.blocks.service.blocked`; the driver never looks at an algorithm's name."""
+third-party plugin's ``principal-sort``, and ones defined here) runs in blocks on the local pool
+through :func:`tclose.blocks.framed.run_algorithm`; the driver never looks at an algorithm's
+name; hooks of the five-value form ``(x, distances, k, t, options)`` are called as such."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import tclose
 from tclose.base.options import validate_options
 from tclose.base.registry import load_registry
 from tclose.blocks import service as block_service
-from tclose.blocks.service import BlockPlan, blocked
-from tclose.interfaces import EMD_TOLERANCE, Partition
+from tclose.blocks.framed import options_schema, run_algorithm
+from tclose.interfaces import EMD_TOLERANCE, BlockPlan, Partition, Problem
 from tclose.kernels.emd import OrderedEMD
 
 
@@ -28,10 +29,10 @@ def _table(n: int = 4000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _run(plugin, x, y, k, t, **options) -> Partition:
-    validated = validate_options(plugin.name, plugin.options_schema, options, "algorithm.options")
+    validated = validate_options(plugin.name, options_schema(plugin), options, "algorithm.options")
     distance = OrderedEMD.fit(y)
     distance.column = "y"
-    return plugin.partition(x, [distance], k, t, validated)
+    return run_algorithm(plugin, Problem(x, [distance], k, t, validated))
 
 
 def _check(partition: Partition, y: np.ndarray, k: int, t: float) -> np.ndarray:
@@ -43,8 +44,8 @@ def _check(partition: Partition, y: np.ndarray, k: int, t: float) -> np.ndarray:
 
 def test_third_party_algorithm_runs_in_blocks_on_the_local_pool() -> None:
     sortagg = pytest.importorskip("tclose_sortagg")
-    plugin = blocked(sortagg.PrincipalSort())
-    assert plugin.name == "principal-sort" and "blocks" in plugin.options_schema
+    plugin = sortagg.PrincipalSort()
+    assert "blocks" not in plugin.options_schema and "blocks" in options_schema(plugin)
     x, y = _table()
     k, t = 5, 0.15
     pooled = _run(plugin, x, y, k, t, blocks=4, executor="local", workers=2)
@@ -58,17 +59,17 @@ def test_third_party_algorithm_runs_in_blocks_on_the_local_pool() -> None:
     assert labels.max() + 1 >= 4
 
 
-class _RegistersSortaggInBlocks:
-    """A plugin that registers the example's algorithm wrapped, as docs/plugins.md shows."""
+class _RegistersSortagg:
+    """A plugin that registers the example's algorithm, as its entry point does."""
 
     @tclose.hookimpl
     def register_algorithms(self, register):
-        register(blocked(pytest.importorskip("tclose_sortagg").PrincipalSort()))
+        register(pytest.importorskip("tclose_sortagg").PrincipalSort())
 
 
-def test_registered_wrapped_third_party_algorithm_runs_in_blocks_through_anonymize() -> None:
+def test_registered_third_party_algorithm_runs_in_blocks_through_anonymize() -> None:
     pytest.importorskip("tclose_sortagg")
-    registry = load_registry([_RegistersSortaggInBlocks()], entry_points=False)
+    registry = load_registry([_RegistersSortagg()], entry_points=False)
     x, y = _table()
     df = pd.DataFrame({"q1": x[:, 0], "q2": x[:, 1], "y": y})
     options = {"blocks": 4, "executor": "local", "workers": 2, "axis": "first"}
@@ -82,12 +83,13 @@ def test_registered_wrapped_third_party_algorithm_runs_in_blocks_through_anonymi
     assert OrderedEMD.fit(y).cluster_emd(result.labels).max() <= 0.15 + EMD_TOLERANCE
 
 
-def test_one_block_is_the_wrapped_algorithm_itself() -> None:
+def test_one_block_is_the_algorithm_itself() -> None:
     sortagg = pytest.importorskip("tclose_sortagg")
     x, y = _table(600)
-    alone = _run(sortagg.PrincipalSort(), x, y, 5, 0.2, axis="principal")
-    wrapped = _run(blocked(sortagg.PrincipalSort()), x, y, 5, 0.2, axis="principal", blocks=1)
-    assert np.array_equal(alone.labels, wrapped.labels) and alone.info == wrapped.info
+    distance = OrderedEMD.fit(y)
+    alone = sortagg.PrincipalSort().partition(Problem(x, [distance], 5, 0.2, {"axis": "principal"}))
+    framed = _run(sortagg.PrincipalSort(), x, y, 5, 0.2, axis="principal", blocks=1)
+    assert np.array_equal(alone.labels, framed.labels) and alone.info == framed.info
 
 
 class _Chunks:
@@ -100,31 +102,49 @@ class _Chunks:
     def __init__(self) -> None:
         self.finished: list[dict] = []
 
-    def partition(self, x, distances, k, t, options) -> Partition:
-        return Partition(np.arange(x.shape[0]) // k)
+    def partition(self, problem: Problem) -> Partition:
+        return Partition(np.arange(problem.x.shape[0]) // problem.k)
 
-    def block_plan(self, x, distances, k, t, options) -> BlockPlan:
-        return BlockPlan(x.shape[0] // k, distances=False, info={"planned": True})
+    def block_plan(self, problem: Problem) -> BlockPlan:
+        return BlockPlan(problem.x.shape[0] // problem.k, distances=False, info={"planned": True})
 
-    def partition_block(self, x, distances, k, t, options, strata=None) -> Partition:
-        assert distances == [] and strata is None  # the plan asked for no distances
-        labels = np.minimum(np.arange(x.shape[0]) // k, x.shape[0] // k - 1)
-        return Partition(labels, {"rows": x.shape[0]})
+    def partition_block(self, problem: Problem) -> Partition:
+        assert problem.distances == [] and problem.strata is None  # the plan asked for none
+        n, k = problem.x.shape[0], problem.k
+        return Partition(np.minimum(np.arange(n) // k, n // k - 1), {"rows": n})
 
-    def finish_blocks(self, x, distances, k, t, options, partition, block_infos) -> Partition:
+    def finish_blocks(self, problem: Problem, partition: Partition, block_infos) -> Partition:
         self.finished.extend(block_infos)
         partition.info["rows_in_blocks"] = sum(i["rows"] for i in block_infos)
         return partition
 
 
-def test_hooks_are_called_in_order_and_by_interface_only() -> None:
-    algorithm = _Chunks()
-    wrapped = blocked(algorithm)
+class _FiveValueChunks(_Chunks):
+    """:class:`_Chunks` with every hook in the five-value form ``(x, distances, k, t, options)``."""
+
+    def partition(self, x, distances, k, t, options) -> Partition:
+        return super().partition(Problem(x, distances, k, t, options))
+
+    def block_plan(self, x, distances, k, t, options) -> BlockPlan:
+        return super().block_plan(Problem(x, distances, k, t, options))
+
+    def partition_block(self, x, distances, k, t, options, strata=None) -> Partition:
+        return super().partition_block(Problem(x, distances, k, t, options, strata=strata))
+
+    def finish_blocks(self, x, distances, k, t, options, partition, block_infos) -> Partition:
+        return super().finish_blocks(Problem(x, distances, k, t, options), partition, block_infos)
+
+
+@pytest.mark.parametrize("kind", [_Chunks, _FiveValueChunks])
+def test_hooks_are_called_in_order_and_by_interface_only(kind) -> None:
+    algorithm = kind()
     x, y = _table(103)
-    partition = _run(wrapped, x, y, 4, None, blocks=3, executor="local", workers=1)
+    partition = _run(algorithm, x, y, 4, None, blocks=3, executor="local", workers=1)
     assert partition.info["planned"] is True and partition.info["rows_in_blocks"] == 103
     assert len(algorithm.finished) == 3 == partition.info["blocks"]
     assert np.bincount(partition.labels).min() >= 4
+    one = _run(kind(), x, y, 4, None, blocks=1)  # one block: partition on the whole table
+    assert "blocks" not in one.info and np.array_equal(one.labels, np.arange(103) // 4)
 
 
 def test_the_driver_knows_no_algorithm_name() -> None:
@@ -161,7 +181,7 @@ def test_blocked_renumbers_labels_that_are_not_dense(relabel) -> None:
     algorithm = _SparseLabels("sparse-labels", relabel)
     x, y = _table(103)
     k = 4
-    partition = _run(blocked(algorithm), x, y, k, None, blocks=3, workers=1)
+    partition = _run(algorithm, x, y, k, None, blocks=3, workers=1)
     labels = np.asarray(partition.labels)
     rows = partition.info["block_rows"]
     assert partition.info["blocks"] == 3 and rows["min"] + rows["max"] < 103

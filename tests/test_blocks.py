@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import tclose
 from tclose.base.options import validate_options
 from tclose.blocks import split as blocks_module
+from tclose.blocks.framed import options_schema, run_algorithm
 from tclose.blocks.split import (
     AUTO_MIN_ROWS,
     auto_blocks,
@@ -27,7 +28,7 @@ from tclose.blocks.split import (
     stratified_blocks,
 )
 from tclose.errors import ConfigError
-from tclose.interfaces import EMD_TOLERANCE
+from tclose.interfaces import EMD_TOLERANCE, Problem
 from tclose.kernels.blocks import RestrictedDistance, reference_of, restrict
 from tclose.kernels.emd import OrderedEMD, max_emd_of_rows
 from tclose.kernels.k_first import k_first
@@ -287,10 +288,10 @@ def test_generic_restricted_distance_delegates() -> None:
 
 def run(algorithm: str, x: np.ndarray, y: np.ndarray, k: int, t: float, **options):
     plugin = ALGORITHMS[algorithm]
-    validated = validate_options(plugin.name, plugin.options_schema, options, "algorithm.options")
+    validated = validate_options(plugin.name, options_schema(plugin), options, "algorithm.options")
     distance = OrderedEMD.fit(y)
     distance.column = "y"
-    return plugin.partition(x, [distance], k, t, validated)
+    return run_algorithm(plugin, Problem(x, [distance], k, t, validated))
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
@@ -343,7 +344,7 @@ def test_default_blocks_leave_small_tables_unblocked() -> None:
 
 
 def test_blocks_option_is_validated() -> None:
-    schema = TFirst().options_schema
+    schema = options_schema(TFirst())
     assert validate_options("t-first", schema, {"blocks": 8}, "o")["blocks"] == 8
     assert validate_options("t-first", schema, {}, "o")["blocks"] == "auto"
     for bad in (0, -2, "many", 2.5, True):
@@ -372,7 +373,7 @@ def test_anonymize_with_blocks_end_to_end() -> None:
         }
     )
     for algorithm in ("t-first", "mdav", "merge", "k-first"):
-        t = None if algorithm == "mdav" else 0.2  # issue 10: mdav does not enforce t
+        t = None if algorithm == "mdav" else 0.2  # mdav does not enforce t
         result = tclose.anonymize(
             frame, ["age", "zip"], ["charge"], k=3, t=t, algorithm=algorithm, blocks=4, workers=1
         )

@@ -235,8 +235,8 @@ def test_verify_command_passes_on_published_and_fails_on_tampered(sqlite_run, ca
 
 
 def test_mdav_reports_t_without_enforcing_it(sqlite_run, tmp_path):
-    # Changed by issue 10 (t asked for is t enforced): privacy.t with mdav is now a
-    # configuration error, so t is measured only when it was not asked for.
+    # t asked for is t enforced: privacy.t with mdav is a configuration error, so t is
+    # measured only when it is not asked for.
     document = sqlite_run.config()
     document["algorithm"] = {"name": "mdav"}
     document["privacy"] = {"k": 3}
@@ -284,7 +284,7 @@ def test_python_m_tclose_and_demo(tmp_path):
     assert report["source"]["rows"] == 600 and report["privacy"]["k_achieved"] >= 5
 
 
-# --- progress display, noise levels, dry-run summary, error locations (issue #6) ---------------
+# --- progress display, noise levels, dry-run summary, error locations ----------------
 
 
 def test_progress_on_a_terminal_redraws_one_line_and_keeps_finished_phases():

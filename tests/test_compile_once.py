@@ -1,4 +1,4 @@
-"""No surprise compilation (issue 29): every compiled kernel is compiled for its one declared
+"""No surprise compilation: every compiled kernel is compiled for its one declared
 signature, once per environment, whatever the caller hands the public kernel functions.
 
 The kernels are called first with ordinary arrays (compiled, or loaded from the cache), then with

@@ -1,8 +1,8 @@
-"""Config hygiene (issue 28): a number is what it spells, and a configuration is small.
+"""Config hygiene: a number is what it spells, and a configuration is small.
 
 YAML 1.1 reads ``010`` as 8, ``0x10`` as 16, ``1_000`` as 1000 and ``1:30`` as 90 (base 60),
-silently; ``k: 010`` ran with k = 8. Every integer or float scalar of the document that is not
-written in plain decimal is refused (exit 2) with the key path, the line, what YAML made of it
+silently (``k: 010`` would run with k = 8). Every integer or float scalar of the document that is
+not written in plain decimal is refused (exit 2) with the key path, the line, what YAML made of it
 and the fix, wherever it is: privacy, source, attribute specs, plugin options, lists, anchors.
 A configuration over :data:`tclose.base.config.MAX_CONFIG_BYTES` is refused before it is parsed.
 """
@@ -99,7 +99,8 @@ def test_every_number_of_the_document_is_covered(tmp_path, base, old, new, where
 
 @pytest.mark.parametrize("tagged", ["!!int ''", "!!float ''", "!!int '-'", "!!int 0x", "!!float x"])
 def test_a_number_tag_on_no_number_is_a_configuration_error(tmp_path, base, tagged):
-    """Before: ``k: !!int ''`` was an internal error (exit 4, PyYAML's IndexError)."""
+    """``k: !!int ''`` (a number tag on no number) is a configuration error naming the key, not an
+    internal error."""
     message = _refusal(tmp_path, base.replace("k: 3", f"k: {tagged}"))
     assert "At privacy ==> At key: k (line 14)" in message and "tagged as a number" in message
 

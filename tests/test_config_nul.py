@@ -2,10 +2,9 @@
 
 YAML's ``"\\0"`` escape writes a NUL into a text. PostgreSQL's ``text`` and ``jsonb`` cannot hold
 one, and the audit row (which records the configuration) is written in the publishing
-transaction: before, such a configuration failed on PostgreSQL only at the publish, after all the
-work, with the driver's message (the transaction rolled back); on SQLite a NUL in the audit
-table's name failed the publish the same way. The loader now refuses a NUL in any key or text of
-the configuration, naming where, before anything connects.
+transaction: such a configuration would fail on PostgreSQL only at the publish, after all the
+work (on SQLite, a NUL in the audit table's name too). The loader refuses a NUL in any key or
+text of the configuration, naming where, before anything connects.
 """
 
 from __future__ import annotations
@@ -91,8 +90,8 @@ def test_text_without_nul_is_accepted(sqlite_run):
 
 
 def test_a_run_with_a_nul_stops_before_connecting(sqlite_run, capsys):
-    """Before: exit 3 at the publish, after all the work: "Database error while publishing
-    discharges_anon on sqlite:///...: the query contains a null character"."""
+    """A run whose configuration holds a NUL stops before connecting (exit 2), never at the publish
+    after all the work."""
     document = sqlite_run.config()
     document["report"] = {"table": "audit\0", "json": str(sqlite_run.tmp_path / "r.json")}
     code = main(["-q", "run", str(sqlite_run.write(document))])

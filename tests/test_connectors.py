@@ -68,7 +68,8 @@ def test_built_ins_and_generic_follow_the_protocols(lite):
 
 
 class _LossyDatabase(SQLDatabase):
-    """Stores every float as 32 bits (the DOUBLE -> REAL bug of issue 13)."""
+    """Stores every float as 32 bits (a DOUBLE written as REAL), which the verification must
+    catch."""
 
     def adapt_portable_type(self, generic):
         return sa.REAL() if isinstance(generic, sa.Double) else generic

@@ -392,12 +392,10 @@ def _amount_into_parquet(duck, duckdb_file, tmp_path, amount: str) -> tuple[Path
     ],
 )
 def test_a_value_parquet_would_change_is_refused(duck, duckdb_file, tmp_path, column, message):
-    """Parquet has no 128-bit integer and counts intervals in milliseconds: DuckDB wrote a
-    ``HUGEINT`` as a ``DOUBLE`` (distinct values merged) and dropped an interval's
-    microseconds, and the run said verified (the staging table was). A ``HUGEINT`` is now
-    staged and written as ``DECIMAL(38,0)``; a value of 39 digits (when it is written to the
-    staging table), or an interval finer than a millisecond (when the file is written), stops
-    the run (exit 3) naming the column, and no file is written."""
+    """Parquet has no 128-bit integer and counts intervals in milliseconds: a ``HUGEINT`` is staged
+    and written as ``DECIMAL(38,0)``; a value of 39 digits (when it is written to the staging
+    table), or an interval finer than a millisecond (when the file is written), stops the run (exit
+    3) naming the column, and no file is written."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, column)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))
@@ -425,13 +423,11 @@ def test_an_auditor_verifies_a_parquet_target_whose_types_parquet_changes(
     duck, duckdb_file, tmp_path, amount
 ):
     """Parquet gives these types back as others (a 128-bit integer as ``DECIMAL(38,0)``, a
-    fixed-size array as a list, ``ENUM``/``BIT``/``BIGNUM`` as ``VARCHAR``, ``TIMESTAMP_S``/
-    ``_MS`` as ``TIMESTAMP``) with the same values, and holds intervals of whole milliseconds
-    and nanosecond times: ``tclose verify --report`` on the file must find the report's content
-    digest, and the file must hold the source's values. The staging table held 128-bit integers
-    and fixed-size arrays, which Python sees as ``int`` and ``tuple`` and the file gives back
-    as ``Decimal`` and ``list``: the run said verified, the auditor's check said NOT verified.
-    Nanoseconds were read into Python, which holds microseconds, and lost."""
+    fixed-size array as a list, ``ENUM``/``BIT``/``BIGNUM`` as ``VARCHAR``, ``TIMESTAMP_S``/``_MS``
+    as ``TIMESTAMP``) with the same values, and holds intervals of whole milliseconds and nanosecond
+    times: ``tclose verify --report`` on the file finds the report's content digest (the run digests
+    the file as written, not the staging table, whose 128-bit integers and arrays Python sees as
+    ``int`` and ``tuple``), and the file holds the source's values, nanoseconds included."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
     config, report = _write_config(tmp_path, document), str(tmp_path / "r.json")
     assert main(["run", str(config), "-q", "--report", report]) == 0
@@ -482,11 +478,10 @@ def test_a_type_parquet_cannot_hold_is_refused_before_any_work(
 def test_a_parquet_file_that_differs_from_the_verified_rows_is_not_published(
     duck, duckdb_file, tmp_path, amount, message
 ):
-    """The file written is read back and compared with the verified staging table: column
-    types, and every row's values. A 128-bit integer inside a ``STRUCT`` (written as a
-    ``DOUBLE``, merging distinct values) and a list of times with time zones (offsets lost)
-    were published with exit 0 and "verified"; now the publish stops, naming the column, and
-    neither the target nor the temporary file is left."""
+    """The file written is read back and compared with the verified staging table: column types, and
+    every row's values. A 128-bit integer inside a ``STRUCT`` (written as a ``DOUBLE``, merging
+    distinct values) and a list of times with time zones (offsets lost) stop the publish, naming the
+    column, and neither the target nor the temporary file is left."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
     with pytest.raises(DataError, match=message):
         run(load_config(_write_config(tmp_path, document)))
@@ -505,10 +500,10 @@ def test_a_parquet_file_that_differs_from_the_verified_rows_is_not_published(
 def test_infinite_dates_are_refused_when_streamed_and_kept_when_joined(
     duck, duckdb_file, tmp_path, amount
 ):
-    """DuckDB's Python client reads ``infinity`` as 9999-12-31 (``-infinity`` as 0001-01-01):
-    streamed into a Parquet file (or any other database) such dates were published as those
-    dates, and verified. The run now stops before the write, naming the column and counting
-    the rows. Into a table of the same DuckDB file (SQL copies the values) they stay."""
+    """DuckDB's Python client reads ``infinity`` as 9999-12-31 (``-infinity`` as 0001-01-01), so
+    streamed into a Parquet file (or any other database) such dates would be published as those
+    dates: the run stops before the write, naming the column and counting the rows. Into a table of
+    the same DuckDB file (SQL copies the values) they stay."""
     path, parquet, document = _amount_into_parquet(duck, duckdb_file, tmp_path, amount)
     with pytest.raises(DataError, match=r"Column 'amount' \(100 rows\) holds infinite dates"):
         run(load_config(_write_config(tmp_path, document)))

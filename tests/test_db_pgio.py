@@ -115,7 +115,7 @@ def test_fixed_width_reads_equal_the_generic_path(pg, numbers):
 
 
 def test_null_chunks_and_null_free_chunks_are_built_alike(pg, numbers, monkeypatch):
-    """Chunks with a NULL are decoded row by row, the others by NumPy: both were taken, and
+    """Chunks with a NULL are decoded row by row, the others by NumPy: both paths are taken, and
     both give what the generic path gives (an int column with a NULL: float64 or object)."""
     taken = {"numpy": 0, "rows": 0}
     build = pgconnector._fields_frame

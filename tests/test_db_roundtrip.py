@@ -125,7 +125,7 @@ def _typed_rows(n: int = 120) -> list[dict]:
     ]
 
 
-#: Issue 10: every column has a declared fate. The typed table's pass-through columns; some are
+#: Every column has a declared fate. The typed table's pass-through columns; some are
 #: unique per row by design (the test matches output rows to source rows), hence allow_unique.
 PASS_THROUGH = {
     c: {"role": "other", "allow_unique": True}
@@ -215,7 +215,7 @@ def test_odd_names_and_schema_qualified_tables(db, odd):
         names["zip"]: {"role": "quasi_identifier", "type": "numeric"},
         names["los"]: {"role": "quasi_identifier", "type": "numeric"},
         names["charge"]: {"role": "confidential", "type": "numeric"},
-        # issue 10: every column has a declared fate; these are unique per row by design here
+        # every column has a declared fate; these are unique per row by design here
         **{names[c]: {"role": "other", "allow_unique": True} for c in ("note", "order", "naive")},
     }
     assert main(["run", str(db.write_config(document)), "-q"]) == 0

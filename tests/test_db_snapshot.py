@@ -78,7 +78,7 @@ def _run_with_writer(db):
         def register_algorithms(self, register):
             register(writer)
 
-    # issue 10: the plugin does not enforce t, so t is not asked for
+    # the plugin does not enforce t, so t is not asked for
     document = db.config(
         source, target, algorithm={"name": "writer-during-kernel"}, privacy={"k": 3}
     )

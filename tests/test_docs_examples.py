@@ -176,6 +176,13 @@ def test_the_evaluate_example_of_reports_md_runs_as_written():
     assert 0 <= figures["risk"]["record_linkage"] <= 1 and figures["utility"]["il1s"] > 0
 
 
+def test_the_third_party_algorithm_of_plugins_md_runs_in_blocks_as_written(capsys):
+    (block,) = [b for b in _code_blocks(ROOT / "docs" / "plugins.md", "python") if "blocks=4" in b]
+    exec(block, {"__name__": "plugins_md_example"})
+    shown = re.search(r"^prints `([^`]*)`", (ROOT / "docs" / "plugins.md").read_text(), re.M)
+    assert capsys.readouterr().out.strip() == shown.group(1) == "4 {'min': 750, 'max': 750} True"
+
+
 def _shape(line: str) -> str:
     """A line of `tclose verify` with its run id and numbers blanked."""
     return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"\b[0-9a-f]{32}\b", "RUN", line))
@@ -381,8 +388,8 @@ def test_tclose_compare_prints_what_reports_md_shows(tmp_path, capsys):
 
 
 def test_order_hierarchy_without_a_hierarchy_is_a_configuration_error(sqlite_run):
-    """docs/attributes.md: `order: hierarchy` orders the leaves of the attribute's hierarchy.
-    Without one it was exit 4, "a bug in the plugin"; it is exit 2 naming the key."""
+    """docs/attributes.md: `order: hierarchy` orders the leaves of the attribute's hierarchy;
+    without one it is exit 2 naming the key."""
     document = sqlite_run.config()
     document["attributes"]["ward"] = {
         "role": "confidential",

@@ -1,10 +1,11 @@
-"""The MySQL driver notice once per environment, always in `tclose plugins` (issue 29, item 6).
+"""The MySQL driver notice once per environment, always in `tclose plugins`.
 
 "mysql driver: PyMySQL ... (pure Python; pip install 'tclose[mariadb]' reads several times
-faster)" was printed on every run and every verify. It is shown the first time a run uses that
-driver in a Python environment (a marker file in the user's cache folder, XDG_CACHE_HOME or
-~/.cache, remembers it), logged at INFO (``-v``) afterwards, and always listed by ``tclose
-plugins``. A run against the real server: tests/test_mysql_driver.py. A cache that cannot be written never fails a run: the notice is then shown again.
+faster)" is shown the first time a run uses that driver in a Python environment (a marker file
+in the user's cache folder, XDG_CACHE_HOME or ~/.cache, remembers it), logged at INFO (``-v``)
+afterwards, and always listed by ``tclose plugins``. A run against the real server:
+tests/test_mysql_driver.py. A cache that cannot be written never fails a run: the notice is then
+shown again.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Adversarial: DuckDB's infinite dates and timestamps in the content digest.
 
 DuckDB's Python client reads ``'infinity'`` as the last date Python holds (``9999-12-31``,
-``9999-12-31 23:59:59.999999``) and ``'-infinity'`` as the first (``0001-01-01``): the content
-digest, which hashes the values as read, gave two different tables the same digest, so an
-auditor's ``tclose verify --report`` passed on a published table whose ``infinity`` had been
-changed into ``9999-12-31`` (or back). An infinite value is now hashed as itself.
+``9999-12-31 23:59:59.999999``) and ``'-infinity'`` as the first (``0001-01-01``). The content
+digest hashes an infinite value as itself, so a published table whose ``infinity`` is changed
+into ``9999-12-31`` (or back) fails ``tclose verify --report``.
 """
 
 from __future__ import annotations
@@ -97,9 +96,9 @@ def test_a_finite_table_keeps_its_digest(duckdb_db):
 
 
 def test_a_run_and_verify_agree_and_an_altered_infinity_fails(duckdb_db, capsys):
-    """Same database: the pass-through ``extra`` is copied inside DuckDB, its ``infinity``
-    kept. The run's digest and ``tclose verify --report``'s agree; changing the published
-    ``infinity`` into ``9999-12-31`` fails the digest check (before, it passed)."""
+    """Same database: the pass-through ``extra`` is copied inside DuckDB, its ``infinity`` kept. The
+    run's digest and ``tclose verify --report``'s agree; changing the published ``infinity`` into
+    ``9999-12-31`` fails the digest check."""
     source, target = duckdb_db.name("src"), duckdb_db.name("anon")
     _create(duckdb_db, source, "DATE", "infinity", published=False)
     document = _document(duckdb_db, source, target)
@@ -119,8 +118,8 @@ def test_a_run_and_verify_agree_and_an_altered_infinity_fails(duckdb_db, capsys)
 
 
 def test_an_infinite_value_is_used_as_the_date_it_reads_as():
-    """Everything but the digest sees the value DuckDB's client gives, as before (the
-    verifier's classes, the multiset check, pickling to a worker)."""
+    """Everything but the digest sees the value DuckDB's client gives (the verifier's classes, the
+    multiset check, pickling to a worker)."""
     import datetime as dt
     import pickle
 

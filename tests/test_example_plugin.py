@@ -51,6 +51,22 @@ def test_example_config_runs_through_the_entry_point(sqlite_run, tmp_path):
     assert "principal-sort" in (tmp_path / "r.html").read_text()
 
 
+def test_example_config_runs_in_blocks_on_the_pool_with_no_code_of_its_own(sqlite_run, tmp_path):
+    document = yaml.safe_load((EXAMPLE / "config.yaml").read_text(encoding="utf-8"))
+    document["source"]["url"] = f"sqlite:///{sqlite_run.db}"
+    document["report"] = {"json": str(tmp_path / "r.json"), "html": str(tmp_path / "r.html")}
+    document["algorithm"]["options"].update(blocks=3, executor="local", workers=2, refine=True)
+
+    assert main(["run", str(sqlite_run.write(document))]) == 0
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    info = report["algorithm"]["info"]
+    assert info["blocks"] == 3 and info["executor"] == "local" and "refine" in info
+    assert report["verification"]["passed"] is True
+    assert report["privacy"]["k_achieved"] >= 5
+    assert report["privacy"]["t_achieved"]["charge"] <= 0.2 + 1e-9
+
+
 def test_installed_plugin_passes_the_conformance_suite():
     algorithm = load_registry().algorithms["principal-sort"].obj
     assert check_algorithm(algorithm) > 0

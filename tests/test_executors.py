@@ -119,7 +119,7 @@ def test_a_tclose_error_of_a_task_is_raised_as_it_is_and_not_retried(
     executor: str, tmp_path: Path, request
 ) -> None:
     """A TcloseError is a verdict the next attempt would give again (e.g. a plugin's bug, as a
-    PluginFailure): before, it was retried, then reported as a BlockError (exit 3)."""
+    PluginFailure): it is raised as it is, not retried nor wrapped in a BlockError."""
     from tclose.errors import DataError
 
     scheduler = request.getfixturevalue("dask_scheduler") if executor == "dask" else ""
@@ -181,7 +181,7 @@ def test_same_labels_on_every_executor(algorithm: str, dask_scheduler: str) -> N
         quasi_identifiers=["age", "zip", "stay"],
         confidential=["charge"],
         k=3,
-        t=None if algorithm == "mdav" else 0.2,  # issue 10: mdav does not enforce t
+        t=None if algorithm == "mdav" else 0.2,  # mdav does not enforce t
         algorithm=algorithm,
         blocks=4,
     )

@@ -48,7 +48,7 @@ def test_skeleton_lists_every_column_with_type_and_role_other(skeleton_file):
     text = skeleton_file.read_text()
     document = yaml.safe_load(text)
     assert list(document["attributes"]) == DEMO_COLUMNS
-    # issue 10: the row key is written with role identifier (never published), and so is a
+    # the row key is written with role identifier (never published), and so is a
     # column whose name looks like a direct identifier; the rest other
     roles = {c: a["role"] for c, a in document["attributes"].items()}
     assert roles.pop("patient_id") == "identifier" and roles.pop("name") == "identifier"

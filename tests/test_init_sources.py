@@ -1,4 +1,4 @@
-"""`tclose init` on every kind of source, then `tclose run` of what it wrote (issue 29, item 4).
+"""`tclose init` on every kind of source, then `tclose run` of what it wrote.
 
 A newcomer runs `tclose init`, sets the roles (nothing else), and runs. Dates are proposed as
 ``date``/``datetime`` attributes (never ``ordinal``), a file or DuckDB source gets its key and a
@@ -240,8 +240,8 @@ def _document(url: str, table: str, target: dict, key: str | None = "id") -> dic
     ],
 )
 def test_each_refusal_of_a_file_target_advises_a_target_that_runs(duck, tmp_path, capsys, target):
-    """The advice named ``target.table: people`` for the first case, which the next run refused
-    as the source (issue 29: four of a newcomer's six failed runs)."""
+    """Each refusal of a file target advises a target that the next run accepts, never the source's
+    own name (``target.table: people`` for the first case would be refused as the source)."""
     url = _file_source(duck, tmp_path / "people.parquet", "parquet")
     target = {k: v.format(dir=tmp_path) for k, v in target.items()}
     path = tmp_path / "people.yaml"
@@ -294,8 +294,8 @@ def test_a_unique_not_null_column_is_the_key_of_a_table_without_primary_key(pg, 
 
 @pytest.mark.parametrize("first", ["keep t", "remove t"])
 def test_k_anonymity_only_advice_runs(demo_db, tmp_path, monkeypatch, capsys, first):
-    """Roles set, but no confidential column: the advice named "leave t out", which the next
-    run refused (t-first needs t). Each refusal now names a setting that runs."""
+    """Roles set, but no confidential column: the advice names a setting that runs
+    (``algorithm.name: mdav``), not "leave t out", which t-first refuses."""
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "k.yaml"
     assert main(["-q", "init", f"sqlite:///{demo_db}", "discharges", "-o", str(path)]) == 0

@@ -1,7 +1,7 @@
-"""``tclose.base.jit.njit``: Numba is imported only when a compiled kernel is first used (issue 14: a
-small run calls no compiled kernel and should not pay Numba's import), the kernel is then
-Numba's own dispatcher, and it is compiled for its one declared signature only, with the kernels
-it calls and nothing else (issue 29: no surprise compilation)."""
+"""``tclose.base.jit.njit``: Numba is imported only when a compiled kernel is first used (a small
+run calls no compiled kernel and should not pay Numba's import), the kernel is then Numba's own
+dispatcher, and it is compiled for its one declared signature only, with the kernels it calls and
+nothing else (no surprise compilation)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_the_module_holds_lazy_kernels_until_one_is_called(kernel_module):
     assert isinstance(kernel_module.sum_of_squares, LazyKernel)
     kept = kernel_module.sum_of_squares  # as `from module import sum_of_squares` would keep it
     assert kept(np.arange(4.0)) == 14.0  # 0 + 1 + 4 + 9, the compiled callee found by name
-    # The kernel and the one it calls are now Numba's dispatchers, under their own names; the
+    # The kernel and the one it calls are then Numba's dispatchers, under their own names; the
     # module's other kernel is not made (nor compiled).
     assert isinstance(kernel_module.square, CPUDispatcher)
     assert isinstance(kernel_module.sum_of_squares, CPUDispatcher)
@@ -136,8 +136,8 @@ def _environment() -> dict[str, str]:
 
 
 def test_importing_kernels_and_opening_a_compile_notice_do_not_import_numba(tmp_path):
-    """Numba arrives with the first call, and the notice opened before it still sees the
-    compilation (the cache is empty), which it announces."""
+    """Numba arrives with the first call, and the notice opened before it still sees the compilation
+    (the cache is empty), which it announces."""
     result = _run(
         """
         import json, sys, numpy as np

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tclose.interfaces import EMD_TOLERANCE
+from tclose.interfaces import EMD_TOLERANCE, Problem
 from tclose.kernels import k_first as k_first_module
 from tclose.kernels.emd import OrderedEMD, OrderedParts
 from tclose.kernels.k_first import k_first
@@ -307,16 +307,17 @@ def test_plugin_updates_the_phase_bar():
     seen = []
     plugin = KFirst()
     options = {key: option.default for key, option in plugin.options_schema.items()}
+    problem = Problem(x, [d], 2, 0.2, options)
     with phase_counts(lambda line, **counts: seen.append((line, counts)), "partitioning"):
-        plugin.partition(x, [d], 2, 0.2, options)
+        plugin.partition(problem)
     assert seen[-1] == ("partitioning", {"done": 200, "total": 200})
     seen.clear()
-    plugin.partition(x, [d], 2, 0.2, options)  # outside a phase: nothing reported
+    plugin.partition(problem)  # outside a phase: nothing reported
     assert seen == []
 
 
 def load_previous():
-    """``tests/k_first_previous.py``, the kernel before issue 16 (importlib mode: load by path)."""
+    """``tests/k_first_previous.py``, the reference kernel (importlib mode: load by path)."""
     import importlib.util
     import sys
     from pathlib import Path

@@ -386,9 +386,9 @@ def test_compiled_search_gives_the_small_paths_shares_row_for_row(monkeypatch, s
 
 
 def kdtree_contributions(source: np.ndarray, published: np.ndarray) -> np.ndarray:
-    """The small-table path before it became a NumPy comparison: SciPy's KD-tree answers every
-    row's two nearest distinct vectors, and rows whose two nearest are within 2·tolerance get
-    the tree's ball query (``_settle_ties``), distances recomputed on the unrotated vectors."""
+    """A reference for the small-table path: SciPy's KD-tree answers every row's two nearest
+    distinct vectors, and rows whose two nearest are within 2·tolerance get the tree's ball query
+    (``_settle_ties``), distances recomputed on the unrotated vectors."""
     from scipy.spatial import cKDTree
 
     n = len(source)

@@ -636,10 +636,9 @@ def test_published_values_that_are_not_numbers_are_not_measured(bad) -> None:
 def test_verify_source_of_a_changed_table_gives_its_verdict_and_says_why_a_measure_is_null(
     tmp_path, capsys, column, value
 ) -> None:
-    """A published table changed after the run: a category the source does not have stopped
-    ``tclose verify --source`` with exit 3 and no verdict (the measures raised), a NULL number
-    printed "record linkage 0" and "IL1s nan". Now the checks and the verdict come, and the
-    measures that need the value are '-' with a note naming the column and the count."""
+    """A published table changed after the run (a category the source does not have, a NULL number):
+    ``tclose verify --source`` gives its checks and verdict, and the measures that need the value
+    are '-' with a note naming the column and the count."""
     import sqlite3
 
     import yaml
@@ -699,7 +698,7 @@ def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
     assert figures["risk"]["interval_disclosure"] == 0.0
 
     # Published as they are, instants a nanosecond apart: each record links to its own row
-    # alone (as floats since 1970 they were equal: every record tied with the other, 0.5).
+    # alone (as floats since 1970 they would be equal: every record tied with the other, 0.5).
     two = pd.DataFrame({"at": [start, start + pd.Timedelta(nanoseconds=1)], "charge": [1.0, 2.0]})
     same = evaluate(two, two, qis, ["charge"])
     assert same["risk"]["record_linkage"] == 1.0 and same["utility"]["il1s"] == 0.0

@@ -84,7 +84,7 @@ def config(path, algorithm: str, **extra_attributes) -> dict:
         "interview": {"role": "quasi_identifier", "type": "date"},
         "income": {"role": "confidential", "type": "numeric"},
         "water": {"role": "confidential", "type": "nominal", "hierarchy": WATER_TREE},
-        # issue 10: every column has a declared fate; 1,001 weights over 200 rows single out
+        # every column has a declared fate; 1,001 weights over 200 rows single out
         # most rows (the linkage check), which this test is not about
         "weight": {"role": "other", "allow_unique": True},
     }
@@ -210,7 +210,7 @@ def test_anonymize_api_with_mapping_specs():
         t=0.35,
         algorithm="t-first",
         identifiers=["head_name", "hid"],
-        # issue 10: every column has a role; income is unique per row by design here, and
+        # every column has a role; income is unique per row by design here, and
         # the interview date and weight single out rows with the others
         other={
             "roof": {},
@@ -265,6 +265,6 @@ def test_mixed_type_properties(table, algorithm):
     classes = result.data.groupby(["kind", "size", "education"]).ngroup().to_numpy()
     assert np.bincount(classes).min() >= k
     for c in np.unique(classes):
-        # issue 10: the release is shuffled; its own label column is what is published
+        # the release is shuffled; its own label column is what is published
         members = result.data["label"].to_numpy()[classes == c]
         assert tv_emd(members, frame["label"].to_numpy()) <= t + 1e-9

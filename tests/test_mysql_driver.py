@@ -1,4 +1,4 @@
-"""The MySQL/MariaDB driver (issue 14): the fastest installed of MariaDB Connector/Python,
+"""The MySQL/MariaDB driver: the fastest installed of MariaDB Connector/Python,
 mysqlclient and PyMySQL, the choice named to the user, and the same snapshot reads and the same
 published table through every driver.
 

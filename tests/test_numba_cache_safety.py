@@ -86,9 +86,9 @@ def test_cached_functions_call_only_their_own_module(name):
 
 
 def test_the_check_finds_a_foreign_call():
-    """The check itself, on the k-first kernel as it was before issue 16 (kept in the tests
-    without the cache): its ``_member_emd`` called the emd module's compiled helpers, which
-    this test reported while that code had ``cache=True``."""
+    """The check itself, on the reference k-first kernel (kept in the tests without the cache): its
+    ``_member_emd`` calls the emd module's compiled helpers, which the check reports when such code
+    has ``cache=True``."""
     k_first_previous = load_previous()
     callees = {
         f"{c.py_func.__module__}.{c.py_func.__name__}"

@@ -1,4 +1,4 @@
-"""Loading third-party plugins from entry points (issue 13, item 5): autoload can be disabled and
+"""Loading third-party plugins from entry points: autoload can be disabled and
 an allow-list opted into (``TCLOSE_DISABLE_PLUGIN_AUTOLOAD``, ``TCLOSE_PLUGINS``), and an entry
 point that fails to import is named with its distribution without breaking the other plugins.
 

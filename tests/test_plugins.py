@@ -64,7 +64,7 @@ def test_third_party_algorithm_runs_from_yaml(sqlite_run):
     registry = load_registry(extra_plugins=[ThirdPartyPlugin(), sink], entry_points=False)
     document = sqlite_run.config()
     document["algorithm"] = {"name": "sorted-blocks", "options": {"size_factor": 2}}
-    document["privacy"] = {"k": 3}  # issue 10: it does not enforce t, so t is not asked for
+    document["privacy"] = {"k": 3}  # it does not enforce t, so t is not asked for
     config = load_config(sqlite_run.write(document))
 
     result = run(config, registry=registry)
@@ -118,7 +118,7 @@ def test_algorithm_that_breaks_k_is_caught_by_verification(sqlite_run):
     registry = load_registry(extra_plugins=[BrokenPlugin()], entry_points=False)
     document = sqlite_run.config()
     document["algorithm"] = {"name": "broken"}
-    document["privacy"] = {"k": 3}  # issue 10: it does not enforce t, so t is not asked for
+    document["privacy"] = {"k": 3}  # it does not enforce t, so t is not asked for
     with pytest.raises(VerificationError, match="k_anonymity"):
         run(load_config(sqlite_run.write(document)), registry=registry)
     assert sqlite_run.tables() == {"discharges"}

@@ -30,7 +30,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_yaml_example_passes_the_column_rules(tmp_path):
-    """Issue 10: the README's example declares every column of its table and runs."""
+    """The README's example declares every column of its table and runs."""
     import re
     import sqlite3
 

@@ -1,4 +1,4 @@
-"""Golden outputs: the same inputs give the same outputs while issue 30 reshapes the code.
+"""Golden outputs: the same inputs give the same outputs whatever shape the code takes.
 
 Each output below was recorded once, under ``tests/golden/``, and every run of this file
 produces it again and compares it with the recording:

@@ -1,4 +1,4 @@
-"""The refinement pass (issue 16): it never breaks k or t, never raises the SSE, and helps.
+"""The refinement pass: it never breaks k or t, never raises the SSE, and helps.
 
 Property tests start from valid partitions (t-first or MDAV followed by the merge loop) of small
 generated tables with tied QIs, tied, binary and constant ordered attributes, nominal attributes
@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from tclose.base.arrays import standardize
 from tclose.base.hierarchy import Hierarchy
+from tclose.blocks.framed import options_schema, run_algorithm
+from tclose.interfaces import Problem
 from tclose.kernels.emd import OrderedEMD
 from tclose.kernels.mdav import mdav
 from tclose.kernels.merge import merge_until_t_close
@@ -201,10 +203,10 @@ def test_merge_with_splits_leaves_no_giant_cluster(partner):
     x = standardize(qi[:, None])
     charge = OrderedEMD.fit(qi + 0.1 * rng.normal(size=n))
     plugin = Merge()
-    plain = validate_options("merge", plugin.options_schema, {"partner": partner}, "o")
+    plain = validate_options("merge", options_schema(plugin), {"partner": partner}, "o")
     split = {**plain, "split": True}
-    before = np.bincount(plugin.partition(x, [charge], 5, 0.1, plain).labels).max()
-    after = plugin.partition(x, [charge], 5, 0.1, split)
+    before = np.bincount(run_algorithm(plugin, Problem(x, [charge], 5, 0.1, plain)).labels).max()
+    after = run_algorithm(plugin, Problem(x, [charge], 5, 0.1, split))
     sizes = np.bincount(after.labels)
     assert before > n // 3  # the paper's loop collapses
     assert sizes.max() < 4 * 5 + 10 and sizes.min() >= 5
@@ -226,10 +228,10 @@ def test_blocked_runs_are_refined_across_block_borders(name):
     letters = NominalEMD.fit(np.array(rng.choice(LETTERS, n), dtype=object))
     plugin = load_registry(entry_points=False).algorithms[name].obj
     given = {"blocks": 4, "workers": 1}
-    plain = validate_options(name, plugin.options_schema, given, "o")
-    refined = validate_options(name, plugin.options_schema, {**given, "refine": True}, "o")
-    before = plugin.partition(x, [charge, letters], 4, 0.2, plain)
-    after = plugin.partition(x, [charge, letters], 4, 0.2, refined)
+    plain = validate_options(name, options_schema(plugin), given, "o")
+    refined = validate_options(name, options_schema(plugin), {**given, "refine": True}, "o")
+    before = run_algorithm(plugin, Problem(x, [charge, letters], 4, 0.2, plain))
+    after = run_algorithm(plugin, Problem(x, [charge, letters], 4, 0.2, refined))
     assert before.info["blocks"] == 4 and after.info["refine"]["passes"] >= 1
     sizes = np.bincount(after.labels)
     assert sizes.min() >= 4

@@ -1,5 +1,5 @@
-"""Issue 10: "verified" is true of the whole release — no linking column, no silent role loss,
-exact values. One test (at least) per numbered case of the issue."""
+"""The verdict "verified" is true of the whole release: no linking column, no silent role
+loss, exact values."""
 
 from __future__ import annotations
 

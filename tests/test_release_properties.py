@@ -1,4 +1,4 @@
-"""Issue 10, property: over random configurations, no published quasi-identifier or pass-through
+"""Property: over random configurations, no published quasi-identifier or pass-through
 column maps one-to-one onto the source rows unless the configuration allows it, and the source
 key is published only with ``output.keep_key``."""
 

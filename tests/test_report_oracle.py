@@ -838,9 +838,9 @@ def test_verify_with_source_fails_a_duplicated_row_with_a_new_key(lite):
 
 @pytest.mark.parametrize("role", ["quasi_identifier", "confidential"])
 def test_every_row_set_aside_with_a_hierarchy_is_a_data_error(lite, role):
-    """Every row has a NULL in an ``exclude-rows`` column and a hierarchical nominal attribute
-    is declared: exit 3 (fewer rows than k), nothing published. It was an internal error
-    (exit 4, an IndexError encoding the hierarchy of no category); found by the oracle."""
+    """Every row has a NULL in an ``exclude-rows`` column and a hierarchical nominal attribute is
+    declared: exit 3 (fewer rows than k), nothing published, never an internal error encoding the
+    hierarchy of no category."""
     frame = pd.DataFrame(
         {"id": [0, 1], "x": [1.0, 2.0], "c1": [None, None], "h": ["x1", "y1"], "code": ["a", "b"]}
     )
@@ -870,9 +870,9 @@ def test_every_row_set_aside_with_a_hierarchy_is_a_data_error(lite, role):
     ],
 )
 def test_a_datetime_qi_is_its_class_mean_to_the_nearest_microsecond(request, kind):
-    """The mean instant of a class, exact to the nanosecond, is written to the nearest
-    microsecond (the databases' resolution). It was truncated: a mean of 1.000000667 s was
-    written 1.000000 s, always earlier, on every database."""
+    """The mean instant of a class, exact to the nanosecond, is written to the nearest microsecond
+    (the databases' resolution), not truncated: a mean of 1.000000667 s is written 1.000001 s, on
+    every database."""
     database = request.getfixturevalue(kind)
     source, target = database.name("src"), database.name("anon")
     base = pd.Timestamp("1969-12-31 23:59:58")  # before 1970 too: floor, not toward zero

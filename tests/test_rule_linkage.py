@@ -99,7 +99,7 @@ def _passes(db, tmp_path, other, allowed=()) -> dict:
     return report
 
 
-# --- the cases of issue 28 ----------------------------------------------------------------------
+# --- known cases ----------------------------------------------------------------------------------
 
 
 def test_two_columns_that_repeat_apart_but_not_together_fail(db, tmp_path, capsys):

@@ -530,8 +530,8 @@ def test_pg_the_runs_temporary_tables_are_its_own_whatever_the_search_path(
 
 @pytest.mark.duckdb
 def test_a_parquet_target_keeps_no_audit_table(lite, duck, tmp_path, no_work, capsys):
-    """A Parquet target is one file, the release: an audit table "in" it was a table of the
-    in-memory DuckDB database the file is read with, and its row was gone after the run."""
+    """A Parquet target is one file, the release: an audit table "in" it would be a table of the
+    in-memory DuckDB database the file is read with, gone after the run, so it is refused."""
     source = lite.name("src")
     lite.create_patients(source, n=20)
     document = lite.config(source, "out")

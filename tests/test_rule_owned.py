@@ -9,8 +9,8 @@
   staging schema) are refused as source, target and audit table, however spelled.
 - The join's helper tables have per-run names that no user table may bear, so none shadows one.
 
-The first tests try the attacks of issue 28 as found; the rest try the rule with other objects
-and spellings of the same classes.
+The first tests try known attacks; the rest try the rule with other objects and spellings of
+the same classes.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ def _other_database(maria) -> tuple[str, str]:
     return name, sa.make_url(maria.url).set(database=name).render_as_string(False)
 
 
-# --- the attacks found (issue 28, cases 1, 4, 5 and the helper table) --------------------------
+# --- known attacks: a registry name, a merge member, a function's table, a helper's name ----------
 
 
 @pytest.mark.mysql
 def test_mariadb_a_target_named_like_the_registry_is_refused(maria, monkeypatch, capsys):
-    """Before: the registry ``tclose_owned`` was replaced by the release, and the next run
-    read data rows as the registry and dropped a user table named in the data."""
+    """A target named like the registry ``tclose_owned`` is refused: a release in its place would
+    make the next run read data rows as the registry and drop a user table named in the data."""
     name, url = _other_database(maria)
     try:
         engine = sa.create_engine(url)
@@ -89,8 +89,8 @@ def test_mariadb_a_target_named_like_the_registry_is_refused(maria, monkeypatch,
 
 @pytest.mark.mysql
 def test_mariadb_a_member_of_a_merge_source_is_not_replaced(maria, monkeypatch, capsys):
-    """Before: target ``m2``, a member of the ``MRG_MyISAM`` source, was replaced (exit 0) and
-    the source could no longer be read."""
+    """Target ``m2``, a member of the ``MRG_MyISAM`` source, is not replaced: the source would no
+    longer be readable."""
     base, m1, m2, source = (maria.name(n) for n in ("base", "m1", "m2", "src"))
     maria.create_patients(base, n=40)
     for member, rows in ((m1, "patient_id < 20"), (m2, "patient_id >= 20")):
@@ -148,8 +148,8 @@ def _through_a_function(db) -> tuple[str, str, list[str]]:
 def test_a_table_a_source_view_reads_through_a_function_is_not_replaced(
     dialect, request, monkeypatch, capsys
 ):
-    """Before: the target (read by a PostgreSQL SQL function, a MariaDB stored function, a
-    DuckDB table macro) was replaced, and the source broken or changed (exit 0)."""
+    """A target that the source view reads through a function (a PostgreSQL SQL function, a MariaDB
+    stored function, a DuckDB table macro) is not replaced, and the source stays as it is."""
     db = request.getfixturevalue(FIXTURES[dialect])
     source, target, cleanup = _through_a_function(db)
     try:
@@ -181,9 +181,8 @@ def _helper_named_source(db, request) -> tuple[str, callable]:
 def test_a_source_named_like_a_helper_table_of_earlier_versions_is_anonymized(
     db, request, name, capsys
 ):
-    """Before: the join's temporary helper tables were ``tclose_map`` and
-    ``tclose_centroids``; a temporary table hides a table of its name, so a source named so
-    read the helper instead and could never be anonymized."""
+    """A source named ``tclose_map`` or ``tclose_centroids`` is anonymized: the join's temporary
+    helper tables are named per run, so none hides a table of the source's name."""
     url, cleanup = _helper_named_source(db, request)
     try:
         here = type(db)(db.dialect, url, db.tmp_path)

@@ -248,9 +248,8 @@ def test_values_the_database_calls_equal_are_ordered_by_what_they_hold(db, tmp_p
 
 
 def test_a_seed_left_in_a_config_publishes_nothing(sqlite_run):
-    """An attacker who knows ``output.seed`` (the README's example had 42) and the row count
-    could rebuild the permutation that numbered the rows; such a config is refused before
-    any work, so no release of it exists."""
+    """An attacker who knows ``output.seed`` and the row count could rebuild the permutation that
+    numbered the rows: such a config is refused before any work, so no release of it exists."""
     document = sqlite_run.config(output={"seed": 42})
     assert main(["-q", "run", str(sqlite_run.write(document))]) == 2
     assert "discharges_anon" not in sqlite_run.tables()

@@ -140,9 +140,9 @@ def analyst(maria):
 def test_mariadb_a_read_uncommitted_reader_sees_nothing_of_a_run(
     maria, analyst, monkeypatch, tmp_path, path
 ):
-    """Before: the staging table was a committed table of the target's database, filled in the
-    run's transaction, and a ``READ UNCOMMITTED`` session read every unverified row while the
-    run verified them. It is now in ``tclose_staging``, which the analyst cannot read."""
+    """A ``READ UNCOMMITTED`` session of an analyst granted the target's database reads no
+    unverified row while the run verifies them: the staging table is in ``tclose_staging``, which
+    the analyst cannot read."""
     user, url = analyst
     engine = sa.create_engine(url)
     root = sa.create_engine(maria.url)

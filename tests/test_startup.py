@@ -1,4 +1,4 @@
-"""Start-up stays light (issue 14): ``import tclose`` and the plugin registry do not import pandas
+"""Start-up stays light: ``import tclose`` and the plugin registry do not import pandas
 (nor, for ``import tclose``, Numba or SQLAlchemy), a small run imports no SciPy subpackage, and a
 Numba compilation is announced once with its duration. Timings themselves are in
 bench/bench_startup.py, not here."""

@@ -368,7 +368,7 @@ def test_rejects_bad_input(x, ranks, message):
 
 
 # --------------------------------------------------------------------------------------------
-# One-hot look-ups decide exactly as the column sum (issue 14: same labels, same SSE)
+# One-hot look-ups decide exactly as the column sum (same labels, same SSE)
 # --------------------------------------------------------------------------------------------
 
 

@@ -78,7 +78,7 @@ def test_verify_detects_a_class_pushed_above_t(sqlite_run, published, capsys):
 def test_verify_measures_t_of_an_algorithm_that_does_not_enforce_it(sqlite_run, capsys):
     document = sqlite_run.config()
     document["algorithm"] = {"name": "mdav"}
-    document["privacy"] = {"k": 3}  # issue 10: t with mdav is a configuration error
+    document["privacy"] = {"k": 3}  # t with mdav is a configuration error
     config = sqlite_run.write(document)
     assert main(["run", str(config)]) == 0
     capsys.readouterr()

@@ -2,9 +2,9 @@
 
 The distance plugin *is* the definition of t for its attributes, but its EMDs are still figures
 the verifier checks: an EMD is a distance between two distributions, so it is a finite number
->= 0. Before, a plugin returning ``-inf`` (or a negative EMD) for every class made the verifier's
-``worst <= t`` hold, and a release that nobody had checked for t-closeness was verified and
-published; a ``-inf`` next to a ``NaN`` could too (``max`` of the two).
+>= 0. A plugin returning ``-inf`` (or a negative EMD) for every class would make a plain
+``worst <= t`` hold, and so could a ``-inf`` next to a ``NaN`` (``max`` of the two): the
+verifier fails such EMDs, so no release unchecked for t-closeness is published.
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def _use(monkeypatch, registry):
 
 @pytest.mark.parametrize("rig", ["minus-inf", "negative"])
 def test_a_run_with_such_a_distance_publishes_nothing(sqlite_run, monkeypatch, capsys, rig):
-    """Before: exit 0, the release published as verified with ``t_achieved: -Infinity`` (the
-    report written by Python's non-strict JSON) or a negative t."""
+    """A run with such a distance publishes nothing (exit 1), and its report holds no ``-Infinity``
+    nor a negative t."""
     honest = sqlite_run.config()
     honest["target"]["if_exists"] = "replace"
     assert main(["-q", "run", str(sqlite_run.write(honest, "honest.yaml"))]) == 0

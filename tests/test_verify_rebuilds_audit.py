@@ -1,5 +1,5 @@
-"""``tclose verify`` rebuilds the audit row of a run killed between its publish and its report
-(issue 11): the published table carries its run id, the audit table lacks that run's row."""
+"""``tclose verify`` rebuilds the audit row of a run killed between its publish and its report:
+the published table carries its run id, the audit table lacks that run's row."""
 
 from __future__ import annotations
 

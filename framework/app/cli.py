@@ -36,19 +36,17 @@ from tclose.base.config import Config, load_config, parse_config, redact_url
 from tclose.base.interrupts import terminate_as_interrupt
 from tclose.base.registry import KINDS, load_registry
 from tclose.base.version import __version__
-from tclose.errors import ConfigError, DataError, PluginFailure, RunInterrupted, TcloseError
-
-#: How many times ``tclose verify`` reads a table that another run publishes meanwhile.
-VERIFY_ATTEMPTS = 3
+from tclose.errors import ConfigError, PluginFailure, RunInterrupted, TcloseError
 
 log = logging.getLogger("tclose")
 
 
 class _Once(argparse._StoreAction):
-    """``store``, except that an option given twice is a usage error: argparse keeps the last
-    value, so ``tclose compare --k 3 --k 5`` compared k = 5 only, and ``tclose run --report
-    a.json --report b.json`` wrote b.json only, without a word. An empty value is one too:
-    ``--report ""`` (a script's unset variable) ran as if the option were not given."""
+    """``store``, except that an option given twice is a usage error: argparse would keep the
+    last value, so ``tclose compare --k 3 --k 5`` would compare k = 5 only, and ``tclose run
+    --report a.json --report b.json`` write b.json only, without a word. An empty value is one
+    too: ``--report ""`` (a script's unset variable) would run as if the option were not
+    given."""
 
     def __call__(
         self,
@@ -277,136 +275,93 @@ def _run(args: argparse.Namespace, progress: Progress | None) -> int:
 
 
 def _verify(args: argparse.Namespace, progress: Progress | None) -> int:
-    from tclose.base.digests import SUMMED_TWIN
-    from tclose.core.report import hierarchy_checks
-    from tclose.core.runner import published_run_id, verify_published
+    from tclose.core.runner import verify_with_report
 
     config = load_config(args.config)
-    registry = load_registry()
     report = _read_report(args.report) if args.report else None
-    expected_rows = None
-    if report is not None and not args.source:
-        expected_rows = report.get("target", {}).get("rows")
-    recorded = ((report or {}).get("target") or {}).get("content_digest") or {}
-    # The run id is read before and after the rows: a run that published meanwhile changed it,
-    # and the rows read may be the other run's; read again (a few times, then give up).
-    try:
-        run_id = published_run_id(config, registry)
-    except DataError:  # e.g. no such table: the read names the problem best
-        run_id = None
-    for _attempt in range(VERIFY_ATTEMPTS):
-        verification = verify_published(
-            config,
-            registry,
-            against_source=args.source,
-            expected_rows=expected_rows,
-            progress=progress,
-            digest_algorithm=recorded.get("algorithm"),
-        )
-        before, run_id = run_id, published_run_id(config, registry)
-        if run_id == before:
-            break
-        _echo(f"note  {config.target.table} was published again while it was read: reading again")
-    else:
-        raise DataError(
-            f"The table {config.target.table} was published again by another run each time it "
-            f"was read ({VERIFY_ATTEMPTS} times). Run tclose verify when no run publishes it."
-        )
-    checks = list(verification.checks)
-    if report is not None:
-        digest = config.digest_as_recorded(report.get("config_sha256"))
-        checks.append(
-            {
-                "name": "config_sha256",
-                "passed": report.get("config_sha256") == digest,
-                "expected": report.get("config_sha256"),
-                "actual": digest,
-            }
-        )
-        checks.append(content_digest_check(report, verification))
-        checks += hierarchy_checks(report, config.attributes)
-    recorded_run = ((report or {}).get("run") or {}).get("id")
-    if report is not None and run_id is not None and recorded_run:
-        # The table's mark names the run that published it: the report must be that run's.
-        checks.append(
-            {
-                "name": "run_id",
-                "passed": run_id == recorded_run,
-                "expected": recorded_run,
-                "actual": run_id,
-            }
-        )
-    passed = all(c["passed"] for c in checks)
+    table = config.target.table
+    verification = verify_with_report(
+        config,
+        load_registry(),
+        report=report,
+        against_source=args.source,
+        progress=progress,
+        reading_again=lambda: _echo(
+            f"note  {table} was published again while it was read: reading again"
+        ),
+    )
     if progress is not None:
         progress.close()
-    _echo(
-        f"table {config.target.table}: {sum(verification.class_sizes)} rows, "
-        f"{len(verification.class_sizes)} classes"
-    )
+    sizes = verification.class_sizes
+    _echo(f"table {table}: {sum(sizes)} rows, {len(sizes)} classes")
     _echo(_wrapped(f"      classes: {CLASSES_EXPLAINED}", 6))
-    for check in checks:
-        mark = "PASS" if check["passed"] else "FAIL"
-        actual = check["actual"]
-        actual = f"{actual:.6g}" if isinstance(actual, float) else actual
-        _echo(f"{mark}  {check['name']}: expected {_expected(check)}, got {actual}")
-        if not check["passed"] and check.get("problem"):
-            _echo(f"      {check['problem']}")
-    measured_only = [
-        c
-        for c in verification.t_achieved
-        if not any(ch["name"] == f"t_closeness:{c}" for ch in checks)
-    ]
-    for column in measured_only:
-        _echo(
-            f"info  t of {column} (measured, not enforced by {config.algorithm}): "
-            f"{verification.t_achieved[column]:.4f}"
-        )
+    _print_checks(verification, config)
+    for note in _verify_notes(verification, report, args.source):
+        _echo(f"note  {note}")
+    if verification.run_id is not None:
+        _echo(f"run   published by tclose run {verification.run_id} (the table's run mark)")
+        _rebuild_audit_record(config, verification, report)
+    _echo("verdict: " + ("verified" if verification.passed else "NOT verified"))
+    return 0 if verification.passed else 1
+
+
+def _print_checks(verification: Any, config: Config) -> None:
+    """One line per check (``PASS``/``FAIL``, with the problem of a failed one), then the t of
+    each confidential column measured but not enforced, then the measures against the
+    source."""
     from tclose.measures import measure_lines
 
+    for check in verification.results:
+        mark = "PASS" if check.passed else "FAIL"
+        actual = f"{check.actual:.6g}" if isinstance(check.actual, float) else check.actual
+        _echo(f"{mark}  {check.name}: expected {_expected(check)}, got {actual}")
+        if not check.passed and check.problem:
+            _echo(f"      {check.problem}")
+    enforced = {check.name for check in verification.results}
+    for column, t in verification.t_achieved.items():
+        if f"t_closeness:{column}" not in enforced:
+            _echo(f"info  t of {column} (measured, not enforced by {config.algorithm}): {t:.4f}")
     for text in measure_lines(verification.measures):
         _echo(text)
-    for note in undetectable_changes(report is not None, args.source):
-        _echo(f"note  {note}")
-    recorded_digest = ((report or {}).get("target") or {}).get("content_digest") or {}
-    if recorded_digest.get("algorithm") in SUMMED_TWIN.values():
-        _echo(
-            "note  this report's content digest adds the row hashes (runs before 2026-11-27): "
-            "rows chosen to make their sum match can pass it (docs/reports.md); a new run "
-            "records a chained digest."
-        )
-    if report is not None and recorded_run and run_id is None:
-        _echo(
-            f"note  the report names run {recorded_run}, but the table carries no run mark (its "
+
+
+def _verify_notes(verification: Any, report: dict | None, with_source: bool) -> list[str]:
+    """The notes of ``tclose verify``: what it cannot detect, a report whose run the table does
+    not name."""
+    notes = undetectable_changes(report is not None, with_source)
+    recorded_run = ((report or {}).get("run") or {}).get("id")
+    if report is not None and recorded_run and verification.run_id is None:
+        notes.append(
+            f"the report names run {recorded_run}, but the table carries no run mark (its "
             f"comment was removed, or its database keeps none): the run id was not compared."
         )
-    if run_id is not None:
-        _echo(f"run   published by tclose run {run_id} (the table's run mark)")
-        _rebuild_audit_record(config, run_id, verification, checks, report)
-    _echo("verdict: " + ("verified" if passed else "NOT verified"))
-    return 0 if passed else 1
+    return notes
 
 
-def _rebuild_audit_record(
-    config: Any, run_id: str, verification: Any, checks: list[dict], report: dict | None
-) -> None:
-    """Append the audit row of run ``run_id`` if ``report.table`` lacks it (a run killed between
-    its publish and its report); a failure to write it is a warning, never the verdict."""
+def _rebuild_audit_record(config: Any, verification: Any, report: dict | None) -> None:
+    """Have the plugins that record runs (hook ``rebuild_run_record``, e.g. ``report.table``)
+    add the record of the table's run if they lack it (a run killed between its publish and
+    its report); a failure to write it is a warning, never the verdict."""
     if not config.report_table:
         return
     import sqlalchemy as sa
 
     from tclose.base.registry import dialect_of
     from tclose.core.plan import resolve_name
-    from tclose.plugins.audit_table import rebuild_record
 
+    run_id = verification.run_id
     try:
         target = config.target
-        database = load_registry().connector_for(dialect_of(target.url))
+        registry = load_registry()
+        database = registry.connector_for(dialect_of(target.url))
         audit = resolve_name(
             database.connect(target.url, target.password_file), config.report_table, "report.table"
         )
         config = dataclasses.replace(config, report_table=audit.qualified)  # as the run did
-        rebuilt = rebuild_record(config, run_id, verification, checks, report)
+        assert registry.manager is not None  # load_registry makes one
+        rebuilt = registry.manager.hook.rebuild_run_record(
+            config=config, run_id=run_id, verification=verification, report=report
+        )
     except (TcloseError, sa.exc.SQLAlchemyError) as error:
         first = redact_url(str(error)).splitlines()[0] if str(error) else ""
         _echo(
@@ -415,54 +370,12 @@ def _rebuild_audit_record(
             file=sys.stderr,
         )
         return
-    if rebuilt:
+    if any(rebuilt):
         _echo(
             f"audit rebuilt the audit record of run {run_id} in {config.report_table} "
             "(its row was missing: the run ended between its publish and its report, or is "
             "writing its record now, which then replaces this one)"
         )
-
-
-def content_digest_check(report: dict[str, Any], verification: Any) -> dict[str, Any]:
-    """The ``content_digest`` check of ``tclose verify --report``: the published table's digest
-    recomputed now against the one the run recorded, and its column names against the recorded
-    ones (the PostgreSQL digest hashes values only: a renamed column keeps its bytes)."""
-    recorded = (report.get("target") or {}).get("content_digest") or {}
-    computed = verification.content_digest or {}
-    sha256 = computed.get("sha256")
-    same_columns = recorded.get("columns") == computed.get("columns")
-    actual = sha256 or computed.get("unavailable")
-    if sha256 and not same_columns:
-        actual = f"{sha256} of other columns: {', '.join(computed.get('columns') or [])}"
-    # Recorded since the digest hashes values only: a type changed keeping them fails here.
-    types = recorded.get("types")
-    changed = [
-        f"{column} {types.get(column)} now {kind}"
-        for column, kind in (computed.get("types") or {}).items()
-        if types is not None and column in types and types[column] != kind
-    ]
-    if sha256 and same_columns and changed:
-        actual = f"{sha256} of columns of other types: {'; '.join(changed)}"
-    # The table the statement names (PostgreSQL: schema-qualified, as the name resolved):
-    # another table the auditor's search path finds first is not the published one.
-    statement = recorded.get("statement")
-    same_table = statement is None or statement == computed.get("statement")
-    if sha256 and same_columns and not changed and not same_table:
-        actual = f"{sha256} of another table: {computed.get('statement')}"
-    relation = computed.get("relation")  # a view (say) where the run published a table
-    if sha256 and relation:
-        actual = f"{sha256} of a {relation}, not the table the run published"
-    return {
-        "name": "content_digest",
-        "passed": bool(sha256)
-        and not relation
-        and same_columns
-        and not changed
-        and same_table
-        and recorded.get("sha256") == sha256,
-        "expected": recorded.get("sha256") or "a digest in the report (none recorded)",
-        "actual": actual,
-    }
 
 
 def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
@@ -491,13 +404,12 @@ def undetectable_changes(with_report: bool, with_source: bool) -> list[str]:
     return notes
 
 
-def _expected(check: dict[str, Any]) -> str:
-    name = check["name"]
-    if name == "k_anonymity":
-        return f">= {check['expected']}"
-    if name.startswith("t_closeness:"):
-        return f"<= {check['expected']}"
-    return str(check["expected"])
+def _expected(check: Any) -> str:
+    if check.name == "k_anonymity":
+        return f">= {check.expected}"
+    if check.name.startswith("t_closeness:"):
+        return f"<= {check.expected}"
+    return str(check.expected)
 
 
 def _read_report(path: str) -> dict[str, Any]:
@@ -667,6 +579,10 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
             notes = getattr(provided.obj, "notes", None) if kind == "connector" else None
             for note in notes() if callable(notes) else []:
                 _echo(f"  {'':<16} note: {note}")
+    if registry.criteria:  # the built-in criteria are the verifier's own, not plugins
+        _echo("criteria:")
+        for name, provided in registry.criteria.items():
+            _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
     if registry.broken:
         _echo("broken (not loaded):")
         for broken in registry.broken:
@@ -684,7 +600,7 @@ def _demo(args: argparse.Namespace, progress: Progress | None) -> int:
     text = resources.files("tclose.configs").joinpath("quickstart.yaml").read_text("utf-8")
     document = yaml.safe_load(text)
     k = document["privacy"]["k"]
-    if args.rows < k:  # before: a negative count was exit 4, 0 left a database behind (exit 3)
+    if args.rows < k:  # fewer rows than k make no release: refused before any file is made
         raise ConfigError(f"--rows {args.rows}: the demo needs at least k = {k} rows.")
     folder = Path(args.dir)
     database = folder / "demo.db"

@@ -110,7 +110,12 @@ def resolve_all(
 
 
 def run_setting(
-    encoded: EncodedTable, config: Config, resolved: Resolved, k: int, t: float | None
+    encoded: EncodedTable,
+    config: Config,
+    resolved: Resolved,
+    k: int,
+    t: float | None,
+    registry: Registry | None = None,
 ) -> dict[str, Any]:
     """Partition, aggregate, verify and measure one setting; one row of the comparison."""
     import numpy as np
@@ -118,7 +123,7 @@ def run_setting(
 
     from tclose.core.clustering import cluster_rows
     from tclose.core.runner import with_attribute_options
-    from tclose.core.verify import verify_rows
+    from tclose.core.verify import release_criteria, verify_rows
     from tclose.measures import measure_configured
 
     started = time.perf_counter()
@@ -139,6 +144,8 @@ def run_setting(
         t,
         len(frame),
         encoded.confidential,
+        config=config,
+        criteria=release_criteria(config.confidential, registry),
     )
     risk, utility = measures["risk"], measures["utility"]
     return {
@@ -210,7 +217,7 @@ def compare(
     line = f"running {len(runs)} settings on {len(keys)} rows"
     say(line, done=0, total=len(runs))
     for done, (resolved, k, t) in enumerate(runs, start=1):
-        rows.append(run_setting(encoded, config, resolved, k, t))
+        rows.append(run_setting(encoded, config, resolved, k, t, registry))
         say(line, done=done, total=len(runs))
     return {
         "source": {"table": config.source.table, "rows": len(keys)},

@@ -441,7 +441,8 @@ def refuse_nul(checker: _Checker, value: Any, path: tuple[str, ...]) -> None:
 
 def _as_text(value: Any) -> str:
     """A hint when ``value`` is a number YAML read as text: YAML 1.1 (PyYAML) reads ``1e-3``
-    (an exponent without a dot) as text, so ``t: 1e-3`` was refused as "Got '1e-3'"."""
+    (an exponent without a dot) as text, so ``t: 1e-3`` alone would read as a refusal of
+    0.001 ("Got '1e-3'")."""
     if not isinstance(value, str):
         return ""
     try:
@@ -832,11 +833,11 @@ def parse_config(
 
 def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
     """Refuse ``${VAR}`` in a table name, file path or key outside ``source.url`` and
-    ``target.url``: only URLs are expanded, and ``report: {json: ${OUT}/r.json}`` wrote the
-    report into a new folder literally named ``${OUT}`` (a ``target.table`` so written would
+    ``target.url``: only URLs are expanded, and ``report: {json: ${OUT}/r.json}`` would write
+    the report into a new folder literally named ``${OUT}`` (a ``target.table`` so written would
     publish a table of that name). Refuse a URL given as a table or key name too: on SQLite
-    ``report.table: 'postgresql://u:PASSWORD@h/db'`` was created as a table of that name, the
-    password in the log and the report."""
+    ``report.table: 'postgresql://u:PASSWORD@h/db'`` would be created as a table of that name,
+    the password in the log and the report."""
     places: list[tuple[tuple[str, ...], Any]] = [
         ((section, str(key)), value)
         for section in ("source", "target", "report")

@@ -2,7 +2,8 @@
 ``tclose verify --report`` can tell it unchanged, and how each database's values are hashed.
 
 Three definitions (the report's ``target.content_digest.algorithm`` says which;
-``tclose verify --report`` recomputes the one the report names):
+``tclose verify --report`` recomputes the one the report names, and fails the check when the
+database cannot compute it):
 
 - :data:`COPY_DIGEST_ALGORITHM`, on PostgreSQL (sessions with ``content_digest``): the SHA-256 of
   the table's binary ``COPY`` — every column in name order, ``tclose_row`` included, rows in
@@ -13,24 +14,19 @@ Three definitions (the report's ``target.content_digest.algorithm`` says which;
 - :data:`MYSQL_ORDERED_DIGEST_ALGORITHM`, on MariaDB/MySQL: :data:`ORDERED_DIGEST_ALGORITHM` of
   the values every driver reads alike (``FLOAT`` as its exact double, ``BIT`` as an integer,
   ``DATE``/``DATETIME``/``TIMESTAMP`` from their text, ``TIMESTAMP`` in UTC;
-  ``MySQLSession.read_expression``). Earlier MariaDB/MySQL reports used
-  :data:`MYSQL_DIGEST_ALGORITHM` (the summed twin) or, before the drivers read alike,
-  :data:`DIGEST_ALGORITHM` on the driver's own values, recomputed the same way
-  (``MySQLSession.parsed_values``).
+  ``MySQLSession.read_expression``), so that a report verifies through any driver.
 - :data:`ORDERED_DIGEST_ALGORITHM`, elsewhere: every published row (all its columns,
-  ``tclose_row`` included, in column-name order) is encoded canonically (``repr`` of the
-  driver's values; aware datetimes in UTC, binary as bytes; DuckDB's infinite dates and
-  timestamps as ``InfiniteDate('infinity')`` and so on, not as the finite dates its client reads
-  them as: ``tclose.connectors.duckdb.DuckDBSession.read_rows``, so a report made before, of a
-  DuckDB table holding one, no longer matches) and hashed with SHA-256; the row hashes, in
-  ``tclose_row`` order, are hashed in turn by one SHA-256. The digest is the SHA-256 of the
-  column names, the row count and that chained hash. The report records it
-  (``target.content_digest``) and ``tclose verify --report`` recomputes it: any changed, added,
-  removed or moved value fails the check. Reports made before 2026-11-27 (and PostgreSQL's before
-  issue 14) name :data:`DIGEST_ALGORITHM`, the same row hashes added modulo ``2**256``, and
-  ``tclose verify --report`` recomputes that for them; a sum of 256-bit hashes yields to a
-  forger (Wagner's generalized birthday algorithm, about 2^31 hashes for some 2^15 chosen rows;
-  docs/reports.md), which is why runs now chain them.
+  ``tclose_row`` included, in column-name order) is encoded canonically (``repr`` of the values
+  as the session reads them to publish; aware datetimes in UTC, binary as bytes; DuckDB's
+  infinite dates and timestamps as ``InfiniteDate('infinity')`` and so on, not as the finite
+  dates its client reads them as: ``tclose.connectors.duckdb.DuckDBSession.read_rows``) and
+  hashed with SHA-256; the row hashes, in ``tclose_row`` order, are hashed in turn by one
+  SHA-256. The digest is the SHA-256 of the column names, the row count and that chained hash.
+  The report records it (``target.content_digest``) and ``tclose verify --report`` recomputes
+  it: any changed, added, removed or moved value fails the check. The row hashes are chained,
+  not added: a sum of 256-bit hashes yields to a forger (Wagner's generalized birthday
+  algorithm, about 2^31 hashes for some 2^15 chosen rows), a chain to no
+  choice of rows short of breaking SHA-256.
 """
 
 from __future__ import annotations
@@ -43,33 +39,20 @@ from typing import Any
 import numpy as np
 
 #: The digest of every published row (see the module documentation) on the databases that have no
-#: :data:`COPY_DIGEST_ALGORITHM`, as runs record it since 2026-11-27: the row hashes chained in
-#: ``tclose_row`` order by one SHA-256, which no choice of rows can forge short of breaking it.
+#: :data:`COPY_DIGEST_ALGORITHM`: the row hashes chained in ``tclose_row`` order by one SHA-256.
 ORDERED_DIGEST_ALGORITHM = (
     "sha256 of (sorted column names, row count, sha256 of the sha256(row) in tclose_row order)"
 )
-#: The same rows' hashes added modulo ``2**256`` instead: what runs recorded before 2026-11-27
-#: (still recomputed for their reports). A sum of chosen rows' hashes can be made to match
-#: another's (Wagner's generalized birthday algorithm: about 2^31 hashes for some 2^15 rows).
-DIGEST_ALGORITHM = "sha256 of (sorted column names, row count, sum mod 2^256 of sha256(row))"
 _MYSQL_VALUES = (
     " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
     "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text, TIMESTAMP in UTC)"
 )
 #: :data:`ORDERED_DIGEST_ALGORITHM` on MariaDB/MySQL values read alike through every driver.
 MYSQL_ORDERED_DIGEST_ALGORITHM = ORDERED_DIGEST_ALGORITHM + _MYSQL_VALUES
-#: :data:`DIGEST_ALGORITHM` on those values (MariaDB/MySQL reports before 2026-11-27).
-MYSQL_DIGEST_ALGORITHM = DIGEST_ALGORITHM + _MYSQL_VALUES
-#: Each chained digest's earlier twin: the same values, their hashes added instead.
-SUMMED_TWIN = {
-    ORDERED_DIGEST_ALGORITHM: DIGEST_ALGORITHM,
-    MYSQL_ORDERED_DIGEST_ALGORITHM: MYSQL_DIGEST_ALGORITHM,
-}
 COPY_DIGEST_ALGORITHM = (
     "sha256 of PostgreSQL COPY (SELECT <columns in name order> FROM <table> ORDER BY "
     "tclose_row) TO STDOUT (FORMAT binary), client encoding UTF8"
 )
-_MODULUS = 2**256
 
 
 def _first_values(rows: Sequence[tuple]) -> dict[int, Any]:
@@ -119,35 +102,29 @@ def canonical_rows(rows: Sequence[tuple]) -> Sequence[tuple]:
 
 
 class ContentDigest:
-    """Digest of rows given as tuples in the order of ``columns``: with a chained ``algorithm``
-    (:data:`ORDERED_DIGEST_ALGORITHM`, :data:`MYSQL_ORDERED_DIGEST_ALGORITHM`) the rows must
-    come in ``tclose_row`` order, and their hashes are chained; otherwise they are added, in any
-    order."""
+    """Digest of rows given as tuples in the order of ``columns``, in ``tclose_row`` order: their
+    hashes are chained (:data:`ORDERED_DIGEST_ALGORITHM`). ``algorithm`` is the name recorded
+    with it, which says whose values were hashed (:data:`MYSQL_ORDERED_DIGEST_ALGORITHM`: a
+    MariaDB/MySQL session's)."""
 
-    def __init__(self, columns: Sequence[str], algorithm: str = DIGEST_ALGORITHM) -> None:
+    def __init__(self, columns: Sequence[str], algorithm: str = ORDERED_DIGEST_ALGORITHM) -> None:
         self.columns = list(columns)
         self.algorithm = algorithm
         self.rows = 0
-        self.total = 0
-        # The chained algorithms are the keys of SUMMED_TWIN (each maps to its summed twin).
-        self.chain = hashlib.sha256() if algorithm in SUMMED_TWIN else None
+        self.chain = hashlib.sha256()
 
     def update(self, rows: Sequence[tuple]) -> None:
-        """Add rows (tuples of values, in the order of ``columns``)."""
+        """Add rows (tuples of values, in the order of ``columns``), next in ``tclose_row``
+        order."""
         rows = canonical_rows(rows)
         sha256 = hashlib.sha256
         hashes = [sha256(repr(row).encode("utf-8", "surrogatepass")).digest() for row in rows]
         self.rows += len(rows)
-        if self.chain is not None:
-            self.chain.update(b"".join(hashes))
-            return
-        from_bytes = int.from_bytes
-        self.total = (self.total + sum(from_bytes(h, "big") for h in hashes)) % _MODULUS
+        self.chain.update(b"".join(hashes))
 
     def as_dict(self) -> dict[str, Any]:
         """``{"algorithm", "columns", "rows", "sha256"}`` as recorded in the report."""
-        combined = self.chain.hexdigest() if self.chain is not None else f"{self.total:064x}"
-        summary = repr((self.columns, self.rows, combined)).encode()
+        summary = repr((self.columns, self.rows, self.chain.hexdigest())).encode()
         return {
             "algorithm": self.algorithm,
             "columns": self.columns,

@@ -6,9 +6,10 @@ kit alike. A plugin that breaks its contract stops the run, named, before anythi
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 from tclose.base.arrays import dense_labels
 from tclose.base.jsonsafe import dotted, to_json, unstorable_text
 from tclose.errors import ConfigError, PluginFailure, TcloseError, VerificationError
-from tclose.interfaces import FittedDistance, Partition
+from tclose.interfaces import FittedDistance, Partition, Problem
 
 
 def checked_labels(algorithm: Any, partition: Any, n: int) -> np.ndarray:
@@ -241,3 +242,21 @@ def _message(error: BaseException, limit: int = 300) -> str:
     except Exception:
         return "(its message cannot be shown: str() of it raised)"
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def call_hook(method: Callable[..., Any], problem: Problem, *more: Any) -> Any:
+    """``method(problem, *more)``; a method of the five-value form (its required positional
+    parameters beyond ``more`` are not one ``problem``) gets ``x, distances, k, t, options``
+    (a copy) in place of ``problem``, and the block's ``strata`` as a keyword if it takes one."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the documented form
+        return method(problem, *more)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in parameters if p.kind in positional and p.default is p.empty]
+    if len(required) <= 1 + len(more):
+        return method(problem, *more)
+    values = (problem.x, problem.distances, problem.k, problem.t, dict(problem.options))
+    takes_strata = any(p.name == "strata" for p in parameters)
+    keywords = {"strata": problem.strata} if takes_strata else {}
+    return method(*values, *more, **keywords)

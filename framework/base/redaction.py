@@ -56,7 +56,7 @@ MASK = "***"
 #: A URL's scheme and ``://`` (``postgresql+psycopg://``).
 URL_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 #: A URL in a text; a trailing ':', ',' or ';' is the sentence's ("on URL: message"), not the
-#: URL's (it was read as part of the database name, and shown as ``test%3A``).
+#: URL's (read as part of the database name, it would show as ``test%3A``).
 _URL = re.compile(URL_SCHEME + r"[^\s'\"<>`]*[^\s'\"<>`:,;]")
 _SECRETS: set[str] = set()
 _LOCK = threading.Lock()

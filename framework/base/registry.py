@@ -18,6 +18,7 @@ from tclose import hookspecs
 from tclose.base.version import __version__
 from tclose.connector import Connector
 from tclose.errors import ConfigError, PluginError
+from tclose.interfaces import BUILT_IN_CRITERIA
 
 #: Built-in plugin modules, registered before any third-party plugin.
 DEFAULT_PLUGINS = (
@@ -86,12 +87,15 @@ class Registry:
     algorithms: dict[str, Provided] = field(default_factory=dict)
     distances: dict[str, Provided] = field(default_factory=dict)
     connectors: dict[str, Provided] = field(default_factory=dict)
+    #: third-party criteria (hook ``register_criteria``), instances, in registration order.
+    criteria: dict[str, Provided] = field(default_factory=dict)
     manager: pluggy.PluginManager | None = None
     broken: list[BrokenPlugin] = field(default_factory=list)
 
     def table(self, kind: str) -> dict[str, Provided]:
         tables = {"algorithm": self.algorithms, "distance": self.distances}
         tables["connector"] = self.connectors
+        tables["criterion"] = self.criteria
         return tables[kind]
 
     def get(self, kind: str, name: str, path: str) -> Any:
@@ -145,6 +149,35 @@ class Registry:
         return out
 
 
+def _criterion(obj: Any, plugin: str) -> Any:
+    """The criterion ``obj`` registers (an instance of it when it is a class).
+
+    Raises:
+        PluginError: a class that cannot be made without arguments; no ``name`` (a text
+            without ``:``), a built-in criterion's, or no ``check``.
+    """
+    try:
+        criterion = obj() if isinstance(obj, type) else obj
+    except Exception as error:  # noqa: BLE001 - any failure of third-party code, named
+        raise PluginError(
+            f"Plugin {plugin} registers the criterion class {obj.__qualname__}, which cannot be "
+            f"made without arguments: {type(error).__name__}: {error}. Register an instance."
+        ) from error
+    name = getattr(criterion, "name", None)
+    if not isinstance(name, str) or not name or ":" in name:
+        problem = f"a name that is not a non-empty text without ':' ({name!r})"
+    elif name in BUILT_IN_CRITERIA:
+        problem = f"the name {name!r} of a built-in criterion"
+    elif not callable(getattr(criterion, "check", None)):
+        problem = "no method check(evidence)"
+    else:
+        return criterion
+    raise PluginError(
+        f"Plugin {plugin} registers a criterion ({type(criterion).__qualname__}) with "
+        f"{problem}. Rename or fix it."
+    )
+
+
 def _sqlalchemy_dialect_exists(name: str) -> bool:
     """Whether SQLAlchemy can load a dialect called ``name`` (built in, or an installed
     package's ``sqlalchemy.dialects`` entry point); its driver need not be installed."""
@@ -161,8 +194,8 @@ def _sqlalchemy_dialect_exists(name: str) -> bool:
 def _provider_of(distributions: list[tuple[object, str, str]], plugin: object) -> tuple[str, str]:
     """(distribution, version) that provides ``plugin``: its entry point's, tclose for the
     built-ins, else the installed distribution of its module's top-level package, else
-    ``module <name>`` and ``(not installed)``. An application's plugin (``extra_plugins``) was
-    recorded as tclose's own in every report."""
+    ``module <name>`` and ``(not installed)``. An application's plugin (``extra_plugins``) is
+    thus recorded as its own, not as tclose's."""
     for registered, name, version in distributions:
         if registered is plugin:
             return name, version
@@ -257,6 +290,7 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
         "algorithm": manager.hook.register_algorithms,
         "distance": manager.hook.register_distances,
         "connector": manager.hook.register_connectors,
+        "criterion": manager.hook.register_criteria,
     }
     for kind, hook in hooks.items():
         table = registry.table(kind)
@@ -273,6 +307,8 @@ def load_registry(extra_plugins: Iterable[object] = (), entry_points: bool = Tru
                 _provider=provider,
                 _version=version,
             ) -> None:
+                if _kind == "criterion":
+                    obj = _criterion(obj, _plugin)
                 name = obj.name
                 if name in _table:
                     raise PluginError(

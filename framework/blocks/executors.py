@@ -382,68 +382,84 @@ def _dask_call(
 def _run_dask(
     function, payloads, shared, scheduler: str, workers: int, retries: int, tracker: _Tracker
 ) -> list[Any]:
+    client, cluster = _dask_client(scheduler, workers)
+    futures: list[Any] = []
     try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise ConfigError(
-            "executor 'dask' needs Dask distributed: pip install "
-            "'tclose[dask]' (or 'dask[distributed]')."
-        ) from None
-    cluster = None
-    if scheduler:
-        try:
-            client = Client(scheduler, set_as_default=False)
-        except (OSError, TimeoutError) as error:
-            raise BlockError(f"Cannot reach the Dask scheduler {scheduler!r}: {error}") from error
-    else:
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=logging.WARNING,
-        )
-        try:
-            client = Client(cluster, set_as_default=False)
-        except BaseException:
-            cluster.close()
-            raise
-    run = uuid.uuid4().hex[:12]
-    futures = []
-    try:
-        shared_future = client.scatter(shared, broadcast=True, hash=False)
-        # One call: Dask spreads the payloads over the workers (round robin), and a task runs
-        # where its payload is (then work stealing balances).
-        data_futures = client.scatter(list(payloads), hash=False)
-        for index, data in enumerate(data_futures):
-            futures.append(
-                client.submit(
-                    _dask_call,
-                    function,
-                    shared_future,
-                    data,
-                    key=f"tclose-block-{run}-{index}",
-                    retries=retries,
-                    pure=False,
-                )
-            )
-        position = {future.key: index for index, future in enumerate(futures)}
-        results: list[Any] = [None] * len(payloads)
-        for future in as_completed(futures, loop=client.loop):
-            index = position[future.key]
-            if future.status == "error":
-                failure = future.exception()
-                tracker.failures[index] = retries
-                tracker.failed(index, failure)  # raises: Dask has used the retries already
-            outcome = future.result()
-            if isinstance(outcome, _Raised):
-                raise outcome.error from RemoteTraceback(outcome.text)
-            results[index], seconds, where = outcome
-            tracker.finished(index, seconds, f"dask, {where}")
-        return results
+        futures = _submit_dask(client, function, payloads, shared, retries)
+        return _collect_dask(client, futures, retries, tracker)
     finally:
         if futures:
             client.cancel(futures)
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _dask_client(scheduler: str, workers: int) -> tuple[Any, Any]:
+    """A Dask client of ``scheduler``, or of a new LocalCluster of ``workers`` processes (also
+    returned, to be closed; ``None`` with a scheduler)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise ConfigError(
+            "executor 'dask' needs Dask distributed: pip install "
+            "'tclose[dask]' (or 'dask[distributed]')."
+        ) from None
+    if scheduler:
+        try:
+            return Client(scheduler, set_as_default=False), None
+        except (OSError, TimeoutError) as error:
+            raise BlockError(f"Cannot reach the Dask scheduler {scheduler!r}: {error}") from error
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.WARNING,
+    )
+    try:
+        return Client(cluster, set_as_default=False), cluster
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def _submit_dask(client: Any, function, payloads, shared, retries: int) -> list[Any]:
+    """One future per payload, the shared value broadcast to every worker."""
+    run = uuid.uuid4().hex[:12]
+    shared_future = client.scatter(shared, broadcast=True, hash=False)
+    # One call: Dask spreads the payloads over the workers (round robin), and a task runs
+    # where its payload is (then work stealing balances).
+    data_futures = client.scatter(list(payloads), hash=False)
+    return [
+        client.submit(
+            _dask_call,
+            function,
+            shared_future,
+            data,
+            key=f"tclose-block-{run}-{index}",
+            retries=retries,
+            pure=False,
+        )
+        for index, data in enumerate(data_futures)
+    ]
+
+
+def _collect_dask(client: Any, futures: list[Any], retries: int, tracker: _Tracker) -> list[Any]:
+    """The futures' results in submission order, as they complete."""
+    from distributed import as_completed
+
+    position = {future.key: index for index, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    for future in as_completed(futures, loop=client.loop):
+        index = position[future.key]
+        if future.status == "error":
+            failure = future.exception()
+            tracker.failures[index] = retries
+            tracker.failed(index, failure)  # raises: Dask has used the retries already
+        outcome = future.result()
+        if isinstance(outcome, _Raised):
+            raise outcome.error from RemoteTraceback(outcome.text)
+        results[index], seconds, where = outcome
+        tracker.finished(index, seconds, f"dask, {where}")
+    return results

@@ -27,10 +27,10 @@ from tclose.base.registry import Registry, load_registry
 from tclose.core.clustering import cluster_rows
 from tclose.core.columns import unlisted_columns
 from tclose.core.plan import resolve_plugins, with_attribute_options
-from tclose.core.published import add_linkage_check, frame_linkage, linkage_advice
+from tclose.core.published import frame_linkage, linkage_advice
 from tclose.core.report import RunContext, build_report
 from tclose.core.runner import Timer
-from tclose.core.verify import Verification, problems, verify_rows
+from tclose.core.verify import Verification, problems, release_criteria, verify_rows
 from tclose.errors import ConfigError, VerificationError
 from tclose.measures import INTERVAL_P, measure_configured
 
@@ -155,7 +155,7 @@ def anonymize(
     if keep_order:
         data.index = index[~encoded.excluded]
     with timer.phase("verify"):
-        context.verification = _verify_release(data, attributes, context)
+        context.verification = _verify_release(data, settings, context)
     report = build_report(context)
     _refuse_unverified(context, report)
     return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
@@ -174,12 +174,12 @@ def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
     assert verification is not None
     if verification.passed:
         return
-    failed = ", ".join(c["name"] for c in verification.failures())
+    failed = ", ".join(c.name for c in verification.failures())
     raise VerificationError(
         f"The output of {context.resolved.algorithm.name} failed verification ({failed})."
-        + problems(verification.checks)
+        + problems(verification.results)
         + linkage_advice(
-            verification.checks,
+            verification.results,
             "identifiers=[...]",
             "pass other={column: {'allow_unique': True}}",
         ),
@@ -284,12 +284,11 @@ def _attributes_of(
     return document
 
 
-def _verify_release(
-    data: pd.DataFrame, attributes: Mapping[str, AttributeSpec], context: RunContext
-) -> Verification:
-    """The verifier's verdict on the released frame: k and t (when the algorithm enforces it)
-    recomputed from its rows, the confidential multisets, and the linkage check."""
-    encoded, resolved = context.encoded, context.resolved
+def _verify_release(data: pd.DataFrame, settings: Settings, context: RunContext) -> Verification:
+    """The verifier's verdict on the released frame: every criterion
+    (:func:`tclose.core.verify.release_criteria`) on its rows, their classes and EMDs, the
+    source's confidential values and the linkage of its pass-through columns."""
+    encoded, resolved, attributes = context.encoded, context.resolved, settings.attributes
     assert encoded is not None
     qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
     released = data[qi_names].copy()
@@ -304,8 +303,10 @@ def _verify_release(
         context.t if resolved.algorithm.requires_t else None,
         len(data),
         encoded.confidential,
+        linkage=frame_linkage(data, attributes),
+        config=settings,
+        criteria=release_criteria(encoded.confidential, context.registry),
     )
-    add_linkage_check(verification, *frame_linkage(data, attributes))
     return verification
 
 

@@ -12,8 +12,9 @@ import numpy as np
 
 from tclose.base.compile_notice import compile_notice
 from tclose.base.plugin_calls import checked_labels, fit_distance, plugin_call, plugin_label
+from tclose.blocks.framed import run_algorithm
 from tclose.errors import DataError, VerificationError
-from tclose.interfaces import FittedDistance, Partition
+from tclose.interfaces import FittedDistance, Partition, Problem
 
 if TYPE_CHECKING:
     from tclose.core.runner import Resolved
@@ -39,7 +40,8 @@ def cluster_rows(
     t: float | None,
     set_aside: int = 0,
 ) -> tuple[np.ndarray, Partition, list[FittedDistance]]:
-    """Fit one distance per confidential attribute and partition the rows.
+    """Fit one distance per confidential attribute and partition the rows (the algorithm
+    with the framework's blocks and refinement: :func:`tclose.blocks.framed.run_algorithm`).
 
     Args:
         x: ``(n, p)`` encoded quasi-identifiers (:func:`tclose.base.attributes.encode_table`).
@@ -74,8 +76,9 @@ def cluster_rows(
             own = {**options, **distance_options.get(column, {})}
             fitted.append(fit_distance(distance, column, values, own))
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
+        problem = Problem(x, fitted, k, t, own)
         with plugin_call(algorithm):
-            partition = algorithm.partition(x, fitted, k, t, own)
+            partition = run_algorithm(algorithm, problem, resolved.algorithms or None)
     if _fingerprint(x) != before:
         raise VerificationError(
             f"{plugin_label(algorithm)} changed its input x in place (the quasi-identifiers the "

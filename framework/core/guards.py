@@ -10,9 +10,10 @@ output file overwrites something that is not an output of tclose.
   itself (:func:`tclose.naming.reserved`).
 - :func:`refuse_foreign_target`: ``if_exists: replace`` replaces only a release tclose
   published, still the table it published (:class:`tclose.connector.Releases`).
+- :func:`refuse_unknown_reads`: nor one the source may read where the catalog cannot tell (a
+  function, a macro, a foreign table).
 - :func:`refuse_unreplaceable_target`: an existing target must be a table (not a view, ...)
   that the database will replace (no view or foreign key depends on it).
-- :func:`refuse_foreign_audit_table`: an existing ``report.table`` must have the audit columns.
 - :func:`refuse_foreign_file`: a report path that exists must be a report of tclose (JSON with
   tclose's keys, or tclose's HTML page); a database file (SQLite's header) is always refused.
 - :func:`refuse_unwritable`: an output file's folder is a folder, and its name fits it.
@@ -90,6 +91,30 @@ def refuse_same_table(
             )
 
 
+def refuse_unknown_reads(source_db: Any, source: Any, target_db: Any, target: Any) -> None:
+    """:class:`ConfigError` (exit 2) when the existing target is to be replaced and the source's
+    database cannot list every table a read of the source reads (``tables_read`` unknown,
+    :class:`tclose.connector.TablesRead`): a function, a macro or a foreign table may read the
+    target, from this database or through another, and replacing it would change or break the
+    source, or leave the run waiting on its own lock. The check is made whatever database the
+    target is in: a foreign table or a function reaches other databases too."""
+    from tclose.connector import reads_unknown
+
+    tables_read = getattr(source_db, "tables_read", None)
+    why = reads_unknown(tables_read(source)) if callable(tables_read) else None
+    if why is None:
+        return
+    elsewhere = another_target(target_db, str(target.with_suffix("_2")))
+    raise ConfigError(
+        f"==> At target ==> At key: table\nThe target table {target} exists and cannot be "
+        f"replaced: the source {source} may read it, and the database cannot tell, because "
+        f"{why}. Replacing a table the source reads would change the source, which tclose "
+        f"never does. Publish under a new name (a table that does not exist yet), or read "
+        f"the tables the function reads through a view of tables only. {elsewhere} "
+        f"Nothing was written."
+    )
+
+
 def refuse_reserved(source: Any, target: Any, audit: Any = None) -> None:
     """:class:`ConfigError` (exit 2) when the source, the target or the audit table bears a
     name tclose keeps for itself (:func:`tclose.naming.reserved`): its registries, the names
@@ -143,23 +168,6 @@ def another_target(db: Any, table: str) -> str:
         url, name = beside(table)
         return f"Publish into another file: target.url: {url} and target.table: {name}."
     return f"Choose another target table (e.g. {table})."
-
-
-def refuse_foreign_audit_table(db: Any, name: Any) -> None:
-    """:class:`ConfigError` (exit 2) when the audit table ``name`` (``report.table``) exists
-    without the columns of tclose's audit table: its row could not be written, which stops a
-    publish on SQLite and PostgreSQL after all the work and, on MariaDB/MySQL, where the row is
-    written after the publish, left a release without its audit row (a warning, exit 0)."""
-    from tclose.plugins.audit_table import shape_problem
-
-    if not db.exists(name):
-        return
-    problem = shape_problem(name, db.table(name).columns.keys())
-    if problem:
-        raise ConfigError(
-            f"==> At report ==> At key: table\n{problem}; point report.table at a new table "
-            f"name, or at an audit table of tclose. Nothing was written."
-        )
 
 
 #: The kinds of relation (``relation_kind``) a run never replaces: it swaps one table for another.

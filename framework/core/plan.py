@@ -37,16 +37,17 @@ from typing import Any
 from tclose.base.config import AttributeSpec, Config, Settings
 from tclose.base.options import validate_options
 from tclose.base.registry import Registry, dialect_of
+from tclose.blocks.framed import options_schema
 from tclose.connector import capability, open_read_only
 from tclose.core.columns import check_column_fates, resolve_key, with_key
 from tclose.core.guards import (
     another_target,
-    refuse_foreign_audit_table,
     refuse_foreign_file,
     refuse_foreign_target,
     refuse_output_paths,
     refuse_reserved,
     refuse_same_table,
+    refuse_unknown_reads,
     refuse_unreplaceable_target,
     shares_a_file,
 )
@@ -70,6 +71,8 @@ class Resolved:
     algorithm: Algorithm
     algorithm_options: dict[str, Any]
     distances: dict[str, tuple[Distance, dict[str, Any]]]
+    #: name → plugin of every registered algorithm, for :meth:`tclose.interfaces.Problem.solve`.
+    algorithms: dict[str, Algorithm] = field(default_factory=dict)
 
 
 def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved:
@@ -83,7 +86,7 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
     """
     algorithm = registry.get("algorithm", settings.algorithm, "algorithm.name")
     options = validate_options(
-        algorithm.name, algorithm.options_schema, settings.algorithm_options, "algorithm.options"
+        algorithm.name, options_schema(algorithm), settings.algorithm_options, "algorithm.options"
     )
     if algorithm.requires_t and settings.t is None:
         free = sorted(a for a, p in registry.algorithms.items() if not p.obj.requires_t)
@@ -95,7 +98,9 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
         )
     if settings.t is not None and not algorithm.requires_t:
         raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
-    return Resolved(algorithm, options, resolve_distances(settings.attributes, registry))
+    distances = resolve_distances(settings.attributes, registry)
+    algorithms = {name: provided.obj for name, provided in registry.algorithms.items()}
+    return Resolved(algorithm, options, distances, algorithms)
 
 
 def t_not_enforced(name: str, registry: Registry, where: str = "") -> ConfigError:
@@ -252,8 +257,9 @@ def build_plan(
     refuse_reserved(source, target, audit)  # as resolved: a search path may lead there
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
     refuse_same_table(source_db, source, target_db, target, audit)
-    if audit is not None:
-        refuse_foreign_audit_table(target_db, audit)
+    if registry.manager is not None:  # the plugins' own refusals, e.g. a foreign audit table
+        tables = {"source.table": source, "target.table": target, "report.table": audit}
+        registry.manager.hook.check_run(config=config, target_database=target_db, tables=tables)
     refuse_foreign_file(report_path or config.report_json, "json")
     refuse_foreign_file(config.report_html, "html")
     target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)
@@ -274,6 +280,7 @@ def build_plan(
         refuse_unreplaceable_target(target_db, target)
         if config.target.if_exists == "replace":
             refuse_foreign_target(target_db, target)
+            refuse_unknown_reads(source_db, source, target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
@@ -320,15 +327,21 @@ def resolve_name(database: Any, table: str, path: str, create: bool = True) -> T
     ``database`` resolves it, schema-qualified (:class:`tclose.connector.NameResolution`; as
     written for a connector without it). ``create``: the run may create it (target, audit
     table): its name is checked against the database's limits first, and a missing one is
-    placed where the database would create it.
+    placed where the database would create it. Every name is first checked against the
+    database's rules for names (``check_configured_name``: empty, white space only, a NUL,
+    too long, a character or an ending the database refuses).
 
     Raises:
         ConfigError: the name is, or would be, in a temporary schema or an in-memory database,
-            or the database would store it cut.
+            or the database would store it cut, or refuse it.
     """
     name = TableName.parse(table)
     if create:
         database.check_table_name(name, path)
+    else:
+        check = getattr(database, "check_configured_name", None)
+        if callable(check):
+            check(name, path)
     resolve = getattr(database, "resolve_table", None)
     resolved = resolve(name, path, create) if callable(resolve) else name
     return dataclasses.replace(resolved, spelled=str(name))

@@ -8,24 +8,24 @@ keep every hashed value (PostgreSQL's binary ``COPY`` of ``integer`` 3 and ``dat
 ``int``), and ``tclose verify --report`` compares them when the report has them. It also records
 ``relation`` when the name stands for a view (or, on PostgreSQL, a materialized view, a foreign
 table, a table with row-level security): what such a relation shows may depend on the session,
-so it never verifies (``tclose.app.cli.content_digest_check``).
+so it never verifies (:class:`tclose.core.criteria.ContentDigest`).
 
-Linkage check. The published pass-through columns (``role: other``) are taken together: a row
-whose tuple of their values no other row holds maps one-to-one onto its source row (whoever
-knows those values of a person finds the person's row, and its confidential values). The check
-counts such rows and fails when there is one, naming the columns and the count. A column whose
-attribute says ``allow_unique: true`` is left out of the tuple (the report lists such
-columns); a column of the published table that no run writes is in it. NULL is a value, equal
-to NULL (a reader compares what is shown); a table of one row counts none (its row count alone
-links it). Confidential columns are published unchanged by design and are not in the tuple;
-quasi-identifiers are covered by the k-anonymity check. On PostgreSQL the database counts the
-rows (``unique_rows``: ``GROUP BY`` the columns, each compared by value, text byte for byte);
-elsewhere the rows read back are hashed in Python (:func:`tuple_hashes`).
+Linkage check (:class:`tclose.core.criteria.Linkage`). The published pass-through columns
+(``role: other``) are taken together: a row whose tuple of their values no other row holds maps
+one-to-one onto its source row (whoever knows those values of a person finds the person's row,
+and its confidential values). The check counts such rows and fails when there is one, naming
+the columns and the count. A column whose attribute says ``allow_unique: true`` is left out of
+the tuple (the report lists such columns); a column of the published table that no run writes
+is in it. NULL is a value, equal to NULL (a reader compares what is shown); a table of one row
+counts none (its row count alone links it). Confidential columns are published unchanged by
+design and are not in the tuple; quasi-identifiers are covered by the k-anonymity check. On
+PostgreSQL the database counts the rows (``unique_rows``: ``GROUP BY`` the columns, each
+compared by value, text byte for byte); elsewhere the rows read back are hashed in Python
+(:func:`tuple_hashes`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +36,11 @@ import pandas as pd
 
 from tclose.base.digests import (
     COPY_DIGEST_ALGORITHM,
-    DIGEST_ALGORITHM,
     ORDERED_DIGEST_ALGORITHM,
-    SUMMED_TWIN,
     ContentDigest,
     canonical_rows,
 )
+from tclose.interfaces import Check, LinkageFacts
 
 
 def tuple_hashes(tuples: Sequence[tuple]) -> np.ndarray:
@@ -121,51 +120,27 @@ def undeclared_columns(config: Any, present: Iterable[str]) -> list[str]:
     return [c for c in present if c != "tclose_row" and c not in declared]
 
 
-def frame_linkage(
-    data: pd.DataFrame, attributes: Mapping[str, Any]
-) -> tuple[list[str], int, list[str]]:
-    """The linkage of a published DataFrame (the API's release), as :func:`add_linkage_check`
-    takes it: the pass-through columns taken together, the rows unique on them, and the
-    pass-through columns left out (``allow_unique``)."""
+def frame_linkage(data: pd.DataFrame, attributes: Mapping[str, Any]) -> LinkageFacts:
+    """The linkage of a published DataFrame (the API's release): the pass-through columns
+    taken together, the rows unique on them, and the pass-through columns left out
+    (``allow_unique``)."""
     checked, allowed = checked_columns(attributes, data.columns)
-    return checked, linkable_rows(data[checked]), allowed
-
-
-def add_linkage_check(
-    verification: Any, columns: Sequence[str], linkable: int, allowed: Sequence[str] = ()
-) -> Any:
-    """Append the ``linkage`` check to a :class:`tclose.core.verify.Verification` (in place): it
-    fails when ``linkable`` rows are unique on the pass-through ``columns`` taken together."""
-    failed = linkable > 0
-    verification.checks.append(
-        {
-            "name": "linkage",
-            "passed": not failed,
-            "expected": "no row unique on its pass-through columns taken together",
-            "actual": f"{linkable} row(s) unique on ({', '.join(columns)})" if failed else "none",
-            "linkable_rows": linkable,
-            "columns": list(columns),
-            "linking_columns": list(columns) if failed else [],
-            "allowed_unique": list(allowed),
-        }
-    )
-    verification.passed = verification.passed and not failed
-    return verification
+    return LinkageFacts(tuple(checked), linkable_rows(data[checked]), tuple(allowed))
 
 
 def linkage_advice(
-    checks: Sequence[dict[str, Any]],
+    checks: Iterable[Check],
     drop: str = "role: identifier",
     allow: str = "set allow_unique: true on those whose values may single a row out",
 ) -> str:
     """A sentence naming the linking columns of a failed ``linkage`` check, the rows they
     single out and the fixes (``drop`` and ``allow``, as the caller spells them); "" if the
     check passed or is absent."""
-    failed = next((c for c in checks if c["name"] == "linkage" and not c["passed"]), None)
+    failed = next((c for c in checks if c.name == "linkage" and not c.passed), None)
     if failed is None:
         return ""
-    columns = ", ".join(failed["linking_columns"])
-    rows = failed.get("linkable_rows")
+    columns = ", ".join(failed.details["linking_columns"])
+    rows = failed.details.get("linkable_rows")
     return (
         f" Linking columns (taken together, their values single out {rows} row(s), each "
         f"linked to one source row): {columns}. Drop some with {drop}, or {allow} (a column "
@@ -184,6 +159,13 @@ class PublishedScan:
     #: the rows unique on them
     linkable_rows: int
     allowed_unique: list[str] = field(default_factory=list)
+
+    @property
+    def linkage(self) -> LinkageFacts:
+        """The linkage the ``linkage`` criterion judges."""
+        return LinkageFacts(
+            tuple(self.linkage_columns), self.linkable_rows, tuple(self.allowed_unique)
+        )
 
 
 def scan_published(
@@ -269,8 +251,6 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
     """The in-database checks when the session has them and ``algorithm`` allows, else
     :func:`_scan`; either records the columns' types (:func:`column_types`) with the digest."""
     in_database = callable(getattr(session, "content_digest", None))
-    # The streamed digest of the session's own reads (MYSQL_ORDERED_DIGEST_ALGORITHM on
-    # MariaDB/MySQL), its summed twin, and the first digest (DIGEST_ALGORITHM) can be computed.
     own = getattr(session, "digest_algorithm", ORDERED_DIGEST_ALGORITHM)
     if algorithm is None:
         algorithm = COPY_DIGEST_ALGORITHM if in_database else own
@@ -279,20 +259,15 @@ def _scan_session(session, table, config, wanted, progress, line, total, algorit
             session, table, config, wanted, progress, line, total, published_as
         )
         return _with_relation(session, table, scan)
-    computable = (own, SUMMED_TWIN.get(own), DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM)
-    streamed = algorithm if algorithm in computable else own
-    # The first digest's values (and its chained twin's), on a database whose reads have
-    # changed since: its values as then.
-    earlier = streamed in (DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM) and callable(
-        getattr(session, "parsed_values", None)
-    )
-    with session.parsed_values() if earlier else contextlib.nullcontext():
-        scan = _scan(session, table, config, wanted, progress, line, total, streamed)
-    if algorithm != streamed:  # a report's digest this database cannot compute
+    scan = _scan(session, table, config, wanted, progress, line, total, own)
+    if algorithm != own:  # a report's digest this database cannot compute
         scan.digest = {
             "algorithm": algorithm,
             "sha256": None,
-            "unavailable": f"{type(session).__qualname__} cannot compute this digest",
+            "unavailable": (
+                f"{type(session).__qualname__} cannot compute the digest that the report's "
+                f"target.content_digest.algorithm names"
+            ),
         }
     return _with_relation(session, table, scan)
 

@@ -29,11 +29,11 @@ import pandas as pd
 from tclose.base.atomic import write_atomically
 from tclose.base.attributes import MISSING, EncodedTable
 from tclose.base.config import json_document, redact_url
-from tclose.base.hierarchy import Hierarchy
 from tclose.base.jsonsafe import dotted, finite_report, to_json
 from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
 from tclose.base.version import __version__
+from tclose.core.criteria import hierarchy_digests
 from tclose.errors import ConfigError, DataError
 from tclose.interfaces import EMD_TOLERANCE
 
@@ -403,7 +403,7 @@ def build_report(context: RunContext) -> dict[str, Any]:
         context.rows_read
         if verification is None
         else next(
-            (c["actual"] for c in verification.checks if c["name"] == "row_count"),
+            (c.actual for c in verification.results if c.name == "row_count"),
             context.rows_read,
         )
     )
@@ -478,53 +478,11 @@ def _privacy_section(context: RunContext) -> dict[str, Any]:
     }
 
 
-def hierarchy_digests(attributes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Attribute → the ``sha256`` (:meth:`tclose.base.hierarchy.Hierarchy.digest`), ``height`` and
-    number of ``leaves`` of its hierarchy, for every attribute that has one: a hierarchy given as
-    a file is named in the configuration by its path only, and its content defines the
-    distances (so what t means)."""
-    return {
-        name: {
-            "sha256": attribute.hierarchy.digest(),
-            "height": attribute.hierarchy.height,
-            "leaves": len(attribute.hierarchy.leaves),
-        }
-        for name, attribute in attributes.items()
-        if isinstance(getattr(attribute, "hierarchy", None), Hierarchy)
-    }
-
-
-def hierarchy_checks(
-    report: Mapping[str, Any], attributes: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """``tclose verify --report``: one check ``hierarchy_sha256:<column>`` per attribute with a
-    hierarchy in the report or in the configuration: the hierarchy read now must be the run's
-    (a file edited after the run changes the distances, so what t means, while the
-    configuration digest, which holds the file's path, stays the same). None for a report
-    written before reports recorded hierarchies."""
-    recorded = (report.get("privacy") or {}).get("hierarchies")
-    if recorded is None:
-        return []
-    current = hierarchy_digests(attributes)
-    checks = []
-    for column in sorted(set(recorded) | set(current)):
-        expected = (recorded.get(column) or {}).get("sha256")
-        actual = (current.get(column) or {}).get("sha256")
-        checks.append(
-            {
-                "name": f"hierarchy_sha256:{column}",
-                "passed": expected == actual,
-                "expected": expected,
-                "actual": actual,
-            }
-        )
-    return checks
-
-
 def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
     """The (kind, name) of every plugin the run used: algorithm, distances, connectors."""
     used = [("algorithm", context.resolved.algorithm.name)]
     used += [("distance", d.name) for d, _ in context.resolved.distances.values()]
+    used += [("criterion", name) for name in getattr(context.registry, "criteria", {})]
     if context.config is not None:
         for url in (context.config.source.url, context.config.target.url):
             with contextlib.suppress(ConfigError):  # no connector known: nothing to record
@@ -543,7 +501,7 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     report["source"].update(
         {"url": context.source_url, "table": config.source.table, "row_security": security}
     )
-    if security and security.get("applies"):
+    if security and (security.get("applies") or security.get("unknown")):
         report["warnings"].append(row_security_warning(security))
     report["target"].update({"url": context.target_url, "table": config.target.table})
     readers = dict(context.staging_readers) if context.staging_readers is not None else None
@@ -583,10 +541,19 @@ def staging_readers_warning(readers: Mapping[str, Any]) -> str:
 
 
 def row_security_warning(security: Mapping[str, Any]) -> str:
-    """The warning of a source read through row-level security (``source.row_security``)."""
+    """The warning of a source read through row-level security (``source.row_security``), or
+    of one that may be: its database cannot tell (``unknown``)."""
     tables = ", ".join(
         f"{t.get('table')} (for role {t.get('role')})" for t in security.get("tables", [])
     )
+    if not security.get("applies"):
+        return (
+            f"Whether row-level security filtered the source is unknown: "
+            f"{security.get('unknown')}, so policies may have hidden rows from role "
+            f"{security.get('role')} and the release may not cover the whole table. Read the "
+            f"source through views of tables only, or as a role no policy filters (a "
+            f"BYPASSRLS role), to know."
+        )
     return (
         f"The source was read through row-level security: the policies of {tables} filter "
         f"its rows, so the release covers only the rows role {security.get('role')} sees, not "
@@ -604,7 +571,7 @@ def _add_release_facts(report: dict[str, Any], verification: Verification | None
         return
     if verification.content_digest is not None:
         report["target"]["content_digest"] = verification.content_digest
-    linkage = next((c for c in verification.checks if c["name"] == "linkage"), None)
+    linkage = next((c.details for c in verification.results if c.name == "linkage"), None)
     if linkage is not None:
         report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
         report["verification"]["linkage_columns"] = linkage.get("columns", [])
@@ -803,8 +770,6 @@ def _shape_problem(value: Any, shape: Any, at: tuple[Any, ...]) -> str | None:
         test, expected = _KINDS[shape]
         if test(value):
             return None
-        if isinstance(value, float) and not math.isfinite(value) and shape.startswith("number"):
-            return None  # written by a version before 2026 (docs/reports.md: strict JSON)
         return f"{dotted(at) or 'it'} is {_json_kind(value)}, not {expected}"
     if isinstance(shape, list):
         if not isinstance(value, list):
@@ -833,13 +798,20 @@ def report_shape_problem(report: Any) -> str | None:
     """Why ``report`` (parsed JSON) is not an audit report that ``tclose report`` can render and
     ``tclose verify --report`` can check, in one sentence naming the field; ``None`` if it is.
 
-    Checked: the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
+    Checked: that no number is NaN or infinite (tclose writes strict JSON: docs/reports.md),
+    the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
     one more edge than counts and every category its counts, that the cluster sizes are whole
     numbers, and that ``verification.passed`` is ``true`` only if every check passed (a report
     claiming a verdict its own checks contradict is not one tclose wrote).
     """
     if not isinstance(report, dict):
         return f"it holds {_json_kind(report)}, not a JSON object"
+    at = _non_finite_at(report)
+    if at is not None:
+        return (
+            f"{dotted(at)} is NaN or an infinity, which no report holds (reports are strict "
+            f"JSON: an undefined figure is null)"
+        )
     problem = _shape_problem(report, REPORT_SHAPE, ())
     if problem:
         return problem
@@ -879,6 +851,22 @@ def report_shape_problem(report: Any) -> str | None:
         problem = _verdict_problem(report, verification["checks"])
         if problem:
             return f"verification.passed is true, but {problem}"
+    return None
+
+
+def _non_finite_at(value: Any) -> tuple[Any, ...] | None:
+    """Where the first NaN or infinite number in parsed JSON is (its path of keys and list
+    indexes), or ``None``: Python's parser reads the tokens ``NaN``, ``Infinity``,
+    ``-Infinity`` and a number too large for a float (``1e400``) that tclose never writes."""
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while pending:
+        node, at = pending.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return at
+        if isinstance(node, dict):
+            pending.extend((item, (*at, key)) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            pending.extend((item, (*at, i)) for i, item in reversed(list(enumerate(node))))
     return None
 
 

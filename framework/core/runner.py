@@ -39,9 +39,9 @@ from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-expo
     resolve_plugins,
     with_attribute_options,
 )
-from tclose.core.published import PublishedScan, add_linkage_check, linkage_advice, scan_published
+from tclose.core.published import PublishedScan, linkage_advice, scan_published
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
-from tclose.core.verify import Verification, problems, verify_rows
+from tclose.core.verify import Verification, gather_evidence, problems, release_criteria, verify
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from tclose.measures import measure_configured, measure_published
 from tclose.naming import KEY_LABEL, TableName
@@ -471,6 +471,7 @@ class Phases:
                 target,
                 plan.staging,
                 plan.config,
+                self.context.registry,
                 plan.resolved,
                 len(self.keys),
                 encoded.confidential,
@@ -479,13 +480,13 @@ class Phases:
             )
         self.context.verification = verification
         if not verification.passed:
-            failed = ", ".join(c["name"] for c in verification.failures())
+            failed = ", ".join(c.name for c in verification.failures())
             raise VerificationError(
                 f"Verification of the written table failed ({failed}) for the output of "
                 f"algorithm {plan.resolved.algorithm.name!r}; nothing was published "
                 f"and {plan.target} is unchanged."
-                + problems(verification.checks)
-                + linkage_advice(verification.checks),
+                + problems(verification.results)
+                + linkage_advice(verification.results),
                 verification.checks,
             )
 
@@ -669,6 +670,10 @@ def _transformed_chunks(
             )
 
 
+#: How many times ``tclose verify`` reads a table that another run publishes meanwhile.
+VERIFY_ATTEMPTS = 3
+
+
 def verify_published(
     config: Config,
     registry: Registry | None = None,
@@ -677,8 +682,11 @@ def verify_published(
     expected_rows: int | None = None,
     progress: Callable[[str], None] | None = None,
     digest_algorithm: str | None = None,
+    report: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> Verification:
-    """Re-check the published target table of ``config`` from its rows (``tclose verify``).
+    """Re-check the published target table of ``config`` from its rows, against every
+    criterion (:func:`tclose.core.verify.release_criteria`).
 
     Only the target table is read (streamed), and every database is opened read-only by its
     driver (:func:`~tclose.connector.open_read_only`): the classes are rebuilt from its written
@@ -688,7 +696,7 @@ def verify_published(
 
     Args:
         config: the configuration of the run that published the table.
-        registry: the plugins (for the distances and the connector).
+        registry: the plugins (for the distances, the connector and third-party criteria).
         against_source: also read the source table, and check the row count and every
             confidential attribute's multiset against it (needs access to the source).
         expected_rows: a row count to check when the source is not read (e.g. ``target.rows``
@@ -697,24 +705,19 @@ def verify_published(
         digest_algorithm: the content digest to compute (a report's
             ``target.content_digest.algorithm``); by default the target database's own
             (:func:`tclose.core.published.scan_published`).
+        report: the run's audit report, for the checks that compare with it (configuration,
+            content, hierarchy and run-mark digests).
+        run_id: the table's run mark, read before its rows (:func:`published_run_id`).
     """
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     distances = resolve_distances(config.attributes, registry)
     provided = registry.algorithms.get(config.algorithm)
     t_checked = config.t if provided is None or provided.obj.requires_t else None
-    source_confidential = None
+    encoded = keys = None
+    configured = config  # as the run's report digests it
     if against_source:
-        source_db = registry.connector_for(dialect_of(config.source.url)).connect(
-            config.source.url, config.source.password_file
-        )
-        open_read_only(source_db)
-        say(f"reading the source table {config.source.table}")
-        source = resolve_name(source_db, config.source.table, "source.table", create=False)
-        source_table = source_db.table(source)
-        config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-        keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
-        source_confidential = encoded.confidential
+        keys, encoded, config = _read_source(config, registry, say)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -722,59 +725,122 @@ def verify_published(
     open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
-    linked = [kept_key] if kept_key is not None else []
     target = resolve_name(target_db, config.target.table, "target.table", create=False)
-    release = release_check(target_db, target)
+    release = release_problem(target_db, target)
     frame, extra, scan = _read_written(
         target_db,
         target,
         config,
-        extra_columns=linked,
+        extra_columns=[kept_key] if kept_key is not None else [],
         digest_algorithm=digest_algorithm,
     )
     say("verifying")
-    verification = verify_rows(
+    evidence = gather_evidence(
         frame,
         config.quasi_identifiers,
         with_attribute_options(distances, extra),
         config.k,
         t_checked,
-        expected_rows,
-        source_confidential,
+        expected_rows=expected_rows,
+        expected_confidential=encoded.confidential if encoded is not None else None,
+        linkage=scan.linkage,
+        content_digest=scan.digest,
+        config=configured,
+        report=report,
+        run_id=run_id,
+        release=release,
     )
-    if against_source:
-        verification.measures = measure_published(
+    measures = None  # measured before any criterion sees the frame
+    if encoded is not None and keys is not None:
+        measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
-    return _with_scan(_with_check(verification, release), scan)
-
-
-def _with_check(verification: Verification, check: dict[str, Any] | None) -> Verification:
-    """``verification`` with ``check`` appended (none if ``None``), its outcome included."""
-    if check is not None:
-        verification.checks.append(check)
-        verification.passed = verification.passed and check["passed"]
+    verification = verify(evidence, release_criteria(config.confidential, registry))
+    verification.measures = measures
     return verification
 
 
-def release_check(database: Any, name: TableName) -> dict[str, Any] | None:
-    """The ``release`` check of ``tclose verify``: the table is still, in every respect the
-    database records, the release tclose published (its connector's ``release_problem``,
-    :class:`tclose.connector.Releases`: its mark, columns and rows); ``None`` when nothing
-    records the table as a release (a connector without a registry, a table tclose did not
-    record), since then there is nothing to compare."""
+def _read_source(
+    config: Config, registry: Registry, say: Callable[..., None]
+) -> tuple[Any, EncodedTable, Config]:
+    """The keys and the encoded table of the source (``tclose verify --source``), read
+    read-only, and ``config`` with the source key resolved."""
+    source_db = registry.connector_for(dialect_of(config.source.url)).connect(
+        config.source.url, config.source.password_file
+    )
+    open_read_only(source_db)
+    say(f"reading the source table {config.source.table}")
+    source = resolve_name(source_db, config.source.table, "source.table", create=False)
+    source_table = source_db.table(source)
+    config = with_key(config, resolve_key(source_db, source_table, config.source.key))
+    keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
+    return keys, encoded, config
+
+
+def verify_with_report(
+    config: Config,
+    registry: Registry | None = None,
+    *,
+    report: Mapping[str, Any] | None = None,
+    against_source: bool = False,
+    progress: Callable[..., None] | None = None,
+    reading_again: Callable[[], None] | None = None,
+) -> Verification:
+    """``tclose verify``: :func:`verify_published` of a table no run publishes meanwhile.
+
+    The table's run mark is read before and after its rows: a run that published meanwhile
+    changed it, and the rows read may be the other run's; they are read again
+    (``reading_again`` is called), up to :data:`VERIFY_ATTEMPTS` times. With ``report`` (and
+    without ``against_source``) the report's ``target.rows`` is the row count to check, and
+    its content digest's algorithm the digest to compute.
+
+    Raises:
+        DataError: the table was published again during every read.
+    """
+    registry = registry or load_registry()
+    target = (report or {}).get("target") or {}
+    expected_rows = None if against_source else target.get("rows")
+    recorded = target.get("content_digest") or {}
+    try:
+        run_id = published_run_id(config, registry)
+    except DataError:  # e.g. no such table: the read names the problem best
+        run_id = None
+    for _attempt in range(VERIFY_ATTEMPTS):
+        verification = verify_published(
+            config,
+            registry,
+            against_source=against_source,
+            expected_rows=expected_rows,
+            progress=progress,
+            digest_algorithm=recorded.get("algorithm"),
+            report=report,
+            run_id=run_id,
+        )
+        before, run_id = run_id, published_run_id(config, registry)
+        if run_id == before:
+            return verification
+        if reading_again is not None:
+            reading_again()
+    raise DataError(
+        f"The table {config.target.table} was published again by another run each time it "
+        f"was read ({VERIFY_ATTEMPTS} times). Run tclose verify when no run publishes it."
+    )
+
+
+def release_problem(database: Any, name: TableName) -> tuple[str | None] | None:
+    """What the ``release`` criterion judges: ``(problem,)`` from the connector's
+    ``release_problem`` (:class:`tclose.connector.Releases`; ``problem`` is ``None`` when the
+    table is still, in every respect the database records, the release tclose published: its
+    mark, columns and rows), or ``None`` when nothing records the table as a release (a
+    connector without a registry, a table tclose did not record): then there is nothing to
+    compare."""
     from tclose.connector import NO_RELEASE_RECORD
 
     check = getattr(database, "release_problem", None)
     problem = check(name) if callable(check) else NO_RELEASE_RECORD
     if problem is not None and problem.startswith(NO_RELEASE_RECORD):
         return None
-    return {
-        "name": "release",
-        "passed": problem is None,
-        "expected": "the table tclose published, unchanged",
-        "actual": "unchanged" if problem is None else problem,
-    }
+    return (problem,)
 
 
 def published_run_id(config: Config, registry: Registry | None = None) -> str | None:
@@ -828,25 +894,19 @@ def _read_written(
     return frame, extra, scan
 
 
-def _with_scan(verification: Verification, scan: PublishedScan) -> Verification:
-    """The verdict with the linkage check and the content digest of the scan."""
-    add_linkage_check(verification, scan.linkage_columns, scan.linkable_rows, scan.allowed_unique)
-    verification.content_digest = scan.digest
-    return verification
-
-
 def _verify_staging(
     database: Session,
     staging,
     config: Config,
+    registry: Registry,
     resolved: Resolved,
     n: int,
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
 ) -> Verification:
-    """Read the written table back (QI and confidential columns, streamed) and verify it;
-    ``published_as`` is the target it will become."""
+    """Read the written table back (QI and confidential columns, streamed) and verify it
+    against every criterion; ``published_as`` is the target it will become."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -856,14 +916,16 @@ def _verify_staging(
         n,
         published_as=published_as,
     )
-    t_enforced = config.t if resolved.algorithm.requires_t else None
-    verification = verify_rows(
+    evidence = gather_evidence(
         frame,
         config.quasi_identifiers,
         with_attribute_options(resolved.distances, extra),
         config.k,
-        t_enforced,
-        n,
-        source_confidential,
+        config.t if resolved.algorithm.requires_t else None,
+        expected_rows=n,
+        expected_confidential=source_confidential,
+        linkage=scan.linkage,
+        content_digest=scan.digest,
+        config=config,
     )
-    return _with_scan(verification, scan)
+    return verify(evidence, release_criteria(config.confidential, registry))

@@ -1,28 +1,22 @@
-"""The independent verifier: k and t recomputed from written rows, nothing taken on trust.
+"""The independent verifier: the evidence of a release gathered once, judged by the criteria.
 
 The verifier sees only the rows as they were written (read back from the database, or the output
 DataFrame of :func:`tclose.anonymize`). It rebuilds the equivalence classes from the written
 quasi-identifier values, so two clusters that happen to share their aggregated values count as one
-class. It shares no code with the algorithms except the distance definitions (the registered
-distance plugins), which define what ``t`` means.
+class, and measures every class's EMD. It shares no code with the algorithms except the distance
+definitions (the registered distance plugins), which define what ``t`` means.
 
-Checks, each with ``name``, ``passed``, ``expected``, ``actual``:
-
-- ``row_count``: as many rows as the source had (only when the expected count is known);
-- ``k_anonymity``: the smallest class has at least ``k`` rows;
-- ``t_closeness:<column>``: no class has an EMD above ``t + EMD_TOLERANCE`` (only if ``t`` is set
-  and the algorithm enforces it), and every class's EMD is a finite number >= 0 (else the check
-  fails, with ``invalid_emds`` and a ``problem`` naming the distance: :func:`emd_problem`);
-- ``confidential_multiset:<column>``: the confidential values are exactly the source's (sorted
-  comparison), so nothing was lost, duplicated or altered (only when the source's values are
-  given).
+What "verified" means is the list of criteria (:mod:`tclose.core.criteria`: row count, k, t per
+confidential column, confidential multisets, linkage, and with a run's report its configuration,
+content, hierarchy and run-mark digests), plus those third-party plugins register
+(``register_criteria``). :func:`verify` runs them on the :class:`~tclose.core.criteria.Evidence`;
+``tclose run``, ``tclose verify``, :func:`tclose.anonymize` and ``tclose compare`` all call it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -31,15 +25,27 @@ import pandas as pd
 from tclose.base.arrays import equal_row_classes
 from tclose.base.compile_notice import compile_notice
 from tclose.base.plugin_calls import fit_distance, plugin_call, plugin_label, read_only
+from tclose.core.criteria import (
+    Check,
+    Criterion,
+    Evidence,
+    LinkageFacts,
+    built_in_criteria,
+    judge,
+    same_multiset,
+)
 from tclose.interfaces import EMD_TOLERANCE, Distance
+
+__all__ = ["Check", "Evidence", "LinkageFacts", "Verification", "same_multiset", "verify"]
 
 
 @dataclass
 class Verification:
-    """The verifier's verdict."""
+    """The verifier's verdict: the checks of every criterion and what was measured."""
 
     passed: bool
-    checks: list[dict[str, Any]]
+    #: the checks, in the order of the criteria (:mod:`tclose.core.criteria`).
+    results: list[Check]
     k_achieved: int
     #: confidential column → its largest class EMD (NaN when the distance gave an EMD that is
     #: not a finite number >= 0: :func:`emd_problem`).
@@ -52,9 +58,17 @@ class Verification:
     content_digest: dict[str, Any] | None = None
     #: risk and utility against the source (``tclose verify --source``), see tclose.measures.
     measures: dict[str, Any] | None = field(default=None, repr=False)
+    #: the run mark of the published table (``tclose verify``), when it carries one.
+    run_id: str | None = None
 
-    def failures(self) -> list[dict[str, Any]]:
-        return [c for c in self.checks if not c["passed"]]
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        """The checks as the report records them (:meth:`Check.as_dict`)."""
+        return [check.as_dict() for check in self.results]
+
+    def failures(self) -> list[Check]:
+        """The checks that failed."""
+        return [c for c in self.results if not c.passed]
 
 
 def equivalence_classes(frame: pd.DataFrame, quasi_identifiers: Sequence[str]) -> np.ndarray:
@@ -77,38 +91,6 @@ def equivalence_classes(frame: pd.DataFrame, quasi_identifiers: Sequence[str]) -
     )
 
 
-def same_multiset(expected: np.ndarray, written: np.ndarray) -> bool:
-    """Whether two columns hold the same values with the same multiplicities, compared exactly
-    (arrays of different types are compared as exact ``Decimal`` numbers, or as text)."""
-    if len(expected) != len(written):
-        return False
-    if expected.dtype == written.dtype and expected.dtype != object:
-        return bool(np.array_equal(np.sort(expected), np.sort(written)))
-    return sorted(map(_exact_key, expected.tolist())) == sorted(map(_exact_key, written.tolist()))
-
-
-def _exact_key(value: Any) -> tuple:
-    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
-        try:
-            return (0, Decimal(value), "")
-        except (InvalidOperation, ValueError):
-            pass
-    return (1, Decimal(0), str(value))
-
-
-def _k_anonymity_check(sizes: np.ndarray, k: int) -> dict[str, Any]:
-    """The ``k_anonymity`` check of the classes of ``sizes`` rows."""
-    k_achieved = int(sizes.min()) if len(sizes) else 0
-    return {
-        "name": "k_anonymity",
-        "passed": k_achieved >= k,
-        "expected": k,
-        "actual": k_achieved,
-        "classes": int(len(sizes)),
-        "classes_below_k": int((sizes < k).sum()),
-    }
-
-
 def emd_problem(
     column: str, distance: Distance, emds: np.ndarray, classes: int
 ) -> tuple[int, str | None]:
@@ -116,7 +98,7 @@ def emd_problem(
     ``t``, and a sentence saying so (``None`` when every EMD is valid).
 
     An EMD is a distance between two distributions: a finite number >= 0. One that is NaN,
-    infinite or negative (``-inf <= t`` holds, so before this check such an EMD passed) is a bug
+    infinite or negative (``-inf <= t`` holds: such an EMD would pass a plain comparison) is a bug
     in the distance plugin, and the t check fails on it. A value less than
     :data:`~tclose.interfaces.EMD_TOLERANCE` below 0 is valid: an EMD computed as a sum of
     differences can come out a few ulps below 0, and the same tolerance is granted against
@@ -141,10 +123,102 @@ def emd_problem(
     )
 
 
-def problems(checks: Sequence[Mapping[str, Any]]) -> str:
+def problems(checks: Iterable[Check]) -> str:
     """The ``problem`` sentence of every failed check that has one, each after a space ("" if
     none), for the message of a failed verification."""
-    return "".join(f" {c['problem']}" for c in checks if not c["passed"] and c.get("problem"))
+    return "".join(f" {c.problem}" for c in checks if not c.passed and c.problem)
+
+
+def release_criteria(confidential: Iterable[str], registry: Any = None) -> list[Criterion]:
+    """The criteria a release is verified against: the built-in ones
+    (:func:`tclose.core.criteria.built_in_criteria`), then those the plugins of ``registry``
+    register (hook ``register_criteria``), in registration order."""
+    extra = [p.obj for p in registry.criteria.values()] if registry is not None else []
+    return built_in_criteria(confidential) + extra
+
+
+def verify(evidence: Evidence, criteria: Sequence[Criterion] | None = None) -> Verification:
+    """The verdict of ``criteria`` (by default the built-in ones) on ``evidence``: passed when
+    every check passes."""
+    if criteria is None:
+        criteria = built_in_criteria(evidence.confidential)
+    t_achieved = {  # before any criterion sees the evidence
+        column: _worst(emds, evidence.emd_problems[column][1])
+        for column, emds in evidence.class_emds.items()
+    }
+    sizes = evidence.class_sizes
+    results = judge(criteria, evidence)
+    return Verification(
+        passed=all(c.passed for c in results),
+        results=results,
+        k_achieved=int(sizes.min()) if len(sizes) else 0,
+        t_achieved=t_achieved,
+        class_sizes=sizes,
+        class_emds=dict(evidence.class_emds),
+        content_digest=dict(evidence.content_digest) if evidence.content_digest else None,
+        run_id=evidence.run_id,
+    )
+
+
+def _worst(emds: np.ndarray, problem: str | None) -> float:
+    """The largest EMD of a column (0 without classes), NaN when some EMD is not valid."""
+    if problem is not None:
+        return float("nan")
+    return float(emds.max()) if len(emds) else 0.0
+
+
+def gather_evidence(
+    frame: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    confidential: Mapping[str, tuple[Distance, Mapping[str, Any]]],
+    k: int,
+    t: float | None,
+    **known: Any,
+) -> Evidence:
+    """The :class:`~tclose.core.criteria.Evidence` of a written table: its equivalence classes
+    and every class's EMD for each confidential column, with what else is ``known`` (the
+    other fields of :class:`~tclose.core.criteria.Evidence`: ``expected_rows``, ``linkage``,
+    ``report``, ...). Its arrays are read-only: a criterion that writes into them fails, naming
+    itself, rather than changing what the next one judges."""
+    classes = equivalence_classes(frame, quasi_identifiers)
+    sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
+    class_emds: dict[str, np.ndarray] = {}
+    emd_problems: dict[str, tuple[int, str | None]] = {}
+    for column, (distance, options) in confidential.items():
+        values = frame[column].to_numpy()
+        if len(values) == 0:
+            class_emds[column], emd_problems[column] = np.zeros(0), (0, None)
+            continue
+        class_emds[column] = read_only(_class_emds(column, distance, options, values, classes))
+        emd_problems[column] = emd_problem(column, distance, class_emds[column], len(sizes))
+    return Evidence(
+        frame=frame,
+        quasi_identifiers=tuple(quasi_identifiers),
+        confidential=tuple(confidential),
+        classes=read_only(classes),
+        class_sizes=read_only(sizes),
+        k=k,
+        t=t,
+        distances={column: d.name for column, (d, _options) in confidential.items()},
+        class_emds=class_emds,
+        emd_problems=emd_problems,
+        **known,
+    )
+
+
+def _class_emds(
+    column: str,
+    distance: Distance,
+    options: Mapping[str, Any],
+    values: np.ndarray,
+    classes: np.ndarray,
+) -> np.ndarray:
+    """The EMD of every class of ``column``'s ``values``, as the distance plugin computes it."""
+    where = f" while verifying {column!r}"
+    with compile_notice():  # a first run compiles the EMD kernels here
+        fitted = fit_distance(distance, column, values, options, where)
+        with plugin_call(distance, "Distance", where):
+            return np.asarray(fitted.cluster_emd(read_only(classes)), dtype=np.float64)
 
 
 def verify_rows(
@@ -155,8 +229,12 @@ def verify_rows(
     t: float | None,
     expected_rows: int | None,
     expected_confidential: Mapping[str, np.ndarray] | None = None,
+    *,
+    linkage: LinkageFacts | None = None,
+    config: Any = None,
+    criteria: Sequence[Criterion] | None = None,
 ) -> Verification:
-    """Verify a written table.
+    """Verify written rows: :func:`gather_evidence`, then :func:`verify`.
 
     Args:
         frame: the written rows' quasi-identifier and confidential columns.
@@ -167,61 +245,20 @@ def verify_rows(
         expected_rows: the source's row count, or ``None`` when it is not known (``tclose verify``
             without the source): then no ``row_count`` check is made.
         expected_confidential: column → the source's values, for the multiset check.
+        linkage: the linkage of the pass-through columns, for the ``linkage`` check.
+        config: the configuration (or the API's :class:`~tclose.base.config.Settings`), for
+            the criteria that read it.
+        criteria: the criteria (by default the built-in ones, :func:`release_criteria`).
     """
-    checks: list[dict[str, Any]] = []
-    if expected_rows is not None:
-        checks.append(
-            {
-                "name": "row_count",
-                "passed": len(frame) == expected_rows,
-                "expected": expected_rows,
-                "actual": len(frame),
-            }
-        )
-    classes = equivalence_classes(frame, quasi_identifiers)
-    sizes = np.bincount(classes) if len(classes) else np.zeros(0, dtype=np.int64)
-    k_achieved = int(sizes.min()) if len(sizes) else 0
-    checks.append(_k_anonymity_check(sizes, k))
-    t_achieved: dict[str, float] = {}
-    class_emds: dict[str, np.ndarray] = {}
-    for column, (distance, options) in confidential.items():
-        values = frame[column].to_numpy()
-        if len(values) == 0:
-            t_achieved[column] = 0.0
-            class_emds[column] = np.zeros(0)
-            continue
-        where = f" while verifying {column!r}"
-        with compile_notice():  # a first run compiles the EMD kernels here
-            fitted = fit_distance(distance, column, values, options, where)
-            with plugin_call(distance, "Distance", where):
-                emds = np.asarray(fitted.cluster_emd(read_only(classes)), dtype=np.float64)
-        class_emds[column] = emds
-        invalid, problem = emd_problem(column, distance, emds, len(sizes))
-        worst = float(emds.max()) if problem is None else float("nan")
-        t_achieved[column] = worst
-        if t is not None:
-            check = {
-                "name": f"t_closeness:{column}",
-                "passed": problem is None and worst <= t + EMD_TOLERANCE,
-                "expected": t,
-                "actual": worst if problem is None else None,
-                "distance": distance.name,
-                "classes_above_t": int((emds > t + EMD_TOLERANCE).sum()),
-                "invalid_emds": invalid,
-            }
-            if problem is not None:
-                check["problem"] = problem
-            checks.append(check)
-        if expected_confidential is not None and column in expected_confidential:
-            same = same_multiset(np.asarray(expected_confidential[column]), values)
-            checks.append(
-                {
-                    "name": f"confidential_multiset:{column}",
-                    "passed": same,
-                    "expected": "the source's values",
-                    "actual": "identical" if same else "different",
-                }
-            )
-    return Verification(
-        all(c["passed"] for c in checks), checks, k_achieved, t_achieved, sizes, class_emds
+    evidence = gather_evidence(
+        frame,
+        quasi_identifiers,
+        confidential,
+        k,
+        t,
+        expected_rows=expected_rows,
+        expected_confidential=expected_confidential,
+        linkage=linkage,
+        config=config,
     )
+    return verify(evidence, criteria)

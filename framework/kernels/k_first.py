@@ -33,7 +33,7 @@ are tables whose QIs follow the confidential order, where almost every candidate
   (``c < z``) or ``Hm(c) - Hm(z)`` (``c > z``). A table of the segments between the members'
   codes (:func:`_build_table`, rebuilt after each swap in ``O(k)`` from thresholds computed once)
   gives ``Hp`` and ``Hm`` at any code in ``O(1)`` from prefix sums, so the ``k`` possible swaps
-  of a candidate cost ``O(k)`` (the old kernel recomputed ``k`` EMDs, ``O(k^2 log m)``). The EMDs
+  of a candidate cost ``O(k)`` (recomputing ``k`` EMDs would cost ``O(k^2 log m)``). The EMDs
   compared are ``float(E') / float(n s (m - 1))`` of the exact integers: bit for bit the values a
   recomputation gives, so every decision and tie is the same.
 - Candidates that cannot be swapped in are passed in ``O(1)``: the code improves on some member
@@ -492,7 +492,8 @@ def _candidate_improves(
     Compiled without the Numba runtime (``_nrt=False``), as the other per-candidate helpers: its
     arrays are then passed without reference counting. Inlined, or compiled with the runtime, it
     made the scan up to 3.5 times slower (nominal attributes, 6,000 rows); with the two checks
-    written out in it, 1.4 to 1.8 times (the compiler no longer inlines it into the scan)."""
+    written out in it, 1.4 to 1.8 times (the compiler then no longer inlines it into the
+    scan)."""
     n_ordered = o_codes.shape[0]
     if target < n_ordered:
         return _ordered_improves(target, o_codes[target, rows[j]], tables, n_segments, o_prefix,

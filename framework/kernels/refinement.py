@@ -1,21 +1,21 @@
-"""The ``refine`` options shared by the built-in algorithms, and the step that applies them.
+"""The ``refine`` options every algorithm accepts, and the step that applies them.
 
-Every built-in algorithm accepts ``refine`` (off by default for the paper's ``merge``, ``k-first``
-and ``t-first`` and for ``mdav``, so that they reproduce their published results), with
-``refine_passes`` and ``refine_seconds``. When on, the algorithm's partition is handed to
-:func:`tclose.kernels.refine.refine`, which lowers its within-cluster sum of squares (``wcss``) by splits, moves and swaps that
-keep every cluster ``>= k`` rows and t-close for every confidential attribute; what it did is
-reported under ``info["refine"]``.
+The framework applies ``refine`` after every algorithm (:mod:`tclose.blocks.framed`); it is off
+by default, so that the paper's ``merge``, ``k-first`` and ``t-first`` and ``mdav`` reproduce
+their published results. ``refine_passes`` and ``refine_seconds`` bound it. When on, the
+partition is handed to :func:`tclose.kernels.refine.refine`, which lowers its within-cluster sum
+of squares (``wcss``) by splits, moves and swaps that keep every cluster ``>= k`` rows and
+t-close for every confidential attribute; what it did is reported under ``info["refine"]``.
+``split`` (:data:`SPLIT_OPTION`, of ``merge``) is its first kind of step alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
-from tclose.interfaces import FittedDistance, Option, Partition
+from tclose.interfaces import Option, Partition, Problem
 
 __all__ = ["REFINE_OPTIONS", "SPLIT_OPTION", "apply_refinement", "split_large"]
 
@@ -45,48 +45,37 @@ SPLIT_OPTION: Mapping[str, Option] = {
 }
 
 
-def apply_refinement(
-    partition: Partition,
-    x: np.ndarray,
-    distances: Sequence[FittedDistance],
-    k: int,
-    t: float | None,
-    options: Mapping[str, Any],
-) -> Partition:
-    """``partition`` refined if ``options["refine"]`` (``info["refine"]`` says what changed).
+def apply_refinement(partition: Partition, problem: Problem) -> Partition:
+    """``partition`` refined if ``problem.options["refine"]`` (``info["refine"]`` says what
+    changed).
 
-    ``t`` is ``None`` for algorithms that do not enforce it (then only ``k`` is kept).
+    ``problem.t`` is ``None`` for algorithms that do not enforce it (then only ``k`` is kept).
     """
+    options = problem.options
     if not options.get("refine", False):
         return partition
     seconds = options.get("refine_seconds", 0.0) or None
     from tclose.kernels.refine import refine
 
     labels, info = refine(
-        x,
+        problem.x,
         np.asarray(partition.labels),
-        distances,
-        k,
-        t,
+        problem.distances,
+        problem.k,
+        problem.t,
         passes=options.get("refine_passes", 3),
         seconds=seconds,
     )
     return Partition(labels, {**partition.info, "refine": info})
 
 
-def split_large(
-    partition: Partition,
-    x: np.ndarray,
-    distances: Sequence[FittedDistance],
-    k: int,
-    t: float,
-    options: Mapping[str, Any],
-) -> Partition:
-    """``partition`` with its clusters of ``>= 2k`` rows split while valid, if ``options["split"]``
-    (``info["split"]``: how many splits)."""
-    if not options.get("split", False):
+def split_large(partition: Partition, problem: Problem) -> Partition:
+    """``partition`` with its clusters of ``>= 2k`` rows split while valid, if
+    ``problem.options["split"]`` (``info["splits"]``: how many splits)."""
+    if not problem.options.get("split", False):
         return partition
     from tclose.kernels.refine import refine
 
+    x, distances, k, t = problem.x, problem.distances, problem.k, problem.t
     labels, info = refine(x, np.asarray(partition.labels), distances, k, t, passes=1, moves=False)
     return Partition(labels, {**partition.info, "splits": info.get("splits", 0)})

@@ -8,7 +8,8 @@
         check_algorithm(MyAlgorithm())
 
 :func:`check_algorithm` runs the algorithm as the runner does (standardized quasi-identifiers,
-fitted ``emd-ordered`` distances, validated options with defaults filled in) on small seeded data
+fitted ``emd-ordered`` distances, validated options with defaults filled in, the framework's
+blocks and refinement applied: :func:`tclose.blocks.framed.run_algorithm`) on small seeded data
 sets chosen to reach the edges: ``n == k``, ``n == 2k - 1``, ties and a 70/30 binary confidential
 attribute, duplicated and constant quasi-identifiers, one and two confidential attributes. It
 checks that:
@@ -38,8 +39,8 @@ installed entry points and ``extra_plugins``), which this module exports for the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,16 @@ from tclose.base.arrays import dense_labels, standardize
 from tclose.base.options import validate_options
 from tclose.base.plugin_calls import checked_labels
 from tclose.base.registry import load_registry as load_registry  # exported: see above
+from tclose.blocks.framed import options_schema, run_algorithm
 from tclose.errors import ConfigError, VerificationError
-from tclose.interfaces import EMD_TOLERANCE, Distance, FittedDistance, Option, Partition
+from tclose.interfaces import (
+    EMD_TOLERANCE,
+    Distance,
+    FittedDistance,
+    Option,
+    Partition,
+    Problem,
+)
 
 
 class ConformanceError(AssertionError):
@@ -159,33 +168,45 @@ def check_options_schema(algorithm: Any) -> list[str]:
     return problems
 
 
-def check_partition(
-    algorithm: Any,
-    x: np.ndarray,
-    distances: Sequence[FittedDistance],
-    k: int,
-    t: float | None,
-    options: Mapping[str, Any],
-) -> list[str]:
-    """Problems with one call of ``algorithm.partition`` (an empty list when there are none)."""
-    n = len(x)
-    x_before = x.copy()
+def check_partition(algorithm: Any, problem: Problem) -> list[str]:
+    """Problems with one run of ``algorithm`` on ``problem`` as the framework runs it
+    (:func:`tclose.blocks.framed.run_algorithm`: its blocks and refinement options apply); an
+    empty list when there are none."""
+    x_before = problem.x.copy()
     try:
-        first = algorithm.partition(x, distances, k, t, dict(options))
+        first = run_algorithm(algorithm, problem)
     except Exception as error:  # report, do not crash the suite
         return [f"partition raised {type(error).__name__}: {error}"]
-    if not isinstance(first, Partition):
-        return [f"partition returned {type(first).__name__}, not a tclose.interfaces.Partition"]
-    labels = np.asarray(first.labels)
-    if labels.shape != (n,):
-        return [f"labels have shape {labels.shape}; expected ({n},): one label per row"]
-    if not np.issubdtype(labels.dtype, np.integer):
-        return [f"labels have dtype {labels.dtype}; expected an integer dtype"]
+    dense, problems = _answer_problems(algorithm, first, problem)
+    if dense is None:
+        return problems
+    if not np.array_equal(problem.x, x_before):
+        problems.append("partition modified its input matrix x")
+    second = run_algorithm(algorithm, replace(problem, x=problem.x.copy()))
+    if not np.array_equal(_canonical(dense), _canonical(dense_labels(np.asarray(second.labels)))):
+        problems.append("not deterministic: two calls on the same input gave different clusters")
+    return problems
 
+
+def _answer_problems(
+    algorithm: Any, answer: Any, problem: Problem
+) -> tuple[np.ndarray | None, list[str]]:
+    """The dense labels of ``answer`` (``None`` if it is not a partition of the rows) and what
+    is wrong with it: clusters under ``k``, EMDs over ``t``."""
+    n, k, t = len(problem.x), problem.k, problem.t
+    if not isinstance(answer, Partition):
+        return None, [
+            f"partition returned {type(answer).__name__}, not a tclose.interfaces.Partition"
+        ]
+    labels = np.asarray(answer.labels)
+    if labels.shape != (n,):
+        return None, [f"labels have shape {labels.shape}; expected ({n},): one label per row"]
+    if not np.issubdtype(labels.dtype, np.integer):
+        return None, [f"labels have dtype {labels.dtype}; expected an integer dtype"]
     try:  # the runner's own check of the answer: masked labels, an info the report cannot hold
-        dense = checked_labels(algorithm, first, n)
+        dense = checked_labels(algorithm, answer, n)
     except VerificationError as error:
-        return [str(error)]
+        return None, [str(error)]
     problems = []
     sizes = np.bincount(dense)
     if sizes.min() < k:
@@ -194,16 +215,11 @@ def check_partition(
             f"(smallest: {int(sizes.min())})"
         )
     if t is not None and getattr(algorithm, "requires_t", False):
-        for distance in distances:
+        for distance in problem.distances:
             worst = float(np.max(distance.cluster_emd(dense)))
             if not worst <= t + EMD_TOLERANCE:  # NaN fails too
                 problems.append(f"a cluster's EMD for {distance.column} is {worst:.6f} > t = {t}")
-    if not np.array_equal(x, x_before):
-        problems.append("partition modified its input matrix x")
-    second = algorithm.partition(x.copy(), distances, k, t, dict(options))
-    if not np.array_equal(_canonical(dense), _canonical(dense_labels(np.asarray(second.labels)))):
-        problems.append("not deterministic: two calls on the same input gave different clusters")
-    return problems
+    return dense, problems
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -235,7 +251,7 @@ def check_algorithm(algorithm: Any, options: Mapping[str, Any] | None = None, se
         raise ConformanceError(_message(algorithm, problems))
     try:
         validated = validate_options(
-            algorithm.name, algorithm.options_schema, options, "algorithm.options"
+            algorithm.name, options_schema(algorithm), options, "algorithm.options"
         )
     except ConfigError as error:
         raise ConformanceError(_message(algorithm, [f"options: {error}"])) from None
@@ -246,10 +262,8 @@ def check_algorithm(algorithm: Any, options: Mapping[str, Any] | None = None, se
         distances = _fit(distance, case.confidential)
         x = standardize(np.asarray(case.quasi, dtype=np.float64))
         t = case.t if algorithm.requires_t else None
-        problems += [
-            f"{case.name}: {p}"
-            for p in check_partition(algorithm, x, distances, case.k, t, validated)
-        ]
+        problem = Problem(x, distances, case.k, t, validated)
+        problems += [f"{case.name}: {p}" for p in check_partition(algorithm, problem)]
     if problems:
         raise ConformanceError(_message(algorithm, problems))
     return count

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 import tclose
-from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition
+from tclose.interfaces import EMD_TOLERANCE, FittedDistance, Option, Partition, Problem
 
 
 class PrincipalSort:
-    """Sort the rows along one axis, cut them into blocks of k, merge adjacent blocks for t."""
+    """Sort the rows along one axis, cut them into blocks of k, merge adjacent blocks for t.
+
+    tclose runs it in blocks (``algorithm.options.blocks``) and refines its partition
+    (``refine: true``) like any algorithm: nothing here is needed for either."""
 
     name = "principal-sort"
     options_schema: Mapping[str, Option] = {
@@ -25,16 +27,10 @@ class PrincipalSort:
     }
     requires_t = True
 
-    def partition(
-        self,
-        x: np.ndarray,
-        distances: Sequence[FittedDistance],
-        k: int,
-        t: float | None,
-        options: Mapping[str, Any],
-    ) -> Partition:
+    def partition(self, problem: Problem) -> Partition:
+        x, distances, k, t = problem.x, problem.distances, problem.k, problem.t
         n = len(x)
-        order = np.lexsort((np.arange(n), _sort_key(x, options["axis"])))
+        order = np.lexsort((np.arange(n), _sort_key(x, problem.options["axis"])))
         blocks = max(n // k, 1)
         labels = np.empty(n, dtype=np.int64)
         labels[order] = np.minimum(np.arange(n) // k, blocks - 1)
