@@ -216,7 +216,7 @@ def maria_login(maria):
 
 
 def _trust_the_registry(connection) -> None:
-    """Take back any write on the test database's ``public.tclose_releases`` granted to other
+    """Take back any write on a test database's ``public.tclose_releases`` granted to other
     roles: the server is shared with other checkouts of tclose, and a run trusts a registry only
     when no role but its owner may write it."""
     connection.exec_driver_sql(
@@ -542,6 +542,8 @@ def pg_other(tmp_path: Path):
     url = os.environ.get("TCLOSE_TEST_POSTGRES_OTHER_URL", default.render_as_string(False))
     (tmp_path / "other").mkdir()
     database = TestDatabase("postgresql", url, tmp_path / "other")
+    with database.engine.begin() as connection:
+        _trust_the_registry(connection)
     yield database
     database.drop_all()
 
