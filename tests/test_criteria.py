@@ -83,6 +83,7 @@ def test_the_built_in_criteria_are_the_named_guarantees_in_their_order():
         "content_digest",
         "hierarchy_sha256",
         "run_id",
+        "release",
     ]
     assert {name.split(":")[0] for name in names} == set(BUILT_IN_CRITERIA)
 
