@@ -1037,9 +1037,9 @@ class MySQLDatabase(SQLDatabase):
         )
         if connection.dialect.paramstyle == "qmark":
             query = query.replace("%s", "?")
-        columns = connection.exec_driver_sql(query, (home.schema, home.name)).scalar()
+        described = connection.exec_driver_sql(query, (home.schema, home.name)).scalar()
         return home, (
-            f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, columns {columns}, "
+            f"created {row[3]:%Y-%m-%d %H:%M:%S}, comment {row[4]!r}, columns {described}, "
             f"checksum {checksum}"
         )
 
