@@ -217,8 +217,10 @@ def test_a_release_a_source_view_reads_through_a_function_is_not_replaced(
     source = _reads_through(db, objects, kind, target)
     before = _snapshot(db, source, target)
     err = _refused_before_any_work(monkeypatch, _replace_config(db, source, target), capsys)
-    assert f"The target table {target} exists and cannot be replaced" in err, err
-    assert REFUSED in err and "Publish under a new name" in err, err
+    # refused for the unknown reads, or first because the catalog binds the release to the
+    # function that reads it (a plpgsql function's row type)
+    assert f"The target table {target}" in err and "cannot be replaced" in err, err
+    assert "Publish under a new name" in err or "bound to nothing else" in err, err
     assert _snapshot(db, source, target) == before
 
 
