@@ -18,6 +18,8 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from tests.waiting import wait_for
+
 FIXTURES = {"postgresql": "pg", "mysql": "maria"}
 #: Seconds within which a signalled run must have ended (a slice, and the process's exit).
 PROMPT = 6
@@ -50,14 +52,12 @@ def _holding_the_run_lock(db, target: str) -> tuple[sa.Connection, str]:
     return connection, waiting
 
 
-def _wait_until_waiting(db, waiting: str, process: subprocess.Popen) -> None:
-    """Poll the server until it shows a session waiting for the lock (the event itself)."""
-    deadline = time.monotonic() + 60
-    while db.execute(waiting)[0][0] == 0:
-        if process.poll() is not None:
-            pytest.fail(f"the run ended before it waited: {process.communicate()}")
-        assert time.monotonic() < deadline, "the run never waited for the lock"
-        time.sleep(0.05)
+def _waiting_sessions(db, waiting: str, process: subprocess.Popen) -> int:
+    """How many sessions the server shows waiting for the lock; fails the test if the run
+    ended before it waited."""
+    if process.poll() is not None:
+        pytest.fail(f"the run ended before it waited: {process.communicate()}")
+    return db.execute(waiting)[0][0]
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,9 @@ def test_a_run_waiting_for_the_run_lock_stops_at_once_on_a_signal(
             cwd=tmp_path,
         )
         try:
-            _wait_until_waiting(db, waiting, process)
+            wait_for(
+                lambda: _waiting_sessions(db, waiting, process), 60, "the run to wait for the lock"
+            )
             signalled = time.monotonic()
             process.send_signal(signum)
             _out, err = process.communicate(timeout=60)
@@ -96,14 +98,12 @@ def test_a_run_waiting_for_the_run_lock_stops_at_once_on_a_signal(
                 process.communicate()
         assert process.returncode == 130, err
         assert "interrupted: nothing was published" in err, err
-        print(f"took {took:.2f}")
         assert took < PROMPT, f"the run took {took:.1f} s to stop"
         assert target not in db.tables()
         # The run's wait on the server ends within a slice, even if the server has not yet
         # noticed the client gone (MariaDB ends GET_LOCK at its timeout).
-        deadline = time.monotonic() + PROMPT
-        while db.execute(waiting)[0][0] != 0:
-            assert time.monotonic() < deadline, "the run's session still waits for the lock"
-            time.sleep(0.05)
+        wait_for(
+            lambda: db.execute(waiting)[0][0] == 0, PROMPT, "the run's session to stop waiting"
+        )
     finally:
         holder.close()
