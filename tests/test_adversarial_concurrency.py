@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -44,9 +43,7 @@ def _pause_before(phase: str, mark: Path, go: Path) -> None:
 
     def paused(self, *args, **kwargs):
         mark.write_text(phase)
-        deadline = time.monotonic() + 600  # the test kills a run it no longer waits for
-        while not go.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(go.exists, 600, f"the test to let {phase} go")  # or it kills this run
         return original(self, *args, **kwargs)
 
     setattr(runner.Phases, phase, paused)
