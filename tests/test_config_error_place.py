@@ -1,5 +1,5 @@
 """A configuration error's place in the YAML document is data (``ConfigError.path``/``line``),
-and its text is what it always was: ``==> At a.b ==> At key: c (line 7)`` then the problem."""
+and its text reads ``==> At a.b ==> At key: c (line 7)`` then the problem."""
 
 from __future__ import annotations
 

@@ -156,8 +156,8 @@ def _unknown_said(report: dict, out: str, reads: str) -> None:
 def test_a_policy_read_through_a_function_is_unknown_not_unfiltered(
     pg, reader, tmp_path, capsys, language
 ):
-    """Before: the view reading the secured table through a function reported
-    ``applies: false`` while the policy hid half the rows."""
+    """A view reading the secured table through a function, the policy hiding half the rows:
+    the report says unknown (``applies: null``), never ``applies: false``."""
     table = _secured(pg, reader)
     view = _through_function(pg, table, reader, language)
     try:

@@ -210,7 +210,8 @@ def _foreign_reader(pg, objects, target: str) -> str:
 def test_a_release_a_source_view_reads_through_a_function_is_not_replaced(
     dialect, kind, request, objects, monkeypatch, capsys
 ):
-    """Before: the target, a release of tclose, was replaced (exit 0) and the source changed."""
+    """A release the source reads through a function, macro or stored function is not
+    replaced: exit 2 before any work, the release and the source as they were."""
     db = request.getfixturevalue(FIXTURES[dialect])
     target = db.name("anon")
     db.release(target)
@@ -228,9 +229,9 @@ def test_a_release_a_source_view_reads_through_a_function_is_not_replaced(
 def test_a_release_a_source_reads_through_a_foreign_table_is_refused_not_waited_for(
     pg, objects, tmp_path
 ):
-    """Before: the foreign table's remote session waited on the lock of tclose's own publish,
-    and the run never ended. The refusal comes before any lock is taken, in a separate process
-    given a deadline."""
+    """A foreign table whose remote session would wait on the lock of tclose's own publish:
+    the replace is refused before any lock is taken, so the run ends (run in a separate process
+    given a deadline)."""
     target = pg.name("anon")
     pg.release(target)
     source = _foreign_reader(pg, objects, target)
