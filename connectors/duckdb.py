@@ -32,6 +32,7 @@ Parquet and CSV files are read and written through the same machinery by
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -579,7 +580,9 @@ class DuckDBDatabase(SQLDatabase):
 
     session_class = DuckDBSession
     #: DuckDB's MVCC: a transaction reads the snapshot taken when it began.
-    snapshot_reads = True
+    declared = dataclasses.replace(
+        SQLDatabase.declared, snapshot_reads=True, table_dependencies=True, stream_check=True
+    )
     interval_type = True
 
     @property

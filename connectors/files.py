@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import os
 import re
 import shutil
@@ -139,10 +140,6 @@ class FileSession(DuckDBSession):
     database: FileDatabase
     #: The audit hooks run after the file is in place, not inside a transaction.
     publishes_in_transaction: ClassVar[bool] = False
-    #: The content digest records no column types: the file's format gives the staging
-    #: table's types back as others (Parquet: ``HUGEINT`` as ``DECIMAL(38,0)``, ``ENUM`` as
-    #: ``VARCHAR``), with the same values (:func:`tclose.core.published.column_types`).
-    records_types: ClassVar[bool] = False
 
     def relation_kind(self, table: sa.Table) -> str | None:
         """``None``: a file is read through a view of it, which is what the run published."""
@@ -370,6 +367,13 @@ class FileDatabase(DuckDBDatabase):
     """
 
     session_class = FileSession
+    #: One file holding one table; the content digest records no column types: the file's
+    #: format gives the staging table's types back as others (Parquet: ``HUGEINT`` as
+    #: ``DECIMAL(38,0)``, ``ENUM`` as ``VARCHAR``), with the same values
+    #: (:func:`tclose.core.published.column_types`).
+    declared = dataclasses.replace(
+        DuckDBDatabase.declared, table_per_file=True, records_types=False
+    )
     #: Why the file could not be read as a table on the last connection (``None``: it could).
     unreadable: str | None = None
 

@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import decimal
 import hashlib
@@ -61,6 +62,7 @@ from tclose.connectors.mysql_drivers import (
     description,
     notes,
 )
+from tclose.connectors.mysql_streams import StreamedDurations, streamed_durations
 from tclose.connectors.releases import marked_run
 from tclose.connectors.sql import (
     OLD_MARK,
@@ -274,8 +276,12 @@ class MySQLSession(DriverSession):
 
     database: MySQLDatabase
 
-    #: The content digest of this session's reads (:func:`tclose.core.published.scan_published`).
-    digest_algorithm = MYSQL_ORDERED_DIGEST_ALGORITHM
+    def streamed_values(
+        self, source: sa.Table, columns: Sequence[str], target_dialect: str
+    ) -> StreamedDurations | None:
+        """Zero dates refused, durations as times of day, into another kind of database
+        (:mod:`tclose.connectors.mysql_streams`)."""
+        return streamed_durations(source, columns, self.database.dialect, target_dialect)
 
     def read_expression(self, column: sa.ColumnElement) -> sa.ColumnElement:
         """What every driver reads alike: a ``FLOAT`` as ``CAST(... AS DOUBLE)``, its exact
@@ -805,11 +811,16 @@ class MySQLDatabase(SQLDatabase):
     identifier_limit = 64
     #: A source's connections: every transaction read-only, autocommitted statements included.
     read_only_statements = ("SET SESSION TRANSACTION READ ONLY",)
-    #: A zero or invalid date is read as its text (:func:`tclose.core.runner._values_to_check`).
-    invalid_dates_as_text = True
-    #: A ``TIME`` is read as a duration, ``timedelta`` (:func:`tclose.core.runner._values_to_check`).
-    times_as_durations = True
-    snapshot_reads = True
+    declared = dataclasses.replace(
+        SQLDatabase.declared,
+        snapshot_reads=True,
+        run_lock=True,
+        read_hold=True,
+        table_dependencies=True,
+        staging_readers=True,
+        adapts_streams=True,
+        digest_algorithm=MYSQL_ORDERED_DIGEST_ALGORITHM,
+    )
     column_names_compared = "without regard to case (any letter, not only A-Z)"
 
     def column_key(self, name: str) -> str:

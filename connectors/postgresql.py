@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import struct
@@ -651,7 +652,14 @@ class PostgreSQLDatabase(SQLDatabase):
         """True: the run's one transaction is a snapshot (see the module docstring)."""
         return True
 
-    snapshot_reads = True
+    declared = dataclasses.replace(
+        SQLDatabase.declared,
+        snapshot_reads=True,
+        run_lock=True,
+        read_hold=True,
+        table_dependencies=True,
+        in_database_checks=True,
+    )
 
     def adapt_url(self, url: sa.URL) -> sa.URL:
         if url.drivername == "postgresql":

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import secrets
@@ -50,7 +51,7 @@ from sqlalchemy.pool import NullPool
 
 from tclose.base.atomic import read_text
 from tclose.base.redaction import redact_url, remember_secret, url_secrets
-from tclose.connector import NO_RELEASE_RECORD, TablesRead
+from tclose.connector import NO_RELEASE_RECORD, Capabilities, TablesRead
 from tclose.connectors.releases import (
     content_identity,
     marked_run,
@@ -444,15 +445,32 @@ class SQLDatabase:
         Generic: false, since a dialect's isolation level need not give a snapshot."""
         return False
 
-    #: Whether a session's reads all see one snapshot (:class:`tclose.connector.SnapshotReads`);
-    #: generic: unknown, so false.
-    snapshot_reads: ClassVar[bool] = False
+    #: What the dialect offers (:class:`tclose.connector.Capabilities`), but
+    #: ``joins_in_snapshot`` and ``publishes_in_transaction``, which :attr:`capabilities` takes
+    #: from :attr:`joins_in_snapshot` and the session class. Generic: every capability the
+    #: generic connector implements with SQLAlchemy Core alone; a dialect replaces it
+    #: (``dataclasses.replace(SQLDatabase.declared, ...)``).
+    declared: ClassVar[Capabilities] = Capabilities(
+        bulk_load=True,
+        name_resolution=True,
+        table_identity=True,
+        releases=True,
+        database_files=True,
+        row_security=True,
+        published_record=True,
+        read_only_source=True,
+        sqlalchemy_engine=True,
+    )
 
     @property
-    def publishes_in_transaction(self) -> bool:
-        """Whether ``publish`` calls ``before_commit`` inside its transaction (the session
-        class's :attr:`Session.publishes_in_transaction`)."""
-        return self.session_class.publishes_in_transaction
+    def capabilities(self) -> Capabilities:
+        """:attr:`declared`, with :attr:`joins_in_snapshot` and whether the session class
+        publishes in its transaction (:attr:`Session.publishes_in_transaction`)."""
+        return dataclasses.replace(
+            self.declared,
+            joins_in_snapshot=self.joins_in_snapshot,
+            publishes_in_transaction=self.session_class.publishes_in_transaction,
+        )
 
     # --- errors and quoting ---------------------------------------------------------------------
 
@@ -703,6 +721,18 @@ class SQLDatabase:
         message), ``None`` when it is (or there is none). Generic: trusted (the generic
         connector knows no roles)."""
         return None
+
+    def tables_dropped(self, name: TableName) -> list[tuple]:
+        """The identity of ``name`` (:meth:`table_identity`), empty when there is no such
+        table: a ``DROP TABLE`` drops the table alone, unless the dialect says otherwise
+        (partitions)."""
+        identity = self.table_identity(name)
+        return [] if identity is None else [identity]
+
+    def replace_blockers(self, name: TableName) -> list[str]:
+        """What the database's catalog binds to table ``name`` (see
+        :class:`tclose.connector.TableDependencies`). Generic: nothing known."""
+        return []
 
     def row_security(self, name: TableName) -> dict[str, Any] | None:
         """:class:`tclose.connector.RowSecurity`: no table filtered where the database has no
@@ -1057,6 +1087,23 @@ class Session:
     def table(self, name: TableName) -> sa.Table:
         """The table as this session sees it (its own uncommitted staging table included)."""
         return self.database.table(name, self.connection)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Its database's :attr:`SQLDatabase.capabilities`."""
+        return self.database.capabilities
+
+    def column_types(self, table: sa.Table) -> dict[str, str]:
+        """Column name → its type compiled for this session's dialect (``VARCHAR(40)``; a type
+        the dialect cannot compile as SQLAlchemy's ``repr`` of it). Generic: the reflected
+        types, the catalog being the dialect's own business."""
+        types = {}
+        for column in table.columns:
+            try:
+                types[column.name] = str(column.type.compile(dialect=self.connection.dialect))
+            except Exception:  # noqa: BLE001 - any type SQLAlchemy cannot compile: its repr
+                types[column.name] = repr(column.type)
+        return types
 
     def relation_kind(self, table: sa.Table) -> str | None:
         """What ``table``'s name stands for when it is not a table (``"view"``), else ``None``:

@@ -13,6 +13,7 @@ new-key order. Bulk writes are ``executemany`` inside the transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -354,7 +355,9 @@ class SQLiteDatabase(SQLDatabase):
         """True: the run's one transaction is a snapshot (see the module docstring)."""
         return True
 
-    snapshot_reads = True
+    declared = dataclasses.replace(
+        SQLDatabase.declared, snapshot_reads=True, table_dependencies=True, stream_check=True
+    )
 
     def describe(self, error: BaseException | None, action: str) -> DataError:
         described = super().describe(error, action)

@@ -3,13 +3,13 @@
 A connector plugin registers a :class:`Connector` (``register_connectors`` hook). Its
 :meth:`Connector.connect` returns a :class:`Database`, whose :meth:`Database.session` yields a
 :class:`Session`. These three Protocols hold the **required** members: the runner, ``tclose
-verify`` and ``tclose init`` use nothing else, except the **optional capabilities** below, each
-checked before use, with the fallback named in its docstring:
+verify`` and ``tclose init`` use nothing else, except the **optional capabilities** a database
+declares in its :class:`Capabilities` (read by :func:`capabilities_of`; each flag's fallback is
+in its docstring), whose members are in these Protocols:
 
 - :class:`InDatabaseJoin`: build a same-database target inside the database (else the runner
   streams the source a second time into the target session);
 - :class:`BulkLoad`: fast bulk writes (used by the generic connector's own fills);
-- :class:`SnapshotReads`: whether a session reads one consistent snapshot;
 - :class:`RunLock`: runs on one target exclude each other;
 - :class:`ReadHold`: ``tclose verify`` reads a table whole while a run publishes it;
 - :class:`NameResolution`: the qualified name a name resolves to (search paths, temporary
@@ -24,12 +24,14 @@ checked before use, with the fallback named in its docstring:
   another file);
 - :class:`RowSecurity`: whether row-level security policies filter a read of the source;
 - :class:`StagingReaders`: which other accounts may read a run's staging rows;
-- :class:`ConnectorNotes`: what ``tclose plugins`` says under a connector;
-- :class:`TransactionalPublish`: audit records committed with the published table;
 - :class:`StreamCheck`: refuse values a stream would change;
-- :class:`PublishedRecord`: the content digest's values, types and relation;
+- :class:`StreamAdapter`: map the values streamed into another kind of database;
+- :class:`PublishedRecord`: the content digest's types and relation;
 - :class:`InDatabaseChecks`: the digest and linkage check done by the database;
-- :class:`ReadOnlySource`: a source opened read-only by its driver.
+- :class:`ReadOnlySource`: a source opened read-only by its driver;
+- :class:`SQLAlchemyEngine`: the SQLAlchemy engine that reaches the database.
+
+A :class:`Connector` may also offer :class:`ConnectorNotes` (what ``tclose plugins`` says).
 
 Every SQLAlchemy dialect gets all of this from the generic connector
 (:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
@@ -41,8 +43,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,19 +223,13 @@ class Session(Protocol):
 
 
 class InDatabaseJoin(Protocol):
-    """Optional, on a :class:`Database` and its sessions: build the target inside the database.
+    """Optional, on a :class:`Session`: build the target inside the database
+    (:attr:`Capabilities.joins_in_snapshot`).
 
-    When ``joins_in_snapshot`` is true and the target is in the source's database, one session
-    reads, calls ``fill_joined`` and publishes: pass-through columns never leave the database.
-    Fallback: the runner reads the source twice (a read-only session) and streams the rows into
-    the target session with :meth:`Session.fill_streamed`.
-
-    Attributes:
-        joins_in_snapshot: (on the database) whether its sessions implement ``fill_joined``
-            and run it in the snapshot of the session's reads.
-    """
-
-    joins_in_snapshot: bool
+    When the target is in the source's database, one session reads, calls ``fill_joined`` and
+    publishes: pass-through columns never leave the database. Fallback: the runner reads the
+    source twice (a read-only session) and streams the rows into the target session with
+    :meth:`Session.fill_streamed`."""
 
     def fill_joined(
         self,
@@ -243,7 +240,7 @@ class InDatabaseJoin(Protocol):
         labels: np.ndarray,
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
-        """(On the session.) Fill ``staging`` from ``source`` read in this session's snapshot:
+        """Fill ``staging`` from ``source`` read in this session's snapshot:
         row ``keys[i]`` is in cluster ``labels[i]`` and takes its ``aggregated`` values; rows
         numbered and stored in content order, as :meth:`Session.fill_streamed` says;
         ``DataError`` if the source no longer has every key."""
@@ -265,22 +262,6 @@ class BulkLoad(Protocol):
     ) -> None:
         """Insert equally long 1-D arrays, one per column, in the session's transaction."""
         ...
-
-
-class SnapshotReads(Protocol):
-    """Optional, on a :class:`Database`: whether a session's reads see one snapshot.
-
-    ``snapshot_reads`` true: every read of one session sees the database as it was when the
-    session began, so pass 1, the second pass and the join agree. Fallback (false or absent):
-    the runner still checks that the second pass returns the keys of the first, row for row,
-    and fails (nothing published) when they differ; a value changed in place between the passes
-    is not detected.
-
-    Attributes:
-        snapshot_reads: whether every read of one session sees one snapshot.
-    """
-
-    snapshot_reads: bool
 
 
 class RunLock(Protocol):
@@ -328,6 +309,12 @@ class NameResolution(Protocol):
         memory, or stored under another name."""
         ...
 
+    def check_configured_name(self, name: TableName, path: str) -> None:
+        """``ConfigError`` (at YAML ``path``) when ``name``, of a table the run only reads,
+        breaks the database's rules for names (empty, white space only, a NUL, too long, a
+        character or an ending the database refuses)."""
+        ...
+
 
 class TableIdentity(Protocol):
     """Optional, on a :class:`Database`: which table a name really denotes.
@@ -359,12 +346,6 @@ class TablesRead(list):
     def __init__(self, identities: Iterable[tuple] = (), unknown: str | None = None) -> None:
         super().__init__(identities)
         self.unknown = unknown
-
-
-def reads_unknown(read: Iterable[tuple]) -> str | None:
-    """Why ``read`` (a ``tables_read`` answer) is not the whole closure, or ``None`` when it is
-    (a plain list of a connector that does not say: its tables, as listed)."""
-    return getattr(read, "unknown", None)
 
 
 class TableDependencies(Protocol):
@@ -466,6 +447,7 @@ class RowSecurity(Protocol):
         ...
 
 
+@runtime_checkable
 class ConnectorNotes(Protocol):
     """Optional, on a :class:`Connector`: what ``tclose plugins`` says under it (the driver in
     use, a faster one to install). Fallback: nothing."""
@@ -482,28 +464,19 @@ class TablePerFile(Protocol):
 
     ``tclose init`` proposes the target file beside the source file, and the advice of a
     refused target (the source itself, an existing target) names a file, not a table. Fallback:
-    another table of the same database (``<table>_anon``, no ``target.url``)."""
+    another table of the same database (``<table>_anon``, no ``target.url``).
+
+    Attributes:
+        path: the file (its real path).
+    """
+
+    path: Path
 
     def target_beside(self, table: str) -> tuple[str, str]:
         """The URL and the table name of a file beside this one to publish a table named
         ``table`` (a file's table is its name without its suffix: a dot or a slash in
         ``table`` becomes ``_``)."""
         ...
-
-
-class TransactionalPublish(Protocol):
-    """Optional, on a :class:`Database`: audit records that commit with the published table.
-
-    When ``publishes_in_transaction`` is true, :meth:`Session.publish` calls ``before_commit``
-    with a SQLAlchemy ``Connection`` inside the publishing transaction, and the
-    ``run_publishing`` hooks write there. Fallback: ``run_finished`` records the run after the
-    publish.
-
-    Attributes:
-        publishes_in_transaction: whether ``publish`` calls ``before_commit`` before its commit.
-    """
-
-    publishes_in_transaction: bool
 
 
 class StreamCheck(Protocol):
@@ -530,20 +503,10 @@ class PublishedRecord(Protocol):
 
     ``tclose.core.published.scan_published`` digests every published row as read by
     :meth:`Session.read_rows` (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`) and records
-    the columns' types and the relation beside the digest. Fallbacks: ``digest_algorithm``
-    :data:`~tclose.base.digests.ORDERED_DIGEST_ALGORITHM`, ``records_types`` true, the types
-    compiled from the reflected ``sqlalchemy.Table`` for ``column_types``, no relation check
-    without ``relation_kind``.
-
-    Attributes:
-        digest_algorithm: the name of the digest this session's reads give (its values differ
-            from other sessions', e.g. MariaDB/MySQL's read alike by every driver).
-        records_types: whether the types a scan records are the published ones (false for a
-            file whose format maps the staging table's types).
-    """
-
-    digest_algorithm: str
-    records_types: bool
+    the columns' types and the relation beside the digest (:attr:`Capabilities.digest_algorithm`
+    names the digest its reads give, :attr:`Capabilities.records_types` whether its types are
+    the published ones). Fallbacks: the types compiled from the reflected ``sqlalchemy.Table``
+    for ``column_types``, no relation check without ``relation_kind``."""
 
     def column_types(self, table: sa.Table) -> dict[str, str]:
         """Column name → its type as the database's catalog declares it (the text a type
@@ -606,31 +569,160 @@ class ReadOnlySource(Protocol):
         ...
 
 
+class StreamAdapter(Protocol):
+    """Optional, on a :class:`Session`: values streamed into another kind of database, mapped
+    to what that database stores (:attr:`Capabilities.adapts_streams`).
+
+    When the runner streams pass-through columns into a target of another dialect, it passes
+    each chunk it read (rows it publishes, key first) through the :class:`StreamedValues` that
+    ``streamed_values`` gives, and calls its ``refuse`` once every chunk is read. MariaDB/MySQL:
+    a ``TIME`` read as a duration within a day becomes that time of day; a zero date (read as
+    text) or a duration outside a day is refused. Fallback: values are streamed as read."""
+
+    def streamed_values(
+        self, source: sa.Table, columns: Sequence[str], target_dialect: str
+    ) -> StreamedValues | None:
+        """The mapping of ``columns`` of ``source`` (in this order, after the key) into a
+        database of ``target_dialect``; ``None`` when every value streams as read."""
+        ...
+
+
+class StreamedValues(Protocol):
+    """The values of one stream, mapped chunk by chunk (:class:`StreamAdapter`)."""
+
+    def rows(self, rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]] | None:
+        """``rows`` (the key, then the columns) with each value as the target stores it;
+        ``None`` once a value the target cannot store was found, in this chunk or an earlier
+        one (the rest of the stream is then read only to count such values)."""
+        ...
+
+    def refuse(self) -> None:
+        """:class:`~tclose.errors.DataError` naming each column that holds values the target
+        cannot store, with its count of rows; nothing when there is none."""
+        ...
+
+
+class SQLAlchemyEngine(Protocol):
+    """Optional, on a :class:`Database`: the SQLAlchemy engine that reaches it
+    (:attr:`Capabilities.sqlalchemy_engine`).
+
+    ``tclose init`` describes the column types in the engine's dialect, the conformance suite
+    drops its tables and its records of releases through it, and audit hooks write through it.
+    Fallback: types described in SQLAlchemy's default dialect; the conformance suite drops
+    tables through the ``drop`` it is given.
+
+    Attributes:
+        engine: the ``sqlalchemy.Engine``.
+    """
+
+    engine: sa.Engine
+
+
+#: :attr:`Capabilities.digest_algorithm` by default
+#: (:data:`tclose.base.digests.ORDERED_DIGEST_ALGORITHM`).
+DEFAULT_DIGEST_ALGORITHM = (
+    "sha256 of (sorted column names, row count, sha256 of the sha256(row) in tclose_row order)"
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a :class:`Database` and its sessions offer beyond the required members: every flag
+    with its default (a database that declares nothing offers nothing optional).
+
+    A flag that promises an optional Protocol (:data:`PROMISED`) is true only when the
+    Protocol's members are implemented (on the database, or on its sessions as the Protocol
+    says); ``tclose.testing.check_connector`` checks it. The framework reads the flags through
+    :func:`capabilities_of` and calls a member only when its flag is true.
+    """
+
+    joins_in_snapshot: bool = False
+    """Same-database targets are built by :class:`InDatabaseJoin` in the snapshot of the
+    session's reads; else the source is streamed a second time into the target session."""
+    bulk_load: bool = False
+    """Sessions write in bulk (:class:`BulkLoad`)."""
+    snapshot_reads: bool = False
+    """Every read of one session sees the database as it was when the session began, so pass 1,
+    the second pass and the join agree. Else the runner still checks that the second pass
+    returns the keys of the first, row for row; a value changed in place is not detected."""
+    run_lock: bool = False
+    """Runs writing one target exclude each other (:class:`RunLock`)."""
+    read_hold: bool = False
+    """A read-only session reads one table whole while a run publishes it (:class:`ReadHold`)."""
+    name_resolution: bool = False
+    """Names resolve as the database resolves them (:class:`NameResolution`)."""
+    table_identity: bool = False
+    """The database says which table a name denotes (:class:`TableIdentity`)."""
+    table_dependencies: bool = False
+    """The database lists the tables a read reads and a drop drops
+    (:class:`TableDependencies`)."""
+    releases: bool = False
+    """The database tells the releases tclose published (:class:`Releases`); else an existing
+    target is never replaced."""
+    database_files: bool = False
+    """The database lists the files that hold it (:class:`DatabaseFiles`)."""
+    table_per_file: bool = False
+    """The database is one file holding one table (:class:`TablePerFile`)."""
+    row_security: bool = False
+    """The database says whether row-level security filters a read (:class:`RowSecurity`)."""
+    staging_readers: bool = False
+    """Other accounts may read a run's staging rows, and the database says which
+    (:class:`StagingReaders`)."""
+    publishes_in_transaction: bool = False
+    """:meth:`Session.publish` calls ``before_commit`` inside the publishing transaction, so
+    audit records commit with the published table; else ``run_finished`` records the run after
+    the publish."""
+    stream_check: bool = False
+    """Sessions refuse values a stream would change (:class:`StreamCheck`)."""
+    adapts_streams: bool = False
+    """Sessions map the values streamed into another kind of database (:class:`StreamAdapter`)."""
+    published_record: bool = False
+    """Sessions give the published columns' types and relation (:class:`PublishedRecord`)."""
+    digest_algorithm: str = DEFAULT_DIGEST_ALGORITHM
+    """The name of the digest a session's reads give (MariaDB/MySQL's values, read alike by
+    every driver, differ from other databases')."""
+    records_types: bool = True
+    """The types a scan records are the published ones (false for a file whose format maps the
+    staging table's types)."""
+    in_database_checks: bool = False
+    """Sessions digest a table and count its unique rows in the database
+    (:class:`InDatabaseChecks`)."""
+    read_only_source: bool = False
+    """The database can be opened read-only by its driver (:class:`ReadOnlySource`)."""
+    sqlalchemy_engine: bool = False
+    """The database is reached through a SQLAlchemy engine (:class:`SQLAlchemyEngine`)."""
+
+
+@runtime_checkable
+class Declared(Protocol):
+    """A :class:`Database` or a :class:`Session` that declares its :class:`Capabilities`."""
+
+    capabilities: Capabilities
+
+
+#: The capabilities of a database that declares none.
+NO_CAPABILITIES = Capabilities()
+
+
+def capabilities_of(part: Any) -> Capabilities:
+    """The :class:`Capabilities` that ``part`` (a database or a session) declares, else
+    :data:`NO_CAPABILITIES`: the one place where the framework asks an object what it offers."""
+    return part.capabilities if isinstance(part, Declared) else NO_CAPABILITIES
+
+
 def open_read_only(database: Any) -> Any:
     """``database``, opened read-only by its driver where it can be (:class:`ReadOnlySource`):
     for a source that is only read (a run's whose target is in another database, ``tclose
     verify``'s, ``compare``'s, ``init``'s)."""
-    opener = getattr(database, "open_read_only", None)
-    if callable(opener):
-        opener()
+    if capabilities_of(database).read_only_source:
+        cast(ReadOnlySource, database).open_read_only()
     return database
 
 
-def capability(database: Any, name: str, default: Any = False) -> Any:
-    """The optional member ``name`` of ``database`` (a capability above), or ``default``."""
-    return getattr(database, name, default)
-
-
-def joining(session: Session) -> InDatabaseJoin:
-    """``session`` as an :class:`InDatabaseJoin` session (its database said
-    ``joins_in_snapshot``); ``TypeError`` naming the session's class if it has no
-    ``fill_joined``."""
-    if not callable(getattr(session, "fill_joined", None)):
-        raise TypeError(
-            f"{type(session).__qualname__} has no fill_joined, but its database says "
-            f"joins_in_snapshot: implement both or neither (tclose.connector.InDatabaseJoin)."
-        )
-    return session  # type: ignore[return-value]
+def reads_unknown(read: Iterable[tuple]) -> str | None:
+    """Why ``read`` (a ``tables_read`` answer) is not the whole closure, or ``None`` when it is
+    (a plain list of a connector that does not say: its tables, as listed)."""
+    return read.unknown if isinstance(read, TablesRead) else None
 
 
 #: Required members of each Protocol, as the docs list them (``tests/test_plugins.py``).
@@ -639,7 +731,6 @@ REQUIRED = {"Connector": Connector, "Database": Database, "Session": Session}
 OPTIONAL = {
     "InDatabaseJoin": InDatabaseJoin,
     "BulkLoad": BulkLoad,
-    "SnapshotReads": SnapshotReads,
     "RunLock": RunLock,
     "ReadHold": ReadHold,
     "NameResolution": NameResolution,
@@ -651,12 +742,47 @@ OPTIONAL = {
     "RowSecurity": RowSecurity,
     "StagingReaders": StagingReaders,
     "ConnectorNotes": ConnectorNotes,
-    "TransactionalPublish": TransactionalPublish,
     "StreamCheck": StreamCheck,
+    "StreamAdapter": StreamAdapter,
     "PublishedRecord": PublishedRecord,
     "InDatabaseChecks": InDatabaseChecks,
     "ReadOnlySource": ReadOnlySource,
+    "SQLAlchemyEngine": SQLAlchemyEngine,
 }
+#: The flag of :class:`Capabilities` that promises each optional Protocol of a database.
+PROMISED: dict[str, type] = {
+    "joins_in_snapshot": InDatabaseJoin,
+    "bulk_load": BulkLoad,
+    "run_lock": RunLock,
+    "read_hold": ReadHold,
+    "name_resolution": NameResolution,
+    "table_identity": TableIdentity,
+    "table_dependencies": TableDependencies,
+    "releases": Releases,
+    "database_files": DatabaseFiles,
+    "table_per_file": TablePerFile,
+    "row_security": RowSecurity,
+    "staging_readers": StagingReaders,
+    "stream_check": StreamCheck,
+    "adapts_streams": StreamAdapter,
+    "published_record": PublishedRecord,
+    "in_database_checks": InDatabaseChecks,
+    "read_only_source": ReadOnlySource,
+    "sqlalchemy_engine": SQLAlchemyEngine,
+}
+
+
+def unkept_promises(capabilities: Capabilities, database: Any, session: Any) -> list[str]:
+    """Each true flag of ``capabilities`` (:data:`PROMISED`) whose Protocol has a member that
+    neither ``database`` nor ``session`` (one of its sessions) has, as ``"flag: member"``."""
+    found, flags = [], asdict(capabilities)
+    for flag, protocol in PROMISED.items():
+        if not flags[flag]:
+            continue
+        for member in protocol_members(protocol):
+            if not (hasattr(database, member) or hasattr(session, member)):
+                found.append(f"{flag}: {member}")
+    return found
 
 
 def protocol_members(protocol: type) -> list[str]:

@@ -36,6 +36,7 @@ from tclose.base.config import Config, load_config, parse_config, redact_url
 from tclose.base.interrupts import terminate_as_interrupt
 from tclose.base.registry import KINDS, load_registry
 from tclose.base.version import __version__
+from tclose.connector import ConnectorNotes
 from tclose.errors import ConfigError, PluginFailure, RunInterrupted, TcloseError
 
 log = logging.getLogger("tclose")
@@ -576,8 +577,8 @@ def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
         _echo(f"{kind}s:")
         for name, provided in sorted(registry.table(kind).items()):
             _echo(f"  {name:<16} {provided.provider} {provided.version}  ({provided.plugin})")
-            notes = getattr(provided.obj, "notes", None) if kind == "connector" else None
-            for note in notes() if callable(notes) else []:
+            noted = kind == "connector" and isinstance(provided.obj, ConnectorNotes)
+            for note in provided.obj.notes() if noted else []:
                 _echo(f"  {'':<16} note: {note}")
     if registry.criteria:  # the built-in criteria are the verifier's own, not plugins
         _echo("criteria:")

@@ -20,13 +20,13 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 import yaml
 
 from tclose.base.config import ATTRIBUTE_TYPES
-from tclose.connector import open_read_only
+from tclose.connector import SQLAlchemyEngine, TablePerFile, capabilities_of, open_read_only
 from tclose.errors import ConfigError
 from tclose.naming import TableName
 
@@ -129,12 +129,9 @@ def proposed_target(database: Any, table: str) -> tuple[str | None, str]:
     in the same schema of the same database (``target.url`` left out), or, for a database that
     is one file holding one table (:class:`tclose.connector.TablePerFile`: Parquet, CSV), the
     Parquet file ``<table>_anon.parquet`` beside the source file."""
-    from tclose.connector import capability
-
     anon = str(TableName.parse(table).with_suffix("_anon"))
-    beside = capability(database, "target_beside", None)
-    if callable(beside):
-        url, name = beside(TableName.parse(anon).name)
+    if capabilities_of(database).table_per_file:
+        url, name = cast(TablePerFile, database).target_beside(TableName.parse(anon).name)
         return url, name
     return None, anon
 
@@ -153,8 +150,12 @@ def inspect_table(
     registry = registry or load_registry()
     database = open_read_only(registry.connector_for(dialect_of(url)).connect(url, password_file))
     reflected = database.table(TableName.parse(table))
-    engine = getattr(database, "engine", None)
-    columns = describe_columns(reflected, engine.dialect if engine is not None else None)
+    dialect = (
+        cast(SQLAlchemyEngine, database).engine.dialect
+        if capabilities_of(database).sqlalchemy_engine
+        else None
+    )
+    columns = describe_columns(reflected, dialect)
     implied = False
     if not any(c.primary_key for c in columns):
         try:

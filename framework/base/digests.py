@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from tclose.connector import DEFAULT_DIGEST_ALGORITHM
+
 #: The digest of every published row (see the module documentation) on the databases that have no
 #: :data:`COPY_DIGEST_ALGORITHM`: the row hashes chained in ``tclose_row`` order by one SHA-256.
-ORDERED_DIGEST_ALGORITHM = (
-    "sha256 of (sorted column names, row count, sha256 of the sha256(row) in tclose_row order)"
-)
+ORDERED_DIGEST_ALGORITHM = DEFAULT_DIGEST_ALGORITHM
 _MYSQL_VALUES = (
     " of MariaDB/MySQL values read alike by every driver (FLOAT as DOUBLE, "
     "BIT as UNSIGNED, DATE, DATETIME and TIMESTAMP from their text, TIMESTAMP in UTC)"

@@ -26,11 +26,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from tclose.base.atomic import ATOMIC_NAME_EXTRA, name_max
+from tclose.connector import (
+    DatabaseFiles,
+    PublishedRecord,
+    Releases,
+    TableDependencies,
+    TablePerFile,
+    capabilities_of,
+    reads_unknown,
+)
 from tclose.errors import ConfigError, DataError
 from tclose.naming import reserved
 
@@ -46,7 +55,7 @@ def refuse_same_table(
     the target (or a partition dropped with it), or the audit table, is a table whose rows the
     source reads: a table the source view reads, a partition or an inheriting table of the
     source."""
-    if not all(hasattr(db, "table_identity") for db in (source_db, target_db)):
+    if not all(capabilities_of(db).table_identity for db in (source_db, target_db)):
         # A connector that cannot say what its tables are: compare what is known.
         def identify(db: Any, name: Any) -> tuple | None:
             return (id(db), name.schema, name.name)
@@ -98,10 +107,9 @@ def refuse_unknown_reads(source_db: Any, source: Any, target_db: Any, target: An
     target, from this database or through another, and replacing it would change or break the
     source, or leave the run waiting on its own lock. The check is made whatever database the
     target is in: a foreign table or a function reaches other databases too."""
-    from tclose.connector import reads_unknown
-
-    tables_read = getattr(source_db, "tables_read", None)
-    why = reads_unknown(tables_read(source)) if callable(tables_read) else None
+    if not capabilities_of(source_db).table_dependencies:
+        return
+    why = reads_unknown(cast(TableDependencies, source_db).tables_read(source))
     if why is None:
         return
     elsewhere = another_target(target_db, str(target.with_suffix("_2")))
@@ -133,20 +141,19 @@ def refuse_foreign_target(db: Any, name: Any) -> None:
     published, still the table it published (``release_problem``,
     :class:`tclose.connector.Releases`): ``if_exists: replace`` replaces nothing else, and a
     connector that cannot tell its releases replaces nothing."""
-    check = getattr(db, "release_problem", None)
+    capabilities = capabilities_of(db)
     problem = (
-        check(name)
-        if callable(check)
+        cast(Releases, db).release_problem(name)
+        if capabilities.releases
         else "its connector cannot tell the releases tclose published"
     )
     if problem is None:
         return
-    file = getattr(db, "path", None)  # a database that is one file (Parquet)
-    what, remedy = (
-        (f"file {file}", f"delete it yourself ({file})")
-        if isinstance(file, Path)
-        else (f"table {name}", f"drop it yourself (DROP TABLE {name})")
-    )
+    if capabilities.table_per_file:  # a database that is one file (Parquet)
+        file = cast(TablePerFile, db).path
+        what, remedy = f"file {file}", f"delete it yourself ({file})"
+    else:
+        what, remedy = f"table {name}", f"drop it yourself (DROP TABLE {name})"
     elsewhere = another_target(db, str(name.with_suffix("_2")))
     raise ConfigError(
         f"==> At target ==> At key: table\nThe target {what} exists and is not a release "
@@ -161,11 +168,8 @@ def another_target(db: Any, table: str) -> str:
     database that is one file holding one table (:class:`tclose.connector.TablePerFile`), the
     file beside it to name in ``target.url`` with its table (another table name alone would be
     refused: the file's table is named after the file)."""
-    from tclose.connector import capability
-
-    beside = capability(db, "target_beside", None)
-    if callable(beside):
-        url, name = beside(table)
+    if capabilities_of(db).table_per_file:
+        url, name = cast(TablePerFile, db).target_beside(table)
         return f"Publish into another file: target.url: {url} and target.table: {name}."
     return f"Choose another target table (e.g. {table})."
 
@@ -183,23 +187,24 @@ def refuse_unreplaceable_target(db: Any, name: Any) -> None:
     child table; on SQLite a view reading it), which a replace would drop, detach or fail on."""
     import sqlalchemy as sa
 
+    capabilities = capabilities_of(db)
+    if not capabilities.published_record:
+        return
     with db.session(read_only=True) as session:
-        relation_kind = getattr(session, "relation_kind", None)
-        if not callable(relation_kind):
-            return
-        kind = relation_kind(sa.Table(name.name, sa.MetaData(), schema=name.schema))
+        record = cast(PublishedRecord, session)
+        kind = record.relation_kind(sa.Table(name.name, sa.MetaData(), schema=name.schema))
     if kind in NOT_TABLES:
         raise ConfigError(
             f"==> At target ==> At key: table\nThe target {name} is a {kind}, not a table; "
             f"publishing replaces a table (if_exists: replace), never a {kind}. Drop it, or "
             f"choose another target table."
         )
-    blockers = getattr(db, "replace_blockers", None)
-    found = blockers(name) if callable(blockers) else []
+    dependencies = cast(TableDependencies, db)
+    found = dependencies.replace_blockers(name) if capabilities.table_dependencies else []
     if found:
         raise ConfigError(
             f"==> At target ==> At key: table\nThe target table {name} cannot be replaced: "
-            f"{'; '.join(found)}. The {getattr(db, 'dialect', 'database')} catalog binds these "
+            f"{'; '.join(found)}. The {db.dialect} catalog binds these "
             f"to it: replacing it would drop them with it, detach it from them or fail. "
             f"tclose replaces only a table bound to nothing else; drop or change them, or "
             f"choose another target table."
@@ -210,8 +215,11 @@ def _related(db: Any, method: str, name: Any, identity: tuple) -> set[tuple]:
     """The identities ``db.<method>(name)`` gives (``tables_read`` or ``tables_dropped``, see
     :class:`tclose.connector.TableDependencies`); only ``identity`` for a connector without
     it."""
-    related = getattr(db, method, None)
-    return set(related(name)) | {identity} if callable(related) else {identity}
+    if not capabilities_of(db).table_dependencies:
+        return {identity}
+    dependencies = cast(TableDependencies, db)
+    related = dependencies.tables_read if method == "tables_read" else dependencies.tables_dropped
+    return set(related(name)) | {identity}
 
 
 def refuse_foreign_file(
@@ -282,8 +290,7 @@ def refuse_unwritable(path: str | None, what: str, where: str) -> None:
 def database_files(db: Any) -> list[Path]:
     """The files that hold database ``db`` (its connector's ``files()``; none for a server or a
     connector that does not say)."""
-    files = getattr(db, "files", None)
-    return list(files()) if callable(files) else []
+    return list(cast(DatabaseFiles, db).files()) if capabilities_of(db).database_files else []
 
 
 def same_file(one: str | Path, other: str | Path) -> bool:

@@ -31,14 +31,20 @@ import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tclose.base.config import AttributeSpec, Config, Settings
 from tclose.base.options import validate_options
 from tclose.base.registry import Registry, dialect_of
 from tclose.blocks.framed import options_schema
-from tclose.connector import capability, open_read_only
+from tclose.connector import (
+    NameResolution,
+    RowSecurity,
+    StagingReaders,
+    TablePerFile,
+    capabilities_of,
+    open_read_only,
+)
 from tclose.core.columns import check_column_fates, resolve_key, with_key
 from tclose.core.guards import (
     another_target,
@@ -262,8 +268,9 @@ def build_plan(
         registry.manager.hook.check_run(config=config, target_database=target_db, tables=tables)
     refuse_foreign_file(report_path or config.report_json, "json")
     refuse_foreign_file(config.report_html, "html")
-    target_file = getattr(target_db, "path", None)  # a database that is one file (Parquet)
-    target_file = target_file if isinstance(target_file, Path) else None
+    target_file = (
+        cast(TablePerFile, target_db).path if capabilities_of(target_db).table_per_file else None
+    )
     reports = {"json": report_path or config.report_json, "html": config.report_html}
     refuse_output_paths(reports, source_db, target_db, target_file)
     source_table = source_db.table(source)
@@ -306,7 +313,7 @@ def build_plan(
         numeric=numeric,
         rounded=rounded,
         write=JOIN
-        if target_db is source_db and capability(source_db, "joins_in_snapshot")
+        if target_db is source_db and capabilities_of(source_db).joins_in_snapshot
         else STREAM,
         replace=config.target.if_exists == "replace",
         dry_run=dry_run,
@@ -338,12 +345,12 @@ def resolve_name(database: Any, table: str, path: str, create: bool = True) -> T
     name = TableName.parse(table)
     if create:
         database.check_table_name(name, path)
-    else:
-        check = getattr(database, "check_configured_name", None)
-        if callable(check):
-            check(name, path)
-    resolve = getattr(database, "resolve_table", None)
-    resolved = resolve(name, path, create) if callable(resolve) else name
+    if not capabilities_of(database).name_resolution:
+        return dataclasses.replace(name, spelled=str(name))
+    resolution = cast(NameResolution, database)
+    if not create:
+        resolution.check_configured_name(name, path)
+    resolved = resolution.resolve_table(name, path, create)
     return dataclasses.replace(resolved, spelled=str(name))
 
 
@@ -396,15 +403,17 @@ def _output_columns(config: Config, source_table: Any) -> list[str]:
 def _staging_readers(target_db: Any) -> dict[str, Any] | None:
     """What the target database says of the other accounts that may read a run's staging rows
     (:class:`tclose.connector.StagingReaders`), or ``None`` when none can."""
-    readers = capability(target_db, "staging_readers", None)
-    return readers() if callable(readers) else None
+    if not capabilities_of(target_db).staging_readers:
+        return None
+    return cast(StagingReaders, target_db).staging_readers()
 
 
 def _row_security(source_db: Any, source: TableName) -> dict[str, Any] | None:
     """What the source database says of row-level security on the source
     (:class:`tclose.connector.RowSecurity`), or ``None`` when it cannot tell."""
-    row_security = capability(source_db, "row_security", None)
-    return row_security(source) if callable(row_security) else None
+    if not capabilities_of(source_db).row_security:
+        return None
+    return cast(RowSecurity, source_db).row_security(source)
 
 
 def _audits_in_publish(registry: Registry, target_db: Any) -> bool:
@@ -413,5 +422,5 @@ def _audits_in_publish(registry: Registry, target_db: Any) -> bool:
     return bool(
         registry.manager is not None
         and registry.manager.hook.run_publishing.get_hookimpls()
-        and capability(target_db, "publishes_in_transaction")
+        and capabilities_of(target_db).publishes_in_transaction
     )

@@ -29,7 +29,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ from tclose.base.digests import (
     ContentDigest,
     canonical_rows,
 )
+from tclose.connector import InDatabaseChecks, PublishedRecord, ReadHold, capabilities_of
 from tclose.interfaces import Check, LinkageFacts
 
 
@@ -204,9 +205,8 @@ def scan_published(
             database, table, config, wanted, progress, line, total, algorithm, published_as
         )
     with database.session(read_only=True) as session:
-        hold = getattr(session, "hold", None)
-        if callable(hold):  # a publish under way ends before the read, or waits for it
-            hold(table)
+        if capabilities_of(database).read_hold:  # a publish under way ends first, or waits
+            cast(ReadHold, session).hold(table)
         return _scan_session(
             session, table, config, wanted, progress, line, total, algorithm, published_as
         )
@@ -224,17 +224,14 @@ def column_types(session: Any, written: Any) -> dict[str, str]:
     ``COPY`` of ``integer`` 3 and of ``date`` ``2000-01-04`` are the same four bytes, of
     ``timestamp with time zone`` and ``timestamp`` the same eight; a ``BIGINT`` reads as the
     ``INTEGER`` it was) while what the table says changes."""
-    native = getattr(session, "column_types", None)
-    if callable(native):
-        found = native(written)
+    if capabilities_of(session).published_record:
+        found = cast(PublishedRecord, session).column_types(written)
         if found:
             return dict(sorted(found.items()))
-    connection = getattr(session, "connection", None)
-    dialect = getattr(connection, "dialect", None)
     types = {}
     for column in written.columns:
         try:
-            types[column.name] = str(column.type.compile(dialect=dialect))
+            types[column.name] = str(column.type.compile())
         except Exception:  # noqa: BLE001 - any type SQLAlchemy cannot compile: its repr
             types[column.name] = repr(column.type)
     return dict(sorted(types.items()))
@@ -243,15 +240,16 @@ def column_types(session: Any, written: Any) -> dict[str, str]:
 def _record_types(session: Any, written: Any, digest: dict[str, Any]) -> None:
     """``digest["types"]``, unless the session says its types are not the published ones
     (``records_types`` false: a file's, whose format maps the staging table's types)."""
-    if getattr(session, "records_types", True):
+    if capabilities_of(session).records_types:
         digest["types"] = column_types(session, written)
 
 
 def _scan_session(session, table, config, wanted, progress, line, total, algorithm, published_as):
     """The in-database checks when the session has them and ``algorithm`` allows, else
     :func:`_scan`; either records the columns' types (:func:`column_types`) with the digest."""
-    in_database = callable(getattr(session, "content_digest", None))
-    own = getattr(session, "digest_algorithm", ORDERED_DIGEST_ALGORITHM)
+    capabilities = capabilities_of(session)
+    in_database = capabilities.in_database_checks
+    own = capabilities.digest_algorithm
     if algorithm is None:
         algorithm = COPY_DIGEST_ALGORITHM if in_database else own
     if algorithm == COPY_DIGEST_ALGORITHM and in_database:
@@ -276,9 +274,8 @@ def _with_relation(session: Any, table: Any, scan: PublishedScan) -> PublishedSc
     """``scan`` with ``relation`` in its digest when ``table``'s name stands for something else
     than a table (``"view"``: the session's ``relation_kind``); a view shows what its query
     selects, maybe other rows to other sessions, so it never matches a report's digest."""
-    kind_of = getattr(session, "relation_kind", None)
-    if callable(kind_of) and scan.digest:
-        kind = kind_of(session.table(table))
+    if capabilities_of(session).published_record and scan.digest:
+        kind = cast(PublishedRecord, session).relation_kind(session.table(table))
         if kind is not None:
             scan.digest["relation"] = kind
     return scan
@@ -288,18 +285,15 @@ def _scan_in_database(
     session, table, config, wanted, progress, line, total, published_as
 ) -> PublishedScan:
     """Read only the QI and confidential columns; the database digests the table and compares
-    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_rows``).
-    A session with ``read_with_digest`` reads the columns and digests the table in one pass
-    (PostgreSQL: one binary ``COPY``, when the columns are fixed-width numbers); otherwise
-    ``read`` then ``content_digest`` read the table twice."""
+    the pass-through columns' values (:data:`COPY_DIGEST_ALGORITHM`, ``unique_rows``):
+    ``read_with_digest`` reads the columns and digests the table (PostgreSQL: in one binary
+    ``COPY`` when the columns are fixed-width numbers, else a read and ``content_digest``)."""
     frames, done = [], 0
     digest: dict[str, Any] = {}
-    one_pass = getattr(session, "read_with_digest", None)
-    chunk_size = config.source.chunk_size
-    if callable(one_pass):
-        read = one_pass(table, wanted, digest, chunk_size=chunk_size, published_as=published_as)
-    else:
-        read = session.read(table, wanted, key="tclose_row", chunk_size=chunk_size, with_key=False)
+    checks = cast(InDatabaseChecks, session)
+    read = checks.read_with_digest(
+        table, wanted, digest, chunk_size=config.source.chunk_size, published_as=published_as
+    )
     for frame in read:
         frames.append(frame)
         done += len(frame)
@@ -309,9 +303,9 @@ def _scan_in_database(
     written = session.table(table)
     checked, allowed = checked_columns(config.attributes, written.c.keys())
     checked += undeclared_columns(config, written.c.keys())
-    linkable = session.unique_rows(written, checked) if len(frame) >= 2 and checked else 0
+    linkable = checks.unique_rows(written, checked) if len(frame) >= 2 and checked else 0
     if not digest:
-        digest = session.content_digest(written, published_as)
+        digest = checks.content_digest(written, published_as)
     digest["rows"] = len(frame)
     _record_types(session, written, digest)
     return PublishedScan(frame, digest, checked, linkable, allowed)

@@ -7,14 +7,13 @@ never written to, and the target is either the verified new table or exactly wha
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -26,7 +25,18 @@ from tclose.base.config import Config
 from tclose.base.interrupts import Deferral
 from tclose.base.notices import phase_counts
 from tclose.base.registry import Registry, dialect_of, load_registry
-from tclose.connector import Database, Session, joining, open_read_only
+from tclose.connector import (
+    Database,
+    InDatabaseJoin,
+    Releases,
+    Session,
+    StreamAdapter,
+    StreamCheck,
+    StreamedValues,
+    TableIdentity,
+    capabilities_of,
+    open_read_only,
+)
 from tclose.core.clustering import cluster_rows
 from tclose.core.columns import resolve_key, with_key
 from tclose.core.guards import refuse_overflow
@@ -42,7 +52,7 @@ from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-expo
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
 from tclose.core.verify import Verification, gather_evidence, problems, release_criteria, verify
-from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
+from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError
 from tclose.measures import measure_configured, measure_published
 from tclose.naming import KEY_LABEL, TableName
 
@@ -430,7 +440,7 @@ class Phases:
         self.say(f"writing staging table {plan.staging}")
         with self.timer.phase("write"):
             if plan.joined:
-                joining(source).fill_joined(
+                cast(InDatabaseJoin, source).fill_joined(
                     plan.source_table,
                     config.source.key,
                     plan.staging_table,
@@ -439,10 +449,10 @@ class Phases:
                     self.database_values,
                 )
                 return
-            refuse_unstreamable = getattr(source, "refuse_unstreamable", None)
-            if callable(refuse_unstreamable):  # optional: values the stream cannot carry
-                passthrough = [c for c in plan.output_columns if c not in self.database_values]
-                refuse_unstreamable(plan.source, passthrough, plan.target_db.dialect)
+            passthrough = [c for c in plan.output_columns if c not in self.database_values]
+            if capabilities_of(source).stream_check:  # values the stream cannot carry
+                checker = cast(StreamCheck, source)
+                checker.refuse_unstreamable(plan.source, passthrough, plan.target_db.dialect)
             chunks: Generator[list[tuple], None, None] = _transformed_chunks(
                 source,
                 config,
@@ -451,7 +461,7 @@ class Phases:
                 self.keys,
                 self.database_values,
                 self.set_aside,
-                _values_to_check(plan),
+                _streamed_values(source, plan, passthrough),
             )
             try:
                 target.fill_streamed(plan.staging_table, chunks)
@@ -536,109 +546,54 @@ def _measure_release(
     return measures, release_summary(encoded, aggregated, labels, config.k)
 
 
-def _values_to_check(plan: RunPlan) -> dict[str, str]:
-    """The pass-through columns whose values need a check when written into another kind of
-    database, by kind:
-
-    - ``"date"``: date and date-time columns of a source that reads a zero or invalid date as
-      its text (``invalid_dates_as_text``: MariaDB/MySQL), which has no equivalent there.
-      (SQLite's dates are text, valid ones included: the target parses them.)
-    - ``"time"``: time columns of a source whose driver reads them as durations
-      (``times_as_durations``: a MariaDB/MySQL ``TIME`` spans ±838:59:59). A duration within a
-      day is written as that time of day; SQLite stored its seconds, DuckDB could not cast it.
-    """
-    source_dialect = getattr(plan.source_db, "dialect", None)
-    if source_dialect == getattr(plan.target_db, "dialect", None):
-        return {}
-    kinds: dict[type, str] = {}
-    if getattr(plan.source_db, "invalid_dates_as_text", False):
-        kinds.update({dt.date: "date", dt.datetime: "date"})
-    if getattr(plan.source_db, "times_as_durations", False):
-        kinds[dt.time] = "time"
-    found = {}
-    for column in plan.source_table.columns:
-        try:
-            python_type = column.type.python_type
-        except NotImplementedError:  # a type SQLAlchemy does not know
-            continue
-        if python_type in kinds and column.name in plan.output_columns:
-            found[column.name] = kinds[python_type]
-    return found
-
-
-def _times_of_day(values: list[Any]) -> tuple[list[Any], int]:
-    """``values`` with each duration (``timedelta``) of at least 0 and less than a day as
-    that time of day (``dt.time``), and the number of durations outside that range."""
-    day = dt.timedelta(days=1)
-    converted, outside = [], 0
-    for value in values:
-        if isinstance(value, dt.timedelta):
-            if dt.timedelta(0) <= value < day:
-                value = (dt.datetime.min + value).time()
-            else:
-                outside += 1
-        converted.append(value)
-    return converted, outside
+def _streamed_values(source: Session, plan: RunPlan, passthrough: list[str]) -> Any:
+    """The mapping of the pass-through values into the target's kind of database that the
+    source's sessions give (:class:`tclose.connector.StreamAdapter`), or ``None``."""
+    if not capabilities_of(source).adapts_streams:
+        return None
+    adapter = cast(StreamAdapter, source)
+    return adapter.streamed_values(plan.source_table, passthrough, plan.target_db.dialect)
 
 
 def _transformed_chunks(
-    source,
+    source: Session,
     config: Config,
-    source_name,
-    output_columns,
-    keys,
-    database_values,
+    source_name: TableName,
+    output_columns: Sequence[str],
+    keys: np.ndarray,
+    database_values: Mapping[str, np.ndarray],
     set_aside: set,
-    checked: Mapping[str, str] | None = None,
+    mapped: StreamedValues | None = None,
 ) -> Generator[list[tuple], None, None]:
     """Stream the source again (in its snapshot, key order) and yield output rows: tuples of
-    the output columns, pass-through values exactly as the driver gave them.
+    the output columns, pass-through values exactly as the driver gave them, or as ``mapped``
+    (:class:`tclose.connector.StreamedValues`) maps them for the target.
 
     The keys of the second pass must be those of the first, row for row: the snapshot guarantees
     it, and a mismatch is reported as :class:`DataError` rather than written. Rows whose key is
-    in ``set_aside`` are skipped. The columns of ``checked`` (:func:`_values_to_check`) are
-    checked by kind: a ``"date"`` value that is not a date (a MariaDB zero date, as text), or
-    a ``"time"`` duration outside a day (others become times of day), stops the stream: the
-    rest is read only to count such values, and :class:`DataError` names the columns and
-    counts.
+    in ``set_aside`` are skipped. Once ``mapped`` finds a value the target cannot store, the
+    rest is read only to count such values, and its ``refuse`` raises :class:`DataError`.
     """
     passthrough = [c for c in output_columns if c not in database_values]
     slot = {c: i + 1 for i, c in enumerate(passthrough)}  # position in a read row (key first)
     position = 0
-    checked = {c: kind for c, kind in (checked or {}).items() if c in slot}
-    invalid = dict.fromkeys(checked, 0)
     for rows in source.read_rows(
         source_name, passthrough, key=config.source.key, chunk_size=config.source.chunk_size
     ):
         if set_aside:
             rows = [r for r in rows if r[0] not in set_aside]
-        times = {}
-        for column, kind in checked.items():
-            values = [r[slot[column]] for r in rows]
-            if kind == "date":
-                invalid[column] += sum(isinstance(v, str) for v in values)
-            else:
-                times[column], outside = _times_of_day(values)
-                invalid[column] += outside
-        if any(invalid.values()):
-            position += len(rows)
-            continue
         size = len(rows)
-        expected = keys[position : position + size]
-        if size != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
-            raise DataError(
-                f"The source table {source_name} changed while it was being read "
-                f"(rows near position {position}). Nothing was published."
-            )
-        columns = []
-        for column in output_columns:
-            if column in database_values:
-                columns.append(database_values[column][position : position + size].tolist())
-            elif column in times:
-                columns.append(times[column])
-            else:
-                index = slot[column]
-                columns.append([r[index] for r in rows])
+        written = rows if mapped is None else mapped.rows(rows)
+        if written is None:
+            position += size
+            continue
+        _same_keys(written, keys[position : position + size], source_name, position)
+        columns = [
+            database_values[c][position : position + size].tolist()
+            if c in database_values
+            else [r[slot[c]] for r in written]
+            for c in output_columns
+        ]
         position += size
         yield list(zip(*columns))
     if position != len(keys):
@@ -646,28 +601,19 @@ def _transformed_chunks(
             f"The source table {source_name} changed while it was being read "
             f"({position} rows on the second pass, {len(keys)} on the first)."
         )
-    for kind, what, remedy in (
-        (
-            "date",
-            "zero or invalid dates (a zero year, month or day, which MariaDB/MySQL accept under "
-            "a permissive sql_mode), which no other kind of database stores",
-            "Set them to NULL or to valid dates in {source}",
-        ),
-        (
-            "time",
-            "TIME values outside 00:00:00 to 23:59:59.999999 (a MariaDB/MySQL TIME is a "
-            "duration of up to ±838:59:59), which a time of day in another kind of database "
-            "cannot hold",
-            "Set them to NULL or to times of day in {source}, cast them to text in a view",
-        ),
-    ):
-        found = [f"{c!r} ({n} rows)" for c, n in invalid.items() if n and checked[c] == kind]
-        if found:
-            holds = columns_hold(found)
-            raise DataError(
-                f"{holds} {what}. {remedy.format(source=source_name)}, or drop the columns "
-                f"(role: identifier)."
-            )
+    if mapped is not None:
+        mapped.refuse()
+
+
+def _same_keys(
+    rows: Sequence[Sequence[Any]], expected: np.ndarray, source_name: TableName, position: int
+) -> None:
+    """:class:`DataError` unless ``rows`` (key first) hold the keys ``expected``, in order."""
+    if len(rows) != len(expected) or any(r[0] != k for r, k in zip(rows, expected.tolist())):
+        raise DataError(
+            f"The source table {source_name} changed while it was being read "
+            f"(rows near position {position}). Nothing was published."
+        )
 
 
 #: How many times ``tclose verify`` reads a table that another run publishes meanwhile.
@@ -836,8 +782,11 @@ def release_problem(database: Any, name: TableName) -> tuple[str | None] | None:
     compare."""
     from tclose.connector import NO_RELEASE_RECORD
 
-    check = getattr(database, "release_problem", None)
-    problem = check(name) if callable(check) else NO_RELEASE_RECORD
+    problem = (
+        cast(Releases, database).release_problem(name)
+        if capabilities_of(database).releases
+        else NO_RELEASE_RECORD
+    )
     if problem is not None and problem.startswith(NO_RELEASE_RECORD):
         return None
     return (problem,)
@@ -853,7 +802,9 @@ def published_run_id(config: Config, registry: Registry | None = None) -> str | 
         config.target.url, config.target.password_file
     )
     open_read_only(database)
-    comment = getattr(database, "table_comment", lambda _name: None)(
+    if not capabilities_of(database).table_identity:
+        return None
+    comment = cast(TableIdentity, database).table_comment(
         resolve_name(database, config.target.table, "target.table", create=False)
     )
     if comment and comment.startswith("tclose run "):

@@ -33,10 +33,18 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from tclose.connector import Connector as ConnectorProtocol
-from tclose.connector import Database, Session, capability, joining, protocol_members
+from tclose.connector import (
+    Database,
+    InDatabaseJoin,
+    Session,
+    SQLAlchemyEngine,
+    capabilities_of,
+    protocol_members,
+    unkept_promises,
+)
 from tclose.errors import DataError
 
 #: The fixture's columns (name, SQLAlchemy generic type name) in table order, after the key.
@@ -159,6 +167,9 @@ def _check_members(check: _Check) -> None:
     with check.database.session(read_only=True) as session:
         for member in protocol_members(Session):
             check.expect(hasattr(session, member), f"the session has no {member!r}")
+        capabilities = capabilities_of(check.database)
+        for promise in unkept_promises(capabilities, check.database, session):
+            check.problems.append(f"the capabilities declare {promise}, which is missing")
 
 
 def _write_fixture(check: _Check, decimal_digits: int) -> list[tuple]:
@@ -278,8 +289,8 @@ def _check_run(check: _Check, rows: list[tuple]) -> None:
     with database.session(staging) as session:
         read = [tuple(r) for c in session.read_rows(check.source, list(FIXTURE_COLUMNS)) for r in c]
         labels, qi = _run_rows(read)
-        if capability(database, "joins_in_snapshot"):
-            joining(session).fill_joined(
+        if capabilities_of(database).joins_in_snapshot:
+            cast(InDatabaseJoin, session).fill_joined(
                 source,
                 None,
                 staging,
@@ -361,7 +372,7 @@ def _check_replace(check: _Check) -> None:
 def _drop(check: _Check, drop: Callable[[Any], None] | None) -> None:
     """Drop the check's tables: with ``drop``, else through the database's SQLAlchemy engine;
     and their records in the registry of releases, which goes too if the check made it."""
-    engine = getattr(check.database, "engine", None)
+    engine = _engine(check.database)
     for name in (check.source, check.target):
         if not check.database.exists(name):
             continue
@@ -375,6 +386,14 @@ def _drop(check: _Check, drop: Callable[[Any], None] | None) -> None:
             check.problems.append(f"cannot drop {name}: pass drop= to check_connector")
     if engine is not None:
         _forget_releases(check, engine)
+
+
+def _engine(database: Database) -> Any:
+    """The SQLAlchemy engine of ``database`` (:class:`tclose.connector.SQLAlchemyEngine`), or
+    ``None``."""
+    if not capabilities_of(database).sqlalchemy_engine:
+        return None
+    return cast(SQLAlchemyEngine, database).engine
 
 
 def _registry_exists(engine: Any, schema: str | None) -> bool:
@@ -417,7 +436,7 @@ def run_check(
 ) -> list[str]:
     """Run every check (see the module docstring); return the problems found."""
     check = _Check(connector, url, password_file, schema)
-    engine = getattr(check.database, "engine", None)
+    engine = _engine(check.database)
     check.registry_existed = engine is not None and _registry_exists(engine, schema)
     try:
         _check_members(check)
