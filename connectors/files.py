@@ -367,6 +367,7 @@ class FileDatabase(DuckDBDatabase):
     """
 
     session_class = FileSession
+    path: Path
     #: One file holding one table; the content digest records no column types: the file's
     #: format gives the staging table's types back as others (Parquet: ``HUGEINT`` as
     #: ``DECIMAL(38,0)``, ``ENUM`` as ``VARCHAR``), with the same values

@@ -373,6 +373,7 @@ class SQLDatabase:
 
     #: The :class:`Session` subclass of the dialect.
     session_class: ClassVar[type[Session]]
+    engine: Engine
     #: The longest table name the database keeps (``None``: no limit), in characters, or in
     #: UTF-8 bytes when :attr:`identifier_bytes`.
     identifier_limit: ClassVar[int | None] = None
@@ -392,7 +393,7 @@ class SQLDatabase:
         self.url = self.adapt_url(url_with_password(url, password_file))
         self.dialect = self.url.get_backend_name()
         try:
-            self.engine: Engine = self.create_engine()
+            self.engine = self.create_engine()
         except (ImportError, sa.exc.NoSuchModuleError) as error:
             raise DataError(f"No driver for {self.dialect}: {error}.") from None
 

@@ -3,11 +3,14 @@ Protocol's members, signatures and first docstring paragraphs, nothing more, not
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import inspect
 import re
 from pathlib import Path
 
-from tclose.connector import OPTIONAL, REQUIRED, protocol_members
+from tclose import connector
+from tclose.connector import OPTIONAL, REQUIRED, Capabilities, protocol_members
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 
@@ -66,6 +69,43 @@ def connector_reference() -> str:
                 f"| Member | |\n|---|---|\n{rows}\n"
             )
     return "\n".join(blocks)
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """The docstring under each field of the dataclass ``cls`` (a string after its line)."""
+    tree = ast.parse(inspect.getsource(inspect.getmodule(cls)))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    found = {}
+    for field, after in zip(body.body, body.body[1:]):
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                found[field.target.id] = inspect.cleandoc(after.value.value)
+    return found
+
+
+def capabilities_reference() -> str:
+    """The table of :class:`tclose.connector.Capabilities` docs/plugins.md must hold."""
+    docs = field_docstrings(Capabilities)
+    rows = "\n".join(
+        f"| `{f.name}` | `{f.default!r}` | {_plain(docs.get(f.name, ''))} |"
+        for f in dataclasses.fields(Capabilities)
+    )
+    return (
+        f"#### `Capabilities`\n\n{_first_paragraph(Capabilities.__doc__)}\n\n"
+        f"| Flag | Default | |\n|---|---|---|\n{rows}\n"
+    )
+
+
+def test_every_capability_has_a_docstring_and_the_docs_list_them():
+    docs = field_docstrings(Capabilities)
+    assert sorted(docs) == sorted(f.name for f in dataclasses.fields(Capabilities))
+    assert all(docs.values())
+    expected = capabilities_reference()
+    assert expected in DOCS.read_text(encoding="utf-8"), (
+        "docs/plugins.md lacks (or has an old copy of) the capabilities table; regenerate it "
+        "with tests/test_connector_docs.py:capabilities_reference():\n" + expected
+    )
+    assert connector.PROMISED.keys() <= docs.keys()
 
 
 def test_docs_plugins_md_holds_the_connector_reference_generated_from_the_code():
