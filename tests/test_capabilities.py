@@ -56,9 +56,9 @@ def _assigned_attributes() -> set[str]:
     names = set()
     for path in (ROOT / "connectors").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    names.add(node.attr)
+            stored = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+            if stored and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
     return {n for n in names if not n.startswith("_")}
 
 

@@ -77,9 +77,9 @@ def field_docstrings(cls: type) -> dict[str, str]:
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     found = {}
     for field, after in zip(body.body, body.body[1:]):
-        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
-            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
-                found[field.target.id] = inspect.cleandoc(after.value.value)
+        named = isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+        if named and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+            found[field.target.id] = inspect.cleandoc(after.value.value)
     return found
 
 
