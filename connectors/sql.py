@@ -1273,43 +1273,13 @@ class Session:
         aggregated: Mapping[str, np.ndarray],
     ) -> None:
         row_key = self.database.row_key(source, key)
-        key_type = row_key.type
-        if isinstance(key_type, (sa.Integer, sa.types.NullType)):
-            key_type = sa.BigInteger()
-        metadata = sa.MetaData()
         run_id = str(staging.info.get("run_id") or random_suffix())
-        mapping = sa.Table(
-            run_table_name(MAP_MARK, run_id),
-            metadata,
-            *self.map_key(key_type),
-            sa.Column("cluster", sa.BigInteger(), nullable=False),
-            prefixes=["TEMPORARY"],
-            schema=self.helper_schema,
-        )
         value_columns = {column: f"v{i}" for i, column in enumerate(aggregated)}
-        centroids = sa.Table(
-            run_table_name(CENTROID_MARK, run_id),
-            metadata,
-            sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
-            *[sa.Column(value_columns[c], staging.c[c].type) for c in aggregated],
-            prefixes=["TEMPORARY"],
-            schema=self.helper_schema,
-        )
-        first = np.unique(labels, return_index=True)[1]
+        mapping, centroids = self._join_helpers(row_key, staging, value_columns, run_id)
         mapping.create(self.connection)
         centroids.create(self.connection)
-        try:
-            self.insert_arrays(mapping, {"src_key": keys, "cluster": labels})
-        except DataError as failure:
-            integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
-            if not isinstance(failure.driver_error, integrity):
-                raise
-            raise DataError(
-                f"Values of the key {row_key.name!r} of {shown(source)} that differ as read "
-                f"are not distinct under the database's equality (a case-insensitive type or "
-                f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
-                f"values the database tells apart as source.key."
-            ) from None
+        self._load_map(mapping, keys, labels, row_key, source)
+        first = np.unique(labels, return_index=True)[1]
         self.insert_arrays(
             centroids,
             {
@@ -1345,6 +1315,61 @@ class Session:
         self.drop_helpers([centroids, mapping])
         self.rows_written = len(keys)
         self.writes_done()
+
+    def _join_helpers(
+        self,
+        row_key: sa.ColumnElement,
+        staging: sa.Table,
+        value_columns: Mapping[str, str],
+        run_id: str,
+    ) -> tuple[sa.Table, sa.Table]:
+        """The definitions of the join's temporary helper tables: the map (source key →
+        cluster) and the centroids (cluster → the aggregated values, as ``value_columns``
+        names them)."""
+        key_type = row_key.type
+        if isinstance(key_type, (sa.Integer, sa.types.NullType)):
+            key_type = sa.BigInteger()
+        metadata = sa.MetaData()
+        mapping = sa.Table(
+            run_table_name(MAP_MARK, run_id),
+            metadata,
+            *self.map_key(key_type),
+            sa.Column("cluster", sa.BigInteger(), nullable=False),
+            prefixes=["TEMPORARY"],
+            schema=self.helper_schema,
+        )
+        centroids = sa.Table(
+            run_table_name(CENTROID_MARK, run_id),
+            metadata,
+            sa.Column("cluster", sa.BigInteger(), primary_key=True, autoincrement=False),
+            *[sa.Column(v, staging.c[c].type) for c, v in value_columns.items()],
+            prefixes=["TEMPORARY"],
+            schema=self.helper_schema,
+        )
+        return mapping, centroids
+
+    def _load_map(
+        self,
+        mapping: sa.Table,
+        keys: np.ndarray,
+        labels: np.ndarray,
+        row_key: sa.ColumnElement,
+        source: sa.Table,
+    ) -> None:
+        """Insert each row's key and cluster into the map; :class:`DataError` when two keys
+        that differ as read are one key under the database's equality."""
+        try:
+            self.insert_arrays(mapping, {"src_key": keys, "cluster": labels})
+        except DataError as failure:
+            integrity = self.database.engine.dialect.loaded_dbapi.IntegrityError
+            if not isinstance(failure.driver_error, integrity):
+                raise
+            raise DataError(
+                f"Values of the key {row_key.name!r} of {shown(source)} that differ as read "
+                f"are not distinct under the database's equality (a case-insensitive type or "
+                f"collation, trailing spaces, say): {failure.driver_error}. Name a key whose "
+                f"values the database tells apart as source.key."
+            ) from None
 
     def insert_joined(self, staging: sa.Table, insert: sa.Insert) -> int:
         """Run the ``INSERT ... SELECT`` of :meth:`insert_in_content_order` into ``staging``;

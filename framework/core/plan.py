@@ -253,41 +253,13 @@ def build_plan(
     resolved = resolve_plugins(config, registry)
     source_db, target_db = _connect(config, registry)
     run_id = run_id or uuid.uuid4().hex
-    refuse_reserved(*_parsed(config))  # before any name is looked up
-    source = resolve_name(source_db, config.source.table, "source.table", create=False)
-    target = resolve_name(target_db, config.target.table, "target.table")
-    audit = None
-    if config.report_table:
-        audit = resolve_name(target_db, config.report_table, "report.table")
-        config = dataclasses.replace(config, report_table=audit.qualified)  # for the hooks
-    refuse_reserved(source, target, audit)  # as resolved: a search path may lead there
+    config, source, target, audit = _resolve_tables(config, registry, source_db, target_db)
     staging = target_db.owned_name(target, STAGING_MARK, run_id)
-    refuse_same_table(source_db, source, target_db, target, audit)
-    if registry.manager is not None:  # the plugins' own refusals, e.g. a foreign audit table
-        tables = {"source.table": source, "target.table": target, "report.table": audit}
-        registry.manager.hook.check_run(config=config, target_database=target_db, tables=tables)
-    refuse_foreign_file(report_path or config.report_json, "json")
-    refuse_foreign_file(config.report_html, "html")
-    target_file = (
-        cast(TablePerFile, target_db).path if capabilities_of(target_db).table_per_file else None
-    )
-    reports = {"json": report_path or config.report_json, "html": config.report_html}
-    refuse_output_paths(reports, source_db, target_db, target_file)
+    _refuse_outputs(config, report_path, source_db, target_db)
     source_table = source_db.table(source)
     config, key = _resolve_columns(config, source_db, source_table, source)
     if target_db.exists(target):
-        if config.target.if_exists == "fail" and not dry_run:
-            elsewhere = another_target(target_db, str(target.with_suffix("_2")))
-            raise DataError(
-                f"The target table {target} already exists and target.if_exists is "
-                f"'fail'. Set if_exists: replace to replace it (once the new table is "
-                f"verified; tclose replaces only its own releases), or publish elsewhere. "
-                f"{elsewhere}"
-            )
-        refuse_unreplaceable_target(target_db, target)
-        if config.target.if_exists == "replace":
-            refuse_foreign_target(target_db, target)
-            refuse_unknown_reads(source_db, source, target_db, target)
+        _refuse_existing_target(config, dry_run, source_db, source, target_db, target)
     output_columns = _output_columns(config, source_table)
     rounded = [a.name for a in config.attributes.values() if a.round]
     numeric = [c for c in config.quasi_identifiers if config.attributes[c].type == "numeric"]
@@ -321,6 +293,66 @@ def build_plan(
         row_security=_row_security(source_db, source),
         staging_readers=_staging_readers(target_db),
     )
+
+
+def _resolve_tables(
+    config: Config, registry: Registry, source_db: Any, target_db: Any
+) -> tuple[Config, TableName, TableName, TableName | None]:
+    """The configuration (its audit table resolved, for the hooks), and the source, the target
+    and the audit table as their databases resolve them, once each is known to be allowed:
+    no reserved name, the target and the audit table not the source (nor read by it), and the
+    plugins' ``check_run`` hooks passed."""
+    refuse_reserved(*_parsed(config))  # before any name is looked up
+    source = resolve_name(source_db, config.source.table, "source.table", create=False)
+    target = resolve_name(target_db, config.target.table, "target.table")
+    audit = None
+    if config.report_table:
+        audit = resolve_name(target_db, config.report_table, "report.table")
+        config = dataclasses.replace(config, report_table=audit.qualified)  # for the hooks
+    refuse_reserved(source, target, audit)  # as resolved: a search path may lead there
+    refuse_same_table(source_db, source, target_db, target, audit)
+    if registry.manager is not None:  # the plugins' own refusals, e.g. a foreign audit table
+        tables = {"source.table": source, "target.table": target, "report.table": audit}
+        registry.manager.hook.check_run(config=config, target_database=target_db, tables=tables)
+    return config, source, target, audit
+
+
+def _refuse_outputs(
+    config: Config, report_path: str | None, source_db: Any, target_db: Any
+) -> None:
+    """:class:`ConfigError` when a report path is not tclose's to write, or a report path or a
+    file target is a file of either database."""
+    refuse_foreign_file(report_path or config.report_json, "json")
+    refuse_foreign_file(config.report_html, "html")
+    target_file = (
+        cast(TablePerFile, target_db).path if capabilities_of(target_db).table_per_file else None
+    )
+    reports = {"json": report_path or config.report_json, "html": config.report_html}
+    refuse_output_paths(reports, source_db, target_db, target_file)
+
+
+def _refuse_existing_target(
+    config: Config,
+    dry_run: bool,
+    source_db: Any,
+    source: TableName,
+    target_db: Any,
+    target: TableName,
+) -> None:
+    """:class:`DataError` for an existing target with ``if_exists: fail`` (unless a dry run);
+    :class:`ConfigError` for one that is not a table tclose may replace."""
+    if config.target.if_exists == "fail" and not dry_run:
+        elsewhere = another_target(target_db, str(target.with_suffix("_2")))
+        raise DataError(
+            f"The target table {target} already exists and target.if_exists is "
+            f"'fail'. Set if_exists: replace to replace it (once the new table is "
+            f"verified; tclose replaces only its own releases), or publish elsewhere. "
+            f"{elsewhere}"
+        )
+    refuse_unreplaceable_target(target_db, target)
+    if config.target.if_exists == "replace":
+        refuse_foreign_target(target_db, target)
+        refuse_unknown_reads(source_db, source, target_db, target)
 
 
 def _parsed(config: Config) -> tuple[TableName, TableName, TableName | None]:
