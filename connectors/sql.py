@@ -166,98 +166,23 @@ def _compile_rename(element: RenameTable, compiler: Any, **_kw: Any) -> str:
     return f"ALTER TABLE {old} RENAME TO {preparer.quote(element.new_name)}"
 
 
-def _signed_for_unsigned(column_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
-    """A signed type that holds every value of a MySQL unsigned integer type (its top half is
-    beyond the signed type of the same width): ``TINYINT`` ``SMALLINT``, ``SMALLINT`` and
-    ``MEDIUMINT`` ``INTEGER``, ``INT`` ``BIGINT``, ``BIGINT`` ``NUMERIC(20, 0)``."""
-    from sqlalchemy.dialects import mysql
-
-    if isinstance(column_type, mysql.TINYINT):
-        return sa.SmallInteger()
-    if isinstance(column_type, (mysql.SMALLINT, mysql.MEDIUMINT)):
-        return sa.Integer()
-    if isinstance(column_type, mysql.BIGINT):
-        return sa.Numeric(20, 0)
-    return sa.BigInteger()
+#: The translation of a source dialect's column types (:func:`register_source_types`).
+SourceTypes = Callable[
+    [sa.types.TypeEngine, sa.types.TypeEngine | None, str], tuple[sa.types.TypeEngine | None, str]
+]
+_SOURCE_TYPES: dict[str, SourceTypes] = {}
 
 
-def _mysql_set_text(
-    column_type: sa.types.TypeEngine, generic: sa.types.TypeEngine | None
-) -> sa.types.TypeEngine | None:
-    """For MySQL's ``SET``, text long enough for every combination of its members (a value
-    joins them with commas, ``a,b,c``: SQLAlchemy's generic type fits the longest member only);
-    for its ``ENUM``, text as long as its longest member (SQLAlchemy's generic ``Enum`` would
-    be a type to create on PostgreSQL, and is refused by DuckDB); for its ``YEAR``
-    (1901-2155, or 0) a ``SMALLINT``; ``generic`` for any other type."""
-    from sqlalchemy.dialects import mysql
-
-    if isinstance(column_type, mysql.YEAR):
-        return sa.SmallInteger()
-    if isinstance(column_type, mysql.ENUM):
-        return sa.String(max(map(len, column_type.enums), default=0) or None)
-    if not isinstance(column_type, mysql.SET):
-        return generic
-    members = list(column_type.values)
-    return sa.String(sum(map(len, members)) + max(len(members) - 1, 0) or None)
-
-
-#: Types that SQLAlchemy does not know (:class:`NativeType`, by the name the source's catalog
-#: gives), by source dialect, with the generic type that holds each of their values exactly.
-_NATIVE_PORTABLE: dict[str, dict[str, Any]] = {
-    "duckdb": {
-        "UTINYINT": sa.SmallInteger,  # as MariaDB's unsigned integers (_signed_for_unsigned)
-        "USMALLINT": sa.Integer,
-        "UINTEGER": sa.BigInteger,
-        "UBIGINT": lambda: sa.Numeric(20, 0),
-        "HUGEINT": lambda: sa.Numeric(39, 0),  # -170141183460469231731687303715884105728
-        "UHUGEINT": lambda: sa.Numeric(39, 0),  # 340282366920938463463374607431768211455
-        "TIMESTAMP_S": sa.DateTime,  # read as Python datetimes: no finer part to lose
-        "TIMESTAMP_MS": sa.DateTime,
-        "JSON": sa.JSON,  # read as its text (DuckDBSession.read_statement)
-    },
-    "mysql": {"inet6": lambda: sa.String(45), "inet4": lambda: sa.String(15)},
-    "mariadb": {"inet6": lambda: sa.String(45), "inet4": lambda: sa.String(15)},
-}
-
-
-def _native_portable(
-    column_type: sa.types.TypeEngine, source_dialect: str | None, dialect: str
-) -> tuple[sa.types.TypeEngine | None, str]:
-    """For a :class:`NativeType` of ``source_dialect``, the generic type holding its values
-    exactly in ``dialect`` (or ``None``) and, when there is none, why (for the message)."""
-    from sqlalchemy.dialects import mysql
-
-    if source_dialect in ("mysql", "mariadb") and isinstance(column_type, mysql.BIT):
-        length = column_type.length or 1
-        if dialect in ("postgresql", "duckdb"):
-            return MySQLBits(length, f"BIT({length})" if dialect == "postgresql" else "BIT"), ""
-        return None, (
-            f": a BIT({length}) value is a string of {length} bits, which {dialect} has no "
-            f"type for (as a number, a value would lose its length, and read as another type)"
-        )
-    if not isinstance(column_type, NativeType):
-        return None, ""
-    name = column_type.name
-    if source_dialect == "duckdb" and name.startswith("ENUM("):
-        return sa.Text(), ""  # a DuckDB enum's values are text
-    if source_dialect == "duckdb" and name == "BIT":
-        if dialect == "postgresql":
-            from sqlalchemy.dialects import postgresql
-
-            return postgresql.BIT(varying=True), ""  # read as its text: '0101'
-        return None, (
-            f": a DuckDB BIT is a string of bits of any length, leading zeros included, which "
-            f"no {dialect} type holds (MariaDB's BIT(n) has one length of at most 64 bits)"
-        )
-    if source_dialect == "duckdb" and name in ("TIMESTAMP_NS", "TIME_NS"):
-        return None, (
-            f": its values have nanoseconds, which {dialect} does not keep (its times stop at "
-            f"the microsecond), so they would be published changed"
-        )
-    if source_dialect in ("mysql", "mariadb"):
-        name = name.lower()  # information_schema spells inet6 in lower case
-    factory = _NATIVE_PORTABLE.get(source_dialect or "", {}).get(name)
-    return (factory(), "") if factory is not None else (None, "")
+def register_source_types(dialects: Iterable[str], translate: SourceTypes) -> None:
+    """Have :meth:`SQLDatabase.portable_type` translate the column types of a source of each
+    of ``dialects`` with ``translate(column_type, generic, dialect)``: the type that holds every
+    value of ``column_type`` exactly in a database of ``dialect`` (``generic``: SQLAlchemy's
+    generic type, or ``None`` when it has none), else ``None`` and why, completing "has no
+    portable equivalent in <dialect>" (empty: tclose knows no such type). A dialect's connector
+    registers its own when its module is imported (MariaDB/MySQL's unsigned integers, ``SET``
+    and ``BIT``; DuckDB's unsigned and 128-bit integers)."""
+    for dialect in dialects:
+        _SOURCE_TYPES[dialect] = translate
 
 
 #: The longest a single wait on a server lasts (seconds): a longer wait (for a run lock, say)
@@ -336,17 +261,11 @@ def bare_table(name: TableName) -> sa.Table:
 
 def precise_time_type(generic: sa.types.TypeEngine, dialect: str) -> sa.types.TypeEngine:
     """``generic`` itself, or for a ``DateTime``/``Time`` the type of ``dialect`` that keeps
-    microseconds where SQLAlchemy's generic one does not (MySQL/MariaDB ``DATETIME`` without
-    ``fsp``, SQL Server ``DATETIME``, Oracle ``DATE``)."""
+    microseconds where SQLAlchemy's generic one does not (SQL Server ``DATETIME``, Oracle
+    ``DATE``; a dialect with a connector of its own says it there)."""
     if not isinstance(generic, (sa.DateTime, sa.Time)):
         return generic
     zone = bool(getattr(generic, "timezone", False))
-    if dialect in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql
-
-        if isinstance(generic, sa.DateTime):
-            return mysql.DATETIME(timezone=zone, fsp=6)
-        return mysql.TIME(timezone=zone, fsp=6)
     if dialect == "mssql":
         from sqlalchemy.dialects import mssql
 
@@ -896,7 +815,7 @@ class SQLDatabase:
         (MariaDB would publish ``1 day`` as ``2024-00-00 00:00:00``). A type SQLAlchemy does not
         know, or has no generic type for, takes the type that holds its values exactly where
         there is one (DuckDB's unsigned and 128-bit integers, MariaDB's ``YEAR``, ``ENUM``,
-        ``INET6``...: :func:`_native_portable`); the message of a refusal says why."""
+        ``INET6``...: :func:`register_source_types`); the message of a refusal says why."""
         try:
             generic = column_type.as_generic()
         except NotImplementedError:
@@ -907,15 +826,12 @@ class SQLDatabase:
             generic = None
         if isinstance(generic, sa.Float) and not isinstance(generic, sa.Double):
             generic = sa.Double()  # every float as 64 bits: a 32-bit one widens without loss
-        if getattr(column_type, "unsigned", False) and isinstance(generic, sa.Integer):
-            generic = _signed_for_unsigned(column_type)
         if source_dialect == "sqlite" and isinstance(generic, sa.Integer):
             generic = sa.BigInteger()  # SQLite stores any integer in 64 bits, whatever declared
-        if source_dialect in ("mysql", "mariadb"):
-            generic = _mysql_set_text(column_type, generic)
         why = ""
-        if generic is None:
-            generic, why = _native_portable(column_type, source_dialect, self.dialect)
+        translate = _SOURCE_TYPES.get(source_dialect or "")
+        if translate is not None:
+            generic, why = translate(column_type, generic, self.dialect)
         if isinstance(generic, sa.String) and generic.collation is not None:
             # A collation name is the source database's own (MariaDB's utf8mb4_bin, also that of
             # its JSON columns; PostgreSQL's "C"): text keeps its value under the target's default.
@@ -1649,11 +1565,11 @@ class NativeType(sa.types.UserDefinedType):
         return f"NativeType({self.name!r})"
 
 
-class MySQLBits(NativeType):
-    """MySQL's ``BIT(length)`` in another kind of database, as its type for strings of bits
-    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``). A value is read as its unsigned integer
-    (``MySQLSession.read_expression``; the drivers give bytes): the target's session writes
-    :meth:`bits` of it (``5`` in a ``BIT(4)`` is ``'0101'``)."""
+class BitString(NativeType):
+    """A string of ``length`` bits from a source that reads it as its unsigned integer or its
+    bytes (MariaDB/MySQL's ``BIT(length)``), as the target's type for strings of bits
+    (PostgreSQL's ``BIT(length)``, DuckDB's ``BIT``): the target's session writes :meth:`bits`
+    of each value (``5`` in a ``BIT(4)`` is ``'0101'``)."""
 
     cache_ok = True  # its state, the length and the name, makes its cache key
 
@@ -1675,13 +1591,13 @@ class MySQLBits(NativeType):
         return format(number, f"0{self.length}b")
 
     def __repr__(self) -> str:
-        return f"MySQLBits({self.length}, {self.name!r})"
+        return f"BitString({self.length}, {self.name!r})"
 
 
 def bits_as_text(table: sa.Table, columns: Sequence[str], rows: Sequence[tuple]) -> Sequence[tuple]:
-    """``rows`` with the values of each :class:`MySQLBits` column of ``table`` as their strings
+    """``rows`` with the values of each :class:`BitString` column of ``table`` as their strings
     of bits (the text a target's bit-string type reads); ``rows`` itself if there is none."""
-    bits = {i: t for i, c in enumerate(columns) if isinstance(t := table.c[c].type, MySQLBits)}
+    bits = {i: t for i, c in enumerate(columns) if isinstance(t := table.c[c].type, BitString)}
     if not bits:
         return rows
     return [

@@ -33,9 +33,9 @@ in its docstring), whose members are in these Protocols:
 
 A :class:`Connector` may also offer :class:`ConnectorNotes` (what ``tclose plugins`` says).
 
-Every SQLAlchemy dialect gets all of this from the generic connector
-(:class:`tclose.connectors.sql.SQLDatabase`); the built-in connectors override it where they are
-faster or stricter. ``tclose.testing.check_connector`` checks a connector against the contract.
+Every SQLAlchemy dialect gets the required members and most capabilities from the generic
+connector (:class:`tclose.connectors.sql.SQLDatabase`, whose ``declared`` capabilities say which);
+the built-in connectors override it where they are faster or stricter. ``tclose.testing.check_connector`` checks a connector against the contract.
 Tables are named by ``tclose.naming.TableName`` and described by ``sqlalchemy.Table``.
 """
 
@@ -211,7 +211,8 @@ class Session(Protocol):
         target shows the old rows or all the new ones, never a mix or nothing (``DataError`` if
         it exists and not ``replace``, or is not a release tclose published (:class:`Releases`),
         nothing changed); the published table is recorded as a release. ``before_commit`` (see
-        :class:`TransactionalPublish`) is called with the connection before the commit."""
+        :attr:`Capabilities.publishes_in_transaction`) is called with the connection before the
+        commit."""
         ...
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
@@ -223,19 +223,19 @@ def replace_rebuilt(engine: sa.Engine, table_name: str, report: dict[str, Any]) 
 
 
 def _engine(url: str, password_file: str | None) -> sa.Engine:
-    """The engine of the target's registered connector (its driver and URL rules, e.g.
-    ``postgresql://`` through psycopg 3), else a plain SQLAlchemy engine."""
-    import sqlalchemy as sa
-
+    """The SQLAlchemy engine of the target's registered connector (its driver and URL rules,
+    e.g. ``postgresql://`` through psycopg 3: :class:`tclose.connector.SQLAlchemyEngine`);
+    :class:`DataError` when the connector reaches its database otherwise."""
     from tclose.base.registry import dialect_of, load_registry
-    from tclose.connectors.sql import url_with_password
-    from tclose.errors import TcloseError
+    from tclose.connector import SQLAlchemyEngine, capabilities_of
 
-    try:
-        database = load_registry().connector_for(dialect_of(url)).connect(url, password_file)
-        return database.engine  # type: ignore[attr-defined]  # not in the Protocol
-    except (TcloseError, AttributeError):
-        return sa.create_engine(url_with_password(url, password_file))
+    database = load_registry().connector_for(dialect_of(url)).connect(url, password_file)
+    if not capabilities_of(database).sqlalchemy_engine:
+        raise DataError(
+            f"The connector of {database.redacted_url} reaches it without a SQLAlchemy engine: "
+            f"the audit table cannot be written there."
+        )
+    return cast(SQLAlchemyEngine, database).engine
 
 
 def _timestamp(text: str | None) -> dt.datetime | None:

@@ -609,7 +609,8 @@ def test_mariadb_registry_names_mean_the_same_in_every_sql_mode(maria, mode):
     registry held another name than the staging table's, and the clean-up after a killed run
     (``drop_leftovers``) could not find its table. A leftover registered under either mode is
     found and dropped."""
-    from tclose.connectors.mysql import MySQLDatabase, _literal
+    from tclose.connectors.mysql import MySQLDatabase
+    from tclose.connectors.mysql.server import _literal
     from tclose.naming import TableName
 
     set_mode = f"SET SESSION sql_mode = CONCAT(@@sql_mode, '{mode}')"

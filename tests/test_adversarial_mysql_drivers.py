@@ -424,7 +424,7 @@ def test_an_integer_beyond_64_bits_into_a_sqlite_number_column_is_refused_by_col
 @pytest.mark.mysql
 def test_a_value_duckdb_refuses_is_named_not_hidden_behind_an_aborted_transaction(maria, duckdb_db):
     """A ``TIME`` of more than 24 hours has no DuckDB ``TIME``: the run stops (exit 3) naming the
-    column, before DuckDB sees the value (``tclose.core.runner._times_of_day``), so no "Current
+    column, before DuckDB sees the value (``tclose.connectors.mysql.streams.times_of_day``), so no "Current
     transaction is aborted" hides the reason."""
     source = _patients_with(maria, "tm", "TIME", "ELT(patient_id % 2 + 1, '100:00:00', '-1:00:00')")
     code, out, target = _run_into(maria, source, duckdb_db, "pymysql", ["tm"])

@@ -281,7 +281,7 @@ def test_duckdb_names_a_value_that_is_not_a_number_for_a_decimal_column():
     """The guard behind the SQLite check: any source whose decimal column carries a text gets an
     error naming the column, never an internal error."""
     pytest.importorskip("duckdb")
-    from tclose.connectors.duckdb import _exact_decimals
+    from tclose.connectors.duckdb.types import _exact_decimals
     from tclose.errors import DataError
 
     with pytest.raises(DataError, match=r"Column 'amount' holds values that are not numbers in 2 "):

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from tclose.connectors import postgresql as pgconnector
 from tclose.connectors.postgresql import PostgreSQLDatabase
+from tclose.connectors.postgresql import binary_copy as pgconnector
 from tclose.connectors.sql import Session
 from tclose.naming import TableName
 

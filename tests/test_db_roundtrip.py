@@ -255,7 +255,9 @@ def test_tables_named_like_leftovers_are_never_dropped(db, caplog):
 
 
 def test_a_second_run_on_the_same_target_waits_then_fails(db, monkeypatch):
-    from tclose.connectors import mysql, postgresql, sqlite
+    from tclose.connectors import sqlite
+    from tclose.connectors.mysql import session as mysql
+    from tclose.connectors.postgresql import session as postgresql
 
     source, target = db.name("patients"), db.name("anon")
     db.create_patients(source, n=60)

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import sqlalchemy as sa
 
-import tclose.connectors.postgresql as postgresql
+import tclose.connectors.postgresql.binary_copy as binary_copy
 from tclose.app.cli import main
 from tclose.base.digests import COPY_DIGEST_ALGORITHM, ORDERED_DIGEST_ALGORITHM
 from tclose.base.registry import load_registry
@@ -42,7 +42,7 @@ def _published(db, tmp_path, rows: int = 120):
 def _one_pass_chunks(monkeypatch) -> list[int]:
     """The sizes of the chunks the verification's one pass cuts (``read_with_digest``)."""
     chunks: list[int] = []
-    join = postgresql._copy_chunk
+    join = binary_copy._copy_chunk
 
     def counting(messages, sha256):
         rows, ended = join(messages, sha256)
@@ -50,7 +50,7 @@ def _one_pass_chunks(monkeypatch) -> list[int]:
             chunks.append(len(rows[1]))
         return rows, ended
 
-    monkeypatch.setattr(postgresql, "_copy_chunk", counting)
+    monkeypatch.setattr(binary_copy, "_copy_chunk", counting)
     return chunks
 
 
@@ -203,21 +203,21 @@ def test_a_reader_error_mid_copy_fails_the_run_and_publishes_nothing(
     document["source"]["chunk_size"] = 40
     config = pg.write_config(document)
     chunks = _one_pass_chunks(monkeypatch)
-    counting = postgresql._copy_chunk
+    counting = binary_copy._copy_chunk
 
     def failing(messages, sha256):
         if sha256 is not None and len(chunks) == 2:
             raise error("Unexpected binary COPY row from PostgreSQL (test).")
         return counting(messages, sha256)
 
-    monkeypatch.setattr(postgresql, "_copy_chunk", failing)
+    monkeypatch.setattr(binary_copy, "_copy_chunk", failing)
     code = main(["run", str(config), "-q"])
     assert code == (3 if error is DataError else 4)  # a data error, or an internal error
     assert "Unexpected binary COPY row from PostgreSQL (test)." in capsys.readouterr().err
     assert chunks == [40, 40]
     assert pg.tables() == {source}
 
-    monkeypatch.setattr(postgresql, "_copy_chunk", counting)
+    monkeypatch.setattr(binary_copy, "_copy_chunk", counting)
     assert main(["run", str(config), "-q"]) == 0
     assert pg.tables() == {source, target} and len(pg.rows(target)) == 200
     assert chunks == [40, 40] + [40] * 5
