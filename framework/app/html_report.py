@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tclose.app.progress import terminal_text
+from tclose.core.report_checks import stated_verdict
+from tclose.hookspecs import hookimpl
 
 _WIDTH, _HEIGHT = 460, 210
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 42
@@ -44,6 +46,12 @@ border-radius:6px;padding:8px}.plot p{margin:2px 0 0;font-size:13px;color:#4a566
 pre{background:#fff;border:1px solid #d5dae0;padding:8px;overflow:auto;font-size:13px}
 small{color:#4a5663}
 """
+
+
+@hookimpl
+def register_report_writers(register: Any) -> None:
+    """The ``html`` writer of the report (``report.html``): :func:`render_html`."""
+    register("html", render_html)
 
 
 def render_html(report: Mapping[str, Any]) -> str:
@@ -102,16 +110,6 @@ def _subtitle(report: Mapping[str, Any]) -> str:
         f"tclose {tool.get('version', '?')}",
     ]
     return f"<small>{escape(' · '.join(b for b in bits if b))}</small>"
-
-
-def stated_verdict(verification: Mapping[str, Any]) -> tuple[bool, list[str]]:
-    """Whether a report's ``verification`` says "verified", and the names of its checks that
-    did not pass. One field is not a verdict: ``passed`` must be ``true``, at least one check
-    must have run, and every check must say ``passed: true`` too (the page, ``tclose report``
-    and :func:`tclose.core.report.report_shape_problem` all read it so)."""
-    checks = verification.get("checks") or []
-    failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
-    return verification.get("passed") is True and bool(checks) and not failed, failed
 
 
 def _verdict(report: Mapping[str, Any]) -> str:
