@@ -209,9 +209,10 @@ class CheckRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class VerificationRecord:
-    """The verifier's verdict, its checks, and the facts of the linkage check."""
+    """The verifier's verdict (``null`` reads as not verified), its checks, and the facts of
+    the linkage check."""
 
-    passed: bool
+    passed: bool | None
     checks: Sequence[Annotated[Mapping[str, Any], Described(CheckRecord)]]
     allowed_unique: Sequence[str] | Absent = Absent.ABSENT
     linkage_columns: Sequence[str] | Absent = Absent.ABSENT
@@ -262,7 +263,7 @@ class AttributeRecord:
 #: ``timings``: seconds per phase in the order they ran, ``compile`` and ``total``.
 Timings = Annotated[
     Mapping[str, Figure],
-    Fragment(properties={"compile": {"type": "number"}}, required=["compile"]),
+    Fragment(properties={"compile": {"type": "number"}}),
 ]
 
 
