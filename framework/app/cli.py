@@ -128,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "plugins", parents=[noise], help="list algorithms, distances and connectors"
     )
+    schema = commands.add_parser(
+        "schema", parents=[noise], help="print the JSON Schema of the report or the configuration"
+    )
+    schema.add_argument("document", choices=SCHEMAS, help="which document's schema")
 
     demo = commands.add_parser(
         "demo", parents=[noise], help="anonymize a synthetic table in an embedded SQLite"
@@ -569,6 +573,28 @@ def _report_verdict(verification: dict[str, Any]) -> str:
     return f"NOT verified (failed: {', '.join(failed) or 'no check ran'})"
 
 
+def _schema(args: argparse.Namespace, _progress: Progress | None) -> int:
+    """``tclose schema report|config``: the JSON Schema generated from the document's model."""
+    sys.stdout.write(schema_text(args.document))
+    return 0
+
+
+def schema_text(document: str) -> str:
+    """The JSON Schema of ``document`` (one of :data:`SCHEMAS`) as indented JSON, as ``tclose
+    schema`` prints it and ``docs/schema/<document>.json`` holds it: generated from the
+    configuration's model (:mod:`tclose.base.config_document`) or the report's
+    (:mod:`tclose.core.report_model`)."""
+    from tclose.base.config_document import config_schema
+    from tclose.core.report_model import report_schema
+
+    schema = {"config": config_schema, "report": report_schema}[document]()
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+#: The documents whose JSON Schema ``tclose schema`` prints.
+SCHEMAS = ("config", "report")
+
+
 def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
     registry = load_registry()
     for kind in KINDS:
@@ -739,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
         "init": _init,
         "report": _report,
         "plugins": _plugins,
+        "schema": _schema,
         "demo": _demo,
         "compare": _compare,
     }

@@ -24,7 +24,8 @@ a dataclass                        ``{"type": "object", "properties": ..., "requ
 
 A field whose hint admits :data:`ABSENT` (``X | Absent``) is not required, and
 :func:`json_data` leaves it out of the object when it holds :data:`ABSENT`; every other field is
-required. Objects accept members the model does not name (a newer writer's, a plugin's).
+required. Objects accept members the model does not name (a newer writer's, a plugin's), unless
+the model sets the class attribute ``CLOSED = True`` (``"additionalProperties": false``).
 
 :func:`schema_problem` checks parsed JSON against the subset of JSON Schema that
 :func:`json_schema` emits, and names the first problem by its JSON path.
@@ -151,7 +152,10 @@ def _union(options: Sequence[Any], definitions: dict[str, Any]) -> dict[str, Any
 
 def _mapping(key: Any, value: Any, definitions: dict[str, Any]) -> dict[str, Any]:
     """``Mapping[str, X]``: an object of X, its keys constrained by an annotated key type."""
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": _schema(value, definitions)}
+    schema: dict[str, Any] = {"type": "object"}
+    members = _schema(value, definitions)
+    if members:
+        schema["additionalProperties"] = members
     names = _schema(key, definitions)
     if names != {"type": "string"}:
         schema["propertyNames"] = names
@@ -171,6 +175,8 @@ def _model_schema(model: type, definitions: dict[str, Any]) -> dict[str, Any]:
             schema["description"] = doc
         schema["properties"] = {f.name: _schema(hints[f.name], definitions) for f in fields}
         schema["required"] = [f.name for f in fields if not _may_be_absent(hints[f.name])]
+        if getattr(model, "CLOSED", False):
+            schema["additionalProperties"] = False
         definitions[name] = schema
     return {"$ref": f"#/$defs/{name}"}
 
@@ -209,6 +215,7 @@ def schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
 
 
 def _problem(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any], at: tuple) -> Any:
+    """The first problem of ``value`` (at ``at``) against ``schema``, or ``None``."""
     if "$ref" in schema:
         return _problem(value, defs[schema["$ref"].rsplit("/", 1)[-1]], defs, at)
     if "anyOf" in schema:
@@ -257,6 +264,8 @@ def _object_problem(
         if names is not None and not _fits(key, names):
             return f"{_named(at)} has the key {key[:40]!r}, not {describe(names, defs)}"
         inner = properties.get(key, others)
+        if inner is False:
+            return f"{_named(at)} has the member {key[:40]!r}, which it does not take"
         problem = _problem(item, inner, defs, (*at, key)) if inner is not True else None
         if problem:
             return problem
@@ -264,6 +273,7 @@ def _object_problem(
 
 
 def _resolved(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema``, or the definition its ``$ref`` names."""
     if "$ref" in schema:
         return defs[schema["$ref"].rsplit("/", 1)[-1]]
     return schema
@@ -278,9 +288,11 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
             return False
     if "enum" in schema and value not in schema["enum"]:
         return False
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if number and not schema.get("minimum", -math.inf) <= value <= schema.get("maximum", math.inf):
-        return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not schema.get("minimum", -math.inf) <= value <= schema.get("maximum", math.inf):
+            return False
+        if value <= schema.get("exclusiveMinimum", -math.inf):
+            return False
     if isinstance(value, str) and "pattern" in schema:
         return re.search(schema["pattern"], value) is not None
     return True
@@ -330,6 +342,7 @@ def describe(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -
 
 
 def _integer_words(schema: Mapping[str, Any]) -> str:
+    """An integer's words, with its bounds when it has both."""
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is None or high is None:
         return "a whole number"
@@ -351,4 +364,5 @@ def json_kind(value: Any) -> str:
 
 
 def _named(at: tuple) -> str:
+    """The JSON path ``at``, or ``it`` for the document itself."""
     return dotted(at) or "it"
