@@ -587,7 +587,9 @@ def schema_text(document: str) -> str:
     from tclose.base.config_document import config_schema
     from tclose.core.report_model import report_schema
 
-    schema = {"config": config_schema, "report": report_schema}[document]()
+    if document not in SCHEMAS:
+        raise ValueError(f"no schema of {document!r}; there are: {', '.join(SCHEMAS)}")
+    schema = config_schema() if document == "config" else report_schema()
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 

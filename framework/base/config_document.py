@@ -112,9 +112,9 @@ class ConfigDocument:
     output: OutputDocument | None | Absent = Absent.ABSENT
 
 
-def keys_of(model: type) -> frozenset[str]:
+def keys_of(model: type) -> set[str]:
     """The keys a section of the configuration takes: its model's fields."""
-    return frozenset(f.name for f in dataclasses.fields(model))
+    return {f.name for f in dataclasses.fields(model)}
 
 
 def config_schema() -> dict[str, Any]:

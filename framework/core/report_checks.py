@@ -107,7 +107,7 @@ def _non_finite_at(value: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _verdict_problem(report: dict[str, Any], checks: list[dict[str, Any]]) -> str | None:
+def _verdict_problem(report: Mapping[str, Any], checks: list[dict[str, Any]]) -> str | None:
     """Why the passed ``checks`` of ``report`` do not make its verdict: the verifier always
     checks k, and t for every confidential attribute when the algorithm enforces it; a report
     edited to drop the check that failed, or to mark a failed check passed, is refused."""
