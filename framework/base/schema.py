@@ -253,10 +253,8 @@ def _any_of(value: Any, options: Sequence[Any], defs: Mapping[str, Any], at: tup
 def _object_problem(
     value: dict, schema: Mapping[str, Any], defs: Mapping[str, Any], at: tuple
 ) -> Any:
-    """Missing members first, then each member against its schema, in the value's order."""
-    for name in schema.get("required", ()):
-        if name not in value:
-            return f"it has no {name} section" if not at else f"{dotted((*at, name))} is missing"
+    """Each member against its schema, in the value's order, then the missing members: a
+    member of the wrong type is named before a section left out."""
     names = schema.get("propertyNames")
     properties = schema.get("properties", {})
     others = schema.get("additionalProperties", {})
@@ -269,6 +267,9 @@ def _object_problem(
         problem = _problem(item, inner, defs, (*at, key)) if inner is not True else None
         if problem:
             return problem
+    for name in schema.get("required", ()):
+        if name not in value:
+            return f"it has no {name} section" if not at else f"{dotted((*at, name))} is missing"
     return None
 
 
