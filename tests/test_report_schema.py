@@ -369,3 +369,20 @@ def test_a_format_written_by_two_plugins_is_an_error_naming_it():
     assert json.loads(writers["json"](_report()))["tool"]["name"] == "tclose"
     with pytest.raises(PluginError, match="'html'"):
         report_writers(load_registry([_TwoHtmlWriters()], entry_points=False))
+
+
+def test_a_page_no_plugin_writes_is_a_write_error_naming_the_file(tmp_path):
+    """A registry without the html writer (built by hand, without the built-in plugins): the
+    configured page is not written, and the error names it, as an unwritable path would be."""
+    from types import SimpleNamespace
+
+    from tclose.base.registry import Registry
+    from tclose.core.report import finish_report
+    from tclose.errors import DataError
+
+    report = _report()
+    page, data = tmp_path / "page.html", tmp_path / "report.json"
+    config = SimpleNamespace(report_json=str(data), report_html=str(page))
+    with pytest.raises(DataError, match=f"Cannot write the report {page}: no plugin writes"):
+        finish_report(report, Registry(), config, None)  # type: ignore[arg-type]
+    assert json.loads(data.read_text(encoding="utf-8")) == report and not page.exists()

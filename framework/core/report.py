@@ -697,9 +697,9 @@ def finish_report(
     for path, name in ((report_path or config.report_json, "json"), (config.report_html, "html")):
         if not path:
             continue
-        if name not in writers:
-            raise ConfigError(f"report.{name}: no plugin writes the report in {name}.")
         try:
+            if name not in writers:
+                raise OSError(0, f"no plugin writes the report in {name}")
             write_atomically(path, writers[name](report))
         except OSError as error:
             published = bool(report.get("run", {}).get("published"))
