@@ -79,6 +79,17 @@ def register_criteria(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
+def register_report_writers(register: Callable[[str, Callable[[Any], str]], None]) -> None:
+    """Register writers of the audit report in a format.
+
+    Call ``register(name, render)`` once per format: ``render(report)`` returns the text of the
+    report (the mapping of ``report.json``) in that format. ``tclose run`` writes the file of
+    ``report.<name>`` with it (``report.json`` is tclose's own; the built-in
+    :mod:`tclose.app.html_report` registers ``html``). A name registered twice is an error.
+    """
+
+
+@hookspec
 def check_run(config: Any, target_database: Any, tables: dict[str, Any]) -> None:
     """Called while a run is planned, before any row is read or written.
 

@@ -23,7 +23,7 @@ import pytest
 
 from tclose.app.cli import main
 from tclose.app.html_report import render_html
-from tclose.core.report import report_shape_problem
+from tclose.core.report_checks import report_problem
 
 #: Every element tclose's own page uses.
 _OWN_TAGS = {
@@ -170,7 +170,7 @@ def test_a_report_with_hostile_text_in_every_name_and_value_renders_an_inert_pag
     (column,) = edited["privacy"]["t_achieved"]
     edited["verification"]["checks"][checks["k_anonymity"]]["name"] = "k_anonymity"
     edited["verification"]["checks"][checks["t_closeness:charge"]]["name"] = f"t_closeness:{column}"
-    assert report_shape_problem(edited) is None
+    assert report_problem(edited) is None
     path = _write(tmp_path, edited)
     code, out, err = _cli("report", path, "-o", str(tmp_path / "s25r_page.html"))
     assert code == 0, out + err

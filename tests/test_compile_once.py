@@ -196,7 +196,7 @@ def test_the_report_and_the_summary_show_compile_apart():
 
     import tclose
     from tclose.app.cli import _summary
-    from tclose.core.report import report_shape_problem
+    from tclose.core.report_checks import report_problem
 
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"age": rng.integers(20, 80, 60), "charge": rng.normal(size=60)})
@@ -209,7 +209,7 @@ def test_the_report_and_the_summary_show_compile_apart():
     lines = _summary(compiled, 3.0).splitlines()
     assert lines[-1].startswith("compiling: 2.50 s of it") and "once" in lines[-1]
     # A report read back (tclose report, verify --report) holds a number there.
-    assert report_shape_problem(report) is None
+    assert report_problem(report) is None
     for broken in (None, "2.5"):
-        problem = report_shape_problem({**report, "timings": {**timings, "compile": broken}})
+        problem = report_problem({**report, "timings": {**timings, "compile": broken}})
         assert problem is not None and problem.startswith("timings.compile is")

@@ -707,15 +707,15 @@ def test_instants_a_microsecond_apart_are_compared_exactly() -> None:
 def test_a_report_whose_reasons_are_not_an_object_is_not_an_audit_report() -> None:
     """``tclose report`` reads ``not_computed`` to write the reasons on the page: a report that
     holds something else there is refused naming the field (else the page crashed, exit 4)."""
-    from tclose.core.report import report_shape_problem
+    from tclose.core.report_checks import report_problem
 
     frame = pd.DataFrame({"sex": ["f", "m"] * 4, "ward": ["a", "b", "c", "d"] * 2})
     report = tclose.anonymize(frame, {"sex": "nominal"}, {"ward": "nominal"}, k=2, t=0.9).report
-    assert report_shape_problem(json.loads(json.dumps(report))) is None
+    assert report_problem(json.loads(json.dumps(report))) is None
     for section in ("risk", "utility"):
         changed = json.loads(json.dumps(report))
         changed[section]["not_computed"] = ["il1s"]
-        assert f"{section}.not_computed" in str(report_shape_problem(changed))
+        assert f"{section}.not_computed" in str(report_problem(changed))
 
 
 @pytest.mark.parametrize("algorithm", ["t-first", "merge", "mdav"])

@@ -129,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "plugins", parents=[noise], help="list algorithms, distances and connectors"
     )
+    schema = commands.add_parser(
+        "schema", parents=[noise], help="print the JSON Schema of the report or the configuration"
+    )
+    schema.add_argument("document", choices=SCHEMAS, help="which document's schema")
 
     demo = commands.add_parser(
         "demo", parents=[noise], help="anonymize a synthetic table in an embedded SQLite"
@@ -414,18 +418,18 @@ def _expected(check: Any) -> str:
 
 
 def _read_report(path: str) -> dict[str, Any]:
-    """The audit report at ``path``, a JSON object whose fields have the types tclose writes
-    (:func:`tclose.core.report.report_shape_problem`: what ``tclose report`` renders and ``verify
-    --report`` reads).
+    """The audit report at ``path``: a JSON object that fits the report's schema
+    (:func:`tclose.core.report_checks.report_problem`: what ``tclose report`` renders and
+    ``verify --report`` reads).
 
     Raises:
         ConfigError: the file cannot be read, is not UTF-8 or not JSON (also: a key twice in
             one object, which parsers read differently; nesting too deep for the parser; a
-            number of more than 4300 digits), or has not that shape (a report emptied to
+            number of more than 4300 digits), or does not fit the schema (a report emptied to
             ``null`` by hand must not pass for no report at all, and a field of the wrong type
             must not crash the command or skip a check).
     """
-    from tclose.core.report import report_shape_problem
+    from tclose.core.report_checks import report_problem
 
     try:
         text = read_text(path)
@@ -450,7 +454,7 @@ def _read_report(path: str) -> dict[str, Any]:
         raise ConfigError(
             f"{path} is not an audit report (JSON nested more than {MAX_REPORT_DEPTH} deep)."
         )
-    problem = report_shape_problem(report)
+    problem = report_problem(report)
     if problem:
         raise ConfigError(f"{path} is not an audit report: {problem}.")
     return report
@@ -540,18 +544,17 @@ def _init(args: argparse.Namespace, _progress: Progress | None) -> int:
 
 
 def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
+    from tclose.app.html_report import render_html
+    from tclose.base.atomic import write_atomically
     from tclose.core.guards import refuse_foreign_file, refuse_unwritable
-    from tclose.core.report import write_html
 
     report = _read_report(args.json)
-    if "verification" not in report:
-        raise ConfigError(f"{args.json} is not an audit report: it has no verification section.")
     output = args.output or str(Path(args.json).with_suffix(".html"))
     where = "-o: " if args.output else ""
     refuse_unwritable(output, "page", where)  # first: a name too long makes exists() raise
     refuse_foreign_file(output, "html", where)
     try:
-        write_html(report, output)
+        write_atomically(output, render_html(report))
     except OSError as error:
         raise ConfigError(f"{where}Cannot write the page {output}: {error.strerror}.") from None
     if not args.quiet:
@@ -563,12 +566,36 @@ def _report(args: argparse.Namespace, _progress: Progress | None) -> int:
 def _report_verdict(verification: dict[str, Any]) -> str:
     """The verdict a report states, with its failed checks (as its page shows it); ``tclose
     verify --report`` checks it against the table."""
-    from tclose.app.html_report import stated_verdict
+    from tclose.core.report_checks import stated_verdict
 
     verified, failed = stated_verdict(verification)
     if verified:
         return f"verified ({len(verification['checks'])} checks passed)"
     return f"NOT verified (failed: {', '.join(failed) or 'no check ran'})"
+
+
+def _schema(args: argparse.Namespace, _progress: Progress | None) -> int:
+    """``tclose schema report|config``: the JSON Schema generated from the document's model."""
+    sys.stdout.write(schema_text(args.document))
+    return 0
+
+
+def schema_text(document: str) -> str:
+    """The JSON Schema of ``document`` (one of :data:`SCHEMAS`) as indented JSON, as ``tclose
+    schema`` prints it and ``docs/schema/<document>.json`` holds it: generated from the
+    configuration's model (:mod:`tclose.base.config_document`) or the report's
+    (:mod:`tclose.core.report_model`)."""
+    from tclose.base.config_document import config_schema
+    from tclose.core.report_model import report_schema
+
+    if document not in SCHEMAS:
+        raise ValueError(f"no schema of {document!r}; there are: {', '.join(SCHEMAS)}")
+    schema = config_schema() if document == "config" else report_schema()
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+#: The documents whose JSON Schema ``tclose schema`` prints.
+SCHEMAS = ("config", "report")
 
 
 def _plugins(_args: argparse.Namespace, _progress: Progress | None) -> int:
@@ -741,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         "init": _init,
         "report": _report,
         "plugins": _plugins,
+        "schema": _schema,
         "demo": _demo,
         "compare": _compare,
     }

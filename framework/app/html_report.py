@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tclose.app.progress import terminal_text
+from tclose.core.report_checks import stated_verdict
+from tclose.hookspecs import hookimpl
 
 _WIDTH, _HEIGHT = 460, 210
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 42
@@ -44,6 +46,12 @@ border-radius:6px;padding:8px}.plot p{margin:2px 0 0;font-size:13px;color:#4a566
 pre{background:#fff;border:1px solid #d5dae0;padding:8px;overflow:auto;font-size:13px}
 small{color:#4a5663}
 """
+
+
+@hookimpl
+def register_report_writers(register: Any) -> None:
+    """The ``html`` writer of the report (``report.html``): :func:`render_html`."""
+    register("html", render_html)
 
 
 def render_html(report: Mapping[str, Any]) -> str:
@@ -102,16 +110,6 @@ def _subtitle(report: Mapping[str, Any]) -> str:
         f"tclose {tool.get('version', '?')}",
     ]
     return f"<small>{escape(' · '.join(b for b in bits if b))}</small>"
-
-
-def stated_verdict(verification: Mapping[str, Any]) -> tuple[bool, list[str]]:
-    """Whether a report's ``verification`` says "verified", and the names of its checks that
-    did not pass. One field is not a verdict: ``passed`` must be ``true``, at least one check
-    must have run, and every check must say ``passed: true`` too (the page, ``tclose report``
-    and :func:`tclose.core.report.report_shape_problem` all read it so)."""
-    checks = verification.get("checks") or []
-    failed = [str(c.get("name")) for c in checks if c.get("passed") is not True]
-    return verification.get("passed") is True and bool(checks) and not failed, failed
 
 
 def _verdict(report: Mapping[str, Any]) -> str:
@@ -397,6 +395,24 @@ def _risk_section(report: Mapping[str, Any]) -> str:
     risk = report.get("risk")
     if not risk:
         return ""
+    rows = _risk_rows(risk)
+    bars = _share_bars([r[0] for r in rows], [r[1] for r in rows])
+    parts = [
+        "<h2>Disclosure risk</h2>",
+        "<p>Measured on the source rows and the rows actually published (definitions and "
+        "sources in docs/reports.md).</p>",
+        _table(("measure", "value", "what it means"), [(m, _percent(v), w) for m, v, w in rows]),
+        '<div class="grid">',
+        _figure("Shares of people at risk", bars, "0 % is no risk; 100 % would be every person."),
+        "</div>",
+        _attribute_disclosure(risk.get("attribute") or {}),
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _risk_rows(risk: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """(measure, share, what it means) of the four risk figures; a figure the report holds as
+    null says why instead (``risk.not_computed``), and draws no bar."""
     reid = risk.get("reidentification", {})
     p = risk.get("interval_p")
     largest = reid.get("max")
@@ -433,36 +449,31 @@ def _risk_section(report: Mapping[str, Any]) -> str:
         if rows[index][1] is None:  # not a 0 % bar: the page says why there is no figure
             why = reasons.get(name, "not computed for this release")
             rows[index] = (rows[index][0], None, f"Not computed: {why}.")
-    bars = _share_bars([r[0] for r in rows], [r[1] for r in rows])
-    parts = [
-        "<h2>Disclosure risk</h2>",
-        "<p>Measured on the source rows and the rows actually published (definitions and "
-        "sources in docs/reports.md).</p>",
-        _table(("measure", "value", "what it means"), [(m, _percent(v), w) for m, v, w in rows]),
-        '<div class="grid">',
-        _figure("Shares of people at risk", bars, "0 % is no risk; 100 % would be every person."),
-        "</div>",
-    ]
-    attribute = risk.get("attribute") or {}
-    if attribute:
-        parts.append("<h3>Attribute disclosure (confidential attributes)</h3>")
-        parts.append(
-            _table(
-                ("attribute", "distinct l", "entropy l", "beta (β-likeness)"),
-                [
-                    (c, _number(a["distinct_l"]), _number(a["entropy_l"]), _number(a["beta"]))
-                    for c, a in attribute.items()
-                ],
-            )
-        )
-        parts.append(
+    return rows
+
+
+def _attribute_disclosure(attribute: Mapping[str, Any]) -> str:
+    """The attribute-disclosure table of the confidential attributes, with what it means."""
+    if not attribute:
+        return ""
+    table = _table(
+        ("attribute", "distinct l", "entropy l", "beta (β-likeness)"),
+        [
+            (c, _number(a["distinct_l"]), _number(a["entropy_l"]), _number(a["beta"]))
+            for c, a in attribute.items()
+        ],
+    )
+    return "\n".join(
+        [
+            "<h3>Attribute disclosure (confidential attributes)</h3>",
+            table,
             "<p>Distinct l: in every class the attribute takes at least l different values. "
             "Entropy l: every class is at least as uncertain as l equally likely values. Beta: "
             "the largest relative increase, in any class, of a value's share over its share in "
             "the whole table (what an intruder learns by finding a person's class; large for "
-            "attributes whose values are almost all distinct, such as amounts).</p>"
-        )
-    return "\n".join(parts)
+            "attributes whose values are almost all distinct, such as amounts).</p>",
+        ]
+    )
 
 
 def _utility_details(report: Mapping[str, Any]) -> str:

@@ -28,6 +28,17 @@ from urllib.parse import quote
 import yaml
 
 from tclose.base.atomic import read_text
+from tclose.base.config_document import (
+    AlgorithmDocument,
+    AttributeDocument,
+    ConfigDocument,
+    OutputDocument,
+    PrivacyDocument,
+    ReportDocument,
+    SourceDocument,
+    TargetDocument,
+    keys_of,
+)
 from tclose.base.redaction import (  # noqa: F401 (re-exported)
     URL_SCHEME,
     redact_url,
@@ -42,25 +53,14 @@ ATTRIBUTE_TYPES = ("numeric", "ordinal", "nominal", "date", "datetime")
 MISSING_POLICIES = ("error", "category", "exclude-rows")
 IF_EXISTS = ("fail", "replace")
 
-_TOP_KEYS = {"source", "target", "attributes", "privacy", "algorithm", "report", "output"}
-_SOURCE_KEYS = {"url", "table", "key", "password_file", "chunk_size"}
-_TARGET_KEYS = {"url", "table", "if_exists", "password_file"}
-_ATTRIBUTE_KEYS = {
-    "role",
-    "type",
-    "distance",
-    "distance_options",
-    "round",
-    "categories",
-    "hierarchy",
-    "missing",
-    "weight",
-    "allow_unique",
-}
-_PRIVACY_KEYS = {"k", "t"}
-_ALGORITHM_KEYS = {"name", "options"}
-_REPORT_KEYS = {"json", "html", "table", "interval_p"}
-_OUTPUT_KEYS = {"keep_key"}
+_TOP_KEYS = keys_of(ConfigDocument)
+_SOURCE_KEYS = keys_of(SourceDocument)
+_TARGET_KEYS = keys_of(TargetDocument)
+_ATTRIBUTE_KEYS = keys_of(AttributeDocument)
+_PRIVACY_KEYS = keys_of(PrivacyDocument)
+_ALGORITHM_KEYS = keys_of(AlgorithmDocument)
+_REPORT_KEYS = keys_of(ReportDocument)
+_OUTPUT_KEYS = keys_of(OutputDocument)
 _URL_SCHEME = re.compile(URL_SCHEME)
 _ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

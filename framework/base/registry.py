@@ -31,6 +31,7 @@ DEFAULT_PLUGINS = (
     "tclose.plugins.auto",
     "tclose.connectors.builtin",  # every built-in connector, imported on first connect
     "tclose.plugins.audit_table",
+    "tclose.app.html_report",  # the html writer of the report (hook register_report_writers)
 )
 
 KINDS = ("algorithm", "distance", "connector")

@@ -13,12 +13,11 @@ import contextlib
 import logging
 import math
 import platform
-import re
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,12 +28,35 @@ import pandas as pd
 from tclose.base.atomic import write_atomically
 from tclose.base.attributes import MISSING, EncodedTable
 from tclose.base.config import json_document, redact_url
-from tclose.base.jsonsafe import dotted, finite_report, to_json
+from tclose.base.jsonsafe import finite_report, to_json
 from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
+from tclose.base.schema import ABSENT, Absent, json_data
 from tclose.base.version import __version__
 from tclose.core.criteria import hierarchy_digests
-from tclose.errors import ConfigError, DataError
+from tclose.core.report_model import (
+    REPORT_VERSION,
+    AlgorithmRecord,
+    AttributeRecord,
+    AttributeRisk,
+    CategoryDistribution,
+    Clusters,
+    EmdHistogram,
+    HierarchyRecord,
+    Moments,
+    NumericDistribution,
+    Privacy,
+    Reidentification,
+    Report,
+    Risk,
+    Run,
+    Source,
+    Target,
+    Tool,
+    Utility,
+    VerificationRecord,
+)
+from tclose.errors import ConfigError, DataError, PluginError
 from tclose.interfaces import EMD_TOLERANCE
 
 if TYPE_CHECKING:
@@ -393,88 +415,154 @@ def release_summary(
 
 
 def build_report(context: RunContext) -> dict[str, Any]:
-    """Assemble the audit report (the contract's fields and more), as JSON-ready data, from
-    what the run knows (:class:`RunContext`; its encoding, labels and partition must be set)."""
+    """The audit report as JSON-ready data: :func:`build_report_model`, written as JSON
+    (:func:`tclose.base.schema.json_data`) with every figure that is not a finite number
+    written as ``null`` and named in ``warnings`` (:func:`tclose.base.jsonsafe.finite_report`)."""
+    return finite_report(json_data(build_report_model(context)))
+
+
+def build_report_model(context: RunContext) -> Report:
+    """The audit report (:class:`tclose.core.report_model.Report`) from what the run knows
+    (:class:`RunContext`; its encoding, labels and partition must be set)."""
     encoded, labels, partition = context.encoded, context.labels, context.partition
     assert encoded is not None and labels is not None and partition is not None
     verification = context.verification
     summary = context.summary or release_summary(encoded, context.aggregated, labels, context.k)
-    rows_written = (
-        context.rows_read
-        if verification is None
-        else next(
-            (c.actual for c in verification.results if c.name == "row_count"),
-            context.rows_read,
-        )
-    )
     finished = time.time()
-    report: dict[str, Any] = {
-        "tool": {"name": "tclose", "version": __version__},
-        "run": _run_section(context, finished),
-        "config_sha256": context.config.digest() if context.config is not None else None,
-        "source": {
-            "rows": context.rows_read,
-            "rows_set_aside": int(encoded.excluded.sum()),
-            "rows_set_aside_by_column": encoded.excluded_by,
+    measures = context.measures or {}
+    return Report(
+        tool=Tool(name="tclose", version=__version__, report_version=REPORT_VERSION),
+        run=_run_section(context, finished),
+        config_sha256=context.config.digest() if context.config is not None else None,
+        source=_source_section(context, encoded),
+        target=_target_section(context),
+        algorithm=AlgorithmRecord(
+            name=context.resolved.algorithm.name,
+            options=context.resolved.algorithm_options,
+            info=partition.info,
+        ),
+        privacy=_privacy_section(context),
+        clusters=Clusters(**summary["clusters"]),
+        utility=_utility_section(summary["utility"], measures.get("utility", {})),
+        distributions={
+            column: (CategoryDistribution if "categories" in data else NumericDistribution)(**data)
+            for column, data in summary["distributions"].items()
         },
-        "target": {"rows": rows_written},
-        "algorithm": {
-            "name": context.resolved.algorithm.name,
-            "options": context.resolved.algorithm_options,
-            "info": partition.info,
-        },
-        "privacy": _privacy_section(context),
-        "clusters": summary["clusters"],
-        "utility": dict(summary["utility"]),
-        "distributions": summary["distributions"],
-        "warnings": list(summary["warnings"]),
-        "verification": {
-            "passed": bool(verification.passed) if verification else False,
-            "checks": verification.checks if verification else [],
-        },
-        "timings": _timings(context.timings, finished - context.started),
-        "plugins": context.registry.versions(_plugins_used(context)),
-    }
-    _add_release_facts(report, verification)
-    if context.measures:
-        report["risk"] = dict(context.measures["risk"])
-        report["utility"].update(context.measures["utility"])
-    _add_database_parts(report, context)
-    return finite_report(report)
+        warnings=[*summary["warnings"], *_database_warnings(context)],
+        verification=_verification_section(verification),
+        timings=_timings(context.timings, finished - context.started),
+        plugins=context.registry.versions(_plugins_used(context)),
+        risk=_risk_section(measures["risk"]) if "risk" in measures else ABSENT,
+        attributes=_attributes_section(context.config),
+        config=(
+            json_document(redacted_document(context.config.document))
+            if context.config is not None
+            else ABSENT
+        ),
+    )
 
 
-def _run_section(context: RunContext, finished: float) -> dict[str, Any]:
+def _run_section(context: RunContext, finished: float) -> Run:
     """The ``run`` section: id, times, outcome and where it ran."""
-    run = {
-        "id": context.run_id or uuid.uuid4().hex,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(context.started)),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
-        "dry_run": context.dry_run,
-        "published": context.published,
-        "host": socket.gethostname(),
-        "python": platform.python_version(),
-        "platform": sys.platform,
-    }
-    if context.audited_in_publish:
-        run["audited_in_publish"] = True
-    return run
+    return Run(
+        id=context.run_id or uuid.uuid4().hex,
+        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(context.started)),
+        finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
+        dry_run=context.dry_run,
+        published=context.published,
+        host=socket.gethostname(),
+        python=platform.python_version(),
+        platform=sys.platform,
+        audited_in_publish=True if context.audited_in_publish else ABSENT,
+    )
 
 
-def _privacy_section(context: RunContext) -> dict[str, Any]:
+def _source_section(context: RunContext, encoded: EncodedTable) -> Source:
+    """The ``source`` section: rows read and set aside; where from, for a database run."""
+    config = context.config
+    security = dict(context.row_security) if context.row_security is not None else None
+    return Source(
+        rows=context.rows_read,
+        rows_set_aside=int(encoded.excluded.sum()),
+        rows_set_aside_by_column=encoded.excluded_by,
+        url=context.source_url if config is not None else ABSENT,
+        table=config.source.table if config is not None else ABSENT,
+        row_security=security if config is not None else ABSENT,
+    )
+
+
+def _target_section(context: RunContext) -> Target:
+    """The ``target`` section: rows written (as the verifier counted them), the content digest
+    of the written table, and for a database run where it went and its columns."""
+    config, verification = context.config, context.verification
+    rows = context.rows_read
+    if verification is not None:
+        rows = next((c.actual for c in verification.results if c.name == "row_count"), rows)
+    digest = verification.content_digest if verification is not None else None
+    readers = dict(context.staging_readers) if context.staging_readers is not None else None
+    columns = context.output_columns
+    return Target(
+        rows=rows,
+        content_digest=digest if digest is not None else ABSENT,
+        url=context.target_url if config is not None else ABSENT,
+        table=config.target.table if config is not None else ABSENT,
+        staging_readers=readers if config is not None else ABSENT,
+        columns=list(columns) if config is not None and columns is not None else ABSENT,
+    )
+
+
+def _privacy_section(context: RunContext) -> Privacy:
     """The ``privacy`` section: what was asked, what the verifier found, with which EMD."""
     verification, resolved, t = context.verification, context.resolved, context.t
     class_emds = verification.class_emds if verification is not None else {}
+    return Privacy(
+        k=context.k,
+        t=t,
+        k_achieved=verification.k_achieved if verification else None,
+        t_achieved=verification.t_achieved if verification else {},
+        distance={c: d.name for c, (d, _) in resolved.distances.items()},
+        emd_definition=EMD_DEFINITION,
+        emd_definitions={c: distance_definition(d) for c, (d, _) in resolved.distances.items()},
+        t_enforced=bool(resolved.algorithm.requires_t and t is not None),
+        emd_histogram={c: EmdHistogram(**h) for c, h in emd_histograms(class_emds, t).items()},
+        hierarchies={
+            c: HierarchyRecord(**h)
+            for c, h in hierarchy_digests(
+                context.config.attributes if context.config else {}
+            ).items()
+        },
+    )
+
+
+def _utility_section(sse: Mapping[str, Any], measured: Mapping[str, Any]) -> Utility:
+    """The ``utility`` section: the SSE of the release summary, then the measures' figures."""
+    moments = measured.get("moments")
+    return Utility(
+        **sse,
+        **{
+            **measured,
+            **({"moments": {c: Moments(**m) for c, m in moments.items()}} if moments else {}),
+        },
+    )
+
+
+def _risk_section(risk: Mapping[str, Any]) -> Risk:
+    """The ``risk`` section from the measures' (:func:`tclose.measures.measure_release`)."""
+    return Risk(
+        **{
+            **risk,
+            "attribute": {c: AttributeRisk(**a) for c, a in risk["attribute"].items()},
+            "reidentification": Reidentification(**risk["reidentification"]),
+        }
+    )
+
+
+def _attributes_section(config: Config | None) -> Mapping[str, AttributeRecord] | Absent:
+    """Every configured column's role and type (a database run only)."""
+    if config is None:
+        return ABSENT
     return {
-        "k": context.k,
-        "t": t,
-        "k_achieved": verification.k_achieved if verification else None,
-        "t_achieved": verification.t_achieved if verification else {},
-        "distance": {c: d.name for c, (d, _) in resolved.distances.items()},
-        "emd_definition": EMD_DEFINITION,
-        "emd_definitions": {c: distance_definition(d) for c, (d, _) in resolved.distances.items()},
-        "t_enforced": bool(resolved.algorithm.requires_t and t is not None),
-        "emd_histogram": emd_histograms(class_emds, t),
-        "hierarchies": hierarchy_digests(context.config.attributes if context.config else {}),
+        name: AttributeRecord(role=a.role, type=a.type) for name, a in config.attributes.items()
     }
 
 
@@ -491,29 +579,19 @@ def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
     return used
 
 
-def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
-    """Tables, URLs, written columns, attributes and the redacted configuration of a database
-    run (none for :func:`tclose.anonymize`)."""
-    config = context.config
-    if config is None:
-        return
-    security = dict(context.row_security) if context.row_security is not None else None
-    report["source"].update(
-        {"url": context.source_url, "table": config.source.table, "row_security": security}
-    )
+def _database_warnings(context: RunContext) -> list[str]:
+    """The warnings of a database run: a source read through row-level security, and staging
+    rows other accounts could read."""
+    if context.config is None:
+        return []
+    warnings = []
+    security = context.row_security
     if security and (security.get("applies") or security.get("unknown")):
-        report["warnings"].append(row_security_warning(security))
-    report["target"].update({"url": context.target_url, "table": config.target.table})
-    readers = dict(context.staging_readers) if context.staging_readers is not None else None
-    report["target"]["staging_readers"] = readers
+        warnings.append(row_security_warning(security))
+    readers = context.staging_readers
     if readers is not None and (_narrow_readers(readers) or not readers.get("checked")):
-        report["warnings"].append(staging_readers_warning(readers))
-    if context.output_columns is not None:
-        report["target"]["columns"] = list(context.output_columns)
-    report["attributes"] = {
-        name: {"role": a.role, "type": a.type} for name, a in config.attributes.items()
-    }
-    report["config"] = json_document(redacted_document(config.document))
+        warnings.append(staging_readers_warning(readers))
+    return warnings
 
 
 def _narrow_readers(readers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -562,21 +640,24 @@ def row_security_warning(security: Mapping[str, Any]) -> str:
     )
 
 
-def _add_release_facts(report: dict[str, Any], verification: Verification | None) -> None:
-    """The content digest of the written table and, from the verifier's ``linkage`` check,
-    the pass-through columns left out of it (``allowed_unique``), those taken together
-    (``linkage_columns``), the rows unique on them (``linkable_rows``) and, when there are
-    such rows, the columns that single them out (``linking_columns``)."""
+def _verification_section(verification: Verification | None) -> VerificationRecord:
+    """The verifier's verdict and checks and, from its ``linkage`` check, the pass-through
+    columns left out of it (``allowed_unique``), those taken together (``linkage_columns``),
+    the rows unique on them (``linkable_rows``) and, when there are such rows, the columns that
+    single them out (``linking_columns``)."""
     if verification is None:
-        return
-    if verification.content_digest is not None:
-        report["target"]["content_digest"] = verification.content_digest
+        return VerificationRecord(passed=False, checks=[])
     linkage = next((c.details for c in verification.results if c.name == "linkage"), None)
-    if linkage is not None:
-        report["verification"]["allowed_unique"] = linkage.get("allowed_unique", [])
-        report["verification"]["linkage_columns"] = linkage.get("columns", [])
-        report["verification"]["linkable_rows"] = linkage.get("linkable_rows", 0)
-        report["verification"]["linking_columns"] = linkage.get("linking_columns", [])
+    if linkage is None:
+        return VerificationRecord(passed=bool(verification.passed), checks=verification.checks)
+    return VerificationRecord(
+        passed=bool(verification.passed),
+        checks=verification.checks,
+        allowed_unique=linkage.get("allowed_unique", []),
+        linkage_columns=linkage.get("columns", []),
+        linkable_rows=linkage.get("linkable_rows", 0),
+        linking_columns=linkage.get("linking_columns", []),
+    )
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:
@@ -585,11 +666,23 @@ def write_json(report: dict[str, Any], path: str | Path) -> None:
     write_atomically(path, to_json(report))
 
 
-def write_html(report: dict[str, Any], path: str | Path) -> None:
-    """Write the self-contained HTML page of the report, creating parent folders (atomically)."""
-    from tclose.app.html_report import render_html
+def report_writers(registry: Registry) -> dict[str, Callable[[Mapping[str, Any]], str]]:
+    """Format → the writer of the report's text in it: ``json`` (:func:`tclose.base.jsonsafe.to_json`),
+    and those the plugins register (hook ``register_report_writers``: ``html``, built in).
 
-    write_atomically(path, render_html(report))
+    Raises:
+        PluginError: two plugins register one format.
+    """
+    writers: dict[str, Callable[[Mapping[str, Any]], str]] = {"json": to_json}
+
+    def register(name: str, render: Callable[[Mapping[str, Any]], str]) -> None:
+        if name in writers:
+            raise PluginError(f"Two plugins register a writer of the report in {name!r}.")
+        writers[name] = render
+
+    if registry.manager is not None:
+        registry.manager.hook.register_report_writers(register=register)
+    return writers
 
 
 def finish_report(
@@ -597,16 +690,17 @@ def finish_report(
 ) -> None:
     """Write the configured report files and call the ``run_finished`` hook.
 
-    ``report_path`` overrides ``report.json``; ``report.html`` is written when configured.
+    ``report_path`` overrides ``report.json``; ``report.html`` is written when configured, by
+    the writer a plugin registers (:func:`report_writers`).
     """
-    for path, write in (
-        (report_path or config.report_json, write_json),
-        (config.report_html, write_html),
-    ):
+    writers = report_writers(registry)
+    for path, name in ((report_path or config.report_json, "json"), (config.report_html, "html")):
         if not path:
             continue
         try:
-            write(report, path)
+            if name not in writers:
+                raise OSError(0, f"no plugin writes the report in {name}")
+            write_atomically(path, writers[name](report))
         except OSError as error:
             published = bool(report.get("run", {}).get("published"))
             raise DataError(
@@ -630,275 +724,3 @@ def _timings(phases: dict[str, float], total: float) -> dict[str, float]:
     timings = dict(phases)
     compiling = timings.pop("compile", 0.0)
     return {**timings, "compile": compiling, "total": round(total, 4)}
-
-
-#: The shape of every field of a report that ``tclose report`` (the HTML page) and ``tclose
-#: verify --report`` read, as :func:`report_shape_problem` checks it: a mapping is an object
-#: (``"*"``: any other key; a key ending in ``!`` is required), a one-item list is a list of
-#: that shape, a tuple is one of its shapes, and a text names a kind (:data:`_KINDS`). Fields
-#: not named here are not read, and may hold anything.
-_NUMBERS = {"*": "number?"}
-_HISTOGRAM = {"edges!": ["number"], "counts!": ["count"], "*": "any"}
-REPORT_SHAPE: dict[str, Any] = {
-    "tool": {"*": "any"},
-    "run": {"published": "bool?", "dry_run": "bool?", "id": "text?", "*": "any"},
-    "config_sha256": "any",
-    "source": {"*": "any"},
-    "target": {
-        "table": "any",
-        "rows": "count?",
-        "columns": ["text"],
-        "content_digest": {
-            "sha256": "text?",
-            "algorithm": "text?",
-            "statement": "text?",
-            "columns": ("none", ["text"]),
-            "types": ("none", {"*": "text?"}),
-            "*": "any",
-        },
-        "*": "any",
-    },
-    "algorithm": {"info": ("none", {"*": "any"}), "*": "any"},
-    "privacy": {
-        "t": "number?",
-        "t_enforced": "bool?",
-        "t_achieved": ("none", _NUMBERS),
-        "distance": {"*": "any"},
-        "emd_definition": "text?",
-        "emd_definitions": ("none", {"*": "any"}),
-        "emd_histogram": ("none", {"*": _HISTOGRAM}),
-        "hierarchies": ("none", {"*": {"sha256!": "text", "*": "any"}}),
-        "*": "any",
-    },
-    "clusters": {"size_histogram": ("none", {"*": "count"}), "*": "any"},
-    "utility": {
-        "sse_per_attribute": ("none", _NUMBERS),
-        "moments": ("none", {"*": {"mean!": "number?", "variance!": "number?", "*": "any"}}),
-        "categorical_total_variation": ("none", {"*": "any"}),
-        "not_computed": ("none", {"*": "any"}),
-        "*": "any",
-    },
-    "distributions": (
-        "none",
-        {
-            "*": (
-                {"categories!": ["any"], "original!": ["count"], "anonymized!": ["count"]},
-                {"edges!": ["number"], "original!": ["count"], "anonymized!": ["count"]},
-            )
-        },
-    ),
-    "warnings": ("none", ["any"]),
-    "verification": {
-        "passed": "bool?",
-        "checks": ("none", [{"name": "any", "passed": "bool?", "*": "any"}]),
-        "*": "any",
-    },
-    "timings": ("none", {"compile": "number", "*": "number?"}),
-    "plugins": ("none", {"*": "any"}),
-    "risk": (
-        "none",
-        {
-            "record_linkage": "number?",
-            "interval_disclosure": "number?",
-            "interval_p": "number?",
-            "reidentification": {"max": "number?", "mean": "number?", "*": "any"},
-            "attribute": (
-                "none",
-                {"*": {"distinct_l!": "any", "entropy_l!": "any", "beta!": "any", "*": "any"}},
-            ),
-            "not_computed": ("none", {"*": "any"}),
-            "*": "any",
-        },
-    ),
-    "*": "any",
-}
-
-#: The kinds of :data:`REPORT_SHAPE`: a test of a value, and what to call the kind in a message.
-_KINDS: dict[str, tuple[Any, str]] = {
-    "any": (lambda v: True, "anything"),
-    "none": (lambda v: v is None, "null"),
-    "text": (lambda v: isinstance(v, str), "a string"),
-    "text?": (lambda v: v is None or isinstance(v, str), "a string or null"),
-    "bool?": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
-    "number": (lambda v: _is_number(v), "a number"),
-    "number?": (lambda v: v is None or _is_number(v), "a number or null"),
-    "count": (lambda v: _is_count(v), "a whole number from 0 to 2**63 - 1"),
-    "count?": (lambda v: v is None or _is_count(v), "a whole number from 0 to 2**63 - 1 or null"),
-}
-
-
-def _is_number(value: Any) -> bool:
-    """A JSON number a float can hold (an integer of 400 digits overflows the plots)."""
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, float) or (isinstance(value, int) and abs(value) <= sys.float_info.max)
-
-
-def _is_count(value: Any) -> bool:
-    """A count of rows, classes or clusters: a whole number a 64-bit integer holds, >= 0."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
-
-
-def _json_kind(value: Any) -> str:
-    """What JSON calls ``value``'s type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _shape_problem(value: Any, shape: Any, at: tuple[Any, ...]) -> str | None:
-    """The first way ``value`` (at ``at``) differs from ``shape``, or ``None``."""
-    if isinstance(shape, tuple):
-        if any(_shape_problem(value, option, at) is None for option in shape):
-            return None
-        # the problem of the option the value looks most like: an object with its required keys
-        fitting = [
-            o
-            for o in shape
-            if isinstance(o, dict)
-            and isinstance(value, dict)
-            and all(k[:-1] in value for k in o if k.endswith("!"))
-        ]
-        return _shape_problem(value, (fitting or [o for o in shape if o != "none"])[-1], at)
-    if isinstance(shape, str):
-        test, expected = _KINDS[shape]
-        if test(value):
-            return None
-        return f"{dotted(at) or 'it'} is {_json_kind(value)}, not {expected}"
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{dotted(at) or 'it'} is {_json_kind(value)}, not a list"
-        for index, item in enumerate(value):
-            problem = _shape_problem(item, shape[0], (*at, index))
-            if problem:
-                return problem
-        return None
-    if not isinstance(value, dict):
-        return f"{dotted(at) or 'it'} is {_json_kind(value)}, not an object"
-    for key in shape:
-        if key.endswith("!") and key[:-1] not in value:
-            return f"{dotted((*at, key[:-1]))} is missing"
-    for key, item in value.items():
-        inner = shape.get(key, shape.get(f"{key}!", shape.get("*")))
-        if inner is None:
-            continue
-        problem = _shape_problem(item, inner, (*at, key))
-        if problem:
-            return problem
-    return None
-
-
-def report_shape_problem(report: Any) -> str | None:
-    """Why ``report`` (parsed JSON) is not an audit report that ``tclose report`` can render and
-    ``tclose verify --report`` can check, in one sentence naming the field; ``None`` if it is.
-
-    Checked: that no number is NaN or infinite (tclose writes strict JSON: docs/reports.md),
-    the type of every field they read (:data:`REPORT_SHAPE`), that every histogram has
-    one more edge than counts and every category its counts, that the cluster sizes are whole
-    numbers, and that ``verification.passed`` is ``true`` only if every check passed (a report
-    claiming a verdict its own checks contradict is not one tclose wrote).
-    """
-    if not isinstance(report, dict):
-        return f"it holds {_json_kind(report)}, not a JSON object"
-    at = _non_finite_at(report)
-    if at is not None:
-        return (
-            f"{dotted(at)} is NaN or an infinity, which no report holds (reports are strict "
-            f"JSON: an undefined figure is null)"
-        )
-    problem = _shape_problem(report, REPORT_SHAPE, ())
-    if problem:
-        return problem
-    histograms: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {
-        ("privacy", "emd_histogram", c): (h["edges"], {"counts": h["counts"]})
-        for c, h in ((report.get("privacy") or {}).get("emd_histogram") or {}).items()
-    }
-    for column, data in (report.get("distributions") or {}).items():
-        counts = {"original": data["original"], "anonymized": data["anonymized"]}
-        if "categories" in data:
-            for name, values in counts.items():
-                if len(values) != len(data["categories"]):
-                    return (
-                        f"distributions.{column}.{name} has {len(values)} counts for "
-                        f"{len(data['categories'])} categories"
-                    )
-        else:
-            histograms["distributions", column] = (data["edges"], counts)
-    for at, (edges, counts) in histograms.items():
-        if len(edges) < 2:
-            return f"{dotted(at)}.edges has {len(edges)} edges, not at least 2"
-        for name, values in counts.items():
-            if len(values) != len(edges) - 1:
-                return f"{dotted(at)}.{name} has {len(values)} counts for {len(edges)} edges"
-    sizes = (report.get("clusters") or {}).get("size_histogram") or {}
-    for size in sizes:
-        if not re.fullmatch(r"[0-9]{1,18}", size):
-            return f"clusters.size_histogram has the key {size[:40]!r}, not a cluster size"
-    from tclose.app.html_report import stated_verdict
-
-    verification = report.get("verification") or {}
-    verified, failed = stated_verdict(verification)
-    if verification.get("passed") is True and not verified:
-        which = f"its check {failed[0][:80]!r} failed" if failed else "no check ran"
-        return f"verification.passed is true, but {which}"
-    if verified:
-        problem = _verdict_problem(report, verification["checks"])
-        if problem:
-            return f"verification.passed is true, but {problem}"
-    return None
-
-
-def _non_finite_at(value: Any) -> tuple[Any, ...] | None:
-    """Where the first NaN or infinite number in parsed JSON is (its path of keys and list
-    indexes), or ``None``: Python's parser reads the tokens ``NaN``, ``Infinity``,
-    ``-Infinity`` and a number too large for a float (``1e400``) that tclose never writes."""
-    pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
-    while pending:
-        node, at = pending.pop()
-        if isinstance(node, float) and not math.isfinite(node):
-            return at
-        if isinstance(node, dict):
-            pending.extend((item, (*at, key)) for key, item in reversed(node.items()))
-        elif isinstance(node, list):
-            pending.extend((item, (*at, i)) for i, item in reversed(list(enumerate(node))))
-    return None
-
-
-def _verdict_problem(report: dict[str, Any], checks: list[dict[str, Any]]) -> str | None:
-    """Why the passed ``checks`` of ``report`` do not make its verdict: the verifier always
-    checks k, and t for every confidential attribute when the algorithm enforces it; a report
-    edited to drop the check that failed, or to mark a failed check passed, is refused."""
-    named = {c["name"]: c for c in checks if isinstance(c.get("name"), str)}
-    privacy = report.get("privacy") or {}
-    needed = ["k_anonymity"]
-    if privacy.get("t") is not None and privacy.get("t_enforced", True) is not False:
-        needed += [f"t_closeness:{c}" for c in privacy.get("t_achieved") or {}]
-    for name in needed:
-        if name not in named:
-            return f"it has no {name[:80]} check"
-        check = named[name]
-        expected: Any = check.get("expected")
-        actual: Any = check.get("actual")
-        if not _finite(expected):
-            return f"its check {name[:80]!r} expects {_shown(expected)}, not a finite number"
-        if name == "k_anonymity" and not (_finite(actual) and actual >= expected):
-            return f"its check {name!r} passed with {_shown(actual)} < {expected}"
-        if name != "k_anonymity" and not (_finite(actual) and actual <= expected + EMD_TOLERANCE):
-            return f"its check {name[:80]!r} passed with {_shown(actual)} > {expected}"
-    return None
-
-
-def _finite(value: Any) -> bool:
-    """A finite number a float can hold (a figure a passed check can have)."""
-    return _is_number(value) and math.isfinite(value)
-
-
-def _shown(value: Any) -> str:
-    """A figure of a check in a message: a number, or what else it is (never a long text)."""
-    return str(value) if value is None or _finite(value) else _json_kind(value)

@@ -604,11 +604,38 @@ def measure_release(
         "classes": int(classes.max()) + 1 if n else 0,
         "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
     }
-    utility: dict[str, Any] = {
+    correlations = (
+        None if unusable else _correlations(encoded, published, confidential_types, confidential)
+    )
+    utility = _utility_section(encoded, published, loss, correlations, unusable, unknown)
+    continuous = UNLINKED if not linked else _unusable_reason(unusable_qis) or NO_CONTINUOUS
+    why = {
+        "record_linkage": UNLINKED if not linked else str(_unusable_reason(unusable_qis, unknown)),
+        "interval_disclosure": continuous,
+        "il1s": continuous,
+    }
+    risk["not_computed"], utility["not_computed"] = _not_computed_sections(
+        risk, utility, why, unusable, unusable_qis, unknown
+    )
+    return {"risk": risk, "utility": utility}
+
+
+def _utility_section(
+    encoded: EncodedTable,
+    published: Mapping[str, np.ndarray],
+    loss: float | None,
+    correlations: float | None,
+    unusable: Mapping[str, int],
+    unknown: Mapping[str, int],
+) -> dict[str, Any]:
+    """The utility additions of :func:`measure_release` (IL1s ``loss`` and ``correlations``
+    given), without ``not_computed``: the moments of the numeric QIs (``null`` for a column
+    of ``unusable`` values) and the category frequencies (``null`` for a column of ``unknown``
+    categories)."""
+    qis = encoded.quasi_identifiers
+    return {
         "il1s": loss,
-        "correlation_max_diff": None
-        if unusable
-        else _correlations(encoded, published, confidential_types, confidential),
+        "correlation_max_diff": correlations,
         "moments": {
             q.name: {"mean": None, "variance": None}
             if q.name in unusable
@@ -625,18 +652,19 @@ def measure_release(
         },
         "measure_definitions": {k: DEFINITIONS[k] for k in _UTILITY},
     }
-    continuous = UNLINKED if not linked else _unusable_reason(unusable_qis) or NO_CONTINUOUS
-    risk_reasons, utility_reasons = _not_computed(
-        risk,
-        utility,
-        {
-            "record_linkage": UNLINKED
-            if not linked
-            else str(_unusable_reason(unusable_qis, unknown)),
-            "interval_disclosure": continuous,
-            "il1s": continuous,
-        },
-    )
+
+
+def _not_computed_sections(
+    risk: Mapping[str, Any],
+    utility: Mapping[str, Any],
+    why: Mapping[str, str],
+    unusable: Mapping[str, int],
+    unusable_qis: Mapping[str, int],
+    unknown: Mapping[str, int],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``not_computed`` of the risk and utility sections (:func:`_not_computed`), with the
+    reasons of the figures that ``unusable`` values or ``unknown`` categories left ``null``."""
+    risk_reasons, utility_reasons = _not_computed(risk, utility, why)
     for column, count in unknown.items():
         utility_reasons[f"categorical_total_variation.{column}"] = str(
             _unusable_reason({}, {column: count})
@@ -649,8 +677,7 @@ def measure_release(
                     utility_reasons[f"moments.{column}.{moment}"] = str(
                         _unusable_reason({column: count})
                     )
-    risk["not_computed"], utility["not_computed"] = risk_reasons, utility_reasons
-    return {"risk": risk, "utility": utility}
+    return risk_reasons, utility_reasons
 
 
 def _unusable_columns(

@@ -1,0 +1,123 @@
+"""The configuration file's model: one frozen dataclass per section, with every key it takes.
+
+:mod:`tclose.base.config` takes its declared keys from these classes (a key the parser reads is
+a field here, and the reverse), and ``tclose schema config`` prints the JSON Schema generated
+from them (``docs/schema/config.json``). The parser checks more than the schema says (a URL's
+scheme, a hierarchy's leaves, plugin options against the plugins); the schema tells an editor
+or a CI job which keys exist, which are required, and their types. Keys are documented in
+``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from tclose.base.schema import Absent, Fragment, json_schema
+
+#: A positive number (``weight``, ``interval_p``).
+Positive = Annotated[float, Fragment(exclusiveMinimum=0)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceDocument:
+    """The table to read: its database URL and name, its key, the file of the password."""
+
+    CLOSED: ClassVar[bool] = True
+    url: str
+    table: str
+    key: str | None | Absent = Absent.ABSENT
+    password_file: str | None | Absent = Absent.ABSENT
+    chunk_size: Annotated[int, Fragment(minimum=1)] | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetDocument:
+    """The table to publish (in the source's database without ``url``)."""
+
+    CLOSED: ClassVar[bool] = True
+    url: str | Absent = Absent.ABSENT
+    table: str
+    if_exists: Literal["fail", "replace"] | Absent = Absent.ABSENT
+    password_file: str | None | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttributeDocument:
+    """One column: its role and type, and how it is compared and published."""
+
+    CLOSED: ClassVar[bool] = True
+    role: Literal["identifier", "quasi_identifier", "confidential", "other"]
+    type: Literal["numeric", "ordinal", "nominal", "date", "datetime"] | Absent = Absent.ABSENT
+    distance: str | None | Absent = Absent.ABSENT
+    distance_options: Mapping[str, Any] | None | Absent = Absent.ABSENT
+    round: bool | Absent = Absent.ABSENT
+    categories: Sequence[Any] | None | Absent = Absent.ABSENT
+    hierarchy: Any | Absent = Absent.ABSENT
+    missing: Literal["error", "category", "exclude-rows"] | Absent = Absent.ABSENT
+    weight: Positive | Absent = Absent.ABSENT
+    allow_unique: bool | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyDocument:
+    """The privacy model: k, and t (omitted: k-anonymity only)."""
+
+    CLOSED: ClassVar[bool] = True
+    k: Annotated[int, Fragment(minimum=1)]
+    t: Annotated[float, Fragment(exclusiveMinimum=0, maximum=1)] | None | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlgorithmDocument:
+    """The algorithm plugin and its options (checked against the plugin's schema)."""
+
+    CLOSED: ClassVar[bool] = True
+    name: str
+    options: Mapping[str, Any] | None | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportDocument:
+    """The report's files, its audit table, and interval disclosure's half-width."""
+
+    CLOSED: ClassVar[bool] = True
+    json: str | None | Absent = Absent.ABSENT
+    html: str | None | Absent = Absent.ABSENT
+    table: str | None | Absent = Absent.ABSENT
+    interval_p: Positive | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputDocument:
+    """What the published table keeps beside the anonymized columns."""
+
+    CLOSED: ClassVar[bool] = True
+    keep_key: bool | Absent = Absent.ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigDocument:
+    """A tclose run configuration (YAML)."""
+
+    CLOSED: ClassVar[bool] = True
+    source: SourceDocument
+    target: TargetDocument
+    attributes: Mapping[str, AttributeDocument]
+    privacy: PrivacyDocument
+    algorithm: AlgorithmDocument | None | Absent = Absent.ABSENT
+    report: ReportDocument | None | Absent = Absent.ABSENT
+    output: OutputDocument | None | Absent = Absent.ABSENT
+
+
+def keys_of(model: type) -> set[str]:
+    """The keys a section of the configuration takes: its model's fields."""
+    return {f.name for f in dataclasses.fields(model)}
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of a configuration (``tclose schema config``), from
+    :class:`ConfigDocument`."""
+    return json_schema(ConfigDocument, title="tclose run configuration")
