@@ -14,7 +14,7 @@ hint                               schema
 ``Sequence[X]``, ``list[X]``,      ``{"type": "array", "items": X}``
 ``tuple[X, ...]``
 ``Mapping[str, X]``                ``{"type": "object", "additionalProperties": X}``; a key
-                                   type ``Annotated[str, {...}]`` gives ``propertyNames``
+                                   type ``Annotated[str, Fragment(...)]``: ``propertyNames``
 a dataclass                        ``{"type": "object", "properties": ..., "required": ...}``,
                                    its docstring's first paragraph as ``description``
 ``Annotated[X, Fragment(...)]``    X's schema with the fragment's members (``minimum``, ...)
