@@ -261,11 +261,18 @@ def bare_table(name: TableName) -> sa.Table:
 
 def precise_time_type(generic: sa.types.TypeEngine, dialect: str) -> sa.types.TypeEngine:
     """``generic`` itself, or for a ``DateTime``/``Time`` the type of ``dialect`` that keeps
-    microseconds where SQLAlchemy's generic one does not (SQL Server ``DATETIME``, Oracle
-    ``DATE``; a dialect with a connector of its own says it there)."""
+    microseconds where SQLAlchemy's generic one does not (MySQL/MariaDB ``DATETIME`` without
+    ``fsp``, SQL Server ``DATETIME``, Oracle ``DATE``): the generic connector serves a
+    database of any of them."""
     if not isinstance(generic, (sa.DateTime, sa.Time)):
         return generic
     zone = bool(getattr(generic, "timezone", False))
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+
+        if isinstance(generic, sa.DateTime):
+            return mysql.DATETIME(timezone=zone, fsp=6)
+        return mysql.TIME(timezone=zone, fsp=6)
     if dialect == "mssql":
         from sqlalchemy.dialects import mssql
 

@@ -16,7 +16,7 @@ from tclose.base.config import load_config
 from tclose.base.registry import load_registry
 from tclose.connector import Connector, Database, Session, protocol_members
 from tclose.connectors.duckdb import DuckDBConnector
-from tclose.connectors.mysql import MySQLConnector, MySQLDatabase
+from tclose.connectors.mysql import MySQLConnector
 from tclose.connectors.postgresql import PostgreSQLConnector
 from tclose.connectors.sql import Session as GenericSession
 from tclose.connectors.sql import SQLAlchemyConnector, SQLDatabase, TableName
@@ -128,8 +128,7 @@ def test_unknown_dialects_go_to_the_generic_connector_only_if_sqlalchemy_has_the
     ],
 )
 def test_portable_types_lose_no_precision(source_type, dialect, stored):
-    cls = MySQLDatabase if dialect.name == "mysql" else SQLDatabase  # a dialect's own types
-    database = cls.__new__(cls)  # no connection: only the dialect is needed
+    database = SQLDatabase.__new__(SQLDatabase)  # no connection: only the dialect is needed
     database.dialect = dialect.name
     database.engine = SimpleNamespace(dialect=dialect)  # type: ignore[assignment]
     assert database.portable_type(source_type, "c").compile(dialect=dialect) == stored

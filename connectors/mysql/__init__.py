@@ -59,9 +59,8 @@ from tclose.connectors.mysql.session import (
 from tclose.connectors.mysql_drivers import DRIVERS, PREFERENCE
 
 __all__ = [
-    "DRIVERS",
-    "PREFERENCE",
     "ACCESS_DENIED",
+    "DRIVERS",
     "FILE_EXTENSION",
     "FILE_NAME_MAX",
     "LOCAL_ENGINES",
@@ -70,6 +69,7 @@ __all__ = [
     "MySQLConnector",
     "MySQLDatabase",
     "MySQLSession",
+    "PREFERENCE",
     "PROBE_MARK",
     "RECORD_CHANGED",
     "REGISTRY_TABLE",

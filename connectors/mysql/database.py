@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.pool import NullPool
 
+import tclose.connectors.mysql.types  # noqa: F401 (registers MariaDB/MySQL's source types)
 from tclose.base.digests import MYSQL_ORDERED_DIGEST_ALGORITHM
 from tclose.base.notices import notice_once
 from tclose.connectors.mysql.catalog import _BOUND, _accounts_of, _catalog_row, _grant_rows
@@ -32,11 +33,9 @@ from tclose.connectors.mysql.server import (
     error_code,
 )
 from tclose.connectors.mysql.session import MySQLSession
-from tclose.connectors.mysql.types import precise_type
 from tclose.connectors.mysql_drivers import (
     DISTRIBUTIONS,
     DRIVERS,
-    PREFERENCE,  # noqa: F401 (re-exported)
     notes,
 )
 from tclose.connectors.releases import marked_run
@@ -487,7 +486,7 @@ class MySQLDatabase(SQLDatabase):
             return mysql.DECIMAL(65, 30)
         if isinstance(generic, sa.LargeBinary):
             return mysql.LONGBLOB()
-        return precise_type(generic)
+        return super().adapt_portable_type(generic)  # times: fsp=6
 
 
 class MySQLConnector:

@@ -1,5 +1,4 @@
-"""MariaDB/MySQL column types in another kind of database, and the types a MariaDB/MySQL
-target stores the values of another kind of database in.
+"""MariaDB/MySQL column types in another kind of database.
 
 :func:`portable` is registered for sources of the dialects ``mysql`` and ``mariadb``
 (:func:`tclose.connectors.sql.register_source_types`): an unsigned integer takes the signed
@@ -78,17 +77,6 @@ def portable(
         generic = signed_for_unsigned(column_type)
     generic = set_as_text(column_type, generic)
     return (generic, "") if generic is not None else native_portable(column_type, dialect)
-
-
-def precise_type(generic: sa.types.TypeEngine) -> sa.types.TypeEngine:
-    """``generic`` itself, or for a ``DateTime``/``Time`` MariaDB/MySQL's type with
-    microseconds (``fsp=6``; without it the server drops them)."""
-    zone = bool(getattr(generic, "timezone", False))
-    if isinstance(generic, sa.DateTime):
-        return mysql.DATETIME(timezone=zone, fsp=6)
-    if isinstance(generic, sa.Time):
-        return mysql.TIME(timezone=zone, fsp=6)
-    return generic
 
 
 register_source_types(("mysql", "mariadb"), portable)
