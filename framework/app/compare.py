@@ -25,7 +25,7 @@ from tclose.errors import ConfigError
 
 if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
     from tclose.base.attributes import EncodedTable
-    from tclose.core.runner import Resolved
+    from tclose.core.plan import Resolved
 
 COLUMNS = (
     ("algorithm", "algorithm"),
@@ -86,7 +86,7 @@ def resolve_all(
 ) -> list[tuple[Resolved, int, float | None]]:
     """Validate every setting before reading anything. The configured ``algorithm.options``
     apply to the configured algorithm only; the others run with their defaults."""
-    from tclose.core.runner import resolve_plugins
+    from tclose.core.plan import resolve_plugins
 
     resolved, seen = [], set()
     for name, k, t in settings:
@@ -117,35 +117,26 @@ def run_setting(
     t: float | None,
     registry: Registry | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, verify and measure one setting; one row of the comparison."""
-    import numpy as np
-    import pandas as pd
-
-    from tclose.core.clustering import cluster_rows
-    from tclose.core.runner import with_attribute_options
-    from tclose.core.verify import release_criteria, verify_rows
-    from tclose.measures import measure_configured
+    """Partition, aggregate, measure and verify one setting (the steps of
+    :mod:`tclose.core.pipeline`); one row of the comparison."""
+    from tclose.core import pipeline
 
     started = time.perf_counter()
-    labels, _partition, _ = cluster_rows(
-        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
-    )
+    clustered = pipeline.partition(encoded, resolved, k, t)
     seconds = time.perf_counter() - started
-    replaced = encoded.aggregate(labels)
-    measures = measure_configured(encoded, replaced, config.attributes, config.interval_p, labels)
-    frame = pd.DataFrame({c: np.asarray(v) for c, v in replaced.items()})
-    for column, values in encoded.confidential.items():
-        frame[column] = values
-    verification = verify_rows(
+    labels, replaced = clustered.labels, clustered.aggregated
+    measures = pipeline.measure(encoded, clustered, config.attributes, config.interval_p)
+    frame = pipeline.released_frame(clustered, encoded.confidential)
+    verification = pipeline.verify_release(
         frame,
-        config.quasi_identifiers,
-        with_attribute_options(resolved.distances, encoded.distance_options),
-        k,
-        t,
-        len(frame),
-        encoded.confidential,
-        config=config,
-        criteria=release_criteria(config.confidential, registry),
+        config,
+        resolved.distances,
+        registry,
+        k=k,
+        t=pipeline.checked_t(resolved, t),
+        attribute_options=encoded.distance_options,
+        expected_rows=len(frame),
+        expected_confidential=encoded.confidential,
     )
     risk, utility = measures["risk"], measures["utility"]
     return {
@@ -197,7 +188,7 @@ def compare(
         DataError: the source cannot be read or encoded, or has fewer rows than a k.
     """
     from tclose.core.clustering import refuse_too_few_rows
-    from tclose.core.runner import _read_inputs
+    from tclose.core.pipeline import read_inputs
 
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
@@ -209,7 +200,7 @@ def compare(
     )
     line = f"reading {config.source.table}"
     say(line)
-    keys, encoded, set_aside = _read_inputs(database, config, progress, line)
+    keys, encoded, set_aside = read_inputs(database, config, progress, line)
     # every k at once, before the first setting: a k too large for the table stops the command
     # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
