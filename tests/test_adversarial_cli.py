@@ -631,4 +631,4 @@ def test_compare_without_t_for_an_algorithm_that_needs_it_names_the_option(sqlit
     document["source"]["table"] = "no_such_table"
     config = str(sqlite_run.write(document))
     code, out, err = _cli("compare", config, "--algorithms", "mdav,t-first")
-    assert code == 2 and "==> At --t\nAlgorithm t-first needs t: give --t" in err, out + err
+    assert code == 2 and "error: --t: Algorithm t-first needs t: give --t" in err, out + err

@@ -91,10 +91,10 @@ def resolve_all(
     resolved, seen = [], set()
     for name, k, t in settings:
         options = config.algorithm_options if name == config.algorithm else {}
-        requires_t = registry.get("algorithm", name, "--algorithms").requires_t
+        requires_t = registry.get("algorithm", name, "--algorithms: ").requires_t
         if requires_t and t is None:  # the run's message names privacy.t: here --t is the way
             raise ConfigError(
-                f"==> At --t\nAlgorithm {name} needs t: give --t (comma-separated values in "
+                f"--t: Algorithm {name} needs t: give --t (comma-separated values in "
                 f"(0, 1]), or privacy.t in the configuration."
             )
         t_used = t if requires_t else None

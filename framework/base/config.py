@@ -217,7 +217,7 @@ def _json_key(key: Any) -> str:
     return str(key)
 
 
-def expand_env(text: str, path: str) -> str:
+def expand_env(text: str, path: tuple[str, ...]) -> str:
     """Replace each ``${VAR}`` in ``text`` by the environment variable's value.
 
     In a URL, a value that lands in the user and password part or in the query string is
@@ -225,14 +225,15 @@ def expand_env(text: str, path: str) -> str:
     as a secret; elsewhere (host, port, path, or a whole URL in one variable) it is inserted as
     it is.
     """
-    encoded = _encoded_spans(text) if path.endswith(".url") else []
+    encoded = _encoded_spans(text) if path[-1:] == ("url",) else []
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise ConfigError(
-                f"==> At {path}\nThe environment variable {name} used in {path} is not set. "
-                f"Set it, or write the value in the file."
+                f"The environment variable {name} used in {'.'.join(path)} is not set. "
+                f"Set it, or write the value in the file.",
+                path=path,
             )
         raw = os.environ[name]
         if any(start <= match.start() < end for start, end in encoded):
@@ -480,7 +481,7 @@ def _table_spec(
     required = ("url", "table") if is_source else ("table",)
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
-    url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
+    url = expand_env(checker.string(url, (path, "url")), (path, "url"))
     if not _URL_SCHEME.match(url):
         raise checker.fail(
             (path, "url") if "url" in spec else ("source", "url"),
@@ -584,7 +585,7 @@ def _hierarchy_detail(
     if attr_type != "nominal":
         raise checker.fail(where, "'hierarchy' applies to nominal attributes only.")
     try:
-        tree = Hierarchy.load(hierarchy, ".".join(where), base)
+        tree = Hierarchy.load(hierarchy, where, base)
     except ConfigError as error:
         raise checker.fail(where, error.problem) from None
     if MISSING in tree.parent:

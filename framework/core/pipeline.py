@@ -38,7 +38,7 @@ from tclose.core.clustering import cluster_rows
 from tclose.core.plan import Resolved, with_attribute_options
 from tclose.core.verify import Verification, gather_evidence, release_criteria, verify
 from tclose.errors import DataError
-from tclose.interfaces import Partition
+from tclose.interfaces import Distance, Partition
 from tclose.measures import measure_configured
 from tclose.naming import KEY_LABEL, TableName
 
@@ -253,12 +253,12 @@ def encode_released(
 def verify_release(
     frame: pd.DataFrame,
     settings: Config | Settings,
-    distances: Mapping[str, tuple[Any, Mapping[str, Any]]],
+    distances: Mapping[str, tuple[Distance, dict[str, Any]]],
     registry: Any,
     *,
     k: int,
     t: float | None,
-    attribute_options: Mapping[str, Mapping[str, Any]] | None = None,
+    attribute_options: Mapping[str, dict[str, Any]] | None = None,
     **known: Any,
 ) -> Verification:
     """The verifier's verdict (:func:`tclose.core.verify.verify`) on released rows, against
