@@ -336,7 +336,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained page: the risk–utility map (inline SVG) and the table of runs."""
-    from tclose.app.html_report import _CSS, _table, escape
+    from tclose.app.html_parts import CSS, escape, table
 
     source = result.get("source", {})
     title = f"tclose compare: {source.get('table')} ({source.get('rows')} rows)"
@@ -345,14 +345,14 @@ def render_html(result: dict[str, Any]) -> str:
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>",
             f"<h1>{escape(title)}</h1>",
             "<p>Each point is one setting run in memory on the source table (nothing was "
             "published). Lower left is better: little information lost (normalized SSE, "
             "x axis) and few people re-identified by record linkage (y axis).</p>",
             risk_utility_map(result["runs"]),
             "<h2>Runs</h2>",
-            _table([title for _, title in COLUMNS], rows),
+            table([title for _, title in COLUMNS], rows),
             f"<p><small>Interval disclosure with p = {result.get('interval_p')}; definitions "
             "in docs/reports.md.</small></p>",
             "</main></body></html>",
@@ -362,14 +362,14 @@ def render_html(result: dict[str, Any]) -> str:
 
 def risk_utility_map(runs: Sequence[dict[str, Any]], width: int = 640, height: int = 400) -> str:
     """Scatter plot: SSE on x, record linkage on y, one labelled point per run."""
-    from tclose.app.html_report import _nice_ticks, _number, escape
+    from tclose.app.html_parts import escape, nice_ticks, number
 
     left, right, top, bottom = 60, 20, 16, 46
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [float(r["sse"]) for r in runs]
     ys = [float(r["record_linkage"]) for r in runs]
-    x_ticks = _nice_ticks(max(xs + [1e-9]) * 1.1)
-    y_ticks = _nice_ticks(max(ys + [1e-9]) * 1.1)
+    x_ticks = nice_ticks(max(xs + [1e-9]) * 1.1)
+    y_ticks = nice_ticks(max(ys + [1e-9]) * 1.1)
     x_top = x_ticks[-1] if x_ticks[-1] > 0 else 1.0
     y_top = y_ticks[-1] if y_ticks[-1] > 0 else 1.0
     x_top = max(x_top, max(xs + [0.0]))
@@ -390,13 +390,13 @@ def risk_utility_map(runs: Sequence[dict[str, Any]], width: int = 640, height: i
         out.append(
             f'<line x1="{px(tick):.1f}" x2="{px(tick):.1f}" y1="{top}" y2="{top + plot_h}" '
             f'stroke="#e3e7eb"/><text x="{px(tick):.1f}" y="{top + plot_h + 14}" '
-            f'text-anchor="middle">{escape(_number(tick))}</text>'
+            f'text-anchor="middle">{escape(number(tick))}</text>'
         )
     for tick in y_ticks:
         out.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" '
             f'stroke="#e3e7eb"/><text x="{left - 4}" y="{py(tick) + 4:.1f}" '
-            f'text-anchor="end">{escape(_number(tick))}</text>'
+            f'text-anchor="end">{escape(number(tick))}</text>'
         )
     for run, x, y in zip(runs, xs, ys):
         label = f"{run['algorithm']} k={run['k']}" + (f" t={run['t']:g}" if run["t"] else "")
