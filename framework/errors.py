@@ -56,9 +56,11 @@ class ConfigError(TcloseError):
         ==> At attributes.age ==> At key: type (line 7)
         'numbr' is not a type: numeric, ordinal or nominal.
 
-    The place is also data: :attr:`path` and :attr:`line`, which the ``tclose`` command uses to
-    name the file and the line. ``ConfigError(problem, path=..., line=...)`` writes the place;
-    a message that already starts with one (``==> At ...``) is read for it.
+    The place is data: :attr:`path` and :attr:`line`, which the ``tclose`` command uses to
+    name the file and the line (:meth:`located_text`). ``ConfigError(problem, path=...,
+    line=...)`` writes the place; the framework and its plugins place every error so. A message
+    that already starts with a place (``==> At ...``), as a third-party connector may still
+    write it, is read for it.
 
     Attributes:
         path: the keys from the top of the document to the place, ``()`` for the document as a
@@ -80,10 +82,31 @@ class ConfigError(TcloseError):
         if path is not None:
             self.path: tuple[str, ...] | None = tuple(path)
             self.line, self.problem = line, message
+            self._where = _place(self.path, None)
             args = (_place(self.path, line) + "\n" + message, *args[1:])
         else:
             self.path, self.line, self.problem = _located(message)
+            match = _PLACE.match(message.partition("\n")[0])
+            self._where = f"==> At {match['where']}" if match else ""
         super().__init__(*args, published=published)
+
+    def located_text(self, line: int | None = None) -> str:
+        """The error's text with its place's line: its own :attr:`line`, else ``line`` (the
+        line a caller found for :attr:`path`, e.g. in the configuration file)."""
+        if self.path is None:
+            return str(self)
+        line = self.line or line
+        first = self._where + (f" (line {line})" if line else "")
+        return f"{first}\n{self.problem}" if self.problem else first
+
+    @classmethod
+    def given_at(cls, where: Sequence[str] | str, problem: str) -> ConfigError:
+        """``problem`` with what was given at ``where``: a key path of the configuration (a
+        sequence of keys, the error's :attr:`path`), or a text that opens the message for what
+        is not in the configuration (a command-line option: ``"--html: "``; no place)."""
+        if isinstance(where, str):
+            return cls(where + problem)
+        return cls(problem, path=where)
 
     def at(self, *prefix: str) -> ConfigError:
         """This error placed below ``prefix`` (its path is relative to it): how a check of a

@@ -337,8 +337,9 @@ def check_run(config: Any, target_database: Any, tables: dict[str, Any]) -> None
     problem = shape_problem(name, target_database.table(name).columns.keys())
     if problem:
         raise ConfigError(
-            f"==> At report ==> At key: table\n{problem}; point report.table at a new table "
-            f"name, or at an audit table of tclose. Nothing was written."
+            f"{problem}; point report.table at a new table "
+            f"name, or at an audit table of tclose. Nothing was written.",
+            path=("report", "table"),
         )
 
 

@@ -84,8 +84,9 @@ class Auto:
     def partition(self, problem: Problem) -> Partition:
         if problem.t is None:
             raise ConfigError(
-                "==> At privacy ==> At key: t\nAlgorithm 'auto' requires t (privacy.t): it "
-                "compares algorithms that enforce t-closeness."
+                "Algorithm 'auto' requires t (privacy.t): it "
+                "compares algorithms that enforce t-closeness.",
+                path=("privacy", "t"),
             )
         x = np.ascontiguousarray(problem.x, dtype=np.float64)
         run = CandidateRun(replace(problem, x=x))

@@ -61,9 +61,10 @@ class NominalRankingDistance:
         order = options.get("order", "auto")
         if order == "hierarchy" and hierarchy is None:
             raise ConfigError(
-                "==> At key: order\nThe order 'hierarchy' needs the attribute's hierarchy: give "
+                "The order 'hierarchy' needs the attribute's hierarchy: give "
                 "the attribute a 'hierarchy', or choose another order (frequency, marginality, "
-                "listed)."
+                "listed).",
+                path=("order",),
             )
         return NominalEMD.fit(
             values,

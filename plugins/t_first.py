@@ -101,9 +101,9 @@ def _stratifying(problem: Problem) -> FittedDistance:
             return distance
     names = [d.column for d in problem.distances]
     raise ConfigError(
-        f"==> At algorithm.options ==> At key: stratify\n"
         f"The 'stratify' option of t-first must name a confidential attribute {names}. "
-        f"Got {column!r} instead."
+        f"Got {column!r} instead.",
+        path=("algorithm", "options", "stratify"),
     )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tclose.app.compare
-import tclose.core.clustering
+import tclose.core.pipeline
 import tclose.core.runner
 from tclose.app.cli import main
 
@@ -190,7 +190,8 @@ def test_every_figure_compare_prints_is_recomputed_independently(sqlite_run, mon
     from the source rows (read with sqlite3) and the partition the algorithm returned, and the
     printed table shows the same numbers rounded."""
     partitions, keys = [], []
-    cluster_rows, read_inputs = tclose.core.clustering.cluster_rows, tclose.core.runner._read_inputs
+    cluster_rows = tclose.core.pipeline.cluster_rows
+    read_inputs = tclose.core.pipeline.read_inputs
 
     def recording_cluster_rows(*args, **kwargs):
         result = cluster_rows(*args, **kwargs)
@@ -202,8 +203,8 @@ def test_every_figure_compare_prints_is_recomputed_independently(sqlite_run, mon
         keys.append(result[0].copy())
         return result
 
-    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", recording_cluster_rows)
-    monkeypatch.setattr(tclose.core.runner, "_read_inputs", recording_read_inputs)
+    monkeypatch.setattr(tclose.core.pipeline, "cluster_rows", recording_cluster_rows)
+    monkeypatch.setattr(tclose.core.pipeline, "read_inputs", recording_read_inputs)
     config = str(sqlite_run.write(sqlite_run.config()))
     settings = ["--algorithms", "t-first,mdav", "--k", "4", "--t", "0.15"]
     assert main(["-q", "compare", config, *settings, "--json"]) == 0
@@ -429,7 +430,7 @@ def test_compare_exits_1_when_a_setting_fails_verification(
 def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatch, tmp_path):
     """Ctrl-C during the second setting: exit 130, ``interrupted.``, no page, no JSON."""
     calls = []
-    cluster_rows = tclose.core.clustering.cluster_rows
+    cluster_rows = tclose.core.pipeline.cluster_rows
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -437,7 +438,7 @@ def test_compare_interrupted_exits_130_and_writes_no_page(sqlite_run, monkeypatc
             raise KeyboardInterrupt
         return cluster_rows(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", interrupted)
+    monkeypatch.setattr(tclose.core.pipeline, "cluster_rows", interrupted)
     config, page = str(sqlite_run.write(sqlite_run.config())), tmp_path / "map.html"
     code, out, err = _cli("compare", config, "--k", "3,4", "--json", "--html", str(page))
     assert code == 130 and "interrupted." in err and out == ""
@@ -538,13 +539,13 @@ def test_compare_refuses_a_k_larger_than_the_table_before_the_first_setting(
     """``--k 3,4,5,401`` on 400 rows is exit 3 naming k = 401 right after reading, before any
     setting runs: no comparison loses its settings to the last one."""
     ran = []
-    cluster_rows = tclose.core.clustering.cluster_rows
+    cluster_rows = tclose.core.pipeline.cluster_rows
 
     def counted(*args, **kwargs):
         ran.append(args[4])
         return cluster_rows(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.core.clustering, "cluster_rows", counted)
+    monkeypatch.setattr(tclose.core.pipeline, "cluster_rows", counted)
     config = str(sqlite_run.write(sqlite_run.config()))
     code, out, err = _cli("compare", config, "--k", "3,401,5")
     assert code == 3 and "has 400 rows, fewer than k = 401" in err, out + err
@@ -630,4 +631,4 @@ def test_compare_without_t_for_an_algorithm_that_needs_it_names_the_option(sqlit
     document["source"]["table"] = "no_such_table"
     config = str(sqlite_run.write(document))
     code, out, err = _cli("compare", config, "--algorithms", "mdav,t-first")
-    assert code == 2 and "==> At --t\nAlgorithm t-first needs t: give --t" in err, out + err
+    assert code == 2 and "error: --t: Algorithm t-first needs t: give --t" in err, out + err

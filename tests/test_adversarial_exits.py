@@ -76,12 +76,12 @@ def test_sigterm_is_an_interrupt(sqlite_run, tmp_path):
 
 
 def test_an_internal_error_is_exit_4_with_one_line(sqlite_run, monkeypatch, capsys):
-    import tclose.core.runner
+    import tclose.core.pipeline
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(tclose.core.runner, "cluster_rows", broken)
+    monkeypatch.setattr(tclose.core.pipeline, "cluster_rows", broken)
     config = str(sqlite_run.write(sqlite_run.config()))
     assert main(["-q", "run", config]) == 4
     err = capsys.readouterr().err

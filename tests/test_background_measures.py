@@ -27,6 +27,7 @@ import time
 import pytest
 
 import tclose
+import tclose.core.pipeline
 import tclose.core.report
 import tclose.core.runner
 from tclose.app.cli import main
@@ -36,7 +37,7 @@ from tclose.base.registry import load_registry
 from tclose.core.runner import run
 from tclose.errors import DataError, RunInterrupted, VerificationError
 
-MEASURED = tclose.core.runner.measure_configured
+MEASURED = tclose.core.pipeline.measure_configured
 
 
 @pytest.fixture(params=["verify", "publish"])
@@ -228,7 +229,7 @@ def test_an_error_of_the_background_measures_is_the_runs_error(
     for rows in (10**12, 0):  # in line, then in the background
         monkeypatch.setattr(tclose.core.runner, "BACKGROUND_MEASURES_ROWS", rows)
         monkeypatch.setattr(
-            tclose.core.runner, "measure_configured", _broken(error, 0.2 * (rows == 0))
+            tclose.core.pipeline, "measure_configured", _broken(error, 0.2 * (rows == 0))
         )
         outcomes.append((main(["-q", "run", config]), capsys.readouterr().err.strip()))
         assert sqlite_run.tables() == {"discharges"}  # nothing published, no staging left
@@ -243,7 +244,7 @@ def test_the_measures_error_wins_over_a_later_failure(
     """In line, the measures fail before the write starts; in the background they fail while it
     runs. The run's error must still be theirs, whatever fails after them."""
     monkeypatch.setattr(
-        tclose.core.runner, "measure_configured", _broken(ZeroDivisionError("measures"), 0.3)
+        tclose.core.pipeline, "measure_configured", _broken(ZeroDivisionError("measures"), 0.3)
     )
     document = sqlite_run.config()
     if later == "verification":
@@ -278,7 +279,7 @@ def held_measures(monkeypatch: pytest.MonkeyPatch):
         release.wait(60)
         return MEASURED(*args, **kwargs)
 
-    monkeypatch.setattr(tclose.core.runner, "measure_configured", slow)
+    monkeypatch.setattr(tclose.core.pipeline, "measure_configured", slow)
     yield
     release.set()
 
@@ -353,6 +354,7 @@ def test_sigterm_ends_a_process_whose_measures_never_finish(sqlite_run):
     would hang it until the timeout)."""
     script = (
         "import os, signal, sys, threading, time\n"
+        "import tclose.core.pipeline\n"
         "import tclose.core.runner\n"
         "from tclose.app.cli import main\n"
         "from tclose.base.background import Background\n"
@@ -367,7 +369,7 @@ def test_sigterm_ends_a_process_whose_measures_never_finish(sqlite_run):
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(600)\n"
         "tclose.core.runner.BACKGROUND_MEASURES_ROWS = 0\n"
-        "tclose.core.runner.measure_configured = stuck\n"
+        "tclose.core.pipeline.measure_configured = stuck\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     config = sqlite_run.write(sqlite_run.config())

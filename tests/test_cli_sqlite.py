@@ -170,7 +170,7 @@ def test_text_in_numeric_quasi_identifier_exits_3(sqlite_run, capsys):
         (lambda d: d.update(extra=1), "At key: extra"),
         (lambda d: d["attributes"]["age"].update(type="numerc"), "attributes.age ==> At key: type"),
         (lambda d: d["attributes"]["age"].update(role="qi"), "attributes.age ==> At key: role"),
-        (lambda d: d["algorithm"].update(name="no-such"), "algorithm.name"),
+        (lambda d: d["algorithm"].update(name="no-such"), "algorithm ==> At key: name"),
         (lambda d: d["algorithm"].update(options={"bogus": 1}), "At key: bogus"),
         (lambda d: d["algorithm"].update(options={"partner": "best"}), "At key: partner"),
         (lambda d: d["target"].update(if_exists="maybe"), "target ==> At key: if_exists"),

@@ -148,7 +148,7 @@ def _fresh_kernel():
 def test_a_phase_leaves_its_compilation_to_timings_compile():
     import time
 
-    from tclose.core.runner import Timer
+    from tclose.core.pipeline import Timer
 
     timer = Timer()
     started = time.perf_counter()
@@ -171,7 +171,8 @@ def test_a_compilation_in_another_thread_is_not_this_phase_s():
     counts for them (``_compile_accounted``), never for the phase the main thread is in."""
     import threading
 
-    from tclose.core.runner import Timer, _compile_accounted
+    from tclose.core.pipeline import Timer
+    from tclose.core.runner import _compile_accounted
 
     timer = Timer()
     results = []

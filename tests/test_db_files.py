@@ -459,7 +459,7 @@ def test_a_type_parquet_cannot_hold_is_refused_before_any_work(
     def no_read(*_args, **_kwargs):
         raise AssertionError("the source was read")
 
-    monkeypatch.setattr(tclose.core.runner, "_read_inputs", no_read)
+    monkeypatch.setattr(tclose.core.runner, "read_inputs", no_read)
     with pytest.raises(DataError, match=f"'amount' has type .*{message}"):
         run(load_config(_write_config(tmp_path, document)))
     assert not parquet.exists()

@@ -32,7 +32,7 @@ def no_work(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("the run read its source: the refusal came after work began")
 
-    monkeypatch.setattr(tclose.core.runner, "_read_inputs", refuse)
+    monkeypatch.setattr(tclose.core.runner, "read_inputs", refuse)
 
 
 def _run(db, document: dict, name: str = "run.yaml") -> int:

@@ -41,7 +41,7 @@ def _refused_before_any_work(monkeypatch, db, path: str, capsys, code: int = 2) 
     def no_reading(*_args, **_kwargs):
         raise AssertionError("the source was read: the refusal came after the work began")
 
-    monkeypatch.setattr(runner, "_read_inputs", no_reading)
+    monkeypatch.setattr(runner, "read_inputs", no_reading)
     result = main(["-q", "run", path])
     monkeypatch.undo()
     err = capsys.readouterr().err

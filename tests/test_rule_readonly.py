@@ -483,7 +483,7 @@ def test_no_write_reaches_a_source_through_any_of_its_connections(
             attempts.append(("the session: " + statements[0], error))
         raise _Stopped
 
-    monkeypatch.setattr(runner, "_read_inputs", writing_read)
+    monkeypatch.setattr(runner, "read_inputs", writing_read)
     document = db.config(source, "out")
     if asks_to_write:
         document["source"]["url"] = _asking_to_write(db)
@@ -575,7 +575,7 @@ def test_no_statement_naming_a_file_source_writes_it(tmp_path, duck, monkeypatch
                     refused.append(statement)
         raise _Stopped
 
-    monkeypatch.setattr(runner, "_read_inputs", writing_read)
+    monkeypatch.setattr(runner, "read_inputs", writing_read)
     document = _document(_url(fmt, source), "patients", _sqlite_target(tmp_path), "out")
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")

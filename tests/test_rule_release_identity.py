@@ -46,7 +46,7 @@ def _refused(monkeypatch, path: str, capsys) -> str:
     def no_reading(*_args, **_kwargs):
         raise AssertionError("the source was read: the refusal came after the work began")
 
-    monkeypatch.setattr(runner, "_read_inputs", no_reading)
+    monkeypatch.setattr(runner, "read_inputs", no_reading)
     code = main(["-q", "run", path])
     monkeypatch.undo()
     err = capsys.readouterr().err

@@ -664,24 +664,18 @@ def _check_writable(path: str | None, key: str) -> None:
     """Fail before any work if a report file cannot be written (exit 2)."""
     from tclose.core.guards import refuse_unwritable
 
-    where = f"==> At report ==> At key: {key.split('.')[-1]}\n"
-    refuse_unwritable(path, f"{key} file", where)
+    refuse_unwritable(path, f"{key} file", ("report", key.split(".")[-1]))
 
 
-def _with_location(
-    error: ConfigError, message: str, config_path: str | None, config: Config | None
-) -> str:
-    """``message`` (the text of ``error``) prefixed with the configuration file when the error
-    names a place in it, and with the place's YAML line added when the error has none."""
+def _with_location(error: ConfigError, config_path: str | None, config: Config | None) -> str:
+    """The text of ``error`` (:meth:`~tclose.errors.ConfigError.located_text`), prefixed with
+    the configuration file when the error names a place in it, with the place's YAML line
+    when the error has none."""
     if error.path is None:
-        return message
-    first, _, rest = message.partition("\n")
-    if error.line is None and config is not None:
-        line = config.line_of(*error.path)
-        if line:
-            first = f"{first} (line {line})"
+        return str(error)
+    line = config.line_of(*error.path) if error.line is None and config is not None else None
     where = f"{config_path}: " if config_path else ""
-    return f"{where}{first}\n{rest}" if rest else f"{where}{first}"
+    return where + error.located_text(line)
 
 
 def _config_if_loadable(path: str | None) -> Config | None:
@@ -785,7 +779,8 @@ def main(argv: list[str] | None = None) -> int:
             progress.close()
         message = redact_url(str(error))
         if isinstance(error, ConfigError):
-            message = _with_location(error, message, config_path, _config_if_loadable(config_path))
+            located = _with_location(error, config_path, _config_if_loadable(config_path))
+            message = redact_url(located)
         if args.verbose and isinstance(error, PluginFailure) and error.__cause__ is not None:
             _echo("".join(traceback.format_exception(error.__cause__)), file=sys.stderr, end="")
         _echo(f"error: {message}", file=sys.stderr)

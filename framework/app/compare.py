@@ -25,7 +25,7 @@ from tclose.errors import ConfigError
 
 if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
     from tclose.base.attributes import EncodedTable
-    from tclose.core.runner import Resolved
+    from tclose.core.plan import Resolved
 
 COLUMNS = (
     ("algorithm", "algorithm"),
@@ -86,15 +86,15 @@ def resolve_all(
 ) -> list[tuple[Resolved, int, float | None]]:
     """Validate every setting before reading anything. The configured ``algorithm.options``
     apply to the configured algorithm only; the others run with their defaults."""
-    from tclose.core.runner import resolve_plugins
+    from tclose.core.plan import resolve_plugins
 
     resolved, seen = [], set()
     for name, k, t in settings:
         options = config.algorithm_options if name == config.algorithm else {}
-        requires_t = registry.get("algorithm", name, "--algorithms").requires_t
+        requires_t = registry.get("algorithm", name, "--algorithms: ").requires_t
         if requires_t and t is None:  # the run's message names privacy.t: here --t is the way
             raise ConfigError(
-                f"==> At --t\nAlgorithm {name} needs t: give --t (comma-separated values in "
+                f"--t: Algorithm {name} needs t: give --t (comma-separated values in "
                 f"(0, 1]), or privacy.t in the configuration."
             )
         t_used = t if requires_t else None
@@ -117,35 +117,26 @@ def run_setting(
     t: float | None,
     registry: Registry | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, verify and measure one setting; one row of the comparison."""
-    import numpy as np
-    import pandas as pd
-
-    from tclose.core.clustering import cluster_rows
-    from tclose.core.runner import with_attribute_options
-    from tclose.core.verify import release_criteria, verify_rows
-    from tclose.measures import measure_configured
+    """Partition, aggregate, measure and verify one setting (the steps of
+    :mod:`tclose.core.pipeline`); one row of the comparison."""
+    from tclose.core import pipeline
 
     started = time.perf_counter()
-    labels, _partition, _ = cluster_rows(
-        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
-    )
+    clustered = pipeline.partition(encoded, resolved, k, t)
     seconds = time.perf_counter() - started
-    replaced = encoded.aggregate(labels)
-    measures = measure_configured(encoded, replaced, config.attributes, config.interval_p, labels)
-    frame = pd.DataFrame({c: np.asarray(v) for c, v in replaced.items()})
-    for column, values in encoded.confidential.items():
-        frame[column] = values
-    verification = verify_rows(
+    labels, replaced = clustered.labels, clustered.aggregated
+    measures = pipeline.measure(encoded, clustered, config.attributes, config.interval_p)
+    frame = pipeline.released_frame(clustered, encoded.confidential)
+    verification = pipeline.verify_release(
         frame,
-        config.quasi_identifiers,
-        with_attribute_options(resolved.distances, encoded.distance_options),
-        k,
-        t,
-        len(frame),
-        encoded.confidential,
-        config=config,
-        criteria=release_criteria(config.confidential, registry),
+        config,
+        resolved.distances,
+        registry,
+        k=k,
+        t=pipeline.checked_t(resolved, t),
+        attribute_options=encoded.distance_options,
+        expected_rows=len(frame),
+        expected_confidential=encoded.confidential,
     )
     risk, utility = measures["risk"], measures["utility"]
     return {
@@ -197,7 +188,7 @@ def compare(
         DataError: the source cannot be read or encoded, or has fewer rows than a k.
     """
     from tclose.core.clustering import refuse_too_few_rows
-    from tclose.core.runner import _read_inputs
+    from tclose.core.pipeline import read_inputs
 
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
@@ -209,7 +200,7 @@ def compare(
     )
     line = f"reading {config.source.table}"
     say(line)
-    keys, encoded, set_aside = _read_inputs(database, config, progress, line)
+    keys, encoded, set_aside = read_inputs(database, config, progress, line)
     # every k at once, before the first setting: a k too large for the table stops the command
     # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
@@ -345,7 +336,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def render_html(result: dict[str, Any]) -> str:
     """A self-contained page: the risk–utility map (inline SVG) and the table of runs."""
-    from tclose.app.html_report import _CSS, _table, escape
+    from tclose.app.html_parts import CSS, escape, table
 
     source = result.get("source", {})
     title = f"tclose compare: {source.get('table')} ({source.get('rows')} rows)"
@@ -354,14 +345,14 @@ def render_html(result: dict[str, Any]) -> str:
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>",
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>",
             f"<h1>{escape(title)}</h1>",
             "<p>Each point is one setting run in memory on the source table (nothing was "
             "published). Lower left is better: little information lost (normalized SSE, "
             "x axis) and few people re-identified by record linkage (y axis).</p>",
             risk_utility_map(result["runs"]),
             "<h2>Runs</h2>",
-            _table([title for _, title in COLUMNS], rows),
+            table([title for _, title in COLUMNS], rows),
             f"<p><small>Interval disclosure with p = {result.get('interval_p')}; definitions "
             "in docs/reports.md.</small></p>",
             "</main></body></html>",
@@ -371,14 +362,14 @@ def render_html(result: dict[str, Any]) -> str:
 
 def risk_utility_map(runs: Sequence[dict[str, Any]], width: int = 640, height: int = 400) -> str:
     """Scatter plot: SSE on x, record linkage on y, one labelled point per run."""
-    from tclose.app.html_report import _nice_ticks, _number, escape
+    from tclose.app.html_parts import escape, nice_ticks, number
 
     left, right, top, bottom = 60, 20, 16, 46
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [float(r["sse"]) for r in runs]
     ys = [float(r["record_linkage"]) for r in runs]
-    x_ticks = _nice_ticks(max(xs + [1e-9]) * 1.1)
-    y_ticks = _nice_ticks(max(ys + [1e-9]) * 1.1)
+    x_ticks = nice_ticks(max(xs + [1e-9]) * 1.1)
+    y_ticks = nice_ticks(max(ys + [1e-9]) * 1.1)
     x_top = x_ticks[-1] if x_ticks[-1] > 0 else 1.0
     y_top = y_ticks[-1] if y_ticks[-1] > 0 else 1.0
     x_top = max(x_top, max(xs + [0.0]))
@@ -399,13 +390,13 @@ def risk_utility_map(runs: Sequence[dict[str, Any]], width: int = 640, height: i
         out.append(
             f'<line x1="{px(tick):.1f}" x2="{px(tick):.1f}" y1="{top}" y2="{top + plot_h}" '
             f'stroke="#e3e7eb"/><text x="{px(tick):.1f}" y="{top + plot_h + 14}" '
-            f'text-anchor="middle">{escape(_number(tick))}</text>'
+            f'text-anchor="middle">{escape(number(tick))}</text>'
         )
     for tick in y_ticks:
         out.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" '
             f'stroke="#e3e7eb"/><text x="{left - 4}" y="{py(tick) + 4:.1f}" '
-            f'text-anchor="end">{escape(_number(tick))}</text>'
+            f'text-anchor="end">{escape(number(tick))}</text>'
         )
     for run, x, y in zip(runs, xs, ys):
         label = f"{run['algorithm']} k={run['k']}" + (f" t={run['t']:g}" if run["t"] else "")

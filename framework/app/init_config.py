@@ -326,51 +326,80 @@ def skeleton(
     database; see :func:`proposed_target`)."""
     key, key_hint = proposed_key(columns, table, implied_key)
     target_url, target_table = target or (None, str(TableName.parse(table).with_suffix("_anon")))
-    base = table.rpartition(".")[2]
-    width = max([len(_key(c.name)) for c in columns if len(_key(c.name)) <= 60] + [4])
-    today = dt.date.today().isoformat()
     lines = [
-        f"# tclose configuration for table {_comment(table)}, written by `tclose init` on {today}.",
-        "#",
-        "# To do before `tclose run THIS_FILE`:",
-        "#  1. Give every column under `attributes` a role. All start as `other`, except the",
-        "#     row key, UNIQUE columns and names that look like direct identifiers (e-mail,",
-        "#     name, ..._id): these start as `identifier`, not published. Check them all:",
-        "#       identifier        a direct identifier (name, e-mail, ...): dropped from the output",
-        "#       quasi_identifier  could identify someone in combination (age, zip, dates, ...):",
-        "#                         replaced by its cluster's mean, so that k rows look alike",
-        "#       confidential      the sensitive value to protect (diagnosis, salary, ...): kept",
-        "#                         as is; its distribution in every cluster stays t-close to the",
-        "#                         whole table's",
-        "#       other             passes through unchanged; rows that the other columns",
-        "#                         single out together link the release to the source and",
-        "#                         fail verification (`allow_unique: true` leaves one out)",
-        "#     Every column needs a role: an unlisted column is an error. The row key's role is",
-        "#     identifier (not published; output.keep_key: true publishes it).",
-        "#     At least one quasi_identifier is required; privacy.t needs a confidential column.",
-        "#     A NULL in a quasi-identifier or confidential column stops the run unless its",
-        "#     `missing` is `category` (ordinal, nominal) or `exclude-rows`.",
-        f"#  2. Check each `type` (supported for quasi-identifiers and confidential attributes: "
-        f"{', '.join(ATTRIBUTE_TYPES)}).",
-        "#  3. Choose k and t under `privacy`, and the algorithm.",
-        "#  Run `tclose run --dry-run THIS_FILE` to try it without publishing anything.",
-        "",
-        "source:",
-        f"  url: {_scalar(url_for_file(url))}",
-        f"  table: {_scalar(table)}",
+        *_header_lines(table),
+        *_source_lines(url, table, key, key_hint),
+        *_target_lines(target_url, target_table),
+        *_attribute_lines(columns, key),
+        *_closing_lines(table.rpartition(".")[2]),
     ]
+    return "\n".join(lines)
+
+
+#: The steps a skeleton's header asks of its reader, under its first line.
+_TO_DO = (
+    "#",
+    "# To do before `tclose run THIS_FILE`:",
+    "#  1. Give every column under `attributes` a role. All start as `other`, except the",
+    "#     row key, UNIQUE columns and names that look like direct identifiers (e-mail,",
+    "#     name, ..._id): these start as `identifier`, not published. Check them all:",
+    "#       identifier        a direct identifier (name, e-mail, ...): dropped from the output",
+    "#       quasi_identifier  could identify someone in combination (age, zip, dates, ...):",
+    "#                         replaced by its cluster's mean, so that k rows look alike",
+    "#       confidential      the sensitive value to protect (diagnosis, salary, ...): kept",
+    "#                         as is; its distribution in every cluster stays t-close to the",
+    "#                         whole table's",
+    "#       other             passes through unchanged; rows that the other columns",
+    "#                         single out together link the release to the source and",
+    "#                         fail verification (`allow_unique: true` leaves one out)",
+    "#     Every column needs a role: an unlisted column is an error. The row key's role is",
+    "#     identifier (not published; output.keep_key: true publishes it).",
+    "#     At least one quasi_identifier is required; privacy.t needs a confidential column.",
+    "#     A NULL in a quasi-identifier or confidential column stops the run unless its",
+    "#     `missing` is `category` (ordinal, nominal) or `exclude-rows`.",
+    f"#  2. Check each `type` (supported for quasi-identifiers and confidential attributes: "
+    f"{', '.join(ATTRIBUTE_TYPES)}).",
+    "#  3. Choose k and t under `privacy`, and the algorithm.",
+    "#  Run `tclose run --dry-run THIS_FILE` to try it without publishing anything.",
+    "",
+)
+
+
+def _header_lines(table: str) -> list[str]:
+    """The skeleton's comment: what wrote it, when, and what to do before a run."""
+    today = dt.date.today().isoformat()
+    first = (
+        f"# tclose configuration for table {_comment(table)}, written by `tclose init` on {today}."
+    )
+    return [first, *_TO_DO]
+
+
+def _source_lines(url: str, table: str, key: str | None, key_hint: str) -> list[str]:
+    """The ``source`` section: URL, table and row key (commented out when none is proposed)."""
+    lines = ["source:", f"  url: {_scalar(url_for_file(url))}", f"  table: {_scalar(table)}"]
     if key is not None:
         lines.append(f"  key: {_key(key)}  # {key_hint}")
     else:
         lines.append(f"  # key: COLUMN  # {key_hint}")
-    lines.append("target:")
+    return lines
+
+
+def _target_lines(target_url: str | None, target_table: str) -> list[str]:
+    """The ``target`` section: URL (only when not the source's database), table, if_exists."""
+    lines = ["target:"]
     if target_url is not None:
         lines.append(f"  url: {_scalar(url_for_file(target_url))}  # a new file beside the source")
-    lines += [
+    return [
+        *lines,
         f"  table: {_scalar(target_table)}  # where the verified, anonymized table is published",
         "  if_exists: fail  # fail | replace (an existing target is only replaced when verified)",
-        "attributes:",
     ]
+
+
+def _attribute_lines(columns: list[ColumnInfo], key: str | None) -> list[str]:
+    """The ``attributes`` section: every column with its proposed role and type, aligned."""
+    width = max([len(_key(c.name)) for c in columns if len(_key(c.name)) <= 60] + [4])
+    lines = ["attributes:"]
     for column in columns:
         role, hint = _role_and_hint(column, key)
         body = f"{{role: {role}, type: {column.attribute_type}}}"
@@ -380,7 +409,13 @@ def skeleton(
             continue
         name = (_key(column.name) + ":").ljust(width + 1)
         lines.append(f"  {name} {body:<31}  # {hint}")
-    lines += [
+    return lines
+
+
+def _closing_lines(base: str) -> list[str]:
+    """The ``privacy``, ``algorithm`` and ``report`` sections (``base``: the table's name
+    without its schema, naming the report files)."""
+    return [
         "privacy:",
         "  k: 5     # every published row shares its quasi-identifier values with >= k-1 others",
         "  t: 0.15  # EMD between any cluster's confidential values and the table's, at most t",
@@ -395,4 +430,3 @@ def skeleton(
         "  # table: tclose_audit  # one row per run in the target database",
         "",
     ]
-    return "\n".join(lines)

@@ -538,7 +538,7 @@ def encode_quasi_identifier(values: pd.Series, spec: Any) -> QuasiIdentifier:
     elif spec.type == "nominal":
         hierarchy = getattr(spec, "hierarchy", None)
         if hierarchy is not None and not isinstance(hierarchy, Hierarchy):
-            hierarchy = Hierarchy.load(hierarchy, f"attributes.{spec.name}.hierarchy")
+            hierarchy = Hierarchy.load(hierarchy, ("attributes", spec.name, "hierarchy"))
         categories, codes = _categories(values, spec, missing, "quasi-identifier")
         if hierarchy is not None:
             _check_leaves(hierarchy, values, categories, codes, spec.name)
@@ -645,7 +645,7 @@ def encode_confidential(values: pd.Series, spec: Any) -> tuple[np.ndarray, dict[
             _check_leaves(hierarchy, values, categories, codes, spec.name)
         if MISSING in categories:
             # NULL is a value of its own, at distance 1 from every other (as for a QI)
-            tree = Hierarchy.load(hierarchy, f"attributes.{spec.name}.hierarchy")
+            tree = Hierarchy.load(hierarchy, ("attributes", spec.name, "hierarchy"))
             hierarchy = tree.with_leaf_under_root(MISSING)
         extra["hierarchy"] = hierarchy
     if getattr(spec, "categories", None) is not None:

@@ -217,7 +217,7 @@ def _json_key(key: Any) -> str:
     return str(key)
 
 
-def expand_env(text: str, path: str) -> str:
+def expand_env(text: str, path: tuple[str, ...]) -> str:
     """Replace each ``${VAR}`` in ``text`` by the environment variable's value.
 
     In a URL, a value that lands in the user and password part or in the query string is
@@ -225,14 +225,15 @@ def expand_env(text: str, path: str) -> str:
     as a secret; elsewhere (host, port, path, or a whole URL in one variable) it is inserted as
     it is.
     """
-    encoded = _encoded_spans(text) if path.endswith(".url") else []
+    encoded = _encoded_spans(text) if path[-1:] == ("url",) else []
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise ConfigError(
-                f"==> At {path}\nThe environment variable {name} used in {path} is not set. "
-                f"Set it, or write the value in the file."
+                f"The environment variable {name} used in {'.'.join(path)} is not set. "
+                f"Set it, or write the value in the file.",
+                path=path,
             )
         raw = os.environ[name]
         if any(start <= match.start() < end for start, end in encoded):
@@ -480,7 +481,7 @@ def _table_spec(
     required = ("url", "table") if is_source else ("table",)
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
-    url = expand_env(checker.string(url, (path, "url")), f"{path}.url")
+    url = expand_env(checker.string(url, (path, "url")), (path, "url"))
     if not _URL_SCHEME.match(url):
         raise checker.fail(
             (path, "url") if "url" in spec else ("source", "url"),
@@ -525,61 +526,16 @@ def _type_details(
     base: Path | None,
 ) -> dict[str, Any]:
     """Validate categories, hierarchy, missing and weight of one attribute."""
-    from tclose.base.attributes import MISSING
-    from tclose.base.hierarchy import Hierarchy
-
     details: dict[str, Any] = {}
-    categories = spec.get("categories")
+    categories = _categories_detail(checker, spec.get("categories"), path, attr_type)
     if categories is not None:
-        if attr_type not in ("ordinal", "nominal"):
-            raise checker.fail(
-                (*path, "categories"),
-                "'categories' applies to ordinal and nominal attributes only.",
-            )
-        if (
-            not isinstance(categories, list)
-            or not categories
-            or len(set(map(str, categories))) != len(categories)
-        ):
-            raise checker.fail(
-                (*path, "categories"), "Expected a non-empty list of distinct values, in order."
-            )
-        details["categories"] = tuple(str(c) for c in categories)
+        details["categories"] = categories
     hierarchy = spec.get("hierarchy")
     if hierarchy is not None:
-        if attr_type != "nominal":
-            raise checker.fail(
-                (*path, "hierarchy"), "'hierarchy' applies to nominal attributes only."
-            )
-        try:
-            details["hierarchy"] = Hierarchy.load(hierarchy, ".".join((*path, "hierarchy")), base)
-        except ConfigError as error:
-            raise checker.fail((*path, "hierarchy"), str(error).split("\n")[-1]) from None
-        if MISSING in details["hierarchy"].parent:
-            raise checker.fail(
-                (*path, "hierarchy"),
-                f"The hierarchy names the value {MISSING!r}, which is how tclose names NULL "
-                f"(missing: category puts it under the root, at distance 1 from every value). "
-                f"Rename that value.",
-            )
-        leaves = set(details["hierarchy"].leaves)
-        outside = [c for c in details.get("categories", ()) if c not in leaves and c != MISSING]
-        if outside:
-            raise checker.fail(
-                (*path, "categories"),
-                f"{len(outside)} of the categories are not leaves of the attribute's hierarchy "
-                f"({', '.join(map(repr, outside[:5]))}{', ...' if len(outside) > 5 else ''}); "
-                f"every category must be a leaf.",
-            )
-    missing = spec.get("missing", "error")
-    checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
-    if missing == "category" and attr_type not in ("ordinal", "nominal"):
-        raise checker.fail(
-            (*path, "missing"),
-            "missing: category applies to ordinal and nominal "
-            "attributes; use exclude-rows for other types.",
+        details["hierarchy"] = _hierarchy_detail(
+            checker, hierarchy, path, attr_type, categories or (), base
         )
-    details["missing"] = missing
+    details["missing"] = _missing_detail(checker, spec.get("missing", "error"), path, attr_type)
     weight = spec.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
         raise checker.fail(
@@ -591,6 +547,78 @@ def _type_details(
     return details
 
 
+def _categories_detail(
+    checker: _Checker, categories: Any, path: tuple[str, ...], attr_type: str
+) -> tuple[str, ...] | None:
+    """The ``categories`` of an attribute, as texts in their order (``None`` when not given)."""
+    if categories is None:
+        return None
+    if attr_type not in ("ordinal", "nominal"):
+        raise checker.fail(
+            (*path, "categories"), "'categories' applies to ordinal and nominal attributes only."
+        )
+    if (
+        not isinstance(categories, list)
+        or not categories
+        or len(set(map(str, categories))) != len(categories)
+    ):
+        raise checker.fail(
+            (*path, "categories"), "Expected a non-empty list of distinct values, in order."
+        )
+    return tuple(str(c) for c in categories)
+
+
+def _hierarchy_detail(
+    checker: _Checker,
+    hierarchy: Any,
+    path: tuple[str, ...],
+    attr_type: str,
+    categories: Sequence[str],
+    base: Path | None,
+) -> Any:
+    """The :class:`~tclose.base.hierarchy.Hierarchy` of a nominal attribute, whose leaves hold
+    every one of its ``categories``."""
+    from tclose.base.attributes import MISSING
+    from tclose.base.hierarchy import Hierarchy
+
+    where = (*path, "hierarchy")
+    if attr_type != "nominal":
+        raise checker.fail(where, "'hierarchy' applies to nominal attributes only.")
+    try:
+        tree = Hierarchy.load(hierarchy, where, base)
+    except ConfigError as error:
+        raise checker.fail(where, error.problem) from None
+    if MISSING in tree.parent:
+        raise checker.fail(
+            where,
+            f"The hierarchy names the value {MISSING!r}, which is how tclose names NULL "
+            f"(missing: category puts it under the root, at distance 1 from every value). "
+            f"Rename that value.",
+        )
+    leaves = set(tree.leaves)
+    outside = [c for c in categories if c not in leaves and c != MISSING]
+    if outside:
+        raise checker.fail(
+            (*path, "categories"),
+            f"{len(outside)} of the categories are not leaves of the attribute's hierarchy "
+            f"({', '.join(map(repr, outside[:5]))}{', ...' if len(outside) > 5 else ''}); "
+            f"every category must be a leaf.",
+        )
+    return tree
+
+
+def _missing_detail(checker: _Checker, missing: Any, path: tuple[str, ...], attr_type: str) -> str:
+    """The ``missing`` policy of an attribute."""
+    checker.choice(missing, (*path, "missing"), MISSING_POLICIES)
+    if missing == "category" and attr_type not in ("ordinal", "nominal"):
+        raise checker.fail(
+            (*path, "missing"),
+            "missing: category applies to ordinal and nominal "
+            "attributes; use exclude-rows for other types.",
+        )
+    return missing
+
+
 def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[str, AttributeSpec]:
     attributes = checker.mapping(raw, ("attributes",), None)
     if not attributes:
@@ -599,60 +627,7 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             "List the table's columns here, each with its role "
             "(`tclose init URL TABLE` writes the list for you).",
         )
-    result = {}
-    for name, body in attributes.items():
-        path = ("attributes", str(name))
-        if isinstance(body, str):
-            body = {"role": body}
-        spec = checker.mapping(body, path, _ATTRIBUTE_KEYS, ("role",))
-        role = checker.choice(spec["role"], (*path, "role"), ROLES)
-        attr_type = spec.get("type", "numeric")
-        if attr_type not in ATTRIBUTE_TYPES:  # on every role: a typo is a typo
-            raise checker.fail(
-                (*path, "type"),
-                f"Unknown attribute type {attr_type!r}. Allowed: {', '.join(ATTRIBUTE_TYPES)}.",
-            )
-        distance = spec.get("distance")
-        if distance is not None and role != "confidential":
-            raise checker.fail(
-                (*path, "distance"), "A distance is only used for confidential attributes."
-            )
-        if "distance_options" in spec and role != "confidential":
-            raise checker.fail(
-                (*path, "distance_options"),
-                "Distance options are only used for confidential attributes.",
-            )
-        if role not in ("quasi_identifier", "confidential"):
-            for key in ("categories", "hierarchy", "missing"):  # read for those roles only
-                if key in spec:
-                    raise checker.fail(
-                        (*path, key),
-                        f"'{key}' applies to quasi-identifiers and confidential attributes "
-                        f"only; a column with role {role} would ignore it.",
-                    )
-        # No distance named: the registry's default for the type, chosen when the plugins are
-        # resolved (tclose.core.plan.resolve_distances).
-        distance_options = spec.get("distance_options") or {}
-        checker.mapping(distance_options, (*path, "distance_options"), None)
-        rounded = checker.boolean(spec.get("round", False), (*path, "round"))
-        if rounded and (role != "quasi_identifier" or attr_type != "numeric"):
-            raise checker.fail(
-                (*path, "round"), "'round' applies to numeric quasi-identifiers only."
-            )
-        details = (
-            _type_details(checker, spec, path, role, attr_type, base)
-            if role in ("quasi_identifier", "confidential")
-            else {}
-        )
-        if checker.boolean(spec.get("allow_unique", False), (*path, "allow_unique")):
-            if role != "other":
-                raise checker.fail(
-                    (*path, "allow_unique"), "'allow_unique' applies to role: other only."
-                )
-            details["allow_unique"] = True
-        result[str(name)] = AttributeSpec(
-            str(name), role, attr_type, distance, dict(distance_options), rounded, **details
-        )
+    result = {str(name): _attribute(checker, name, body, base) for name, body in attributes.items()}
     roles = [a.role for a in result.values()]
     if "quasi_identifier" not in roles:
         raise checker.fail(
@@ -661,6 +636,66 @@ def _attributes(checker: _Checker, raw: Any, base: Path | None = None) -> dict[s
             "identify someone in combination, e.g. age: {role: quasi_identifier, type: numeric}.",
         )
     return result
+
+
+def _attribute(checker: _Checker, name: Any, body: Any, base: Path | None) -> AttributeSpec:
+    """The spec of the attribute ``name`` (``body``: its mapping, or its role alone)."""
+    path = ("attributes", str(name))
+    if isinstance(body, str):
+        body = {"role": body}
+    spec = checker.mapping(body, path, _ATTRIBUTE_KEYS, ("role",))
+    role = checker.choice(spec["role"], (*path, "role"), ROLES)
+    attr_type = spec.get("type", "numeric")
+    if attr_type not in ATTRIBUTE_TYPES:  # on every role: a typo is a typo
+        raise checker.fail(
+            (*path, "type"),
+            f"Unknown attribute type {attr_type!r}. Allowed: {', '.join(ATTRIBUTE_TYPES)}.",
+        )
+    _refuse_keys_of_other_roles(checker, spec, path, role)
+    # No distance named: the registry's default for the type, chosen when the plugins are
+    # resolved (tclose.core.plan.resolve_distances).
+    distance_options = spec.get("distance_options") or {}
+    checker.mapping(distance_options, (*path, "distance_options"), None)
+    rounded = checker.boolean(spec.get("round", False), (*path, "round"))
+    if rounded and (role != "quasi_identifier" or attr_type != "numeric"):
+        raise checker.fail((*path, "round"), "'round' applies to numeric quasi-identifiers only.")
+    details = (
+        _type_details(checker, spec, path, role, attr_type, base)
+        if role in ("quasi_identifier", "confidential")
+        else {}
+    )
+    if checker.boolean(spec.get("allow_unique", False), (*path, "allow_unique")):
+        if role != "other":
+            raise checker.fail(
+                (*path, "allow_unique"), "'allow_unique' applies to role: other only."
+            )
+        details["allow_unique"] = True
+    return AttributeSpec(
+        str(name), role, attr_type, spec.get("distance"), dict(distance_options), rounded, **details
+    )
+
+
+def _refuse_keys_of_other_roles(
+    checker: _Checker, spec: Mapping[str, Any], path: tuple[str, ...], role: str
+) -> None:
+    """:class:`ConfigError` for a key that the attribute's role would ignore."""
+    if spec.get("distance") is not None and role != "confidential":
+        raise checker.fail(
+            (*path, "distance"), "A distance is only used for confidential attributes."
+        )
+    if "distance_options" in spec and role != "confidential":
+        raise checker.fail(
+            (*path, "distance_options"),
+            "Distance options are only used for confidential attributes.",
+        )
+    if role not in ("quasi_identifier", "confidential"):
+        for key in ("categories", "hierarchy", "missing"):  # read for those roles only
+            if key in spec:
+                raise checker.fail(
+                    (*path, key),
+                    f"'{key}' applies to quasi-identifiers and confidential attributes "
+                    f"only; a column with role {role} would ignore it.",
+                )
 
 
 @dataclass(frozen=True)

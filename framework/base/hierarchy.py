@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +77,16 @@ class Hierarchy:
         return max(1, max(self.depth[leaf] for leaf in self.leaves))
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any], path: str = "hierarchy") -> Hierarchy:
-        """Build from a nested mapping with exactly one top-level key (the root)."""
+    def from_mapping(
+        cls, mapping: Mapping[str, Any], path: Sequence[str] = ("hierarchy",)
+    ) -> Hierarchy:
+        """Build from a nested mapping with exactly one top-level key (the root); ``path``: its
+        key path in the configuration, where an error is placed."""
         if not isinstance(mapping, Mapping) or len(mapping) != 1:
             raise ConfigError(
-                f"==> At {path}\nA hierarchy is a mapping with exactly one root "
-                f"key, e.g. {{Any: {{Europe: [Spain, France]}}}}."
+                "A hierarchy is a mapping with exactly one root "
+                "key, e.g. {Any: {Europe: [Spain, France]}}.",
+                path=path,
             )
         children: dict[str, list[str]] = {}
 
@@ -98,15 +102,16 @@ class Hierarchy:
                         kids += list(item.items())
                     elif isinstance(item, (list, tuple)):
                         raise ConfigError(
-                            f"==> At {path}\nUnder {node!r}: a list holds values and mappings of "
-                            f"subtrees ({{Europe: [Spain, France]}}), not lists."
+                            f"Under {node!r}: a list holds values and mappings of "
+                            f"subtrees ({{Europe: [Spain, France]}}), not lists.",
+                            path=path,
                         )
                     else:
                         kids.append((item, None))
             else:
                 raise ConfigError(
-                    f"==> At {path}\nUnder {node!r}: expected a mapping, a list or "
-                    f"nothing, got {body!r}."
+                    f"Under {node!r}: expected a mapping, a list or nothing, got {body!r}.",
+                    path=path,
                 )
             children[node] = [str(name) for name, _ in kids]
             for name, sub in kids:
@@ -180,8 +185,11 @@ class Hierarchy:
         return cls(paths[0][-1], children)
 
     @classmethod
-    def load(cls, spec: Any, path: str = "hierarchy", base: Path | None = None) -> Hierarchy:
-        """From a YAML value: a nested mapping, or the path of a CSV file (relative to ``base``)."""
+    def load(
+        cls, spec: Any, path: Sequence[str] = ("hierarchy",), base: Path | None = None
+    ) -> Hierarchy:
+        """From a YAML value: a nested mapping, or the path of a CSV file (relative to ``base``);
+        ``path``: the value's key path in the configuration, where an error is placed."""
         if isinstance(spec, Hierarchy):
             return spec
         if isinstance(spec, str):

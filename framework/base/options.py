@@ -7,7 +7,7 @@ Messages follow one shape, as scikit-learn's parameter constraints do:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tclose.errors import ConfigError
@@ -23,7 +23,10 @@ def _type_ok(value: Any, expected: type) -> bool:
 
 
 def validate_options(
-    owner: str, schema: Mapping[str, Option], given: Mapping[str, Any] | None, path: str
+    owner: str,
+    schema: Mapping[str, Option],
+    given: Mapping[str, Any] | None,
+    path: Sequence[str],
 ) -> dict[str, Any]:
     """Check ``given`` against ``schema`` and return it with defaults filled in.
 
@@ -31,7 +34,8 @@ def validate_options(
         owner: the plugin's name, used in messages.
         schema: option name → :class:`Option`.
         given: the options from the configuration (``None`` means none).
-        path: the YAML path of the options mapping, for messages (e.g. ``algorithm.options``).
+        path: the key path of the options mapping in the configuration (e.g.
+            ``("algorithm", "options")``), the place of an error as data.
 
     Raises:
         ConfigError: an unknown option, or a value of the wrong type or out of range.
@@ -41,8 +45,8 @@ def validate_options(
     if unknown:
         allowed = ", ".join(sorted(schema)) or "none"
         raise ConfigError(
-            f"==> At {path} ==> At key: {unknown[0]}\n"
-            f"Unknown option {unknown[0]!r} for {owner}. Allowed options: {allowed}."
+            f"Unknown option {unknown[0]!r} for {owner}. Allowed options: {allowed}.",
+            path=(*path, unknown[0]),
         )
     result: dict[str, Any] = {}
     for name, option in schema.items():
@@ -50,28 +54,32 @@ def validate_options(
             result[name] = option.default
             continue
         value = given[name]
-        where = f"==> At {path} ==> At key: {name}\n"
+        where = (*path, name)
         if not _type_ok(value, option.type):
-            raise ConfigError(
-                f"{where}The {name!r} option of {owner} must be of type {option.type.__name__}. "
-                f"Got {value!r} instead."
+            raise ConfigError.given_at(
+                where,
+                f"The {name!r} option of {owner} must be of type {option.type.__name__}. "
+                f"Got {value!r} instead.",
             )
         if option.choices is not None and value not in option.choices:
-            raise ConfigError(
-                f"{where}The {name!r} option of {owner} must be one of {option.choices}. "
-                f"Got {value!r} instead."
+            raise ConfigError.given_at(
+                where,
+                f"The {name!r} option of {owner} must be one of {option.choices}. "
+                f"Got {value!r} instead.",
             )
         if option.type is float and not math.isfinite(value):
-            raise ConfigError(
-                f"{where}The {name!r} option of {owner} must be a finite number (NaN and "
-                f"infinity are not, and the audit report cannot hold them). Got {value!r} instead."
+            raise ConfigError.given_at(
+                where,
+                f"The {name!r} option of {owner} must be a finite number (NaN and "
+                f"infinity are not, and the audit report cannot hold them). Got {value!r} instead.",
             )
         low = -float("inf") if option.min is None else option.min
         high = float("inf") if option.max is None else option.max
         if option.type in (int, float) and not low <= value <= high:
-            raise ConfigError(
-                f"{where}The {name!r} option of {owner} must be in [{low}, {high}]. "
-                f"Got {value!r} instead."
+            raise ConfigError.given_at(
+                where,
+                f"The {name!r} option of {owner} must be in [{low}, {high}]. "
+                f"Got {value!r} instead.",
             )
         result[name] = option.type(value) if option.type is float else value
     return result

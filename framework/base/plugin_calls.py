@@ -196,7 +196,7 @@ def options_of(column: str) -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
-        raise ConfigError(f"==> At attributes.{column}.distance_options {error}") from None
+        raise error.at("attributes", column, "distance_options") from None
 
 
 #: The exit codes of errors (``tclose.errors``): a plugin's ``TcloseError`` must have one.

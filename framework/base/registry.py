@@ -7,7 +7,7 @@ import importlib
 import importlib.metadata
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -99,15 +99,18 @@ class Registry:
         tables["criterion"] = self.criteria
         return tables[kind]
 
-    def get(self, kind: str, name: str, path: str) -> Any:
-        """The plugin object of ``kind`` named ``name``; ``path`` is the YAML path for messages."""
+    def get(self, kind: str, name: str, where: Sequence[str] | str) -> Any:
+        """The plugin object of ``kind`` named ``name``; ``where`` it was given: its key path
+        in the configuration, or a text opening the message
+        (:meth:`~tclose.errors.ConfigError.given_at`)."""
         table = self.table(kind)
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
             broken = "".join(f"\nNote: {b.describe()}" for b in self.broken)
-            raise ConfigError(
-                f"==> At {path}\nUnknown {kind} {name!r}. Available: {known}. "
-                f"Run 'tclose plugins' to list them.{broken}"
+            raise ConfigError.given_at(
+                where,
+                f"Unknown {kind} {name!r}. Available: {known}. "
+                f"Run 'tclose plugins' to list them.{broken}",
             )
         return table[name].obj
 
@@ -129,16 +132,17 @@ class Registry:
             f"{known}.{broken}"
         )
 
-    def default_distance(self, attribute_type: str, path: str = "distance") -> str:
+    def default_distance(self, attribute_type: str, path: Sequence[str] = ("distance",)) -> str:
         """The name of the distance a confidential attribute of ``attribute_type`` gets when it
         names none: the first registered distance (built-ins first) whose optional
-        ``default_for`` lists the type. ``path`` is the YAML path for messages."""
+        ``default_for`` lists the type. ``path``: the key path of the attribute's distance."""
         for name, provided in self.distances.items():
             if attribute_type in getattr(provided.obj, "default_for", ()):
                 return name
         raise ConfigError(
-            f"==> At {path}\nNo distance plugin is the default for {attribute_type} attributes; "
-            f"name one (available: {', '.join(sorted(self.distances)) or 'none'})."
+            f"No distance plugin is the default for {attribute_type} attributes; "
+            f"name one (available: {', '.join(sorted(self.distances)) or 'none'}).",
+            path=path,
         )
 
     def versions(self, names: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -118,7 +118,7 @@ def _solver(
         algorithm = table[name]
         schema = options_schema(algorithm)
         chosen = {n: v for n, v in inherited.items() if n in schema}
-        validated = validate_options(name, schema, {**chosen, **options}, "algorithm.options")
+        validated = validate_options(name, schema, {**chosen, **options}, ("algorithm", "options"))
         return run_algorithm(algorithm, replace(problem, options=validated, strata=None), table)
 
     return solve

@@ -156,8 +156,9 @@ def block_spec(owner: str, options: Mapping[str, Any]) -> BlockSpec:
     spec = BlockSpec(**{name: options[name] for name in BLOCK_OPTIONS if name in options})
     if spec.scheduler and spec.executor != "dask":
         raise ConfigError(
-            f"==> At algorithm.options ==> At key: scheduler\nThe 'scheduler' option of {owner} "
-            f"needs executor 'dask'. Got executor {spec.executor!r} instead."
+            f"The 'scheduler' option of {owner} "
+            f"needs executor 'dask'. Got executor {spec.executor!r} instead.",
+            path=("algorithm", "options", "scheduler"),
         )
     return spec
 

@@ -9,12 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tclose.base.attributes import (
-    encode_confidential,
-    encode_table,
-    exact_rounded_means,
-    spelled_apart,
-)
+from tclose.base.attributes import EncodedTable, exact_rounded_means, spelled_apart
 from tclose.base.config import (
     AttributeSpec,
     Settings,
@@ -24,15 +19,23 @@ from tclose.base.config import (
 )
 from tclose.base.digests import canonical
 from tclose.base.registry import Registry, load_registry
-from tclose.core.clustering import cluster_rows
 from tclose.core.columns import unlisted_columns
-from tclose.core.plan import resolve_plugins, with_attribute_options
+from tclose.core.pipeline import (
+    ROLES,
+    Timer,
+    checked_t,
+    encode_frame,
+    encode_released,
+    measure,
+    partition,
+    verify_release,
+)
+from tclose.core.plan import resolve_plugins
 from tclose.core.published import frame_linkage, linkage_advice
 from tclose.core.report import RunContext, build_report
-from tclose.core.runner import Timer
-from tclose.core.verify import Verification, problems, release_criteria, verify_rows
+from tclose.core.verify import Verification, problems
 from tclose.errors import ConfigError, VerificationError
-from tclose.measures import INTERVAL_P, measure_configured
+from tclose.measures import INTERVAL_P
 
 
 @dataclass
@@ -104,6 +107,33 @@ def anonymize(
         VerificationError: the output failed verification (rows that their pass-through columns
             single out, or a bug in the algorithm plugin).
     """
+    _check_arguments(df, keep_order, options)
+    # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
+    # message nor the release. A shallow copy: the input frame is never written.
+    index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
+    interval_p = checked_interval_p(interval_p)
+    registry = registry or load_registry()
+    identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
+    settings = _settings(
+        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
+    )
+    context = RunContext(
+        registry, resolve_plugins(settings, registry), settings.k, settings.t, rows_read=len(df)
+    )
+    encoded = _partitioned(df, settings, context, interval_p)
+    data = _release(df, encoded.excluded, identifiers, context, settings.attributes, keep_order)
+    if keep_order:
+        data.index = index[~encoded.excluded]
+    with Timer(context.timings).phase("verify"):
+        context.verification = _verify_release(data, settings, context)
+    report = build_report(context)
+    _refuse_unverified(context, report)
+    assert context.labels is not None
+    return AnonymizationResult(data, _input_labels(encoded.excluded, context.labels), report)
+
+
+def _check_arguments(df: Any, keep_order: Any, options: Mapping[str, Any]) -> None:
+    """:class:`ConfigError` for arguments of :func:`anonymize` that no settings could mean."""
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"anonymize() takes a pandas DataFrame; got {type(df).__name__}.")
     if "seed" in options:
@@ -114,51 +144,23 @@ def anonymize(
         )
     if not isinstance(keep_order, (bool, np.bool_)):  # "false" would keep the order, and link
         raise ConfigError(f"keep_order must be True or False; got {keep_order!r}.")
-    # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
-    # message nor the release. A shallow copy: the input frame is never written.
-    index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
-    interval_p = checked_interval_p(interval_p)
-    registry = registry or load_registry()
-    identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
-    settings = _settings(
-        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
-    )
-    resolved = resolve_plugins(settings, registry)
-    context = RunContext(registry, resolved, settings.k, settings.t, rows_read=len(df))
-    timer = Timer(context.timings)
-    attributes, privacy = settings.attributes, (settings.k, settings.t)
+
+
+def _partitioned(
+    df: pd.DataFrame, settings: Settings, context: RunContext, interval_p: float
+) -> EncodedTable:
+    """The steps of :mod:`tclose.core.pipeline` up to the measures (encode, partition and
+    aggregate, measure), timed and recorded in ``context``; the encoded table."""
+    timer, attributes = Timer(context.timings), settings.attributes
     with timer.phase("read"):
-        encoded = context.encoded = encode_table(df, list(attributes.values()))
+        encoded = context.encoded = encode_frame(df, attributes)
     with timer.phase("kernel"):
-        labels, context.partition, _ = cluster_rows(
-            encoded.x,
-            encoded.confidential,
-            encoded.distance_options,
-            resolved,
-            *privacy,
-            int(encoded.excluded.sum()),
-        )
-    context.labels, context.aggregated = labels, encoded.aggregate(labels)
+        clustered = partition(encoded, context.resolved, settings.k, settings.t)
+    context.labels, context.partition = clustered.labels, clustered.partition
+    context.aggregated = clustered.aggregated
     with timer.phase("measures"):
-        context.measures = measure_configured(
-            encoded, context.aggregated, attributes, interval_p, labels
-        )
-    data = _release(
-        df,
-        encoded.excluded,
-        identifiers,
-        context.aggregated,
-        attributes,
-        labels,
-        keep_order,
-    )
-    if keep_order:
-        data.index = index[~encoded.excluded]
-    with timer.phase("verify"):
-        context.verification = _verify_release(data, settings, context)
-    report = build_report(context)
-    _refuse_unverified(context, report)
-    return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
+        context.measures = measure(encoded, clustered, attributes, interval_p)
+    return encoded
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -290,40 +292,38 @@ def _verify_release(data: pd.DataFrame, settings: Settings, context: RunContext)
     source's confidential values and the linkage of its pass-through columns."""
     encoded, resolved, attributes = context.encoded, context.resolved, settings.attributes
     assert encoded is not None
-    qi_names = [a.name for a in attributes.values() if a.role == "quasi_identifier"]
-    released = data[qi_names].copy()
-    for spec in attributes.values():
-        if spec.role == "confidential":
-            released[spec.name], _ = encode_confidential(data[spec.name], spec)
-    verification = verify_rows(
+    columns = [a.name for role in ROLES for a in attributes.values() if a.role == role]
+    released, _ = encode_released(data[columns].copy(), attributes)
+    return verify_release(
         released,
-        qi_names,
-        with_attribute_options(resolved.distances, encoded.distance_options),
-        context.k,
-        context.t if resolved.algorithm.requires_t else None,
-        len(data),
-        encoded.confidential,
+        settings,
+        resolved.distances,
+        context.registry,
+        k=context.k,
+        t=checked_t(resolved, context.t),
+        attribute_options=encoded.distance_options,
+        expected_rows=len(data),
+        expected_confidential=encoded.confidential,
         linkage=frame_linkage(data, attributes),
-        config=settings,
-        criteria=release_criteria(encoded.confidential, context.registry),
     )
-    return verification
 
 
 def _release(
     df: pd.DataFrame,
     excluded: np.ndarray,
     identifiers: Sequence[str],
-    aggregated: Mapping[str, np.ndarray],
+    context: RunContext,
     attributes: Mapping[str, AttributeSpec],
-    labels: np.ndarray,
     keep_order: bool,
 ) -> pd.DataFrame:
     """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
     a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
     in content order (:func:`in_content_order`) with a fresh ``RangeIndex`` unless
     ``keep_order``; every dtype's metadata from the published rows alone
-    (:func:`_metadata_of_published_rows`). ``labels``: the cluster of each kept row."""
+    (:func:`_metadata_of_published_rows`). ``context``: the published values (``aggregated``)
+    and the cluster of each kept row (``labels``)."""
+    aggregated, labels = context.aggregated, context.labels
+    assert labels is not None
     data = df.iloc[np.flatnonzero(~excluded)].drop(columns=list(identifiers)).copy()
     data.attrs = {}  # the input's metadata is not the release's
     for column, values in aggregated.items():

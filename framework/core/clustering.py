@@ -17,7 +17,7 @@ from tclose.errors import DataError, VerificationError
 from tclose.interfaces import FittedDistance, Partition, Problem
 
 if TYPE_CHECKING:
-    from tclose.core.runner import Resolved
+    from tclose.core.plan import Resolved
 
 
 def refuse_too_few_rows(n: int, k: int, set_aside: int = 0) -> None:

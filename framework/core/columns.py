@@ -44,10 +44,11 @@ def unlisted_error(unlisted: Sequence[str], where: str = "table") -> ConfigError
     """The configuration error for columns without a declared role, with the one-line fix."""
     shown = ", ".join(unlisted[:20]) + (", ..." if len(unlisted) > 20 else "")
     return ConfigError(
-        f"==> At key: attributes\nThe source {where} has {len(unlisted)} column(s) with no role: "
+        f"The source {where} has {len(unlisted)} column(s) with no role: "
         f"{shown}. Every column needs a declared fate: list each under attributes, e.g. "
         f"`{unlisted[0]}: {{role: other}}` to publish it unchanged, or `{{role: identifier}}` to "
-        f"drop it."
+        f"drop it.",
+        path=("attributes",),
     )
 
 
@@ -63,20 +64,23 @@ def check_column_fates(config: Config, columns: Sequence[str], key: str | None) 
         role = config.attributes[key].role
         if role != "identifier":
             raise ConfigError(
-                f"==> At attributes ==> At key: {key}\nColumn {key!r} is the row key of the "
+                f"Column {key!r} is the row key of the "
                 f"source (source.key or the primary key), so it cannot have role {role}: its "
                 f"values are unique per row. Remove it from attributes (the key is dropped unless "
-                f"output.keep_key is true), or use another column."
+                f"output.keep_key is true), or use another column.",
+                path=("attributes", key),
             )
         if config.keep_key:
             raise ConfigError(
-                f"==> At attributes ==> At key: {key}\nThe source key {key!r} cannot be kept "
-                f"(output.keep_key) and dropped (role identifier)."
+                f"The source key {key!r} cannot be kept "
+                f"(output.keep_key) and dropped (role identifier).",
+                path=("attributes", key),
             )
     if config.keep_key and key is None:
         raise ConfigError(
-            "==> At output ==> At key: keep_key\nThe source table has no key column to keep "
-            "(no source.key and no single-column primary key); set source.key or remove keep_key."
+            "The source table has no key column to keep "
+            "(no source.key and no single-column primary key); set source.key or remove keep_key.",
+            path=("output", "keep_key"),
         )
     unlisted = unlisted_columns(list(config.attributes), columns, key)
     if unlisted:

@@ -71,32 +71,36 @@ def refuse_same_table(
     target_id = identify(target_db, target)
     if target_id == source_id:
         raise ConfigError(
-            f"==> At target ==> At key: table\nThe target table {target} is the source table "
+            f"The target table {target} is the source table "
             f"{source} (the same table in the same database, named another way); tclose never "
-            f"modifies its source. {another_target(target_db, str(target.with_suffix('_anon')))}"
+            f"modifies its source. {another_target(target_db, str(target.with_suffix('_anon')))}",
+            path=("target", "table"),
         )
     read = _related(source_db, "tables_read", source, source_id)
     if target_id is not None and read & _related(target_db, "tables_dropped", target, target_id):
         raise ConfigError(
-            f"==> At target ==> At key: table\nThe target table {target} holds rows that the "
+            f"The target table {target} holds rows that the "
             f"source {source} reads (through a view, a partition or an inherited table); "
             f"replacing it would change the source, and tclose never modifies its source. "
-            f"{another_target(target_db, str(target.with_suffix('_anon')))}"
+            f"{another_target(target_db, str(target.with_suffix('_anon')))}",
+            path=("target", "table"),
         )
     if audit is not None:
         audit_id = identify(target_db, audit)
         if audit_id is not None and audit_id in (source_id, target_id):
             which = "source" if audit_id == source_id else "target"
             raise ConfigError(
-                f"==> At report ==> At key: table\nThe audit table {audit} is the {which} "
-                f"table. Choose another name for report.table."
+                f"The audit table {audit} is the {which} "
+                f"table. Choose another name for report.table.",
+                path=("report", "table"),
             )
         if audit_id is not None and audit_id in read:
             raise ConfigError(
-                f"==> At report ==> At key: table\nThe audit table {audit} holds rows that the "
+                f"The audit table {audit} holds rows that the "
                 f"source {source} reads (through a view, a partition or an inherited table); "
                 f"a row appended to it would change the source. Choose another name for "
-                f"report.table."
+                f"report.table.",
+                path=("report", "table"),
             )
 
 
@@ -114,12 +118,13 @@ def refuse_unknown_reads(source_db: Any, source: Any, target_db: Any, target: An
         return
     elsewhere = another_target(target_db, str(target.with_suffix("_2")))
     raise ConfigError(
-        f"==> At target ==> At key: table\nThe target table {target} exists and cannot be "
+        f"The target table {target} exists and cannot be "
         f"replaced: the source {source} may read it, and the database cannot tell, because "
         f"{why}. Replacing a table the source reads would change the source, which tclose "
         f"never does. Publish under a new name (a table that does not exist yet), or read "
         f"the tables the function reads through a view of tables only. {elsewhere} "
-        f"Nothing was written."
+        f"Nothing was written.",
+        path=("target", "table"),
     )
 
 
@@ -131,8 +136,9 @@ def refuse_reserved(source: Any, target: Any, audit: Any = None) -> None:
         why = None if name is None else reserved(name)
         if why is not None:
             raise ConfigError(
-                f"==> At {key} ==> At key: table\nThe table {name} cannot be used: {why}. "
-                f"tclose reads and writes no table under such a name; choose another."
+                f"The table {name} cannot be used: {why}. "
+                f"tclose reads and writes no table under such a name; choose another.",
+                path=(key, "table"),
             )
 
 
@@ -156,10 +162,11 @@ def refuse_foreign_target(db: Any, name: Any) -> None:
         what, remedy = f"table {name}", f"drop it yourself (DROP TABLE {name})"
     elsewhere = another_target(db, str(name.with_suffix("_2")))
     raise ConfigError(
-        f"==> At target ==> At key: table\nThe target {what} exists and is not a release "
+        f"The target {what} exists and is not a release "
         f"tclose published: {problem}. if_exists: replace replaces only tclose's own releases. "
         f"If it may go, {remedy} and run again; otherwise publish elsewhere. {elsewhere} "
-        f"Nothing was written."
+        f"Nothing was written.",
+        path=("target", "table"),
     )
 
 
@@ -195,19 +202,21 @@ def refuse_unreplaceable_target(db: Any, name: Any) -> None:
         kind = record.relation_kind(sa.Table(name.name, sa.MetaData(), schema=name.schema))
     if kind in NOT_TABLES:
         raise ConfigError(
-            f"==> At target ==> At key: table\nThe target {name} is a {kind}, not a table; "
+            f"The target {name} is a {kind}, not a table; "
             f"publishing replaces a table (if_exists: replace), never a {kind}. Drop it, or "
-            f"choose another target table."
+            f"choose another target table.",
+            path=("target", "table"),
         )
     dependencies = cast(TableDependencies, db)
     found = dependencies.replace_blockers(name) if capabilities.table_dependencies else []
     if found:
         raise ConfigError(
-            f"==> At target ==> At key: table\nThe target table {name} cannot be replaced: "
+            f"The target table {name} cannot be replaced: "
             f"{'; '.join(found)}. The {db.dialect} catalog binds these "
             f"to it: replacing it would drop them with it, detach it from them or fail. "
             f"tclose replaces only a table bound to nothing else; drop or change them, or "
-            f"choose another target table."
+            f"choose another target table.",
+            path=("target", "table"),
         )
 
 
@@ -222,68 +231,83 @@ def _related(db: Any, method: str, name: Any, identity: tuple) -> set[tuple]:
     return set(related(name)) | {identity}
 
 
+#: Where a file path was given: its key path in the configuration, or the text that opens the
+#: message when it is not in the configuration (a command-line option, ``"--html: "``).
+Where = tuple[str, ...] | str
+
+
+def refusal(where: Where, problem: str) -> ConfigError:
+    """The :class:`ConfigError` of ``problem`` given at ``where``
+    (:meth:`~tclose.errors.ConfigError.given_at`)."""
+    return ConfigError.given_at(where, problem)
+
+
 def refuse_foreign_file(
-    path: str | None, key: str, where: str | None = None, page: str = "report"
+    path: str | None, key: str, where: Where | None = None, page: str = "report"
 ) -> None:
     """:class:`ConfigError` (exit 2) if ``path`` exists and is not a report tclose wrote
-    (``key``: ``json`` or ``html``; ``where``: the message's first line, by default the
+    (``key``: ``json`` or ``html``; ``where``: where the path was given, by default the
     config's ``report.<key>``; ``page``: the kind of page an ``html`` path may replace, a
     :data:`PAGE_TITLES` key: an audit page is never replaced by a map, nor a map by one)."""
     if not path:
         return
-    where = f"==> At report ==> At key: {key}\n" if where is None else where
+    where = ("report", key) if where is None else where
     if path.endswith(("/", os.sep)):  # Path() drops the slash: the report became a file
-        raise ConfigError(
-            f"{where}The report path {path} names a folder; name the file to write in it "
-            f"(e.g. {path}run.{key})."
+        raise refusal(
+            where,
+            f"The report path {path} names a folder; name the file to write in it "
+            f"(e.g. {path}run.{key}).",
         )
     file = Path(path)
     if not file.exists():
         return
     if not file.is_file():
-        raise ConfigError(f"{where}The report path {path} exists and is not a file.")
+        raise refusal(where, f"The report path {path} exists and is not a file.")
     with file.open("rb") as handle:
         head = handle.read(4096)
     if head.startswith(SQLITE_HEADER):
-        raise ConfigError(
-            f"{where}The report path {path} is a SQLite database file; tclose never overwrites "
-            f"it. Choose another report path."
+        raise refusal(
+            where,
+            f"The report path {path} is a SQLite database file; tclose never overwrites "
+            f"it. Choose another report path.",
         )
     if file.stat().st_size == 0:
         return  # an empty file holds nothing to lose
     other = _other_page(head, key, page)
     if other:
-        raise ConfigError(
-            f"{where}The report path {path} is {other}; it is not overwritten. Choose another path."
+        raise refusal(
+            where, f"The report path {path} is {other}; it is not overwritten. Choose another path."
         )
     if not _is_report(file, head, key):
-        raise ConfigError(
-            f"{where}The report path {path} exists and is not a report of tclose; it is not "
-            f"overwritten. Choose another path, or remove the file."
+        raise refusal(
+            where,
+            f"The report path {path} exists and is not a report of tclose; it is not "
+            f"overwritten. Choose another path, or remove the file.",
         )
 
 
-def refuse_unwritable(path: str | None, what: str, where: str) -> None:
+def refuse_unwritable(path: str | None, what: str, where: Where) -> None:
     """:class:`ConfigError` (exit 2), before any work, when the file ``path`` cannot be written:
     a file is in the way of its folder, or its name is too long for the folder once the
     temporary file's bytes (:data:`~tclose.base.atomic.ATOMIC_NAME_EXTRA`) are added. ``what``: the
-    file in the message (``report.json file``); ``where``: the message's first line."""
+    file in the message (``report.json file``); ``where``: where the path was given."""
     if not path:
         return
     probe = Path(path).parent
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
-        raise ConfigError(f"{where}Cannot write the {what} {path}: {probe} is not a folder.")
+        raise refusal(where, f"Cannot write the {what} {path}: {probe} is not a folder.")
     if not probe.is_dir():
         return
     name = os.fsencode(Path(path).name)
     longest = name_max(probe)
     if longest is not None and len(name) + ATOMIC_NAME_EXTRA > longest:  # its temporary file
-        raise ConfigError(
-            f"{where}Cannot write the {what} {path}: its name is {len(name)} bytes long, and "
+        raise refusal(
+            where,
+            f"Cannot write the {what} {path}: its name is {len(name)} bytes long, and "
             f"the folder takes names of at most {longest} bytes ({ATOMIC_NAME_EXTRA} more for "
-            f"its temporary file)."
+            f"its temporary file).",
         )
 
 
@@ -325,30 +349,34 @@ def refuse_output_paths(
         for file in source_files:
             if same_file(target_file, file):
                 raise ConfigError(
-                    f"==> At target ==> At key: url\nThe target file {target_file} is the "
+                    f"The target file {target_file} is the "
                     f"source's database file {file}; publishing would replace the source, and "
-                    f"tclose never modifies its source. Choose another target file."
+                    f"tclose never modifies its source. Choose another target file.",
+                    path=("target", "url"),
                 )
     given = [(key, path) for key, path in reports.items() if path]
     for key, path in given:
-        where = f"==> At report ==> At key: {key}\n"
+        where = ("report", key)
         if target_file is not None and same_file(path, target_file):
-            raise ConfigError(
-                f"{where}The report path {path} is the target file {target_file}; the report "
-                f"would replace the release. Choose another report path."
+            raise refusal(
+                where,
+                f"The report path {path} is the target file {target_file}; the report "
+                f"would replace the release. Choose another report path.",
             )
         for which, files in (("source", source_files), ("target", target_files)):
             for file in files:
                 if same_file(path, file):
-                    raise ConfigError(
-                        f"{where}The report path {path} is a file of the {which} database "
-                        f"({file}); the report would replace it. Choose another report path."
+                    raise refusal(
+                        where,
+                        f"The report path {path} is a file of the {which} database "
+                        f"({file}); the report would replace it. Choose another report path.",
                     )
     if len(given) == 2 and same_file(given[0][1], given[1][1]):
         raise ConfigError(
-            f"==> At report ==> At key: html\nThe report paths report.json and report.html "
+            f"The report paths report.json and report.html "
             f"name one file ({given[1][1]}); the HTML page would replace the JSON report. "
-            f"Choose two paths."
+            f"Choose two paths.",
+            path=("report", "html"),
         )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -90,32 +90,38 @@ def resolve_plugins(settings: Settings | Config, registry: Registry) -> Resolved
             it or given to one that does not enforce it, a distance that does not accept its
             attribute's type.
     """
-    algorithm = registry.get("algorithm", settings.algorithm, "algorithm.name")
+    algorithm = registry.get("algorithm", settings.algorithm, ("algorithm", "name"))
     options = validate_options(
-        algorithm.name, options_schema(algorithm), settings.algorithm_options, "algorithm.options"
+        algorithm.name,
+        options_schema(algorithm),
+        settings.algorithm_options,
+        ("algorithm", "options"),
     )
     if algorithm.requires_t and settings.t is None:
         free = sorted(a for a, p in registry.algorithms.items() if not p.obj.requires_t)
         raise ConfigError(
-            f"==> At privacy ==> At key: t\nAlgorithm {algorithm.name} needs t (privacy.t; "
+            f"Algorithm {algorithm.name} needs t (privacy.t; "
             f"t= in tclose.anonymize): a number in (0, 1], with a confidential attribute. For "
             f"k-anonymity only, set algorithm.name to one that needs no t: "
-            f"{', '.join(f'algorithm.name: {a}' for a in free) or 'none is installed'}."
+            f"{', '.join(f'algorithm.name: {a}' for a in free) or 'none is installed'}.",
+            path=("privacy", "t"),
         )
     if settings.t is not None and not algorithm.requires_t:
-        raise t_not_enforced(algorithm.name, registry, "==> At privacy ==> At key: t\n")
+        raise t_not_enforced(algorithm.name, registry, ("privacy", "t"))
     distances = resolve_distances(settings.attributes, registry)
     algorithms = {name: provided.obj for name, provided in registry.algorithms.items()}
     return Resolved(algorithm, options, distances, algorithms)
 
 
-def t_not_enforced(name: str, registry: Registry, where: str = "") -> ConfigError:
-    """The error for a ``t`` asked of an algorithm that does not enforce t-closeness."""
+def t_not_enforced(name: str, registry: Registry, path: Sequence[str] | None = None) -> ConfigError:
+    """The error for a ``t`` asked of an algorithm that does not enforce t-closeness, placed
+    at ``path`` in the configuration (``None``: no place)."""
     enforcing = sorted(a for a, p in registry.algorithms.items() if p.obj.requires_t)
     return ConfigError(
-        f"{where}Algorithm {name} does not enforce t-closeness, so privacy.t would not hold in "
+        f"Algorithm {name} does not enforce t-closeness, so privacy.t would not hold in "
         f"the published table. Remove t (k-anonymity only), or choose an algorithm that "
-        f"enforces it: {', '.join(enforcing)}."
+        f"enforces it: {', '.join(enforcing)}.",
+        path=path,
     )
 
 
@@ -128,20 +134,22 @@ def resolve_distances(
     for attribute in attributes.values():
         if attribute.role != "confidential":
             continue
-        path = f"attributes.{attribute.name}.distance"
+        path = ("attributes", attribute.name, "distance")
         name = attribute.distance or registry.default_distance(attribute.type, path)
         distance = registry.get("distance", name, path)
         if attribute.type not in distance.attribute_types:
             raise ConfigError(
-                f"==> At {path}\nDistance {distance.name} does not accept {attribute.type} "
-                f"attributes (it accepts: {', '.join(distance.attribute_types)})."
+                f"Distance {distance.name} does not accept {attribute.type} "
+                f"attributes (it accepts: {', '.join(distance.attribute_types)}).",
+                path=path,
             )
         for key in ATTRIBUTE_OPTIONS:
             if key in attribute.distance_options:
                 raise ConfigError(
-                    f"==> At attributes.{attribute.name}.distance_options\n{key!r} is set from "
+                    f"{key!r} is set from "
                     f"the attribute's own key: write it as attributes.{attribute.name}.{key} "
-                    f"(a hierarchy file there is read relative to the YAML file, and checked)."
+                    f"(a hierarchy file there is read relative to the YAML file, and checked).",
+                    path=("attributes", attribute.name, "distance_options"),
                 )
         distances[attribute.name] = (
             distance,
@@ -149,7 +157,7 @@ def resolve_distances(
                 distance.name,
                 distance.options_schema,
                 attribute.distance_options,
-                f"attributes.{attribute.name}.distance_options",
+                ("attributes", attribute.name, "distance_options"),
             ),
         )
     return distances

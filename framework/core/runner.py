@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tclose.base.attributes import EncodedTable, encode_confidential, encode_table
+from tclose.base.attributes import EncodedTable
 from tclose.base.background import Background
 from tclose.base.compile_notice import compile_account
 from tclose.base.config import Config
@@ -37,24 +37,25 @@ from tclose.connector import (
     capabilities_of,
     open_read_only,
 )
-from tclose.core.clustering import cluster_rows
 from tclose.core.columns import resolve_key, with_key
 from tclose.core.guards import refuse_overflow
-from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.app.compare)
-    Resolved,
-    RunPlan,
-    build_plan,
-    resolve_distances,
-    resolve_name,
-    resolve_plugins,
-    with_attribute_options,
+from tclose.core.pipeline import (
+    Clustered,
+    Timer,
+    checked_t,
+    encode_released,
+    measure,
+    partition,
+    read_inputs,
+    verify_release,
 )
+from tclose.core.plan import Resolved, RunPlan, build_plan, resolve_distances, resolve_name
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
-from tclose.core.verify import Verification, gather_evidence, problems, release_criteria, verify
+from tclose.core.verify import Verification, problems
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError
-from tclose.measures import measure_configured, measure_published
-from tclose.naming import KEY_LABEL, TableName
+from tclose.measures import measure_published
+from tclose.naming import TableName
 
 log = logging.getLogger("tclose")
 
@@ -79,120 +80,6 @@ class RunResult:
     published: bool
     verification: Verification | None = None
     labels: np.ndarray | None = field(default=None, repr=False)
-
-
-#: The ``timings`` entry of the seconds spent compiling Numba kernels.
-COMPILE = "compile"
-
-
-class Timer:
-    """Seconds spent per phase, in the order the phases ran, and under ``compile`` the seconds
-    Numba spent compiling kernels in them (:mod:`tclose.base.compile_notice`), which the phases'
-    own figures leave out."""
-
-    def __init__(self, seconds: dict[str, float] | None = None) -> None:
-        #: phase name → seconds (``seconds``, when given, is filled in place).
-        self.seconds: dict[str, float] = seconds if seconds is not None else {}
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        log.info("%s ...", name)
-        with compile_account() as compiling:
-            try:
-                yield
-            finally:
-                self.record(name, time.perf_counter() - start, compiling=compiling.seconds)
-                log.info("%s done in %.2f s", name, self.seconds[name])
-
-    def record(
-        self, name: str, seconds: float, after: str | None = None, compiling: float = 0.0
-    ) -> None:
-        """Record a phase timed elsewhere (in a thread), placed right after the phase ``after``
-        if it was timed (in the order the phases started, not ended); ``compiling`` of its
-        ``seconds`` were Numba compiling kernels (counted under ``compile`` instead)."""
-        self.seconds[COMPILE] = round(self.seconds.get(COMPILE, 0.0) + compiling, 4)
-        self.seconds[name] = round(seconds - compiling, 4)
-        if after in self.seconds:
-            items = [(k, v) for k, v in self.seconds.items() if k != name]
-            at = [k for k, _v in items].index(after) + 1
-            items.insert(at, (name, self.seconds[name]))
-            self.seconds.clear()
-            self.seconds.update(items)
-
-
-def _chunks(
-    stream: Iterator[pd.DataFrame],
-    progress: Callable[..., None] | None,
-    line: str,
-    total: int | None = None,
-) -> list[pd.DataFrame]:
-    """Collect a streamed read, reporting the rows read so far to ``progress``."""
-    frames, done = [], 0
-    for frame in stream:
-        frames.append(frame)
-        done += len(frame)
-        if progress is not None:
-            progress(line, done=done, total=total)
-    return frames
-
-
-def _read_inputs(
-    database,
-    config: Config,
-    progress: Callable[..., None] | None = None,
-    line: str = "",
-    name: TableName | None = None,
-) -> tuple[np.ndarray, EncodedTable, set]:
-    """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
-    the keys of the rows set aside by ``missing: exclude-rows``; from table ``name`` (the
-    plan's resolved source), else ``source.table`` as written."""
-    columns = config.quasi_identifiers + config.confidential
-    frames = _chunks(
-        database.read(
-            name or TableName.parse(config.source.table),
-            columns,
-            key=config.source.key,
-            chunk_size=config.source.chunk_size,
-        ),
-        progress,
-        line,
-    )
-    frame = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=[KEY_LABEL, *columns])
-    )
-    # The row key (KEY_LABEL) is the first column, taken by position: a QI or confidential
-    # column may bear the same name.
-    keys = frame.iloc[:, 0].to_numpy()
-    if len(keys) and (pd.isna(frame.iloc[:, 0]).any() or len(pd.unique(keys)) != len(keys)):
-        raise DataError(_key_problem(config, frame.iloc[:, 0]))
-    frame = frame.iloc[:, 1:]
-    frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
-    encoded = encode_table(frame, list(config.attributes.values()))
-    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
-
-
-def _key_problem(config: Config, keys: pd.Series) -> str:
-    """The message for row keys that are NULL or repeated: how many, and the first repeated
-    values (error messages name rows by their key)."""
-    named = f"row key {config.source.key!r}" if config.source.key else "row key"
-    problems = []
-    nulls = int(keys.isna().sum())
-    if nulls:
-        problems.append(f"{nulls} row(s) with NULL")
-    repeated = keys[keys.duplicated(keep=False) & keys.notna()]
-    if len(repeated):
-        values = repeated.unique()
-        shown = ", ".join(str(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
-        problems.append(
-            f"{len(values)} value(s) held by more than one row ({len(repeated)} rows): {shown}"
-        )
-    return (
-        f"The {named} of {config.source.table} is not unique and non-null: "
-        f"{'; '.join(problems)}. Name a unique, non-null column as source.key."
-    )
 
 
 def _database_values(values: np.ndarray, spec) -> np.ndarray:
@@ -362,7 +249,7 @@ class Phases:
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
-            self.keys, encoded, self.set_aside = _read_inputs(
+            self.keys, encoded, self.set_aside = read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
         self.context.encoded = encoded
@@ -377,33 +264,23 @@ class Phases:
         line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
         self.say(line)
         with self.timer.phase("kernel"), phase_counts(self.say, line):
-            self.labels, context.partition, _fitted = cluster_rows(
-                encoded.x,
-                encoded.confidential,
-                encoded.distance_options,
-                context.resolved,
-                config.k,
-                config.t,
-                int(encoded.excluded.sum()),
-            )
-        context.labels = self.labels
-        context.aggregated = encoded.aggregate(self.labels)
+            clustered = partition(encoded, context.resolved, config.k, config.t)
+        self.labels = context.labels = clustered.labels
+        context.partition, context.aggregated = clustered.partition, clustered.aggregated
         refuse_overflow(context.aggregated, config.attributes, self.keys)
         self.database_values = {
             c: _database_values(v, config.attributes[c]) for c, v in context.aggregated.items()
         }
-        measure = functools.partial(
-            _measure_release, encoded, context.aggregated, config, self.labels
-        )
+        measures = functools.partial(_measure_release, encoded, clustered, config)
         if len(self.keys) >= BACKGROUND_MEASURES_ROWS:
             log.info("measures ... (in the background, beside the write)")
             self._measures = Background(
-                functools.partial(_compile_accounted, measure), "tclose-measures"
+                functools.partial(_compile_accounted, measures), "tclose-measures"
             )
             return
         self.say("measuring disclosure risk and utility")
         with self.timer.phase("measures"):
-            context.measures, context.summary = measure()
+            context.measures, context.summary = measures()
 
     @contextmanager
     def measures_first(self) -> Iterator[None]:
@@ -535,15 +412,13 @@ class Phases:
 
 
 def _measure_release(
-    encoded: EncodedTable,
-    aggregated: Mapping[str, np.ndarray],
-    config: Config,
-    labels: np.ndarray,
+    encoded: EncodedTable, clustered: Clustered, config: Config
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """The measures of the release (:func:`tclose.measures.measure_configured`) and the report's
+    """The measures of the release (:func:`tclose.core.pipeline.measure`) and the report's
     :func:`tclose.core.report.release_summary`, computed once for both builds of the report."""
-    measures = measure_configured(encoded, aggregated, config.attributes, config.interval_p, labels)
-    return measures, release_summary(encoded, aggregated, labels, config.k)
+    measures = measure(encoded, clustered, config.attributes, config.interval_p)
+    summary = release_summary(encoded, clustered.aggregated, clustered.labels, config.k)
+    return measures, summary
 
 
 def _streamed_values(source: Session, plan: RunPlan, passthrough: list[str]) -> Any:
@@ -681,27 +556,27 @@ def verify_published(
         digest_algorithm=digest_algorithm,
     )
     say("verifying")
-    evidence = gather_evidence(
-        frame,
-        config.quasi_identifiers,
-        with_attribute_options(distances, extra),
-        config.k,
-        t_checked,
-        expected_rows=expected_rows,
-        expected_confidential=encoded.confidential if encoded is not None else None,
-        linkage=scan.linkage,
-        content_digest=scan.digest,
-        config=configured,
-        report=report,
-        run_id=run_id,
-        release=release,
-    )
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
         measures = measure_published(
             encoded, keys, frame, config.attributes, config.interval_p, config.source.key
         )
-    verification = verify(evidence, release_criteria(config.confidential, registry))
+    verification = verify_release(
+        frame,
+        configured,
+        distances,
+        registry,
+        k=config.k,
+        t=t_checked,
+        attribute_options=extra,
+        expected_rows=expected_rows,
+        expected_confidential=encoded.confidential if encoded is not None else None,
+        linkage=scan.linkage,
+        content_digest=scan.digest,
+        report=report,
+        run_id=run_id,
+        release=release,
+    )
     verification.measures = measures
     return verification
 
@@ -719,7 +594,7 @@ def _read_source(
     source = resolve_name(source_db, config.source.table, "source.table", create=False)
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-    keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
+    keys, encoded, _set_aside = read_inputs(source_db, config, name=source)
     return keys, encoded, config
 
 
@@ -838,10 +713,7 @@ def _read_written(
         digest_algorithm,
         published_as,
     )
-    frame = scan.frame
-    extra = {}
-    for column in config.confidential:
-        frame[column], extra[column] = encode_confidential(frame[column], config.attributes[column])
+    frame, extra = encode_released(scan.frame, config.attributes)
     return frame, extra, scan
 
 
@@ -867,16 +739,16 @@ def _verify_staging(
         n,
         published_as=published_as,
     )
-    evidence = gather_evidence(
+    return verify_release(
         frame,
-        config.quasi_identifiers,
-        with_attribute_options(resolved.distances, extra),
-        config.k,
-        config.t if resolved.algorithm.requires_t else None,
+        config,
+        resolved.distances,
+        registry,
+        k=config.k,
+        t=checked_t(resolved, config.t),
+        attribute_options=extra,
         expected_rows=n,
         expected_confidential=source_confidential,
         linkage=scan.linkage,
         content_digest=scan.digest,
-        config=config,
     )
-    return verify(evidence, release_criteria(config.confidential, registry))

@@ -155,13 +155,11 @@ def check_options_schema(algorithm: Any) -> list[str]:
         if not option.doc or not option.doc.strip():
             problems.append(f"option {option_name!r} has no doc")
         try:
-            validate_options(name, schema, {option_name: option.default}, "algorithm.options")
+            validate_options(name, schema, {option_name: option.default}, ("algorithm", "options"))
         except ConfigError as error:
-            problems.append(
-                f"the default of option {option_name!r} is invalid: {str(error).splitlines()[-1]}"
-            )
+            problems.append(f"the default of option {option_name!r} is invalid: {error.problem}")
     try:
-        validate_options(name, schema, {"__not_an_option__": 1}, "algorithm.options")
+        validate_options(name, schema, {"__not_an_option__": 1}, ("algorithm", "options"))
         problems.append("an unknown option was accepted")
     except ConfigError:
         pass
@@ -251,11 +249,11 @@ def check_algorithm(algorithm: Any, options: Mapping[str, Any] | None = None, se
         raise ConformanceError(_message(algorithm, problems))
     try:
         validated = validate_options(
-            algorithm.name, options_schema(algorithm), options, "algorithm.options"
+            algorithm.name, options_schema(algorithm), options, ("algorithm", "options")
         )
     except ConfigError as error:
         raise ConformanceError(_message(algorithm, [f"options: {error}"])) from None
-    distance = load_registry(entry_points=False).get("distance", DISTANCE, "check_algorithm")
+    distance = load_registry(entry_points=False).get("distance", DISTANCE, ("check_algorithm",))
     count = 0
     for case in cases(seed):
         count += 1
