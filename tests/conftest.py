@@ -406,11 +406,12 @@ class TestDatabase:
     def tables(self) -> set[str]:
         """This test's tables (any name with its prefix, helper tables included)."""
         found = set()
-        inspector = sa.inspect(self.engine)
-        for schema in self._existing(inspector):
-            for table in inspector.get_table_names(schema=schema):
-                if table.startswith(self.prefix):
-                    found.add(table if schema is None else f"{schema}.{table}")
+        with self.engine.connect() as connection:
+            inspector = sa.inspect(connection)
+            for schema in self._existing(inspector):
+                for table in inspector.get_table_names(schema=schema):
+                    if table.startswith(self.prefix):
+                        found.add(table if schema is None else f"{schema}.{table}")
         return found
 
     def _existing(self, inspector: sa.Inspector) -> list[str | None]:
@@ -452,21 +453,29 @@ class TestDatabase:
         return code, err, path
 
     def drop_all(self) -> None:
-        inspector = sa.inspect(self.engine)
+        """Drop this test's tables from a server database and their records from its registry of
+        releases, in one connection; a file database (SQLite, DuckDB) is in the test's own
+        folder and stays as the test left it."""
+        if self.dialect in SERVER_URLS:
+            with self.engine.begin() as connection:
+                self._drop_mine(connection)
+        self.engine.dispose()
+
+    def _drop_mine(self, connection: sa.Connection) -> None:
+        inspector = sa.inspect(connection)
         for schema in self._existing(inspector):
-            for table in inspector.get_table_names(schema=schema):
+            tables = inspector.get_table_names(schema=schema)
+            for table in tables:
                 if table.lower().startswith(self.prefix.lower()):  # also T..._SRC look-alikes
-                    sa.Table(table, sa.MetaData(), schema=schema).drop(self.engine)
-            if "tclose_releases" in inspector.get_table_names(schema=schema):
+                    sa.Table(table, sa.MetaData(), schema=schema).drop(connection)
+            if "tclose_releases" in tables:
                 # the release records of this test's tables, in a registry the servers share
                 registry = sa.table("tclose_releases", sa.column("name"), schema=schema)
-                with self.engine.begin() as connection:
-                    connection.execute(
-                        registry.delete().where(
-                            sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
-                        )
+                connection.execute(
+                    registry.delete().where(
+                        sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
                     )
-        self.engine.dispose()
+                )
 
 
 def duckdb_url(path: Path | None) -> str:
