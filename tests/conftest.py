@@ -18,17 +18,17 @@ os.environ[DISABLE_AUTOLOAD_ENV] = "1"
 os.environ.pop(PLUGINS_ENV, None)
 
 
-#: The files of the slow tier: the adversarial tests, which attack every guarantee end to end on
-#: every database (each test a run, its verification and a look at the servers).
-SLOW_FILES = "test_adversarial_*.py"
+#: The files of the slow tier: the tests of the guarantees, each of which tries to break one end
+#: to end on every database (each test a run, its verification and a look at the servers).
+SLOW_FILES = ("test_rule_*.py", "test_adversarial_*.py")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test of a :data:`SLOW_FILES` file, before ``-m`` selects: the
+    """Mark ``slow`` every test of a file that :data:`SLOW_FILES` matches, before ``-m`` selects: the
     configuration's ``-m "not slow"`` leaves the slow tier out, ``-m slow`` runs it alone."""
     for item in items:
-        if item.path.match(SLOW_FILES):
+        if any(item.path.match(pattern) for pattern in SLOW_FILES):
             item.add_marker(pytest.mark.slow)
 
 

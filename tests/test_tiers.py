@@ -13,9 +13,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: A file of the slow tier, a file of the default tier with tests on both servers, and a file
-#: with one test marked slow among others.
-FILES = ["tests/test_adversarial_exits.py", "tests/test_db_roundtrip.py", "tests/test_lint.py"]
+#: Files of the slow tier, a file of the default tier with tests on both servers, and a file with
+#: one test marked slow among others.
+FILES = [
+    "tests/test_adversarial_exits.py",
+    "tests/test_rule_file_links.py",
+    "tests/test_db_roundtrip.py",
+    "tests/test_lint.py",
+]
 
 
 def _collected(*options: str) -> set[str]:
@@ -48,10 +53,14 @@ def test_the_tiers_split_the_suite(tiers):
     assert tiers["default"] | tiers["slow"] == tiers["every"]
 
 
-def test_the_slow_tier_is_the_adversarial_files_and_the_tests_marked_slow(tiers):
-    adversarial = {t for t in tiers["every"] if t.startswith("tests/test_adversarial_")}
-    assert adversarial and adversarial <= tiers["slow"]
-    assert tiers["slow"] - adversarial == {"tests/test_lint.py::test_mypy_is_clean"}
+def test_the_slow_tier_is_the_guarantee_files_and_the_tests_marked_slow(tiers):
+    for prefix in ("tests/test_adversarial_", "tests/test_rule_"):
+        files = {t for t in tiers["every"] if t.startswith(prefix)}
+        assert files and files <= tiers["slow"], prefix
+    guarantees = {
+        t for t in tiers["slow"] if t.startswith(("tests/test_adversarial_", "tests/test_rule_"))
+    }
+    assert tiers["slow"] - guarantees == {"tests/test_lint.py::test_mypy_is_clean"}
 
 
 def test_the_default_tier_runs_on_both_servers(tiers):
