@@ -18,6 +18,20 @@ os.environ[DISABLE_AUTOLOAD_ENV] = "1"
 os.environ.pop(PLUGINS_ENV, None)
 
 
+#: The files of the slow tier: the tests of the guarantees, each of which tries to break one end
+#: to end on every database (each test a run, its verification and a look at the servers).
+SLOW_FILES = ("test_rule_*.py", "test_adversarial_*.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test of a file that :data:`SLOW_FILES` matches, before ``-m`` selects: the
+    configuration's ``-m "not slow"`` leaves the slow tier out, ``-m slow`` runs it alone."""
+    for item in items:
+        if any(item.path.match(pattern) for pattern in SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def demo_db(tmp_path: Path) -> Path:
     """A SQLite file with 400 synthetic discharges in table ``discharges``."""
@@ -406,11 +420,12 @@ class TestDatabase:
     def tables(self) -> set[str]:
         """This test's tables (any name with its prefix, helper tables included)."""
         found = set()
-        inspector = sa.inspect(self.engine)
-        for schema in self._existing(inspector):
-            for table in inspector.get_table_names(schema=schema):
-                if table.startswith(self.prefix):
-                    found.add(table if schema is None else f"{schema}.{table}")
+        with self.engine.connect() as connection:
+            inspector = sa.inspect(connection)
+            for schema in self._existing(inspector):
+                for table in inspector.get_table_names(schema=schema):
+                    if table.startswith(self.prefix):
+                        found.add(table if schema is None else f"{schema}.{table}")
         return found
 
     def _existing(self, inspector: sa.Inspector) -> list[str | None]:
@@ -452,21 +467,29 @@ class TestDatabase:
         return code, err, path
 
     def drop_all(self) -> None:
-        inspector = sa.inspect(self.engine)
+        """Drop this test's tables from a server database and their records from its registry of
+        releases, in one connection; a file database (SQLite, DuckDB) is in the test's own
+        folder and stays as the test left it."""
+        if self.dialect in SERVER_URLS:
+            with self.engine.begin() as connection:
+                self._drop_mine(connection)
+        self.engine.dispose()
+
+    def _drop_mine(self, connection: sa.Connection) -> None:
+        inspector = sa.inspect(connection)
         for schema in self._existing(inspector):
-            for table in inspector.get_table_names(schema=schema):
+            tables = inspector.get_table_names(schema=schema)
+            for table in tables:
                 if table.lower().startswith(self.prefix.lower()):  # also T..._SRC look-alikes
-                    sa.Table(table, sa.MetaData(), schema=schema).drop(self.engine)
-            if "tclose_releases" in inspector.get_table_names(schema=schema):
+                    sa.Table(table, sa.MetaData(), schema=schema).drop(connection)
+            if "tclose_releases" in tables:
                 # the release records of this test's tables, in a registry the servers share
                 registry = sa.table("tclose_releases", sa.column("name"), schema=schema)
-                with self.engine.begin() as connection:
-                    connection.execute(
-                        registry.delete().where(
-                            sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
-                        )
+                connection.execute(
+                    registry.delete().where(
+                        sa.func.lower(registry.c.name).like(f"{self.prefix.lower()}%")
                     )
-        self.engine.dispose()
+                )
 
 
 def duckdb_url(path: Path | None) -> str:

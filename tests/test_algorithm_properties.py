@@ -10,6 +10,7 @@ same labels.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -83,6 +84,7 @@ def run(name, options, qi, columns, k, t):
     return np.asarray(run_algorithm(algorithm, problem).labels)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_every_algorithm_keeps_its_promise(table):

@@ -344,6 +344,7 @@ def _aggregate(spec: Mapping[str, Any], values: list) -> Any:
     return max(sorted(counts, key=order.index), key=lambda v: counts[v])
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(releases())
 def test_every_measure_equals_its_documented_definition(release) -> None:

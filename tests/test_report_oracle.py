@@ -612,6 +612,7 @@ def _expected_failure(frame: pd.DataFrame, document: dict) -> int | None:
     return 3 if len(kept) < document["privacy"]["k"] else None
 
 
+@pytest.mark.slow
 @settings(
     max_examples=300,
     deadline=None,

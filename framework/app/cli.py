@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -80,8 +81,11 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", "store", _Once)
 
 
+@functools.cache
 def _parser() -> argparse.ArgumentParser:
-    """The ``tclose`` argument parser: global options, then one sub-parser per command."""
+    """The ``tclose`` argument parser: global options, then one sub-parser per command. Built
+    once per process: parsing keeps no state in the parser (:class:`_Once` keeps its own in
+    the namespace)."""
     noise = _Parser(add_help=False)
     quiet_or_verbose = noise.add_mutually_exclusive_group()
     quiet_or_verbose.add_argument(
