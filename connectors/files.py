@@ -513,46 +513,53 @@ class FileDatabase(DuckDBDatabase):
         a table, not a user's other file); a file keeps no audit table (``report.table``)."""
         if path == "report.table":
             raise ConfigError(
-                f"==> At {path}\nA {self.format} file holds one table, the release: an audit "
+                f"A {self.format} file holds one table, the release: an audit "
                 f"table there would be a table of the in-memory database DuckDB reads the file "
                 f"with, gone after the run. Remove report.table (the JSON report keeps the "
-                f"record), or publish into a database."
+                f"record), or publish into a database.",
+                path=tuple(path.split(".")),
             )
         if self.format == "csv":
             url, table = self.target_beside(name.name)
             raise ConfigError(
-                f"==> At {path.split('.')[0]}.url\nA CSV file can be a source only. Publish "
+                f"A CSV file can be a source only. Publish "
                 f"into a Parquet file: target.url: {url} and target.table: {table}; or into a "
-                f"database table."
+                f"database table.",
+                path=(path.split(".")[0], "url"),
             )
         self._check_name(name, path)
         if self.path.is_symlink():
             raise ConfigError(
-                f"==> At {path.split('.')[0]}.url\n{_link_refused(self.path)} Name the file "
-                f"itself (its real path), or another target file."
+                f"{_link_refused(self.path)} Name the file "
+                f"itself (its real path), or another target file.",
+                path=(path.split(".")[0], "url"),
             )
         if self.path.is_dir():
             raise ConfigError(
-                f"==> At {path}\nThe target {self.path} is a folder, not a file: name the "
-                f"Parquet file to write (e.g. {self.path / (self.table_name + '.parquet')})."
+                f"The target {self.path} is a folder, not a file: name the "
+                f"Parquet file to write (e.g. {self.path / (self.table_name + '.parquet')}).",
+                path=tuple(path.split(".")),
             )
         if not self.path.parent.is_dir():
             raise ConfigError(
-                f"==> At {path}\nThe folder {self.path.parent} of the target file does not "
-                f"exist: create it first (tclose creates no folders)."
+                f"The folder {self.path.parent} of the target file does not "
+                f"exist: create it first (tclose creates no folders).",
+                path=tuple(path.split(".")),
             )
         longest = name_max(self.path.parent)
         if longest is not None and len(os.fsencode(_temporary(self.path, "").name)) > longest:
             raise ConfigError(
-                f"==> At {path.split('.')[0]}.url\nThe target file's name is too long for its "
+                f"The target file's name is too long for its "
                 f"folder once its temporary file's {_TEMPORARY_EXTRA} bytes are added (at most "
-                f"{longest} bytes): choose a shorter name."
+                f"{longest} bytes): choose a shorter name.",
+                path=(path.split(".")[0], "url"),
             )
         if self.path.is_file() and not _holds_parquet(self.path):
             raise ConfigError(
-                f"==> At {path}\nThe target {self.path} exists and is not a Parquet file; "
+                f"The target {self.path} exists and is not a Parquet file; "
                 f"tclose replaces a table, never another file. Choose another target file, "
-                f"or remove it."
+                f"or remove it.",
+                path=tuple(path.split(".")),
             )
 
     def resolve_table(self, name: TableName, path: str, create: bool = False) -> TableName:
@@ -573,7 +580,8 @@ class FileDatabase(DuckDBDatabase):
                 f"target.url: {url} and target.table: {table}."
             )
         raise ConfigError(
-            f"==> At {path}\nThe file {self.path} holds one table, named after the file: {advice}"
+            f"The file {self.path} holds one table, named after the file: {advice}",
+            path=tuple(path.split(".")),
         )
 
     def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:

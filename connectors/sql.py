@@ -557,8 +557,8 @@ class SQLDatabase:
             problem = None if part is None else self.name_problem(part)
             if problem is not None:
                 raise ConfigError(
-                    f"==> At {path}\nThe {what} name {part!r} of {path} is {problem}. "
-                    f"Choose another name."
+                    f"The {what} name {part!r} of {path} is {problem}. Choose another name.",
+                    path=tuple(path.split(".")),
                 )
 
     def owned_name(self, target: TableName, mark: str, run_id: str) -> TableName:
@@ -677,8 +677,9 @@ class SQLDatabase:
         if len(primary) == 1:
             return primary[0]
         raise ConfigError(
-            f"==> At source ==> At key: key\nTable {shown(table)} has no single-column primary "
-            f"key; name a unique, non-null column as source.key."
+            f"Table {shown(table)} has no single-column primary "
+            f"key; name a unique, non-null column as source.key.",
+            path=("source", "key"),
         )
 
     # --- reading outside a run ------------------------------------------------------------------
@@ -737,9 +738,10 @@ class SQLDatabase:
             problem = self.column_name_problem(column)
             if problem is not None:
                 raise ConfigError(
-                    f"==> At attributes.{column}\nColumn {column!r} cannot be written: "
+                    f"Column {column!r} cannot be written: "
                     f"{problem}. Rename it in the source (a view can rename it), or drop it from "
-                    f"the output (role: identifier)."
+                    f"the output (role: identifier).",
+                    path=("attributes", column),
                 )
             key = self.column_key(column)
             other = seen.get(key)
@@ -759,8 +761,9 @@ class SQLDatabase:
             else:
                 clash = f"{rule}it would be the same column as {other!r} in the table written"
             raise ConfigError(
-                f"==> At attributes.{column}\nColumn {column!r} cannot be written: {clash}. "
-                f"Rename it in the source, or drop it from the output (role: identifier)."
+                f"Column {column!r} cannot be written: {clash}. "
+                f"Rename it in the source, or drop it from the output (role: identifier).",
+                path=("attributes", column),
             )
 
     def staging_table(
@@ -1692,9 +1695,10 @@ def vanishing_table(name: TableName, path: str, where: str, database: bool = Fal
     if database:
         path = "source.url" if path.startswith("source.") else "target.url"
     return ConfigError(
-        f"==> At {path}\nThe table {name} is (or would be) {where}, which the database "
+        f"The table {name} is (or would be) {where}, which the database "
         f"forgets when the run's connection ends: a table published there would be gone after "
-        f"the run. Name a table of a permanent schema in a database kept on disk."
+        f"the run. Name a table of a permanent schema in a database kept on disk.",
+        path=tuple(path.split(".")),
     )
 
 

@@ -13,7 +13,6 @@ exception               exit  meaning
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 
@@ -58,9 +57,8 @@ class ConfigError(TcloseError):
 
     The place is data: :attr:`path` and :attr:`line`, which the ``tclose`` command uses to
     name the file and the line (:meth:`located_text`). ``ConfigError(problem, path=...,
-    line=...)`` writes the place; the framework and its plugins place every error so. A message
-    that already starts with a place (``==> At ...``), as a third-party connector may still
-    write it, is read for it.
+    line=...)`` writes the place; the framework, its connectors and its plugins place every
+    error so. The place is data only: a message is never parsed for it.
 
     Attributes:
         path: the keys from the top of the document to the place, ``()`` for the document as a
@@ -85,10 +83,12 @@ class ConfigError(TcloseError):
             self._where = _place(self.path, None)
             args = (_place(self.path, line) + "\n" + message, *args[1:])
         else:
-            self.path, self.line, self.problem = _located(message)
-            match = _PLACE.match(message.partition("\n")[0])
-            self._where = f"==> At {match['where']}" if match else ""
+            self.path, self.line, self.problem, self._where = None, None, message, ""
         super().__init__(*args, published=published)
+
+    def __reduce__(self) -> tuple:
+        """Pickled with its place as data (a block worker's error reaches the parent whole)."""
+        return (_rebuilt, (type(self), self.problem, self.path, self.line, self.published))
 
     def located_text(self, line: int | None = None) -> str:
         """The error's text with its place's line: its own :attr:`line`, else ``line`` (the
@@ -115,8 +115,6 @@ class ConfigError(TcloseError):
         return type(self)(self.problem, path=(*prefix, *(self.path or ())))
 
 
-#: A place at the start of a message: ``==> At a.b ==> At key: c``, then `` (line 7)`` if known.
-_PLACE = re.compile(r"^==> At (?P<where>[^\n]*?)(?: \(line (?P<line>\d+)\))?$", re.MULTILINE)
 _TOP = "the top level"
 
 
@@ -130,22 +128,15 @@ def _place(path: tuple[str, ...], line: int | None) -> str:
     return f"==> {where}" + (f" (line {line})" if line else "")
 
 
-def _located(message: str) -> tuple[tuple[str, ...] | None, int | None, str]:
-    """``(path, line, problem)`` of a message that starts with its place (keys read as dotted
-    names), or ``(None, None, message)``."""
-    first, _, rest = message.partition("\n")
-    match = _PLACE.match(first)
-    if match is None:
-        return None, None, message
-    line = int(match["line"]) if match["line"] else None
-    if match["where"] == _TOP:
-        return (), line, rest
-    parts = re.split(r"==> At (?:key: )?", "==> At " + match["where"])
-    return (
-        tuple(key for part in parts if part.strip() for key in part.strip().split(".")),
-        line,
-        rest,
-    )
+def _rebuilt(
+    cls: type[ConfigError],
+    problem: str,
+    path: tuple[str, ...] | None,
+    line: int | None,
+    published: bool,
+) -> ConfigError:
+    """A :class:`ConfigError` (or subclass) unpickled: :meth:`ConfigError.__reduce__`."""
+    return cls(problem, path=path, line=line, published=published)
 
 
 class DataError(TcloseError):

@@ -1,11 +1,10 @@
 """A configuration error's place is data from where it is raised to where it is shown.
 
-Every ``ConfigError`` of the framework and its plugins is given its key path as data
-(``ConfigError(problem, path=...)``), never as ``==> At ...`` text that the error would read
-back: a key holding a dot (a column ``"a.b"``) then stays one key, and the Python API's errors
-carry the same path as the configuration's. The files of the places still written as text (the
-connectors' table-name checks, which take a dotted ``path`` through the connector protocol) are
-listed in ``tests/config_places_pending/<package>.txt``, one ``path`` a line, like
+Every ``ConfigError`` of the framework, its connectors and its plugins is given its key path as
+data (``ConfigError(problem, path=...)``), never as ``==> At ...`` text: a message is never
+parsed for a place, a key holding a dot (a column ``"a.b"``) stays one key, and the Python API's
+errors carry the same path as the configuration's. A file that still writes a place as text
+would be listed in ``tests/config_places_pending/<package>.txt`` (none is), like
 ``tests/layers_pending``.
 """
 
@@ -245,7 +244,11 @@ def test_what_is_not_in_the_configuration_has_no_place(where, path, text):
             "==> At privacy ==> At key: k (line 3)\nbad",
         ),
         (ConfigError("bad", path=("privacy", "k")), None, "==> At privacy ==> At key: k\nbad"),
-        (ConfigError("==> At target.url\nbad"), 2, "==> At target.url (line 2)\nbad"),
+        (
+            ConfigError("bad", path=("target", "url")),
+            2,
+            "==> At target ==> At key: url (line 2)\nbad",
+        ),
         (ConfigError("no place"), 9, "no place"),
     ],
 )

@@ -119,10 +119,11 @@ class DuckDBDatabase(SQLDatabase):
         database = self.url.database or ":memory:"
         if database != ":memory:" and not _holds_duckdb(Path(database)):
             raise ConfigError(
-                f"==> At {path.split('.')[0]}.url\nThe file {Path(database).absolute()} is not "
+                f"The file {Path(database).absolute()} is not "
                 f"a DuckDB database (DuckDB opens a Parquet, CSV or SQLite file as another kind "
                 f"of database, where a published table is not kept, or is not checked). Name "
-                f"a DuckDB file; a Parquet file is written through a parquet:/// URL."
+                f"a DuckDB file; a Parquet file is written through a parquet:/// URL.",
+                path=(path.split(".")[0], "url"),
             )
 
     def table(self, name: TableName, connection: Connection | None = None) -> sa.Table:
@@ -211,8 +212,9 @@ class DuckDBDatabase(SQLDatabase):
             )
         if database != current:
             raise ConfigError(
-                f"==> At {path}\nDuckDB places {name} in the database {database!r}, not in the "
-                f"URL's ({current!r}); tclose reads and writes the URL's database only."
+                f"DuckDB places {name} in the database {database!r}, not in the "
+                f"URL's ({current!r}); tclose reads and writes the URL's database only.",
+                path=tuple(path.split(".")),
             )
         return TableName(*found) if found is not None else resolved
 
@@ -229,9 +231,10 @@ class DuckDBDatabase(SQLDatabase):
             raise DataError(f"DuckDB gave no plan for {statement}.")
         if plan.get("error"):
             raise ConfigError(
-                f"==> At {path}\nDuckDB does not place {name} in a table kept in the database "
+                f"DuckDB does not place {name} in a table kept in the database "
                 f"file ({plan.get('error_message')}); a temporary or in-memory table would "
-                f"vanish with the run. Name a table of one of the file's schemas (schema.table)."
+                f"vanish with the run. Name a table of one of the file's schemas (schema.table).",
+                path=tuple(path.split(".")),
             )
         info = plan["plans"][0]["info"]
         database, schema, _table = info["qualified_name"]["path"]

@@ -198,9 +198,10 @@ class MySQLDatabase(SQLDatabase):
             schema = name.schema or current
             if schema is None:
                 raise ConfigError(
-                    f"==> At {path}\nThe table {name} names no database, and the URL selects "
+                    f"The table {name} names no database, and the URL selects "
                     f"none ({self.redacted_url}): write it as database.table, or name the "
-                    f"database in the URL."
+                    f"database in the URL.",
+                    path=tuple(path.split(".")),
                 )
             found = _catalog_row(connection, "table_schema, table_name", schema, name.name, fold)
             if found is not None or not create:
@@ -213,8 +214,9 @@ class MySQLDatabase(SQLDatabase):
             ).first()
         if database is None:
             raise ConfigError(
-                f"==> At {path}\nThe database {schema} of table {name} does not exist on "
-                f"{self.redacted_url}. Create it, or name an existing one."
+                f"The database {schema} of table {name} does not exist on "
+                f"{self.redacted_url}. Create it, or name an existing one.",
+                path=tuple(path.split(".")),
             )
         self.check_configured_name(name, path)
         return TableName(str(database[0]), name.name)

@@ -144,9 +144,10 @@ class PostgreSQLDatabase(SQLDatabase):
             raise vanishing_table(name, path, f"in the temporary schema {schema}")
         if stored != name.name:
             raise ConfigError(
-                f"==> At {path}\nThe table name {name.name!r} is longer than postgresql keeps: "
+                f"The table name {name.name!r} is longer than postgresql keeps: "
                 f"the server stores it as {stored!r} (names are cut to 63 bytes, silently). "
-                f"Choose a shorter name."
+                f"Choose a shorter name.",
+                path=tuple(path.split(".")),
             )
         return TableName(schema, stored)
 
@@ -175,8 +176,9 @@ class PostgreSQLDatabase(SQLDatabase):
             if getattr(error.orig, "sqlstate", None) != "3F000":  # invalid_schema_name
                 raise
             raise ConfigError(
-                f"==> At {path}\nThe schema {name.schema} of table {name} does not exist in "
-                f"{self.redacted_url}. Create it, or name an existing schema."
+                f"The schema {name.schema} of table {name} does not exist in "
+                f"{self.redacted_url}. Create it, or name an existing schema.",
+                path=tuple(path.split(".")),
             ) from None
         return _resolved_row(connection, name, self)
 
