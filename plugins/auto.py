@@ -32,7 +32,6 @@ cluster's most frequent value, not a mean of one-hot vectors. ``auto`` requires 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -42,39 +41,34 @@ import numpy as np
 from tclose.errors import ConfigError
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import Option, Partition, Problem
-from tclose.kernels.candidates import CandidateRun
+from tclose.kernels.candidates import Build, CandidateRun
 
 __all__ = ["Auto"]
 
 
 class Auto:
-    """Run t-first, merge (cost/gain partner, splits) and, on small tables, k-first; refine each;
-    publish the lowest WCSS. See the module documentation."""
+    """Run t-first, merge, merge with the cost/gain partner and k-first as they fit the table;
+    refine each; publish the partition of lowest report SSE. See the module documentation."""
 
     name = "auto"
     options_schema: Mapping[str, Option] = {
-        "refine_passes": Option(int, 6, "Refinement passes given to every candidate.", min=0),
+        "screen_passes": Option(
+            int, 1, "Refinement passes given to every candidate before they are compared.", min=0
+        ),
+        "refine_passes": Option(
+            int,
+            6,
+            "Refinement passes of the best candidate in all (screen_passes included).",
+            min=0,
+        ),
         "candidates": Option(
             int, 5, "Nearest clusters examined by merge's cost/gain partner rule.", min=1
         ),
-        "time_factor": Option(
-            float,
-            3.0,
-            "Time budget of the whole run above exhaustive_rows: this many times what t-first took.",
-            min=0.0,
-        ),
-        "exhaustive_rows": Option(
-            int,
-            10_000,
-            "Up to this many rows every candidate runs to the end, whatever the time "
-            "(deterministic); above, all share the time budget.",
-            min=0,
-        ),
         "merge_max_rows": Option(
-            int, 200_000, "merge is a candidate only up to this many rows.", min=0
+            int, 200_000, "merge (both partners) is a candidate only up to this many rows.", min=0
         ),
         "k_first_max_rows": Option(
-            int, 5_000, "k-first is a candidate only up to this many rows.", min=0
+            int, 30_000, "k-first is a candidate only up to this many rows.", min=0
         ),
     }
     requires_t = True
@@ -88,48 +82,41 @@ class Auto:
                 "compares algorithms that enforce t-closeness."
             )
         x = np.ascontiguousarray(problem.x, dtype=np.float64)
-        run = CandidateRun(replace(problem, x=x))
         options = problem.options
-        started = time.perf_counter()
-        run.candidate("t-first", self._t_first, share=0.5, started=started)
-        if x.shape[0] > options["merge_max_rows"]:
-            run.skip("merge", f"more than merge_max_rows = {options['merge_max_rows']} rows")
-        else:
-            run.candidate("merge", self._merge)
-        if x.shape[0] > options["k_first_max_rows"]:
+        run = CandidateRun(replace(problem, x=x))
+        n = x.shape[0]
+        run.candidate("t-first", _solved("t-first"))
+        for name, build in (("merge", _solved("merge")), ("merge-gain", _merge_gain)):
+            if n > options["merge_max_rows"]:
+                run.skip(name, f"more than merge_max_rows = {options['merge_max_rows']} rows")
+            else:
+                run.candidate(name, build)
+        if n > options["k_first_max_rows"]:
             run.skip("k-first", f"more than k_first_max_rows = {options['k_first_max_rows']} rows")
         else:
-            run.candidate("k-first", self._k_first)
+            run.candidate("k-first", _solved("k-first"))
+        screen = min(options["screen_passes"], options["refine_passes"])
+        run.screen(screen)
+        run.finish(options["refine_passes"] - screen)
         return run.result()
 
-    @staticmethod
-    def _t_first(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
-        partition = run.problem.solve("t-first")
+
+def _solved(name: str) -> Build:
+    """A candidate: the registered algorithm ``name`` with its default options, as it runs alone
+    (the run's block options passed on)."""
+
+    def build(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+        partition = problem.solve(name)
         return np.asarray(partition.labels), partition.info
 
-    @staticmethod
-    def _merge(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
-        from tclose.kernels.mdav import mdav
-        from tclose.kernels.merge import merge_until_t_close
-        from tclose.kernels.refine import refine
+    return build
 
-        labels = mdav(run.x, run.k)
-        labels, merges = merge_until_t_close(
-            run.x,
-            labels,
-            run.distances,
-            run.t,
-            partner="gain",
-            candidates=run.options["candidates"],
-            deadline=run.deadline,
-        )
-        labels, split = refine(run.x, labels, run.distances, run.k, run.t, passes=1, moves=False)
-        return labels, {"partner": "gain", "merges": int(merges), "splits": split.get("splits", 0)}
 
-    @staticmethod
-    def _k_first(run: CandidateRun) -> tuple[np.ndarray, dict[str, Any]]:
-        partition = run.problem.solve("k-first")
-        return np.asarray(partition.labels), partition.info
+def _merge_gain(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+    """merge with the cost/gain partner among ``candidates`` nearest clusters, then splits."""
+    options = {"partner": "gain", "candidates": problem.options["candidates"], "split": True}
+    partition = problem.solve("merge", **options)
+    return np.asarray(partition.labels), partition.info
 
 
 @hookimpl

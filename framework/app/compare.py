@@ -121,14 +121,20 @@ def run_setting(
     import numpy as np
     import pandas as pd
 
-    from tclose.core.clustering import cluster_rows
+    from tclose.core.clustering import cluster_rows, release_sse_of
     from tclose.core.runner import with_attribute_options
     from tclose.core.verify import release_criteria, verify_rows
     from tclose.measures import measure_configured
 
     started = time.perf_counter()
     labels, _partition, _ = cluster_rows(
-        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
+        encoded.x,
+        encoded.confidential,
+        encoded.distance_options,
+        resolved,
+        k,
+        t,
+        release_sse=release_sse_of(encoded),
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)

@@ -24,7 +24,7 @@ from tclose.base.config import (
 )
 from tclose.base.digests import canonical
 from tclose.base.registry import Registry, load_registry
-from tclose.core.clustering import cluster_rows
+from tclose.core.clustering import cluster_rows, release_sse_of
 from tclose.core.columns import unlisted_columns
 from tclose.core.plan import resolve_plugins, with_attribute_options
 from tclose.core.published import frame_linkage, linkage_advice
@@ -137,6 +137,7 @@ def anonymize(
             resolved,
             *privacy,
             int(encoded.excluded.sum()),
+            release_sse_of(encoded),
         )
     context.labels, context.aggregated = labels, encoded.aggregate(labels)
     with timer.phase("measures"):

@@ -27,7 +27,7 @@ from tclose.base.interrupts import Deferral
 from tclose.base.notices import phase_counts
 from tclose.base.registry import Registry, dialect_of, load_registry
 from tclose.connector import Database, Session, joining, open_read_only
-from tclose.core.clustering import cluster_rows
+from tclose.core.clustering import cluster_rows, release_sse_of
 from tclose.core.columns import resolve_key, with_key
 from tclose.core.guards import refuse_overflow
 from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.app.compare)
@@ -375,6 +375,7 @@ class Phases:
                 config.k,
                 config.t,
                 int(encoded.excluded.sum()),
+                release_sse_of(encoded),
             )
         context.labels = self.labels
         context.aggregated = encoded.aggregate(self.labels)
