@@ -1,33 +1,38 @@
-"""Algorithm plugin ``auto``: run the candidates that fit the table, refine each, keep the best.
+"""Algorithm plugin ``auto``: build the candidates that fit the table, refine them, publish the
+partition whose release has the lowest SSE.
 
 No single algorithm of the paper wins everywhere: t-first is best when the confidential attribute
 is unrelated to the quasi-identifiers, merge when they follow each other (and merge can collapse
-into giant clusters there). ``auto`` runs the candidates that fit the table's size, refines each
-(:mod:`tclose.kernels.refine`), and publishes the partition of lowest WCSS (below):
+into giant clusters there). ``auto`` builds these candidates, each exactly as the algorithm runs
+alone with its default options (:meth:`Problem.solve <tclose.interfaces.Problem.solve>`; the
+run's block options are passed on):
 
-1. ``t-first`` (always; it is the fastest), then refined;
-2. ``merge`` with the cost/gain partner (MDAV, then the merge loop choosing among the
-   ``candidates`` nearest clusters the one with the least WCSS added per unit of EMD removed),
-   its clusters of ``>= 2k`` rows split while t-close, then refined (on large tables within the
-   time budget below);
-3. ``k-first`` (the paper's Algorithm 2 and merge loop), refined, only when the table has at most
-   ``k_first_max_rows`` rows and the budget is not spent (its worst cases are slow).
+1. ``t-first`` (always);
+2. ``merge`` (the paper's Algorithm 1: MDAV, then the nearest partner) and ``merge-gain``
+   (MDAV, then among the ``candidates`` nearest clusters the one with the least SSE added per unit
+   of EMD removed, then clusters of ``>= 2k`` rows split while t-close), up to
+   ``merge_max_rows`` rows;
+3. ``k-first`` (the paper's Algorithm 2 and merge loop), up to ``k_first_max_rows`` rows.
 
-Time budget: up to ``exhaustive_rows`` rows (10,000) every candidate runs to the end and the
-result is deterministic. On larger tables the whole run gets ``time_factor`` (3) times what
-t-first took: t-first's refinement gets half of what is left, merge must finish its merge loop by
-the deadline (else it is abandoned, ``over budget``) and its refinement stops there, and a
-candidate that cannot start in time is ``skipped``. The result then depends on the machine's speed.
+Then every candidate is refined (:mod:`tclose.kernels.refine`) with ``screen_passes`` passes,
+and the best refined partition gets ``refine_passes - screen_passes`` more
+(:class:`tclose.kernels.candidates.CandidateRun`). Every partition met on the way, the built
+ones included, is ranked by the report's ``utility.sse`` of the release it would make
+(:attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`; by the ``wcss`` of ``x``
+when the problem comes without it, outside a run of the framework), and the lowest is published.
+So ``auto``'s SSE is at most that of ``t-first``, ``merge`` and ``k-first`` whenever they are
+among its candidates (up to ``k_first_max_rows`` rows for all three).
 
-``info`` lists every candidate with its WCSS before and after refinement (``wcss_unrefined``,
-``wcss``), its time, its number of clusters and its status (``ran``, ``skipped`` or ``over
-budget``), names the ``winner`` and says why it won. WCSS is the within-cluster sum of squares
-of the matrix the algorithms see (the standardized QIs: z-scores, scaled ranks, scaled one-hot
-vectors, weights applied), the rows' squared distances to their cluster's centroid, divided by
-the matrix's number of cells: what the algorithms and refinement lower. It is not the report's
-``utility.sse``, the information loss of the published values, unless every QI is numeric, not
-rounded, of weight 1 (the published value is then the centroid): a nominal QI publishes its
-cluster's most frequent value, not a mean of one-hot vectors. ``auto`` requires ``t``.
+Budgets are units of work, never seconds: candidates are admitted by the number of rows, and the
+refinement by its number of passes. The same input and options give the same partition on any
+machine and under any load.
+
+``info`` lists every candidate with its SSE as built and after refinement (``sse_unrefined``,
+``sse_refined``, ``sse`` the lower), its ``wcss`` (the within-cluster sum of squares of the
+matrix the algorithms see, divided by its number of cells: what the refinement lowers), its CPU
+seconds (information only), its number of clusters and its status (``ran`` or ``skipped``), names
+the ``winner``, whether the published partition is the ``refined`` one, what it was
+``ranked_by`` and why it won. ``auto`` requires ``t``.
 """
 
 from __future__ import annotations
