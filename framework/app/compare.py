@@ -127,14 +127,9 @@ def run_setting(
     from tclose.measures import measure_configured
 
     started = time.perf_counter()
+    sse = release_sse_of(encoded)
     labels, _partition, _ = cluster_rows(
-        encoded.x,
-        encoded.confidential,
-        encoded.distance_options,
-        resolved,
-        k,
-        t,
-        release_sse=release_sse_of(encoded),
+        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t, release_sse=sse
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)
