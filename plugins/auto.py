@@ -27,12 +27,15 @@ Budgets are units of work, never seconds: candidates are admitted by the number 
 refinement by its number of passes. The same input and options give the same partition on any
 machine and under any load.
 
-``info`` lists every candidate with its SSE as built and after refinement (``sse_unrefined``,
-``sse_refined``, ``sse`` the lower), its ``wcss`` (the within-cluster sum of squares of the
-matrix the algorithms see, divided by its number of cells: what the refinement lowers), its CPU
+``info`` lists every candidate with its ``loss`` as built and after refinement
+(``loss_unrefined``, ``loss_refined``, ``loss`` the lower: the report's ``utility.sse`` its
+release would have; the report calls no other figure SSE), its ``wcss`` (the within-cluster sum
+of squares of the matrix the algorithms see, divided by its number of cells: what the
+refinement lowers), its CPU
 seconds (information only), its number of clusters and its status (``ran`` or ``skipped``), names
 the ``winner``, whether the published partition is the ``refined`` one, what it was
-``ranked_by`` and why it won. ``auto`` requires ``t``.
+``ranked_by`` (``loss``, or ``wcss`` without ``Problem.release_sse``) and why it won. ``auto``
+requires ``t``.
 """
 
 from __future__ import annotations

@@ -36,18 +36,20 @@ def test_auto_publishes_the_lowest_sse_and_says_why(table):
     ran = [c for c in info["candidates"] if c["status"] == "ran"]
     assert [c["name"] for c in info["candidates"]] == ["t-first", "merge", "merge-gain", "k-first"]
     assert len(ran) == 4
-    best = min(ran, key=lambda c: c["sse"])
-    assert info["winner"] == best["name"] and "lowest utility.sse" in info["why"]
-    assert info["ranked_by"] == "utility.sse"
+    best = min(ran, key=lambda c: c["loss"])
+    assert (
+        info["winner"] == best["name"] and "lowest information loss of the release" in info["why"]
+    )
+    assert info["ranked_by"] == "loss"
     for candidate in ran:
-        assert candidate["sse"] == min(candidate["sse_unrefined"], candidate["sse_refined"])
+        assert candidate["loss"] == min(candidate["loss_unrefined"], candidate["loss_refined"])
         assert candidate["wcss"] <= candidate["wcss_unrefined"] + 1e-12
         assert candidate["seconds"] >= candidate["seconds_refine"] >= 0
     assert sum(c["refine_passes"] > 1 for c in ran) <= 1  # only the best gets more passes
     assert result.report["verification"]["passed"]
     assert np.bincount(result.labels).min() >= 3
     assert max(result.report["privacy"]["t_achieved"].values()) <= 0.2 + 1e-9
-    assert result.report["utility"]["sse"] == best["sse"]
+    assert result.report["utility"]["sse"] == best["loss"]
 
 
 def test_auto_beats_or_equals_every_paper_algorithm(table):

@@ -61,12 +61,12 @@ def test_the_chosen_sse_is_the_reports(k, t):
     frame, qis = mixed_table(600, seed=k)
     result = anonymize(frame, qis, k, t, "auto")
     info = result.report["algorithm"]["info"]
-    assert info["ranked_by"] == "utility.sse"
+    assert info["ranked_by"] == "loss"
     ran = [c for c in info["candidates"] if c["status"] == "ran"]
     winner = next(c for c in ran if c["name"] == info["winner"])
-    assert result.report["utility"]["sse"] == winner["sse"] == min(c["sse"] for c in ran)
+    assert result.report["utility"]["sse"] == winner["loss"] == min(c["loss"] for c in ran)
     # With a nominal QI the wcss is another quantity: ranking by it could pick another winner.
-    assert all(c["sse"] != c["wcss"] for c in ran)
+    assert all(c["loss"] != c["wcss"] for c in ran)
 
 
 def test_every_candidate_sse_is_the_report_of_that_candidate_alone():
@@ -74,7 +74,7 @@ def test_every_candidate_sse_is_the_report_of_that_candidate_alone():
     that algorithm run alone: the candidates are the paper's algorithms, exactly."""
     frame, qis = mixed_table(500, seed=3)
     info = anonymize(frame, qis, 4, 0.2, "auto").report["algorithm"]["info"]
-    recorded = {c["name"]: c["sse_unrefined"] for c in info["candidates"]}
+    recorded = {c["name"]: c["loss_unrefined"] for c in info["candidates"]}
     for name in PAPER:
         assert recorded[name] == anonymize(frame, qis, 4, 0.2, name).report["utility"]["sse"]
 

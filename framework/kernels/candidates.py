@@ -34,9 +34,9 @@ class CandidateRun:
     """The candidates of one run of an algorithm that compares others (``auto``), and what each
     gave.
 
-    Partitions are ranked by ``problem.release_sse`` (the report's ``utility.sse`` of the release
-    they would make) when the framework gives it, else by the within-cluster sum of squares of
-    ``x`` divided by its number of cells (``wcss``).
+    Partitions are ranked by their ``loss``: ``problem.release_sse``, the information loss the
+    report would give their release (its ``utility.sse``), when the framework gives it; else by
+    the within-cluster sum of squares of ``x`` divided by its number of cells (``wcss``).
 
     Args:
         problem: the whole table's problem; ``t`` is required.
@@ -49,7 +49,7 @@ class CandidateRun:
         self.t: float = problem.required_t("auto")
         cells = float(max(problem.x.size, 1))
         self.wcss: Callable[[np.ndarray], float] = lambda labels: sse_of(problem.x, labels) / cells
-        self.ranked_by = "utility.sse" if problem.release_sse is not None else "wcss"
+        self.ranked_by = "loss" if problem.release_sse is not None else "wcss"
         self.score = problem.release_sse if problem.release_sse is not None else self.wcss
         self.report: list[dict[str, Any]] = []
         self.labels: list[np.ndarray] = []
@@ -66,7 +66,7 @@ class CandidateRun:
         labels, info = build(self.problem)
         labels = np.asarray(labels)
         entry: dict[str, Any] = {"name": name, "status": "ran", "info": info}
-        entry["sse_unrefined"] = entry["sse"] = self._ranked(labels, len(self.report), "built")
+        entry["loss_unrefined"] = entry["loss"] = self._ranked(labels, len(self.report), "built")
         entry["wcss_unrefined"] = entry["wcss"] = round(self.wcss(labels), 8)
         entry["seconds"] = round(time.process_time() - started, 4)
         entry.update(seconds_refine=0.0, refine_passes=0, **_sizes(labels))
@@ -85,7 +85,7 @@ class CandidateRun:
         refined = [i for i, c in enumerate(self.report) if c.get("refine_passes", 0) > 0]
         if passes <= 0 or not refined:
             return
-        index = min(refined, key=lambda i: (self.report[i]["sse_refined"], i))
+        index = min(refined, key=lambda i: (self.report[i]["loss_refined"], i))
         self._refine(index, self.refined[index], passes)
 
     def _refine(self, index: int, labels: np.ndarray, passes: int) -> None:
@@ -95,8 +95,8 @@ class CandidateRun:
         problem = self.problem
         out, info = refine(problem.x, labels, problem.distances, problem.k, self.t, passes=passes)
         entry = self.report[index]
-        entry["sse_refined"] = self._ranked(out, index, "refined")
-        entry["sse"] = min(entry["sse"], entry["sse_refined"])
+        entry["loss_refined"] = self._ranked(out, index, "refined")
+        entry["loss"] = min(entry["loss"], entry["loss_refined"])
         entry["wcss"] = round(self.wcss(out), 8)
         spent = time.process_time() - started
         entry["seconds_refine"] = round(entry["seconds_refine"] + spent, 4)
@@ -117,11 +117,12 @@ class CandidateRun:
         assert self.best is not None  # t-first always runs
         score, index, which, labels = self.best
         others = [
-            f"{c['name']} {c['sse']:.6g}"
+            f"{c['name']} {c['loss']:.6g}"
             for i, c in enumerate(self.report)
             if c["status"] == "ran" and i != index
         ]
-        why = f"lowest {self.ranked_by} ({score:.6g}, {which})" + (
+        measure = "information loss of the release" if self.ranked_by == "loss" else "wcss"
+        why = f"lowest {measure} ({score:.6g}, {which})" + (
             f"; the others: {', '.join(others)}" if others else "; the only candidate that ran"
         )
         info = {
