@@ -8,6 +8,8 @@ frequent value): ``auto`` must rank by the former. Its SSE is then at most the S
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclose
+from tclose.app.cli import main
 from tclose.base.registry import load_registry
 from tclose.blocks.framed import options_schema, run_algorithm
 from tclose.interfaces import Problem
@@ -125,3 +128,16 @@ def test_auto_is_never_worse_than_the_papers_algorithms(case):
     sse = {name: anonymize(frame, qis, k, t, name).report["utility"]["sse"] for name in PAPER}
     assert result.report["utility"]["sse"] <= min(sse.values())
     assert result.report["verification"]["passed"]
+
+
+def test_a_database_run_ranks_by_the_reports_sse(sqlite_run, tmp_path):
+    """``tclose run`` hands ``auto`` the report's SSE too: the winner's loss is the report's."""
+    document = sqlite_run.config(algorithm={"name": "auto", "options": {}})
+    document["attributes"]["ward"] = {"role": "quasi_identifier", "type": "nominal"}
+    report = tmp_path / "report.json"
+    assert main(["run", str(sqlite_run.write(document)), "--report", str(report)]) == 0
+    produced = json.loads(report.read_text())
+    info = produced["algorithm"]["info"]
+    winner = next(c for c in info["candidates"] if c["name"] == info["winner"])
+    assert info["ranked_by"] == "loss"
+    assert winner["loss"] == produced["utility"]["sse"]
