@@ -15,7 +15,7 @@ run's block options are passed on):
 3. ``k-first`` (the paper's Algorithm 2 and merge loop), up to ``k_first_max_rows`` rows.
 
 Then every candidate is refined (:mod:`tclose.kernels.refine`) with ``screen_passes`` passes,
-and the best refined partition gets ``refine_passes - screen_passes`` more
+and the candidate of lowest loss so far gets ``refine_passes - screen_passes`` more
 (:class:`tclose.kernels.candidates.CandidateRun`). Every partition met on the way, the built
 ones included, is ranked by the report's ``utility.sse`` of the release it would make
 (:attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`; by the ``wcss`` of ``x``

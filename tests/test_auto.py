@@ -80,6 +80,14 @@ def test_auto_without_refinement_publishes_a_built_candidate(table):
     assert all(c["refine_passes"] == 0 for c in info["candidates"])
 
 
+def test_auto_without_screening_refines_the_best_built_candidate_only(table):
+    info = run(table, screen_passes=0).report["algorithm"]["info"]
+    refined = [c for c in info["candidates"] if "loss_refined" in c]
+    assert len(refined) == 1
+    built = min(info["candidates"], key=lambda c: c["loss_unrefined"])
+    assert refined[0]["name"] == built["name"]
+
+
 def test_auto_requires_t(table):
     with pytest.raises(ConfigError, match="needs t"):
         tclose.anonymize(

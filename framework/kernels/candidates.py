@@ -8,8 +8,8 @@ give the same partition on any machine and under any load. The ``seconds`` in th
 seconds of this process) are information only.
 
 Stages: every candidate is built (:meth:`CandidateRun.candidate`), then refined with
-``screen_passes`` passes (:meth:`CandidateRun.screen`), then the best of those refined
-partitions gets the rest of ``refine_passes`` (:meth:`CandidateRun.finish`). Every partition met
+``screen_passes`` passes (:meth:`CandidateRun.screen`), then the candidate of lowest loss so far
+gets the rest of ``refine_passes`` from its refined partition (:meth:`CandidateRun.finish`). Every partition met
 on the way is ranked, built ones included (refinement lowers the ``wcss``, which is not always the
 report's SSE), and the lowest wins; ties keep the earlier one.
 """
@@ -52,7 +52,7 @@ class CandidateRun:
         self.ranked_by = "loss" if problem.release_sse is not None else "wcss"
         self.score = problem.release_sse if problem.release_sse is not None else self.wcss
         self.report: list[dict[str, Any]] = []
-        self.labels: list[np.ndarray] = []
+        self.built: dict[int, np.ndarray] = {}
         self.refined: dict[int, np.ndarray] = {}
         self.best: tuple[float, int, str, np.ndarray] | None = None
 
@@ -70,23 +70,23 @@ class CandidateRun:
         entry["wcss_unrefined"] = entry["wcss"] = round(self.wcss(labels), 8)
         entry["seconds"] = round(time.process_time() - started, 4)
         entry.update(seconds_refine=0.0, refine_passes=0, **_sizes(labels))
+        self.built[len(self.report)] = labels
         self.report.append(entry)
-        self.labels.append(labels)
 
     def screen(self, passes: int) -> None:
         """Refine every built candidate with ``passes`` passes and rank the results."""
-        ran = [i for i, c in enumerate(self.report) if c["status"] == "ran"]
-        for index, labels in zip(ran, self.labels, strict=True):
+        if passes <= 0:
+            return
+        for index, labels in self.built.items():
             self._refine(index, labels, passes)
 
     def finish(self, passes: int) -> None:
-        """Give the best refined partition ``passes`` more passes, and rank the result."""
-        assert self.best is not None
-        refined = [i for i, c in enumerate(self.report) if c.get("refine_passes", 0) > 0]
-        if passes <= 0 or not refined:
+        """Give the candidate of lowest loss so far ``passes`` more passes, from its refined
+        partition if it has one, and rank the result."""
+        if passes <= 0 or not self.built:
             return
-        index = min(refined, key=lambda i: (self.report[i]["loss_refined"], i))
-        self._refine(index, self.refined[index], passes)
+        index = min(self.built, key=lambda i: (self.report[i]["loss"], i))
+        self._refine(index, self.refined.get(index, self.built[index]), passes)
 
     def _refine(self, index: int, labels: np.ndarray, passes: int) -> None:
         from tclose.kernels.refine import refine
