@@ -131,6 +131,10 @@ class Problem:
         strata: in a block of a stratified plan, the block's :class:`Strata`; else ``None``.
         solver: set by the framework: runs another registered algorithm on a problem
             (:meth:`solve`); ``None`` outside a run of the framework.
+        release_sse: set by the framework when ``x`` holds the whole table's rows: the report's
+            ``utility.sse`` of the release that labels ``(n,)`` of these rows would publish
+            (:meth:`tclose.base.attributes.EncodedTable.information_loss` of the aggregated QIs,
+            as the report computes it); ``None`` in a block or outside a run.
     """
 
     x: np.ndarray
@@ -140,6 +144,9 @@ class Problem:
     options: Mapping[str, Any] = field(default_factory=dict)
     strata: Strata | None = None
     solver: Callable[[str, Problem, Mapping[str, Any]], Partition] | None = field(
+        default=None, repr=False, compare=False
+    )
+    release_sse: Callable[[np.ndarray], float] | None = field(
         default=None, repr=False, compare=False
     )
 

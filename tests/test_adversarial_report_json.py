@@ -113,7 +113,7 @@ def test_the_api_refuses_an_interval_p_that_is_not_a_positive_finite_number(p):
     ("algorithm", "options"),
     [
         ("t-first", {"refine": True, "refine_seconds": INF}),
-        ("auto", {"time_factor": INF}),
+        ("merge", {"refine": True, "refine_seconds": INF}),
         ("t-first", {"refine": True, "refine_seconds": np.float64("inf")}),
     ],
 )

@@ -34,18 +34,22 @@ def test_auto_publishes_the_lowest_sse_and_says_why(table):
     result = run(table)
     info = result.report["algorithm"]["info"]
     ran = [c for c in info["candidates"] if c["status"] == "ran"]
-    assert [c["name"] for c in info["candidates"]] == ["t-first", "merge", "k-first"]
-    assert len(ran) == 3
-    best = min(ran, key=lambda c: c["wcss"])
-    assert info["winner"] == best["name"] and "lowest within-cluster sum of squares" in info["why"]
+    assert [c["name"] for c in info["candidates"]] == ["t-first", "merge", "merge-gain", "k-first"]
+    assert len(ran) == 4
+    best = min(ran, key=lambda c: c["loss"])
+    assert (
+        info["winner"] == best["name"] and "lowest information loss of the release" in info["why"]
+    )
+    assert info["ranked_by"] == "loss"
     for candidate in ran:
+        assert candidate["loss"] == min(candidate["loss_unrefined"], candidate["loss_refined"])
         assert candidate["wcss"] <= candidate["wcss_unrefined"] + 1e-12
         assert candidate["seconds"] >= candidate["seconds_refine"] >= 0
+    assert sum(c["refine_passes"] > 1 for c in ran) <= 1  # only the best gets more passes
     assert result.report["verification"]["passed"]
     assert np.bincount(result.labels).min() >= 3
     assert max(result.report["privacy"]["t_achieved"].values()) <= 0.2 + 1e-9
-    # numeric QIs of weight 1: the within-cluster sum of squares is the report's SSE
-    assert result.report["utility"]["sse"] == pytest.approx(best["wcss"], rel=1e-6)
+    assert result.report["utility"]["sse"] == best["loss"]
 
 
 def test_auto_beats_or_equals_every_paper_algorithm(table):
@@ -70,11 +74,18 @@ def test_auto_skips_k_first_on_large_tables(table):
     assert "k_first_max_rows" in skipped["k-first"]["why"]
 
 
-def test_auto_abandons_a_candidate_over_budget(table):
-    info = run(table, time_factor=0.0, exhaustive_rows=0).report["algorithm"]["info"]
-    later = {c["name"]: c["status"] for c in info["candidates"][1:]}
-    assert set(later.values()) <= {"skipped", "over budget"}
-    assert info["winner"] == "t-first"
+def test_auto_without_refinement_publishes_a_built_candidate(table):
+    info = run(table, refine_passes=0).report["algorithm"]["info"]
+    assert not info["refined"]
+    assert all(c["refine_passes"] == 0 for c in info["candidates"])
+
+
+def test_auto_without_screening_refines_the_best_built_candidate_only(table):
+    info = run(table, screen_passes=0).report["algorithm"]["info"]
+    refined = [c for c in info["candidates"] if "loss_refined" in c]
+    assert len(refined) == 1
+    built = min(info["candidates"], key=lambda c: c["loss_unrefined"])
+    assert refined[0]["name"] == built["name"]
 
 
 def test_auto_requires_t(table):

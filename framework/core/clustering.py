@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from tclose.errors import DataError, VerificationError
 from tclose.interfaces import FittedDistance, Partition, Problem
 
 if TYPE_CHECKING:
+    from tclose.base.attributes import EncodedTable
     from tclose.core.plan import Resolved
 
 
@@ -39,6 +40,7 @@ def cluster_rows(
     k: int,
     t: float | None,
     set_aside: int = 0,
+    release_sse: Callable[[np.ndarray], float] | None = None,
 ) -> tuple[np.ndarray, Partition, list[FittedDistance]]:
     """Fit one distance per confidential attribute and partition the rows (the algorithm
     with the framework's blocks and refinement: :func:`tclose.blocks.framed.run_algorithm`).
@@ -53,6 +55,8 @@ def cluster_rows(
         t: t-closeness level, or ``None``.
         set_aside: how many rows ``missing: exclude-rows`` set aside (named in the error when
             too few rows are left).
+        release_sse: the report's SSE of a partition (:func:`release_sse_of`), handed to the
+            algorithm as :attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`.
 
     Returns:
         dense labels ``0..L-1``, the algorithm's :class:`Partition`, and the fitted distances.
@@ -76,7 +80,7 @@ def cluster_rows(
             own = {**options, **distance_options.get(column, {})}
             fitted.append(fit_distance(distance, column, values, own))
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
-        problem = Problem(x, fitted, k, t, own)
+        problem = Problem(x, fitted, k, t, own, release_sse=release_sse)
         with plugin_call(algorithm):
             partition = run_algorithm(algorithm, problem, resolved.algorithms or None)
     if _fingerprint(x) != before:
@@ -86,6 +90,18 @@ def cluster_rows(
             f"work on a copy."
         )
     return checked_labels(algorithm, partition, n), partition, fitted
+
+
+def release_sse_of(encoded: EncodedTable) -> Callable[[np.ndarray], float]:
+    """The report's ``utility.sse`` of the release a partition of ``encoded``'s kept rows would
+    publish: :meth:`EncodedTable.information_loss` of :meth:`EncodedTable.aggregate`, as
+    :func:`tclose.core.report.release_summary` computes it (labels are made dense first)."""
+    from tclose.base.arrays import dense_labels
+
+    def sse(labels: np.ndarray) -> float:
+        return float(encoded.information_loss(encoded.aggregate(dense_labels(labels)))["sse"])
+
+    return sse
 
 
 def _fingerprint(array: np.ndarray) -> str:

@@ -34,7 +34,7 @@ import pandas as pd
 from tclose.base.attributes import EncodedTable, encode_confidential, encode_table
 from tclose.base.compile_notice import compile_account
 from tclose.base.config import AttributeSpec, Config, Settings
-from tclose.core.clustering import cluster_rows
+from tclose.core.clustering import cluster_rows, release_sse_of
 from tclose.core.plan import Resolved, with_attribute_options
 from tclose.core.verify import Verification, gather_evidence, release_criteria, verify
 from tclose.errors import DataError
@@ -192,7 +192,9 @@ class Clustered:
 def partition(encoded: EncodedTable, resolved: Resolved, k: int, t: float | None) -> Clustered:
     """Fit the distances, partition the kept rows of ``encoded`` with the resolved algorithm
     (:func:`tclose.core.clustering.cluster_rows`) and aggregate each cluster's
-    quasi-identifiers into the values the release publishes.
+    quasi-identifiers into the values the release publishes. The algorithm is handed the
+    report's SSE of a partition (:func:`tclose.core.clustering.release_sse_of`) as
+    :attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`.
 
     Raises:
         DataError: fewer kept rows than ``k`` (naming the rows set aside).
@@ -206,6 +208,7 @@ def partition(encoded: EncodedTable, resolved: Resolved, k: int, t: float | None
         k,
         t,
         int(encoded.excluded.sum()),
+        release_sse_of(encoded),
     )
     return Clustered(labels, answer, encoded.aggregate(labels))
 
