@@ -1,0 +1,149 @@
+"""k distinct entities and l-diversity in a run: the requirements the framework enforces after
+every algorithm, and the join of the written rows to the source's entities for the verifier.
+
+``source.entity`` names a column (a person, household or firm id) that is read from the source
+with the quasi-identifiers and never published; ``privacy.l`` (with ``privacy.l_kind``) asks
+every class for ``l`` distinct values, or an entropy of ``log(l)``, of every confidential
+attribute. :func:`requirements` turns them into :class:`~tclose.kernels.diversity.Requirement`
+values, refused when even the whole table cannot meet them; :func:`enforce` merges the clusters
+that fall short (:func:`tclose.kernels.diversity.merge_until_met`). The verifier's criteria
+(:mod:`tclose.plugins.diversity`) judge the written rows; :func:`written_entities` gives them the
+entity of every written row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tclose.base.digests import canonical
+from tclose.errors import ConfigError, DataError
+from tclose.interfaces import FittedDistance, Partition
+from tclose.kernels.diversity import Requirement, merge_until_met, unmet_by_table
+
+__all__ = ["entity_codes", "enforce", "requirements", "written_entities"]
+
+
+def entity_codes(values: pd.Series, column: str) -> np.ndarray:
+    """``int64`` codes of the entity of every row (equal values, equal codes).
+
+    Raises:
+        DataError: some rows have no entity (NULL); the message names the column, how many
+            rows, and the first rows by their index (the source key in a run).
+    """
+    missing = values.isna().to_numpy()
+    if missing.any():
+        rows = ", ".join(str(r) for r in values.index[missing][:5])
+        more = ", ..." if missing.sum() > 5 else ""
+        raise DataError(
+            f"The entity column {column!r} (source.entity) is NULL in {int(missing.sum())} "
+            f"row(s) (rows {rows}{more}): every row needs the person, household or firm it "
+            f"belongs to. Fill the column, or set those rows aside."
+        )
+    return pd.factorize(values, sort=False)[0].astype(np.int64)
+
+
+def requirements(
+    k: int,
+    entities: np.ndarray | None,
+    entity: str | None,
+    l_diversity: tuple[int, str] | None,
+    distances: Sequence[FittedDistance],
+) -> list[Requirement]:
+    """What every cluster must hold: ``k`` distinct entities (with ``entities``, the codes of
+    :func:`entity_codes`), and ``l`` per confidential attribute (its distance's codes).
+
+    Raises:
+        ConfigError: the whole table falls short of a requirement (fewer than ``k`` entities,
+            fewer than ``l`` distinct values of a confidential attribute, or an entropy below
+            ``log(l)``), so no partition can meet it; raised before any row is written.
+    """
+    found: list[Requirement] = []
+    if entities is not None:
+        found.append(Requirement(entities, k, "distinct", f"entities ({entity})"))
+    if l_diversity is not None:
+        l_value, kind = l_diversity
+        for distance in distances:
+            found.append(Requirement(distance.codes, l_value, kind, f"values of {distance.column}"))
+    unmet = unmet_by_table(found)
+    if unmet:
+        what = unmet[0]
+        held = len(np.unique(what.codes))
+        key = "privacy.k" if what.what.startswith("entities") else "privacy.l"
+        raise ConfigError(
+            f"==> At key: {key}\nThe whole table holds {held} distinct {what.what}, so no "
+            f"class can hold {'an entropy of log(' if what.kind == 'entropy' else ''}"
+            f"{what.need}{')' if what.kind == 'entropy' else ''} of them: lower {key}."
+        )
+    return found
+
+
+def enforce(
+    x: np.ndarray, labels: np.ndarray, partition: Partition, found: Sequence[Requirement]
+) -> np.ndarray:
+    """``labels`` with the clusters that fall short of a requirement merged into their nearest
+    (:func:`tclose.kernels.diversity.merge_until_met`); ``partition.info["diversity_merges"]``
+    says how many clusters the merges removed."""
+    if not found:
+        return labels
+    merged_labels, merged = merge_until_met(x, labels, found)
+    partition.info["diversity_merges"] = merged
+    return merged_labels
+
+
+def _value_key(value: Any) -> Any:
+    """A written value as the join compares it: numbers exactly (as ``Decimal``), date-times
+    and text as themselves, every missing value as one."""
+    value = canonical(value)
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT:
+        return None
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return ("n", Decimal(value))
+    if isinstance(value, (dt.date, dt.datetime, pd.Timestamp)):
+        return ("d", pd.Timestamp(value))
+    return ("s", str(value))
+
+
+def _row_keys(columns: Sequence[Sequence[Any]]) -> list[tuple]:
+    """The join key of every row of ``columns`` (one sequence of values per column)."""
+    return list(zip(*[[_value_key(v) for v in column] for column in columns]))
+
+
+def written_entities(
+    frame: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    written: Mapping[str, np.ndarray],
+    entities: np.ndarray,
+) -> tuple[np.ndarray | None, str | None]:
+    """The entity of every row of ``frame`` (the written rows, read back), from the source
+    rows' ``entities`` and the quasi-identifier values each was ``written`` with: rows with the
+    same published values are joined (rows of one class are alike, so which written row of a
+    value gets which of its source rows' entities does not change any class's entities).
+    Returns ``(entities, None)``, or ``(None, problem)`` when the written rows and the source
+    rows do not hold the same published values as often."""
+    mine = _row_keys([frame[q].tolist() for q in quasi_identifiers])
+    theirs = _row_keys([np.asarray(written[q]).tolist() for q in quasi_identifiers])
+    pool: dict[tuple, list[Any]] = {}
+    for key, entity in zip(theirs, entities.tolist()):
+        pool.setdefault(key, []).append(entity)
+    result = np.empty(len(mine), dtype=object)
+    unmatched = 0
+    for row, key in enumerate(mine):
+        held = pool.get(key)
+        if not held:
+            unmatched += 1
+            continue
+        result[row] = held.pop()
+    left = sum(len(v) for v in pool.values())
+    if unmatched or left:
+        return None, (
+            f"{unmatched} written row(s) match no source row's published quasi-identifier "
+            f"values and {left} source row(s) match no written row, so the entities of the "
+            f"written classes cannot be known."
+        )
+    return result, None
