@@ -29,6 +29,7 @@ from tclose.base.registry import Registry, dialect_of, load_registry
 from tclose.connector import Database, Session, joining, open_read_only
 from tclose.core.clustering import cluster_rows
 from tclose.core.columns import resolve_key, with_key
+from tclose.core.entities import entity_codes, written_entities
 from tclose.core.guards import refuse_overflow
 from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-exported for tclose.app.compare)
     Resolved,
@@ -133,11 +134,13 @@ def _read_inputs(
     progress: Callable[..., None] | None = None,
     line: str = "",
     name: TableName | None = None,
-) -> tuple[np.ndarray, EncodedTable, set]:
-    """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, and
-    the keys of the rows set aside by ``missing: exclude-rows``; from table ``name`` (the
-    plan's resolved source), else ``source.table`` as written."""
-    columns = config.quasi_identifiers + config.confidential
+) -> tuple[np.ndarray, EncodedTable, set, np.ndarray | None]:
+    """Pass 1: the row keys and the encoded QI and confidential columns of the kept rows, the
+    keys of the rows set aside by ``missing: exclude-rows``, and the entity codes of the kept
+    rows (``source.entity``, else ``None``); from table ``name`` (the plan's resolved source),
+    else ``source.table`` as written."""
+    entity = [config.entity] if config.entity else []
+    columns = config.quasi_identifiers + config.confidential + entity
     frames = _chunks(
         database.read(
             name or TableName.parse(config.source.table),
@@ -160,8 +163,10 @@ def _read_inputs(
         raise DataError(_key_problem(config, frame.iloc[:, 0]))
     frame = frame.iloc[:, 1:]
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
+    entities = frame.pop(entity[0]) if entity else None  # by name: never a QI (config refuses)
     encoded = encode_table(frame, list(config.attributes.values()))
-    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+    codes = None if entities is None else entity_codes(entities[~encoded.excluded], entity[0])
+    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist()), codes
 
 
 def _key_problem(config: Config, keys: pd.Series) -> str:
@@ -327,6 +332,8 @@ class Phases:
         self.keys = np.zeros(0)
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
+        #: the entity codes of the kept rows (``source.entity``), else ``None``
+        self.entities: np.ndarray | None = None
         self.database_values: dict[str, np.ndarray] = {}
         #: the measures (and the seconds they compiled kernels) while they run in the background
         #: (:meth:`join_measures`)
@@ -352,7 +359,7 @@ class Phases:
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
-            self.keys, encoded, self.set_aside = _read_inputs(
+            self.keys, encoded, self.set_aside, self.entities = _read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
         self.context.encoded = encoded
@@ -375,6 +382,8 @@ class Phases:
                 config.k,
                 config.t,
                 int(encoded.excluded.sum()),
+                entities=None if self.entities is None else (str(config.entity), self.entities),
+                l_diversity=config.l_diversity,
             )
         context.labels = self.labels
         context.aggregated = encoded.aggregate(self.labels)
@@ -477,6 +486,7 @@ class Phases:
                 encoded.confidential,
                 self.progress,
                 published_as=plan.target,
+                entities=None if self.entities is None else (self.database_values, self.entities),
             )
         self.context.verification = verification
         if not verification.passed:
@@ -773,7 +783,7 @@ def _read_source(
     source = resolve_name(source_db, config.source.table, "source.table", create=False)
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-    keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
+    keys, encoded, _set_aside, _entities = _read_inputs(source_db, config, name=source)
     return keys, encoded, config
 
 
@@ -904,9 +914,12 @@ def _verify_staging(
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
+    entities: tuple[Mapping[str, np.ndarray], np.ndarray] | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it
-    against every criterion; ``published_as`` is the target it will become."""
+    against every criterion; ``published_as`` is the target it will become; ``entities``: the
+    values written for every kept source row and its entity code, joined to the written rows
+    (:func:`tclose.core.entities.written_entities`) for the ``k_entities`` criterion."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -927,5 +940,18 @@ def _verify_staging(
         linkage=scan.linkage,
         content_digest=scan.digest,
         config=config,
+        **_entity_evidence(frame, config.quasi_identifiers, entities),
     )
     return verify(evidence, release_criteria(config.confidential, registry))
+
+
+def _entity_evidence(
+    frame: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    entities: tuple[Mapping[str, np.ndarray], np.ndarray] | None,
+) -> dict[str, Any]:
+    """The ``entities`` and ``entity_problem`` of the evidence (none without entities)."""
+    if entities is None:
+        return {}
+    joined, problem = written_entities(frame, quasi_identifiers, *entities)
+    return {"entities": joined, "entity_problem": problem}
