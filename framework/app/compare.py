@@ -116,8 +116,10 @@ def run_setting(
     k: int,
     t: float | None,
     registry: Registry | None = None,
+    entities: Any = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, verify and measure one setting; one row of the comparison."""
+    """Partition, aggregate, verify and measure one setting; one row of the comparison
+    (``entities``: the entity code of every row, with ``source.entity``)."""
     import numpy as np
     import pandas as pd
 
@@ -128,7 +130,14 @@ def run_setting(
 
     started = time.perf_counter()
     labels, _partition, _ = cluster_rows(
-        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
+        encoded.x,
+        encoded.confidential,
+        encoded.distance_options,
+        resolved,
+        k,
+        t,
+        entities=None if entities is None else (str(config.entity), entities),
+        l_diversity=config.l_diversity,
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)
@@ -146,6 +155,7 @@ def run_setting(
         encoded.confidential,
         config=config,
         criteria=release_criteria(config.confidential, registry),
+        entities=entities,
     )
     risk, utility = measures["risk"], measures["utility"]
     return {
@@ -209,7 +219,7 @@ def compare(
     )
     line = f"reading {config.source.table}"
     say(line)
-    keys, encoded, set_aside = _read_inputs(database, config, progress, line)
+    keys, encoded, set_aside, entities = _read_inputs(database, config, progress, line)
     # every k at once, before the first setting: a k too large for the table stops the command
     # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
@@ -217,7 +227,7 @@ def compare(
     line = f"running {len(runs)} settings on {len(keys)} rows"
     say(line, done=0, total=len(runs))
     for done, (resolved, k, t) in enumerate(runs, start=1):
-        rows.append(run_setting(encoded, config, resolved, k, t, registry))
+        rows.append(run_setting(encoded, config, resolved, k, t, registry, entities))
         say(line, done=done, total=len(runs))
     return {
         "source": {"table": config.source.table, "rows": len(keys)},
