@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import tclose
 from tclose.base.config import criterion_keys, parse_config
-from tclose.base.registry import load_registry
+from tclose.base.registry import PLUGINS_ENV, load_registry
 from tclose.core.runner import run
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
@@ -27,7 +27,15 @@ from tclose.kernels.diversity import Requirement, merge_until_met, unmet_by_tabl
 ALGORITHMS = ["merge", "k-first", "t-first", "mdav", "auto"]
 
 
-def panel(persons: int = 60, per_person: int = 6, seed: int = 0) -> pd.DataFrame:
+@pytest.fixture(autouse=True)
+def diversity_plugin(monkeypatch):
+    """The criteria come from their entry point (``diversity``), as a third party's would."""
+    monkeypatch.setenv(PLUGINS_ENV, "diversity")
+
+
+def panel(
+    persons: int = 60, per_person: int = 6, seed: int = 0, shares=(0.8, 0.15, 0.05)
+) -> pd.DataFrame:
     """A panel: several rows per person, QIs that vary little within a person (so an
     algorithm left alone puts one person's rows together), a skewed confidential attribute."""
     rng = np.random.default_rng(seed)
@@ -39,7 +47,7 @@ def panel(persons: int = 60, per_person: int = 6, seed: int = 0) -> pd.DataFrame
             "nr": nr,
             "age": base + np.tile(np.arange(per_person), persons),
             "wage": np.repeat(rng.normal(10, 3, persons), per_person).round(2),
-            "health": rng.choice(["good", "fair", "poor"], len(nr), p=[0.8, 0.15, 0.05]),
+            "health": rng.choice(["good", "fair", "poor"], len(nr), p=list(shares)),
         }
     )
 
@@ -72,7 +80,7 @@ def test_api_every_class_holds_k_entities_and_l_values(algorithm):
     result = tclose.anonymize(
         df.drop(columns=["id"]),
         ["age", "wage"],
-        ["health"],
+        {"health": "nominal"},
         k=4,
         t=t,
         algorithm=algorithm,
@@ -91,7 +99,7 @@ def test_api_every_class_holds_k_entities_and_l_values(algorithm):
 def test_without_entity_a_class_holds_one_person_only():
     """The case the criterion exists for: with rows per person this alike, k rows are one
     person's rows; the same run with ``entity`` is not."""
-    df = panel(per_person=8).drop(columns=["id"])
+    df = panel(per_person=8).drop(columns=["id", "health"])
     plain = tclose.anonymize(
         df, ["age", "wage"], [], k=4, algorithm="mdav", identifiers=["nr"], keep_order=True
     )
@@ -103,11 +111,11 @@ def test_without_entity_a_class_holds_one_person_only():
 
 
 def test_entropy_l_diversity():
-    df = panel(seed=3).drop(columns=["id"])
+    df = panel(seed=3, shares=(0.5, 0.3, 0.2)).drop(columns=["id"])
     result = tclose.anonymize(
         df,
         ["age", "wage"],
-        ["health"],
+        {"health": "nominal"},
         k=3,
         t=0.5,
         entity="nr",
@@ -154,17 +162,9 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
     return result.report, published, df
 
 
-@pytest.mark.parametrize(
-    "dialect", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
-def test_run_on_a_database_holds_k_entities_and_l(dialect, tmp_path):
-    from conftest import make_database
-
-    database = make_database(dialect, tmp_path)
-    try:
-        report, published, df = _run_on(database, "panel", l=2)
-    finally:
-        database.drop_all()
+@pytest.mark.parametrize("fixture", ["lite", pytest.param("pg", marks=pytest.mark.postgres)])
+def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
+    report, published, df = _run_on(request.getfixturevalue(fixture), "panel", l=2)
     assert "nr" not in published.columns
     joined = published.merge(df[["id", "nr"]], on="id", validate="one_to_one")
     entities, values, sizes = oracle(joined, ["age", "wage"], joined["nr"], "health")
@@ -184,7 +184,7 @@ def test_null_entity_is_refused_naming_column_and_rows():
     df = panel().drop(columns=["id"])
     df.loc[[3, 7], "nr"] = None
     with pytest.raises(DataError, match=r"'nr'.*NULL in 2 row\(s\) \(rows 3, 7\)"):
-        tclose.anonymize(df, ["age", "wage"], ["health"], k=4, t=0.4, entity="nr")
+        tclose.anonymize(df, ["age", "wage"], {"health": "nominal"}, k=4, t=0.4, entity="nr")
 
 
 def test_null_entity_in_a_database_names_the_rows_by_key(lite):
@@ -220,15 +220,17 @@ def test_null_entity_in_a_database_names_the_rows_by_key(lite):
 def test_entity_that_is_a_quasi_identifier_is_refused():
     df = panel().drop(columns=["id"])
     with pytest.raises(ConfigError, match="entity.*never published"):
-        tclose.anonymize(df, ["age", "wage", "nr"], ["health"], k=4, t=0.4, entity="nr")
+        tclose.anonymize(df, ["age", "wage", "nr"], {"health": "nominal"}, k=4, t=0.4, entity="nr")
 
 
 def test_l_above_the_distinct_values_is_refused_before_anything_is_written(lite):
     df = panel().drop(columns=["id"])
     with pytest.raises(ConfigError, match="3 distinct values of health.*lower privacy.l"):
-        tclose.anonymize(df, ["age", "wage"], ["health"], k=4, t=0.4, entity="nr", l=4)
+        tclose.anonymize(df, ["age", "wage"], {"health": "nominal"}, k=4, t=0.4, entity="nr", l=4)
     with pytest.raises(ConfigError, match="distinct entities.*lower privacy.k"):
-        tclose.anonymize(df.head(12), ["age", "wage"], ["health"], k=3, t=0.9, entity="nr")
+        tclose.anonymize(
+            df.head(12), ["age", "wage"], {"health": "nominal"}, k=3, t=0.9, entity="nr"
+        )
     with pytest.raises(ConfigError, match="privacy.l"):
         _run_on(lite, "many", l=5)
     assert not [t for t in sa.inspect(lite.engine).get_table_names() if t.endswith("_out")]
@@ -237,7 +239,7 @@ def test_l_above_the_distinct_values_is_refused_before_anything_is_written(lite)
 def test_entity_spelled_in_another_case_is_refused_with_the_column_named(lite):
     df = panel().drop(columns=["id"])
     with pytest.raises(ConfigError, match="'NR'.*Did you mean 'nr'"):
-        tclose.anonymize(df, ["age", "wage"], ["health"], k=4, t=0.4, entity="NR")
+        tclose.anonymize(df, ["age", "wage"], {"health": "nominal"}, k=4, t=0.4, entity="NR")
     source = lite.name("cased")
     lite.create(
         source,

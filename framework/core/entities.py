@@ -72,15 +72,27 @@ def requirements(
             found.append(Requirement(distance.codes, l_value, kind, f"values of {distance.column}"))
     unmet = unmet_by_table(found)
     if unmet:
-        what = unmet[0]
-        held = len(np.unique(what.codes))
-        key = "privacy.k" if what.what.startswith("entities") else "privacy.l"
-        raise ConfigError(
-            f"==> At key: {key}\nThe whole table holds {held} distinct {what.what}, so no "
-            f"class can hold {'an entropy of log(' if what.kind == 'entropy' else ''}"
-            f"{what.need}{')' if what.kind == 'entropy' else ''} of them: lower {key}."
-        )
+        raise _unreachable(unmet[0])
     return found
+
+
+def _unreachable(requirement: Requirement) -> ConfigError:
+    """The error for a requirement the whole table falls short of."""
+    key = "privacy.k" if requirement.what.startswith("entities") else "privacy.l"
+    codes = requirement.codes
+    held = f"{len(np.unique(codes))} distinct {requirement.what}"
+    if requirement.kind == "entropy":
+        share = np.bincount(codes) / len(codes)
+        share = share[share > 0]
+        entropy = float(-(share * np.log(share)).sum())
+        held = (
+            f"{requirement.what} with an entropy of {entropy:.3f}, below "
+            f"log({requirement.need}) = {np.log(requirement.need):.3f}"
+        )
+    return ConfigError(
+        f"==> At key: {key}\nThe whole table holds {held}, so no class can hold "
+        f"{requirement.need} of them: lower {key}."
+    )
 
 
 def enforce(
