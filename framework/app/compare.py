@@ -129,15 +129,10 @@ def run_setting(
     from tclose.measures import measure_configured
 
     started = time.perf_counter()
+    pairs = None if entities is None else (str(config.entity), entities)
+    models: dict[str, Any] = {"entities": pairs, "l_diversity": config.l_diversity}
     labels, _partition, _ = cluster_rows(
-        encoded.x,
-        encoded.confidential,
-        encoded.distance_options,
-        resolved,
-        k,
-        t,
-        entities=None if entities is None else (str(config.entity), entities),
-        l_diversity=config.l_diversity,
+        encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t, **models
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)

@@ -487,7 +487,6 @@ def _table_spec(
     checker: _Checker,
     raw: Any,
     path: str,
-    *,
     is_source: bool,
     default_url: str | None = None,
     default_password_file: str | None = None,
@@ -795,7 +794,7 @@ def _check_criterion_values(
     if "privacy.l_kind" in criteria and "privacy.l" not in criteria:
         raise checker.fail(("privacy", "l_kind"), "privacy.l_kind needs privacy.l; add it.")
     entity = criteria.get("source.entity")
-    if entity in attributes and attributes[entity].role != "identifier":
+    if isinstance(entity, str) and entity in attributes and attributes[entity].role != "identifier":
         raise checker.fail(
             ("source", "entity"),
             f"Column {entity!r} is the entity (source.entity), so it cannot have role "
@@ -907,9 +906,8 @@ def parse_config(
     """Validate a configuration given as a parsed YAML document (a mapping).
 
     ``base`` is the folder relative paths (hierarchy CSV files) are resolved against: the YAML
-    file's folder when loaded by :func:`load_config`, else the current folder. ``keys``: the
-    keys registered criteria declare (default :func:`criterion_keys`); the ``source``,
-    ``target``, ``privacy`` and ``report`` sections accept them beside their own.
+    file's folder when loaded by :func:`load_config`, else the current folder. The sections
+    also accept the ``keys`` criteria declare (default :func:`criterion_keys`).
 
     Raises:
         ConfigError: the first problem found, as a key path with its line.
@@ -920,20 +918,8 @@ def parse_config(
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
     refuse_non_finite(checker, top, ())
     _refuse_env_outside_urls(checker, top)
-    source = _table_spec(
-        checker, top["source"], "source", is_source=True, extra=_extra_keys(keys, "source")
-    )
-    target = None
-    if top.get("target") is not None:
-        target = _table_spec(
-            checker,
-            top["target"],
-            "target",
-            is_source=False,
-            default_url=top["source"].get("url"),
-            default_password_file=source.password_file,
-            extra=_extra_keys(keys, "target"),
-        )
+    source = _table_spec(checker, top["source"], "source", True, extra=_extra_keys(keys, "source"))
+    target = _target_spec(checker, top, source, keys)
     settings = parse_settings(top, lines, base, keys)
     report = _report_settings(checker, top.get("report"), _extra_keys(keys, "report"))
     output = top.get("output") or {}
@@ -971,6 +957,23 @@ def parse_config(
         document=dict(document),
         lines=lines or {},
         criteria=settings.criteria,
+    )
+
+
+def _target_spec(
+    checker: _Checker, top: Mapping[str, Any], source: TableSpec, keys: Mapping[str, Any]
+) -> TableSpec | None:
+    """The ``target`` part (its url and password file default to the source's), or ``None``."""
+    if top.get("target") is None:
+        return None
+    return _table_spec(
+        checker,
+        top["target"],
+        "target",
+        is_source=False,
+        default_url=top["source"].get("url"),
+        default_password_file=source.password_file,
+        extra=_extra_keys(keys, "target"),
     )
 
 
