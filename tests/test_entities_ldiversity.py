@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -395,3 +396,56 @@ def test_merging_keeps_k_and_t_and_meets_entities_and_l(case):
     assert _emds(values, merged, m).max() <= t_before + 1e-9
     # every original cluster lies whole in one merged cluster
     assert (pd.DataFrame({"a": labels, "b": merged}).groupby("a")["b"].nunique() == 1).all()
+
+
+# --- init proposes source.entity; a run without it warns --------------------------------------
+
+
+def test_init_proposes_the_entity_and_a_run_without_it_warns(lite, tmp_path):
+    from tclose.app.init_config import ColumnInfo, skeleton
+
+    columns = [
+        ColumnInfo("id", "INTEGER", "numeric", primary_key=True, key_type=True),
+        ColumnInfo("nr", "INTEGER", "numeric", key_type=True),
+        ColumnInfo("age", "INTEGER", "numeric"),
+    ]
+    text = skeleton("sqlite:///x.db", "panel", columns)
+    assert "  entity: nr  #" in text
+    document = yaml.safe_load(text)
+    assert document["attributes"]["nr"]["role"] == "identifier"
+    document["attributes"]["age"]["role"] = "quasi_identifier"
+    document["privacy"] = {"k": 2}
+    document["algorithm"] = {"name": "mdav"}
+    assert parse_config(document).entity == "nr"
+    plain = [
+        ColumnInfo("id", "INTEGER", "numeric", primary_key=True, key_type=True),
+        ColumnInfo("age", "INTEGER", "numeric"),
+    ]
+    assert "entity:" not in skeleton("sqlite:///x.db", "t", plain)
+
+    df = panel()
+    source = lite.name("warned")
+    lite.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("nr", sa.String(20)),
+            sa.Column("age", sa.Integer),
+            sa.Column("wage", sa.Double),
+            sa.Column("health", sa.String(10)),
+        ],
+        df.to_dict("records"),
+    )
+    document = {
+        "source": {"url": lite.url, "table": source, "key": "id"},
+        "target": {"table": lite.name("out")},
+        "attributes": {
+            "nr": {"role": "identifier"},
+            "age": {"role": "quasi_identifier"},
+            "wage": {"role": "quasi_identifier"},
+            "health": {"role": "confidential", "type": "nominal"},
+        },
+        "privacy": {"k": 4, "t": 0.4},
+    }
+    warnings = run(parse_config(document)).report["warnings"]
+    assert any("'nr'" in w and "source.entity" in w for w in warnings)

@@ -25,10 +25,18 @@ from typing import Any
 import sqlalchemy as sa
 import yaml
 
-from tclose.base.config import ATTRIBUTE_TYPES
+from tclose.base.config import ATTRIBUTE_TYPES, criterion_keys
 from tclose.connector import open_read_only
+from tclose.core.entities import looks_like_entity
 from tclose.errors import ConfigError
 from tclose.naming import TableName
+
+#: The comment of a proposed ``source.entity``.
+ENTITY_HINT = (
+    "proposed from its name: the person, household or firm of a row (its values may repeat); "
+    "every class then holds rows of k distinct ones; never published. Remove it if each row "
+    "is its own entity"
+)
 
 #: The environment variable written in place of a password found in the URL.
 PASSWORD_VARIABLE = "TCLOSE_DB_PASSWORD"
@@ -298,12 +306,30 @@ def proposed_key(
     )
 
 
-def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
+def proposed_entity(columns: list[ColumnInfo], key: str | None) -> str | None:
+    """The ``source.entity`` the skeleton proposes: the first column of an integer or text type,
+    neither the row key nor declared unique (so its values may repeat), whose name looks like an
+    entity's (:func:`tclose.core.entities.looks_like_entity`); ``None`` when none fits. Only the
+    definition is read, so whether the values do repeat is the user's to check (a run warns of
+    a repeated id without ``source.entity``)."""
+    for column in columns:
+        if not column.key_type or column.unique or column.name == key:
+            continue
+        if looks_like_entity(column.name):
+            return column.name
+    return None
+
+
+def _role_and_hint(
+    column: ColumnInfo, key: str | None, entity: str | None = None
+) -> tuple[str, str]:
     """The role the skeleton proposes for ``column`` and the comment that says why."""
     sql_type = _comment(column.sql_type)
     typed = f"{sql_type}; " if sql_type else ""  # a view's computed column may have no type
     if column.name == key:
         return "identifier", f"{typed}the row key: never published (output.keep_key)"
+    if column.name == entity:
+        return "identifier", f"{typed}the entity (source.entity): never published"
     if column.unique:
         return "identifier", f"{typed}UNIQUE: would link the release to the source"
     if looks_identifying(column.name):
@@ -362,6 +388,9 @@ def skeleton(
         lines.append(f"  key: {_key(key)}  # {key_hint}")
     else:
         lines.append(f"  # key: COLUMN  # {key_hint}")
+    entity = proposed_entity(columns, key) if "source.entity" in criterion_keys() else None
+    if entity is not None:
+        lines.append(f"  entity: {_key(entity)}  # {ENTITY_HINT}")
     lines.append("target:")
     if target_url is not None:
         lines.append(f"  url: {_scalar(url_for_file(target_url))}  # a new file beside the source")
@@ -371,7 +400,7 @@ def skeleton(
         "attributes:",
     ]
     for column in columns:
-        role, hint = _role_and_hint(column, key)
+        role, hint = _role_and_hint(column, key, entity)
         body = f"{{role: {role}, type: {column.attribute_type}}}"
         if len(_key(column.name)) > _SIMPLE_KEY_MAX:  # YAML reads no longer key on one line
             lines.append(f"  ? {_key(column.name)}")

@@ -14,6 +14,7 @@ entity of every written row.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -26,7 +27,45 @@ from tclose.errors import ConfigError, DataError
 from tclose.interfaces import FittedDistance, Partition
 from tclose.kernels.diversity import Requirement, merge_until_met, unmet_by_table
 
-__all__ = ["entity_codes", "enforce", "requirements", "written_entities"]
+__all__ = [
+    "entity_codes",
+    "enforce",
+    "entity_warnings",
+    "looks_like_entity",
+    "requirements",
+    "written_entities",
+]
+
+#: Words of a column name that say it names a person, household or firm.
+_ENTITY_WORDS = {"nr", "person", "persid", "pid", "household", "hh", "hhid", "firm", "family"}
+
+
+def looks_like_entity(name: str) -> bool:
+    """Whether a column name looks like the id of a person, household or firm: one of its words
+    (split at non-letters and camelCase humps) is one of :data:`_ENTITY_WORDS` (``nr``,
+    ``person_id``, ``hh_id``, ``household``), or it is an id that is not a table's own
+    (``customer_id``, but not ``id``)."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    words = [w for w in re.sub(r"[^0-9a-zA-Z]+", "_", spaced).lower().split("_") if w]
+    return bool(_ENTITY_WORDS & set(words)) or (len(words) > 1 and words[-1] == "id")
+
+
+def entity_warnings(config: Any, entity_key_known: bool) -> list[str]:
+    """Without ``source.entity`` (and when the key is known: the criterion is installed), a
+    warning for every identifier or pass-through column, not the row key, whose name looks
+    like an entity's (:func:`looks_like_entity`): if its values repeat, a class of k rows may
+    hold fewer than k people, households or firms."""
+    if config is None or config.entity is not None or not entity_key_known:
+        return []
+    return [
+        f"Column {name!r} looks like the id of a person, household or firm (its name) and is "
+        f"not the row key: if its values repeat, a class of k rows may hold the rows of fewer "
+        f"than k of them. Set source.entity: {name} to count them, not rows."
+        for name, spec in config.attributes.items()
+        if spec.role in ("identifier", "other")
+        and name != config.source.key
+        and looks_like_entity(name)
+    ]
 
 
 def entity_codes(values: pd.Series, column: str) -> np.ndarray:

@@ -28,12 +28,13 @@ import pandas as pd
 
 from tclose.base.atomic import write_atomically
 from tclose.base.attributes import MISSING, EncodedTable
-from tclose.base.config import json_document, redact_url
+from tclose.base.config import criterion_keys, json_document, redact_url
 from tclose.base.jsonsafe import dotted, finite_report, to_json
 from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
 from tclose.base.version import __version__
 from tclose.core.criteria import hierarchy_digests
+from tclose.core.entities import entity_warnings
 from tclose.errors import ConfigError, DataError
 from tclose.interfaces import EMD_TOLERANCE
 
@@ -508,6 +509,8 @@ def _add_database_parts(report: dict[str, Any], context: RunContext) -> None:
     report["target"]["staging_readers"] = readers
     if readers is not None and (_narrow_readers(readers) or not readers.get("checked")):
         report["warnings"].append(staging_readers_warning(readers))
+    known = "source.entity" in criterion_keys(context.registry)
+    report["warnings"] += entity_warnings(config, known)
     if context.output_columns is not None:
         report["target"]["columns"] = list(context.output_columns)
     report["attributes"] = {
