@@ -97,6 +97,48 @@ def test_api_every_class_holds_k_entities_and_l_values(algorithm):
     assert checks["l_diversity:health"]["passed"]
 
 
+@pytest.mark.parametrize("algorithm", ["t-first", "merge"])
+def test_blocks_and_refinement_then_entities_and_l(algorithm):
+    """The step follows the framework's blocks and refinement."""
+    df = panel(persons=80).drop(columns=["id"])
+    result = tclose.anonymize(
+        df,
+        ["age", "wage"],
+        {"health": "nominal"},
+        k=3,
+        t=0.4,
+        algorithm=algorithm,
+        entity="nr",
+        l=2,
+        keep_order=True,
+        blocks=3,
+        workers=1,
+        refine=True,
+    )
+    assert "blocks" in json.dumps(result.report["algorithm"]["info"])
+    entities, values, sizes = oracle(result.data, ["age", "wage"], df["nr"], "health")
+    assert entities >= 3 and values >= 2 and sizes.min() >= 3
+
+
+def test_a_third_party_algorithm_gets_entities_and_l(monkeypatch, require_example):
+    require_example("tclose-sortagg", "plugin")
+    monkeypatch.setenv(PLUGINS_ENV, "sortagg,diversity")
+    df = panel().drop(columns=["id"])
+    result = tclose.anonymize(
+        df,
+        ["age", "wage"],
+        {"health": "nominal"},
+        k=4,
+        t=0.4,
+        algorithm="principal-sort",
+        entity="nr",
+        l=2,
+        keep_order=True,
+    )
+    entities, values, _sizes = oracle(result.data, ["age", "wage"], df["nr"], "health")
+    assert entities >= 4 and values >= 2
+
+
 def test_without_entity_a_class_holds_one_person_only():
     """The case the criterion exists for: with rows per person this alike, k rows are one
     person's rows; the same run with ``entity`` is not."""
@@ -133,6 +175,10 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
     """Create the panel in ``database``, run tclose on it keeping the key (so that the
     independent check can join the release to the source), and read both back."""
     df = panel(seed=5)
+    persons = df["nr"].str.slice(7, 10).astype(int)
+    df["region"] = persons % 5 + 1  # a nominal QI written into an integer column
+    df["born"] = pd.Timestamp("1950-01-01") + pd.to_timedelta(persons * 97, unit="D")
+    df["born"] = df["born"].dt.date
     source, target = database.name(table), database.name(f"{table}_out")
     database.create(
         source,
@@ -142,6 +188,8 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
             sa.Column("age", sa.Integer),
             sa.Column("wage", sa.Double),
             sa.Column("health", sa.String(10)),
+            sa.Column("region", sa.Integer),
+            sa.Column("born", sa.Date),
         ],
         df.to_dict("records"),
     )
@@ -150,7 +198,9 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
         "target": {"table": target},
         "attributes": {
             "age": {"role": "quasi_identifier", "type": "numeric"},
-            "wage": {"role": "quasi_identifier", "type": "numeric"},
+            "wage": {"role": "quasi_identifier", "type": "numeric", "round": True},
+            "region": {"role": "quasi_identifier", "type": "nominal"},
+            "born": {"role": "quasi_identifier", "type": "date"},
             "health": {"role": "confidential", "type": "nominal"},
         },
         "privacy": {"k": 4, "t": 0.4, **privacy},
@@ -168,7 +218,8 @@ def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
     report, published, df = _run_on(request.getfixturevalue(fixture), "panel", l=2)
     assert "nr" not in published.columns
     joined = published.merge(df[["id", "nr"]], on="id", validate="one_to_one")
-    entities, values, sizes = oracle(joined, ["age", "wage"], joined["nr"], "health")
+    qis = ["age", "wage", "region", "born"]
+    entities, values, sizes = oracle(joined, qis, joined["nr"], "health")
     assert entities >= 4 and values >= 2 and sizes.min() >= 4 and len(joined) == len(df)
     checks = {c["name"]: c for c in report["verification"]["checks"]}
     assert checks["k_entities"]["passed"] and checks["k_entities"]["actual"] == entities

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -160,9 +160,42 @@ def _value_key(value: Any) -> Any:
     return ("s", str(value))
 
 
-def _row_keys(columns: Sequence[Sequence[Any]]) -> list[tuple]:
-    """The join key of every row of ``columns`` (one sequence of values per column)."""
-    return list(zip(*[[_value_key(v) for v in column] for column in columns]))
+def _text_key(value: Any) -> Any:
+    """A value of a column written as text (a category's label) as the join compares it: as
+    its text, so that the label ``"3"`` written into an integer column, read back as ``3``,
+    joins (the labels of one column's values are distinct texts)."""
+    value = canonical(value)
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return ("s", str(value))
+
+
+def _time_key(value: Any) -> Any:
+    """A value of a column written as dates or date-times as the join compares it: as a
+    timestamp, also when the database gives it back as text (SQLite)."""
+    value = canonical(value)
+    if isinstance(value, tuple):  # an aware date-time, in UTC
+        value = value[1]
+    if value is None or value is pd.NaT:
+        return None
+    return ("d", pd.Timestamp(value))
+
+
+def _column_key(written: np.ndarray) -> Callable[[Any], Any]:
+    """How the join compares the values of a column, chosen by the values it was written with:
+    text (category labels), dates and date-times, or other values (numbers exactly)."""
+    present = [v for v in written[:1000].tolist() if v is not None]
+    if present and isinstance(present[0], str):
+        return _text_key
+    if present and isinstance(present[0], (dt.date, dt.datetime)):
+        return _time_key
+    return _value_key
+
+
+def _row_keys(columns: Sequence[Sequence[Any]], keys: Sequence[Callable[[Any], Any]]) -> list:
+    """The join key of every row of ``columns`` (one sequence of values per column, compared
+    by the column's function of ``keys``)."""
+    return list(zip(*[[key(v) for v in column] for column, key in zip(columns, keys)]))
 
 
 def written_entities(
@@ -177,8 +210,9 @@ def written_entities(
     value gets which of its source rows' entities does not change any class's entities).
     Returns ``(entities, None)``, or ``(None, problem)`` when the written rows and the source
     rows do not hold the same published values as often."""
-    mine = _row_keys([frame[q].tolist() for q in quasi_identifiers])
-    theirs = _row_keys([np.asarray(written[q]).tolist() for q in quasi_identifiers])
+    keys = [_column_key(np.asarray(written[q], dtype=object)) for q in quasi_identifiers]
+    mine = _row_keys([frame[q].tolist() for q in quasi_identifiers], keys)
+    theirs = _row_keys([np.asarray(written[q]).tolist() for q in quasi_identifiers], keys)
     pool: dict[tuple, list[Any]] = {}
     for key, entity in zip(theirs, entities.tolist()):
         pool.setdefault(key, []).append(entity)
