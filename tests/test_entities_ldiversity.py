@@ -206,6 +206,7 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
         "privacy": {"k": 4, "t": 0.4, **privacy},
         "algorithm": {"name": "t-first"},
         "output": {"keep_key": True},
+        "report": {"html": str(database.tmp_path / f"{table}.html")},
     }
     result = run(parse_config(document))
     with database.engine.connect() as connection:
@@ -215,7 +216,8 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
 
 @pytest.mark.parametrize("fixture", ["lite", pytest.param("pg", marks=pytest.mark.postgres)])
 def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
-    report, published, df = _run_on(request.getfixturevalue(fixture), "panel", l=2)
+    database = request.getfixturevalue(fixture)
+    report, published, df = _run_on(database, "panel", l=2)
     assert "nr" not in published.columns
     joined = published.merge(df[["id", "nr"]], on="id", validate="one_to_one")
     qis = ["age", "wage", "region", "born"]
@@ -225,8 +227,10 @@ def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
     assert checks["k_entities"]["passed"] and checks["k_entities"]["actual"] == entities
     assert checks["l_diversity:health"]["passed"]
     assert checks["l_diversity:health"]["actual"] == values
-    text = json.dumps(report)
-    assert not any(value in text for value in df["nr"])  # no entity value in the report
+    page = (database.tmp_path / "panel.html").read_text("utf-8")
+    assert "k_entities" in page and "l_diversity:health" in page
+    for text in (json.dumps(report), page):
+        assert not any(value in text for value in df["nr"])  # no entity value in the report
 
 
 # --- adversarial cases -------------------------------------------------------------------------
