@@ -12,8 +12,9 @@ Merging keeps what the partition already guarantees:
 - ``k``: a union of clusters of ``>= k`` rows has ``>= k`` rows;
 - ``t``: a union's distribution of a confidential attribute is the size-weighted mixture of its
   members' distributions, and the EMD to the whole table's distribution is convex in the
-  distribution (it is a norm of the difference of cumulative sums), so the union's EMD is at most
-  the largest of its members' EMDs: a union of t-close clusters is t-close;
+  distribution (an optimal transport cost to a fixed distribution; for the ordered distance the
+  L1 norm of the differences of cumulative sums), so the union's EMD is at most the largest of
+  its members' EMDs: a union of t-close clusters is t-close;
 - the requirements themselves: a union holds every distinct value of its members, and entropy is
   concave, so a union of clusters with entropy ``>= log(l)`` keeps it.
 
