@@ -504,3 +504,41 @@ def test_init_proposes_the_entity_and_a_run_without_it_warns(lite, tmp_path):
     }
     warnings = run(parse_config(document)).report["warnings"]
     assert any("'nr'" in w and "source.entity" in w for w in warnings)
+
+
+def test_compare_enforces_and_checks_entities_and_l(lite):
+    from tclose.app.compare import compare
+
+    df = panel(per_person=8)
+    source = lite.name("compared")
+    lite.create(
+        source,
+        [
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("nr", sa.String(20)),
+            sa.Column("age", sa.Integer),
+            sa.Column("wage", sa.Double),
+            sa.Column("health", sa.String(10)),
+        ],
+        df.to_dict("records"),
+    )
+    document = {
+        "source": {"url": lite.url, "table": source, "key": "id", "entity": "nr"},
+        "target": {"table": lite.name("out")},
+        "attributes": {
+            "age": {"role": "quasi_identifier"},
+            "wage": {"role": "quasi_identifier"},
+            "health": {"role": "confidential", "type": "nominal"},
+        },
+        "privacy": {"k": 4, "t": 0.4, "l": 2},
+    }
+    config = parse_config(document)
+    rows = compare(config, ["mdav"], [4], [None])["runs"]
+    rows += compare(config, ["t-first"], [4], [0.4])["runs"]
+    assert rows and all(row["verified"] for row in rows)
+    plain = {**document, "source": {**document["source"]}, "privacy": {"k": 4, "t": 0.4}}
+    del plain["source"]["entity"]
+    plain["attributes"] = {**document["attributes"], "nr": {"role": "identifier"}}
+    entity_rows = {(r["algorithm"], r["t"]): r["classes"] for r in rows}
+    plain_rows = compare(parse_config(plain), ["mdav"], [4], [None])["runs"]
+    assert entity_rows[("mdav", None)] < plain_rows[0]["classes"]  # merged to reach 4 people
