@@ -387,9 +387,9 @@ class Evidence:
             (``tclose verify``): ``problem`` says how the table differs from what tclose
             published, ``None`` when it does not; ``None`` when nothing records it.
         entities: the entity (``source.entity``) of every written row, aligned with ``frame``,
-            read from the source and joined to the written rows by their published
-            quasi-identifier values; ``None`` when not known (no ``source.entity``, or a table
-            read without the run that wrote it).
+            read from the source and joined to the written rows (in a run by their published
+            quasi-identifier values, in ``tclose verify --source`` by the kept source key);
+            ``None`` when not known.
         entity_problem: why the written rows could not be joined to the source's entities
             (a sentence), else ``None``.
     """

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import tclose
 from tclose.base.config import criterion_keys, parse_config
 from tclose.base.registry import PLUGINS_ENV, load_registry
-from tclose.core.runner import run
+from tclose.core.runner import run, verify_published
 from tclose.errors import ConfigError, DataError
 from tclose.hookspecs import hookimpl
 from tclose.interfaces import Check, Option
@@ -208,16 +208,17 @@ def _run_on(database, table: str, **privacy) -> tuple[dict, pd.DataFrame, pd.Dat
         "output": {"keep_key": True},
         "report": {"html": str(database.tmp_path / f"{table}.html")},
     }
-    result = run(parse_config(document))
+    config = parse_config(document)
+    result = run(config)
     with database.engine.connect() as connection:
         published = pd.read_sql(sa.text(f"SELECT * FROM {database.quote(target)}"), connection)
-    return result.report, published, df
+    return result.report, published, df, config
 
 
 @pytest.mark.parametrize("fixture", ["lite", pytest.param("pg", marks=pytest.mark.postgres)])
 def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
     database = request.getfixturevalue(fixture)
-    report, published, df = _run_on(database, "panel", l=2)
+    report, published, df, config = _run_on(database, "panel", l=2)
     assert "nr" not in published.columns
     joined = published.merge(df[["id", "nr"]], on="id", validate="one_to_one")
     qis = ["age", "wage", "region", "born"]
@@ -227,6 +228,10 @@ def test_run_on_a_database_holds_k_entities_and_l(fixture, request):
     assert checks["k_entities"]["passed"] and checks["k_entities"]["actual"] == entities
     assert checks["l_diversity:health"]["passed"]
     assert checks["l_diversity:health"]["actual"] == values
+    audit = verify_published(config, against_source=True)  # joined by the kept key
+    again = {c.name: c for c in audit.results}
+    assert again["k_entities"].passed and again["k_entities"].actual == entities
+    assert again["l_diversity:health"].passed
     page = (database.tmp_path / "panel.html").read_text("utf-8")
     assert "k_entities" in page and "l_diversity:health" in page
     for text in (json.dumps(report), page):

@@ -722,12 +722,11 @@ def verify_published(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     distances = resolve_distances(config.attributes, registry)
-    provided = registry.algorithms.get(config.algorithm)
-    t_checked = config.t if provided is None or provided.obj.requires_t else None
-    encoded = keys = None
+    t_checked = _t_checked(config, registry)
+    encoded = keys = entities = None
     configured = config  # as the run's report digests it
     if against_source:
-        keys, encoded, config = _read_source(config, registry, say)
+        keys, encoded, config, entities = _read_source(config, registry, say)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -759,6 +758,7 @@ def verify_published(
         report=report,
         run_id=run_id,
         release=release,
+        **_entities_by_key(frame, kept_key, keys, entities),
     )
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
@@ -770,11 +770,35 @@ def verify_published(
     return verification
 
 
+def _t_checked(config: Config, registry: Registry) -> float | None:
+    """``privacy.t``, unless the configured algorithm is installed and does not enforce t."""
+    provided = registry.algorithms.get(config.algorithm)
+    return config.t if provided is None or provided.obj.requires_t else None
+
+
+def _entities_by_key(
+    frame: pd.DataFrame, kept_key: str | None, keys: Any, entities: np.ndarray | None
+) -> dict[str, Any]:
+    """The ``entities`` of the evidence of a published table that kept the source key
+    (``output.keep_key``), joined by key to the source's (``keys``, ``entities``); nothing
+    without them. A published key the source does not hold gives an ``entity_problem``."""
+    if kept_key is None or entities is None or keys is None:
+        return {}
+    position = pd.Index(keys).get_indexer(frame[kept_key])
+    if (position < 0).any():
+        return {
+            "entity_problem": f"{int((position < 0).sum())} published row(s) hold a key the "
+            f"source does not, so their entities cannot be known."
+        }
+    return {"entities": np.asarray(entities)[position]}
+
+
 def _read_source(
     config: Config, registry: Registry, say: Callable[..., None]
-) -> tuple[Any, EncodedTable, Config]:
-    """The keys and the encoded table of the source (``tclose verify --source``), read
-    read-only, and ``config`` with the source key resolved."""
+) -> tuple[Any, EncodedTable, Config, np.ndarray | None]:
+    """The keys, the encoded table and the entity codes (``source.entity``, else ``None``) of
+    the source (``tclose verify --source``), read read-only, and ``config`` with the source key
+    resolved."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
@@ -783,8 +807,8 @@ def _read_source(
     source = resolve_name(source_db, config.source.table, "source.table", create=False)
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-    keys, encoded, _set_aside, _entities = _read_inputs(source_db, config, name=source)
-    return keys, encoded, config
+    keys, encoded, _set_aside, entities = _read_inputs(source_db, config, name=source)
+    return keys, encoded, config, entities
 
 
 def verify_with_report(
