@@ -547,3 +547,32 @@ def test_compare_enforces_and_checks_entities_and_l(lite):
     entity_rows = {(r["algorithm"], r["t"]): r["classes"] for r in rows}
     plain_rows = compare(parse_config(plain), ["mdav"], [4], [None])["runs"]
     assert entity_rows[("mdav", None)] < plain_rows[0]["classes"]  # merged to reach 4 people
+
+
+def test_the_join_of_written_rows_to_entities():
+    """Rows join by their published values as the database gives them back (a category label
+    written as text into an integer column, a date read back as text), each value's entities
+    reach the rows of that value, and rows that match nothing are a problem, not a guess."""
+    import datetime as dt
+
+    from tclose.core.entities import written_entities
+
+    written = {
+        "a": np.array([1.5, 1.5, 2.0, np.nan]),
+        "c": np.array(["3", "3", "4", "4"], dtype=object),
+        "d": np.array([dt.date(2000, 1, 1)] * 2 + [dt.date(2001, 1, 1)] * 2, dtype=object),
+    }
+    entities = np.array([10, 11, 12, 13])
+    frame = pd.DataFrame(
+        {
+            "a": [np.nan, 2.0, 1.5, 1.5],
+            "c": [4, 4, 3, 3],
+            "d": ["2001-01-01", "2001-01-01", "2000-01-01", "2000-01-01"],
+        }
+    )
+    joined, problem = written_entities(frame, ["a", "c", "d"], written, entities)
+    assert problem is None and joined[0] == 13 and joined[1] == 12
+    assert sorted(joined[2:]) == [10, 11]
+    frame.loc[0, "c"] = 5
+    joined, problem = written_entities(frame, ["a", "c", "d"], written, entities)
+    assert joined is None and "1 written row(s) match no source row" in problem

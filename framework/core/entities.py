@@ -192,10 +192,20 @@ def _column_key(written: np.ndarray) -> Callable[[Any], Any]:
     return _value_key
 
 
-def _row_keys(columns: Sequence[Sequence[Any]], keys: Sequence[Callable[[Any], Any]]) -> list:
-    """The join key of every row of ``columns`` (one sequence of values per column, compared
-    by the column's function of ``keys``)."""
-    return list(zip(*[[key(v) for v in column] for column, key in zip(columns, keys)]))
+def _column_codes(mine: pd.Series, theirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the values of one column on both sides of the join (equal values, equal
+    codes): NumPy numbers of one kind compared as they are, else each value by the column's
+    key function (:func:`_column_key`)."""
+    read, written = mine.to_numpy(), np.asarray(theirs)
+    kinds = {read.dtype.kind, written.dtype.kind}
+    if kinds <= {"f"} or kinds <= {"i"} or kinds <= {"u"}:
+        codes = pd.factorize(np.concatenate([read, written]))[0]
+    else:
+        key = _column_key(np.asarray(written, dtype=object))
+        seen: dict[Any, int] = {}
+        values = [*read.tolist(), *written.tolist()]
+        codes = np.array([seen.setdefault(key(v), len(seen)) for v in values], dtype=np.int64)
+    return codes[: len(read)], codes[len(read) :]
 
 
 def written_entities(
@@ -210,25 +220,23 @@ def written_entities(
     value gets which of its source rows' entities does not change any class's entities).
     Returns ``(entities, None)``, or ``(None, problem)`` when the written rows and the source
     rows do not hold the same published values as often."""
-    keys = [_column_key(np.asarray(written[q], dtype=object)) for q in quasi_identifiers]
-    mine = _row_keys([frame[q].tolist() for q in quasi_identifiers], keys)
-    theirs = _row_keys([np.asarray(written[q]).tolist() for q in quasi_identifiers], keys)
-    pool: dict[tuple, list[Any]] = {}
-    for key, entity in zip(theirs, entities.tolist()):
-        pool.setdefault(key, []).append(entity)
-    result = np.empty(len(mine), dtype=object)
-    unmatched = 0
-    for row, key in enumerate(mine):
-        held = pool.get(key)
-        if not held:
-            unmatched += 1
-            continue
-        result[row] = held.pop()
-    left = sum(len(v) for v in pool.values())
-    if unmatched or left:
+    group = np.zeros(len(frame) + len(entities), dtype=np.int64)
+    for q in quasi_identifiers:  # the row's group: its columns' codes combined, one at a time
+        codes = np.concatenate(_column_codes(frame[q], written[q])) + 1  # NaN's -1 becomes 0
+        group = pd.factorize(group * (int(codes.max()) + 1) + codes)[0]
+    mine_group, their_group = group[: len(frame)], group[len(frame) :]
+    size = int(group.max()) + 1 if len(group) else 0
+    held, wanted = np.bincount(their_group, minlength=size), np.bincount(mine_group, minlength=size)
+    if not np.array_equal(held, wanted):
+        unmatched = int(np.clip(wanted - held, 0, None).sum())
+        left = int(np.clip(held - wanted, 0, None).sum())
         return None, (
             f"{unmatched} written row(s) match no source row's published quasi-identifier "
             f"values and {left} source row(s) match no written row, so the entities of the "
             f"written classes cannot be known."
         )
+    result = np.empty(len(mine_group), dtype=np.asarray(entities).dtype)
+    result[np.argsort(mine_group, kind="stable")] = np.asarray(entities)[
+        np.argsort(their_group, kind="stable")
+    ]
     return result, None
