@@ -98,8 +98,9 @@ def refuse_unknown_entity(entity: str | None, columns: Sequence[str], table: str
     alike = [c for c in columns if c.casefold() == entity.casefold()]
     hint = f" Did you mean {alike[0]!r}? Names are compared exactly." if alike else ""
     raise ConfigError(
-        f"==> At source ==> At key: entity\nColumn {entity!r} (source.entity) does not exist "
-        f"in table {table}.{hint} Its columns are: {', '.join(columns)}."
+        f"Column {entity!r} (source.entity) does not exist in table {table}.{hint} Its columns "
+        f"are: {', '.join(columns)}.",
+        path=("source", "entity"),
     )
 
 

@@ -129,8 +129,9 @@ def _unreachable(requirement: Requirement) -> ConfigError:
             f"log({requirement.need}) = {np.log(requirement.need):.3f}"
         )
     return ConfigError(
-        f"==> At key: {key}\nThe whole table holds {held}, so no class can hold "
-        f"{requirement.need} of them: lower {key}."
+        f"The whole table holds {held}, so no class can hold {requirement.need} of them: "
+        f"lower {key}.",
+        path=tuple(key.split(".")),
     )
 
 
