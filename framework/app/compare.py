@@ -24,6 +24,8 @@ from tclose.connector import open_read_only
 from tclose.errors import ConfigError
 
 if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
+    import numpy as np
+
     from tclose.base.attributes import EncodedTable
     from tclose.core.plan import Resolved
 
@@ -116,7 +118,7 @@ def run_setting(
     k: int,
     t: float | None,
     registry: Registry | None = None,
-    entities: Any = None,
+    entities: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Partition, aggregate, measure and verify one setting (the steps of
     :mod:`tclose.core.pipeline`); one row of the comparison (``entities``: the entity code of
