@@ -393,6 +393,12 @@ class Evidence:
         release: ``(problem,)`` when a trusted registry records the table as a release
             (``tclose verify``): ``problem`` says how the table differs from what tclose
             published, ``None`` when it does not; ``None`` when nothing records it.
+        entities: the entity (``source.entity``) of every written row, aligned with ``frame``,
+            read from the source and joined to the written rows (in a run by their published
+            quasi-identifier values, in ``tclose verify --source`` by the kept source key);
+            ``None`` when not known.
+        entity_problem: why the written rows could not be joined to the source's entities
+            (a sentence), else ``None``.
     """
 
     frame: pd.DataFrame
@@ -413,6 +419,8 @@ class Evidence:
     report: Mapping[str, Any] | None = None
     run_id: str | None = None
     release: tuple[str | None] | None = None
+    entities: np.ndarray | None = None
+    entity_problem: str | None = None
 
     @property
     def rows(self) -> int:
@@ -425,8 +433,13 @@ class Criterion(Protocol):
     """A guarantee a release must meet.
 
     ``name`` names the criterion (its checks are named after it); ``config_keys`` lists the
-    dotted configuration paths it reads (``privacy.l``, say), found in ``evidence.config``. ``check(evidence)`` returns a :class:`Check`, a list of checks (one per column,
-    say), or ``None`` when the evidence does not allow the criterion (no report, no source).
+    dotted configuration paths it reads (``privacy.l``, say): the configuration and
+    :func:`tclose.anonymize` accept them (``privacy: {l: 3}``, ``anonymize(..., l=3)``), and
+    their values are found in ``evidence.config.criteria`` (dotted key → value, only the keys
+    given). An optional ``config_options`` (dotted key → :class:`Option`) validates a key's
+    value (type, choices, range); a key without one takes any value. ``check(evidence)``
+    returns a :class:`Check`, a list of checks (one per column, say), or ``None`` when the
+    evidence does not allow the criterion (no report, no source).
     """
 
     name: str

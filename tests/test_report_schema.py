@@ -29,6 +29,7 @@ import tclose
 from tclose.app.cli import SCHEMAS, main, schema_text
 from tclose.base.config import parse_config
 from tclose.base.config_document import config_schema
+from tclose.base.registry import DISABLE_AUTOLOAD_ENV, PLUGINS_ENV
 from tclose.base.schema import (
     ABSENT,
     Absent,
@@ -41,14 +42,19 @@ from tclose.base.schema import (
 )
 from tclose.core.report_model import REPORT_VERSION, Report, report_schema
 from tclose.errors import ConfigError, PluginError
+from tclose.interfaces import Option
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("document", SCHEMAS)
-def test_the_committed_schemas_are_current(document, capsys):
-    """``docs/schema/<document>.json`` is what ``tclose schema <document>`` prints now (rewrite it
-    with ``tclose schema <document> > docs/schema/<document>.json`` after changing a model)."""
+def test_the_committed_schemas_are_current(document, capsys, monkeypatch):
+    """``docs/schema/<document>.json`` is what ``tclose schema <document>`` prints now with the
+    plugins tclose ships (rewrite it with ``TCLOSE_DISABLE_PLUGIN_AUTOLOAD=1
+    TCLOSE_PLUGINS=diversity tclose schema <document> > docs/schema/<document>.json`` after
+    changing a model)."""
+    monkeypatch.setenv(DISABLE_AUTOLOAD_ENV, "1")
+    monkeypatch.setenv(PLUGINS_ENV, "diversity")
     assert main(["schema", document]) == 0
     printed = capsys.readouterr().out
     assert printed == schema_text(document)
@@ -347,6 +353,50 @@ def test_the_parser_refuses_a_key_the_schema_does_not_declare(section):
     assert "s30_unknown" in str(schema_problem(document, config_schema()))
     with pytest.raises(ConfigError, match="s30_unknown"):
         parse_config(document)
+
+
+_CRITERION_KEYS = {
+    "source.entity": Option(str, None, "The entity column."),
+    "privacy.l": Option(int, None, "l-diversity.", min=1),
+    "privacy.l_kind": Option(str, "distinct", "The kind.", choices=("distinct", "entropy")),
+    "report.s30_note": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "conforms"),
+    [
+        ("source.entity", "person", True),
+        ("source.entity", 7, False),
+        ("privacy.l", 2, True),
+        ("privacy.l", 0, False),
+        ("privacy.l_kind", "entropy", True),
+        ("privacy.l_kind", "most", False),
+        ("report.s30_note", {"any": ["value"]}, True),
+    ],
+)
+def test_criterion_keys_are_in_the_schema_as_the_parser_takes_them(key, value, conforms):
+    """A key a criterion declares is a property of its section in the schema built with it,
+    checked as its option checks it; the parser agrees, and without the key both refuse it."""
+    document = _base_document()
+    section, _, name = key.partition(".")
+    document[section][name] = value
+    if key == "privacy.l_kind":
+        document["privacy"]["l"] = 2
+    assert (schema_problem(document, config_schema(_CRITERION_KEYS)) is None) == conforms
+    if conforms:
+        parse_config(document, keys=_CRITERION_KEYS)
+    else:
+        with pytest.raises(ConfigError):
+            parse_config(document, keys=_CRITERION_KEYS)
+    assert schema_problem(document, config_schema()) is not None
+    with pytest.raises(ConfigError, match=name):
+        parse_config(document, keys={})
+
+
+def test_a_criterion_key_of_no_section_has_no_schema():
+    with pytest.raises(ValueError, match="nowhere.x"):
+        config_schema({"nowhere.x": None})
 
 
 # --- the report writers --------------------------------------------------------------------------

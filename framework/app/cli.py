@@ -587,14 +587,15 @@ def _schema(args: argparse.Namespace, _progress: Progress | None) -> int:
 def schema_text(document: str) -> str:
     """The JSON Schema of ``document`` (one of :data:`SCHEMAS`) as indented JSON, as ``tclose
     schema`` prints it and ``docs/schema/<document>.json`` holds it: generated from the
-    configuration's model (:mod:`tclose.base.config_document`) or the report's
-    (:mod:`tclose.core.report_model`)."""
+    configuration's model (:mod:`tclose.base.config_document`, with the keys the installed
+    plugins' criteria declare) or the report's (:mod:`tclose.core.report_model`)."""
+    from tclose.base.config import criterion_keys
     from tclose.base.config_document import config_schema
     from tclose.core.report_model import report_schema
 
     if document not in SCHEMAS:
         raise ValueError(f"no schema of {document!r}; there are: {', '.join(SCHEMAS)}")
-    schema = config_schema() if document == "config" else report_schema()
+    schema = config_schema(criterion_keys()) if document == "config" else report_schema()
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -24,6 +24,8 @@ from tclose.connector import open_read_only
 from tclose.errors import ConfigError
 
 if TYPE_CHECKING:  # the command line imports this module for its parser: pandas etc. on use
+    import numpy as np
+
     from tclose.base.attributes import EncodedTable
     from tclose.core.plan import Resolved
 
@@ -116,13 +118,18 @@ def run_setting(
     k: int,
     t: float | None,
     registry: Registry | None = None,
+    entities: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Partition, aggregate, measure and verify one setting (the steps of
-    :mod:`tclose.core.pipeline`); one row of the comparison."""
+    :mod:`tclose.core.pipeline`); one row of the comparison (``entities``: the entity code of
+    every row, with ``source.entity``)."""
     from tclose.core import pipeline
 
     started = time.perf_counter()
-    clustered = pipeline.partition(encoded, resolved, k, t)
+    pairs = None if entities is None else (str(config.entity), entities)
+    clustered = pipeline.partition(
+        encoded, resolved, k, t, entities=pairs, l_diversity=config.l_diversity
+    )
     seconds = time.perf_counter() - started
     labels, replaced = clustered.labels, clustered.aggregated
     measures = pipeline.measure(encoded, clustered, config.attributes, config.interval_p)
@@ -137,6 +144,7 @@ def run_setting(
         attribute_options=encoded.distance_options,
         expected_rows=len(frame),
         expected_confidential=encoded.confidential,
+        entities=entities,
     )
     risk, utility = measures["risk"], measures["utility"]
     return {
@@ -200,7 +208,7 @@ def compare(
     )
     line = f"reading {config.source.table}"
     say(line)
-    keys, encoded, set_aside = read_inputs(database, config, progress, line)
+    keys, encoded, set_aside, entities = read_inputs(database, config, progress, line)
     # every k at once, before the first setting: a k too large for the table stops the command
     # before any setting runs, not after the settings before it (whose rows would be lost)
     refuse_too_few_rows(len(keys), max((k for _, k, _ in runs), default=0), len(set_aside))
@@ -208,7 +216,7 @@ def compare(
     line = f"running {len(runs)} settings on {len(keys)} rows"
     say(line, done=0, total=len(runs))
     for done, (resolved, k, t) in enumerate(runs, start=1):
-        rows.append(run_setting(encoded, config, resolved, k, t, registry))
+        rows.append(run_setting(encoded, config, resolved, k, t, registry, entities))
         say(line, done=done, total=len(runs))
     return {
         "source": {"table": config.source.table, "rows": len(keys)},

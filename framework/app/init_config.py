@@ -25,10 +25,18 @@ from typing import Any, cast
 import sqlalchemy as sa
 import yaml
 
-from tclose.base.config import ATTRIBUTE_TYPES
+from tclose.base.config import ATTRIBUTE_TYPES, criterion_keys
 from tclose.connector import SQLAlchemyEngine, TablePerFile, capabilities_of, open_read_only
+from tclose.core.entities import looks_like_entity
 from tclose.errors import ConfigError
 from tclose.naming import TableName
+
+#: The comment of a proposed ``source.entity``.
+ENTITY_HINT = (
+    "proposed from its name: the person, household or firm of a row (its values may repeat); "
+    "every class then holds rows of k distinct ones; never published. Remove it if each row "
+    "is its own entity"
+)
 
 #: The environment variable written in place of a password found in the URL.
 PASSWORD_VARIABLE = "TCLOSE_DB_PASSWORD"
@@ -299,12 +307,30 @@ def proposed_key(
     )
 
 
-def _role_and_hint(column: ColumnInfo, key: str | None) -> tuple[str, str]:
+def proposed_entity(columns: list[ColumnInfo], key: str | None) -> str | None:
+    """The ``source.entity`` the skeleton proposes: the first column of an integer or text type,
+    neither the row key nor declared unique (so its values may repeat), whose name looks like an
+    entity's (:func:`tclose.core.entities.looks_like_entity`); ``None`` when none fits. Only the
+    definition is read, so whether the values do repeat is the user's to check (a run warns of
+    a repeated id without ``source.entity``)."""
+    for column in columns:
+        if not column.key_type or column.unique or column.name == key:
+            continue
+        if looks_like_entity(column.name):
+            return column.name
+    return None
+
+
+def _role_and_hint(
+    column: ColumnInfo, key: str | None, entity: str | None = None
+) -> tuple[str, str]:
     """The role the skeleton proposes for ``column`` and the comment that says why."""
     sql_type = _comment(column.sql_type)
     typed = f"{sql_type}; " if sql_type else ""  # a view's computed column may have no type
     if column.name == key:
         return "identifier", f"{typed}the row key: never published (output.keep_key)"
+    if column.name == entity:
+        return "identifier", f"{typed}the entity (source.entity): never published"
     if column.unique:
         return "identifier", f"{typed}UNIQUE: would link the release to the source"
     if looks_identifying(column.name):
@@ -326,11 +352,13 @@ def skeleton(
     database; see :func:`proposed_target`)."""
     key, key_hint = proposed_key(columns, table, implied_key)
     target_url, target_table = target or (None, str(TableName.parse(table).with_suffix("_anon")))
+    entity = proposed_entity(columns, key) if "source.entity" in criterion_keys() else None
     lines = [
         *_header_lines(table),
         *_source_lines(url, table, key, key_hint),
+        *_entity_lines(entity),
         *_target_lines(target_url, target_table),
-        *_attribute_lines(columns, key),
+        *_attribute_lines(columns, key, entity),
         *_closing_lines(table.rpartition(".")[2]),
     ]
     return "\n".join(lines)
@@ -384,6 +412,11 @@ def _source_lines(url: str, table: str, key: str | None, key_hint: str) -> list[
     return lines
 
 
+def _entity_lines(entity: str | None) -> list[str]:
+    """The proposed ``source.entity`` line of the ``source`` section (none without one)."""
+    return [] if entity is None else [f"  entity: {_key(entity)}  # {ENTITY_HINT}"]
+
+
 def _target_lines(target_url: str | None, target_table: str) -> list[str]:
     """The ``target`` section: URL (only when not the source's database), table, if_exists."""
     lines = ["target:"]
@@ -396,12 +429,15 @@ def _target_lines(target_url: str | None, target_table: str) -> list[str]:
     ]
 
 
-def _attribute_lines(columns: list[ColumnInfo], key: str | None) -> list[str]:
-    """The ``attributes`` section: every column with its proposed role and type, aligned."""
+def _attribute_lines(
+    columns: list[ColumnInfo], key: str | None, entity: str | None = None
+) -> list[str]:
+    """The ``attributes`` section: every column with its proposed role and type (``entity``:
+    the proposed ``source.entity``), aligned."""
     width = max([len(_key(c.name)) for c in columns if len(_key(c.name)) <= 60] + [4])
     lines = ["attributes:"]
     for column in columns:
-        role, hint = _role_and_hint(column, key)
+        role, hint = _role_and_hint(column, key, entity)
         body = f"{{role: {role}, type: {column.attribute_type}}}"
         if len(_key(column.name)) > _SIMPLE_KEY_MAX:  # YAML reads no longer key on one line
             lines.append(f"  ? {_key(column.name)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import functools
 import hashlib
 import json
 import math
@@ -39,6 +40,7 @@ from tclose.base.config_document import (
     TargetDocument,
     keys_of,
 )
+from tclose.base.options import validate_options
 from tclose.base.redaction import (  # noqa: F401 (re-exported)
     URL_SCHEME,
     redact_url,
@@ -46,6 +48,7 @@ from tclose.base.redaction import (  # noqa: F401 (re-exported)
     remember_secret,
 )
 from tclose.errors import ConfigError
+from tclose.interfaces import Option
 
 ROLES = ("identifier", "quasi_identifier", "confidential", "other")
 #: Attribute types understood by the encoder.
@@ -118,6 +121,19 @@ class Config:
     keep_key: bool = False
     document: dict[str, Any] = field(default_factory=dict)
     lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+    #: the values of the keys registered criteria declare (:func:`criterion_keys`), dotted key
+    #: → value, only the keys given (``{"privacy.l": 3, "source.entity": "nr"}``).
+    criteria: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def entity(self) -> str | None:
+        """``source.entity``: the column naming the person, household or firm of a row."""
+        return self.criteria.get("source.entity")
+
+    @property
+    def l_diversity(self) -> tuple[int, str] | None:
+        """``(privacy.l, privacy.l_kind)``, or ``None`` without ``privacy.l``."""
+        return l_diversity_of(self.criteria)
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -472,12 +488,12 @@ def _table_spec(
     checker: _Checker,
     raw: Any,
     path: str,
-    *,
     is_source: bool,
     default_url: str | None = None,
     default_password_file: str | None = None,
+    extra: set[str] | None = None,
 ) -> TableSpec:
-    keys = _SOURCE_KEYS if is_source else _TARGET_KEYS
+    keys = (_SOURCE_KEYS if is_source else _TARGET_KEYS) | (extra or set())
     required = ("url", "table") if is_source else ("table",)
     spec = checker.mapping(raw, (path,), keys, required)
     url = spec.get("url", default_url)
@@ -712,6 +728,114 @@ class Settings:
     t: float | None
     algorithm: str
     algorithm_options: dict[str, Any]
+    #: the values of the keys registered criteria declare, as :attr:`Config.criteria`.
+    criteria: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def entity(self) -> str | None:
+        """``source.entity``, as :attr:`Config.entity`."""
+        return self.criteria.get("source.entity")
+
+    @property
+    def l_diversity(self) -> tuple[int, str] | None:
+        """``(privacy.l, privacy.l_kind)``, as :attr:`Config.l_diversity`."""
+        return l_diversity_of(self.criteria)
+
+
+#: The kinds of l-diversity ``privacy.l_kind`` names: ``distinct`` (at least ``l`` distinct
+#: values in every class) or ``entropy`` (the entropy of the class's values at least
+#: ``log(l)``).
+L_KINDS = ("distinct", "entropy")
+
+
+def l_diversity_of(criteria: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``(l, kind)`` from criterion values (:attr:`Config.criteria`), or ``None`` without
+    ``privacy.l``; the kind defaults to ``distinct``."""
+    l_value = criteria.get("privacy.l")
+    if l_value is None:
+        return None
+    return int(l_value), str(criteria.get("privacy.l_kind") or "distinct")
+
+
+def criterion_keys(registry: Any = None) -> dict[str, Option | None]:
+    """Every dotted configuration key (``section.key``) the registered criteria declare in
+    ``config_keys``, with the :class:`~tclose.interfaces.Option` that validates its value (the
+    criterion's ``config_options``), ``None`` where any value is accepted. ``registry``: the
+    plugins (default: the installed ones, :func:`tclose.base.registry.load_registry`)."""
+    if registry is None:
+        return dict(_installed_criterion_keys(*_autoload_settings()))
+    keys: dict[str, Option | None] = {}
+    for provided in registry.criteria.values():
+        criterion = provided.obj
+        options = getattr(criterion, "config_options", None) or {}
+        for key in criterion.config_keys:
+            keys[key] = options.get(key, keys.get(key))
+    return keys
+
+
+def _autoload_settings() -> tuple[str | None, str | None]:
+    """The environment variables that choose which entry-point plugins load."""
+    return os.environ.get("TCLOSE_DISABLE_PLUGIN_AUTOLOAD"), os.environ.get("TCLOSE_PLUGINS")
+
+
+@functools.cache
+def _installed_criterion_keys(
+    _autoload: str | None, _chosen: str | None
+) -> tuple[tuple[str, Option | None], ...]:
+    """:func:`criterion_keys` of the installed plugins (loaded once per plugin selection)."""
+    from tclose.base.registry import load_registry
+
+    return tuple(criterion_keys(load_registry()).items())
+
+
+def _extra_keys(keys: Mapping[str, Any], section: str) -> set[str]:
+    """The keys of ``section`` that criteria declare (``section.key`` → ``key``)."""
+    return {k.partition(".")[2] for k in keys if k.partition(".")[0] == section and "." in k}
+
+
+def _criterion_values(
+    checker: _Checker, document: Mapping[str, Any], keys: Mapping[str, Option | None]
+) -> dict[str, Any]:
+    """The value of every criterion key given in ``document`` (dotted key → value), each
+    validated by its :class:`~tclose.interfaces.Option` when it has one."""
+    values: dict[str, Any] = {}
+    for key, option in keys.items():
+        section, _, name = key.partition(".")
+        part = document.get(section)
+        if not isinstance(part, Mapping) or part.get(name) is None:
+            continue
+        if option is not None:
+            try:
+                validate_options(key, {name: option}, {name: part[name]}, section)
+            except ConfigError as error:
+                raise checker.fail((section, name), str(error).partition("\n")[2]) from None
+        values[key] = part[name]
+    return values
+
+
+def _check_criterion_values(
+    checker: _Checker, attributes: Mapping[str, AttributeSpec], criteria: Mapping[str, Any]
+) -> None:
+    """Refuse what the framework cannot enforce: ``privacy.l`` without a confidential
+    attribute, ``privacy.l_kind`` without ``privacy.l``, and a ``source.entity`` column with a
+    role other than ``identifier`` (the entity is never published)."""
+    confidential = any(a.role == "confidential" for a in attributes.values())
+    if "privacy.l" in criteria and not confidential:
+        raise checker.fail(
+            ("privacy", "l"),
+            "l-diversity is measured on the confidential attributes: give at least one column "
+            "role confidential, or remove privacy.l.",
+        )
+    if "privacy.l_kind" in criteria and "privacy.l" not in criteria:
+        raise checker.fail(("privacy", "l_kind"), "privacy.l_kind needs privacy.l; add it.")
+    entity = criteria.get("source.entity")
+    if isinstance(entity, str) and entity in attributes and attributes[entity].role != "identifier":
+        raise checker.fail(
+            ("source", "entity"),
+            f"Column {entity!r} is the entity (source.entity), so it cannot have role "
+            f"{attributes[entity].role}: an entity id is never published. Remove it from "
+            f"attributes (or give it role identifier), or name another column as the entity.",
+        )
 
 
 def parse_attributes(
@@ -729,19 +853,24 @@ def parse_settings(
     document: Mapping[str, Any],
     lines: dict[tuple[str, ...], int] | None = None,
     base: Path | None = None,
+    keys: Mapping[str, Option | None] | None = None,
 ) -> Settings:
     """Validate the ``attributes``, ``privacy`` (``k``, ``t``) and ``algorithm`` (``name``,
-    ``options``; default ``t-first``) parts of a configuration document: the one parser of what
-    a run protects, shared by the YAML configuration and the Python API.
+    ``options``; default ``t-first``) parts of a configuration document, and the keys the
+    registered criteria declare (``keys``, default :func:`criterion_keys`; e.g.
+    ``privacy.l``, ``source.entity``): the one parser of what a run protects, shared by the
+    YAML configuration and the Python API.
 
     Raises:
         ConfigError: the first problem found, as a key path (with its line when ``lines``).
     """
     checker = _Checker(lines or {})
+    keys = criterion_keys() if keys is None else keys
     for part in ("attributes", "privacy", "algorithm"):
         refuse_non_finite(checker, document.get(part), (part,))
     attributes = _attributes(checker, document.get("attributes"), base)
-    privacy = checker.mapping(document.get("privacy"), ("privacy",), _PRIVACY_KEYS, ("k",))
+    allowed = _PRIVACY_KEYS | _extra_keys(keys, "privacy")
+    privacy = checker.mapping(document.get("privacy"), ("privacy",), allowed, ("k",))
     k = privacy["k"]
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise checker.fail(
@@ -766,12 +895,15 @@ def parse_settings(
     )
     options = algorithm.get("options") or {}
     checker.mapping(options, ("algorithm", "options"), None)
+    criteria = _criterion_values(checker, document, keys)
+    _check_criterion_values(checker, attributes, criteria)
     return Settings(
         attributes,
         k,
         None if t is None else float(t),
         checker.string(algorithm["name"], ("algorithm", "name")),
         dict(options),
+        criteria,
     )
 
 
@@ -801,34 +933,30 @@ def attribute_document(
 
 
 def parse_config(
-    document: Any, lines: dict[tuple[str, ...], int] | None = None, base: Path | None = None
+    document: Any,
+    lines: dict[tuple[str, ...], int] | None = None,
+    base: Path | None = None,
+    keys: Mapping[str, Option | None] | None = None,
 ) -> Config:
     """Validate a configuration given as a parsed YAML document (a mapping).
 
     ``base`` is the folder relative paths (hierarchy CSV files) are resolved against: the YAML
-    file's folder when loaded by :func:`load_config`, else the current folder.
+    file's folder when loaded by :func:`load_config`, else the current folder. The sections
+    also accept the ``keys`` criteria declare (default :func:`criterion_keys`).
 
     Raises:
         ConfigError: the first problem found, as a key path with its line.
     """
     checker = _Checker(lines or {})
+    keys = criterion_keys() if keys is None else keys
     refuse_nul(checker, document, ())
     top = checker.mapping(document, (), _TOP_KEYS, ("source", "attributes", "privacy"))
     refuse_non_finite(checker, top, ())
     _refuse_env_outside_urls(checker, top)
-    source = _table_spec(checker, top["source"], "source", is_source=True)
-    target = None
-    if top.get("target") is not None:
-        target = _table_spec(
-            checker,
-            top["target"],
-            "target",
-            is_source=False,
-            default_url=top["source"].get("url"),
-            default_password_file=source.password_file,
-        )
-    settings = parse_settings(top, lines, base)
-    report = _report_settings(checker, top.get("report"))
+    source = _table_spec(checker, top["source"], "source", True, extra=_extra_keys(keys, "source"))
+    target = _target_spec(checker, top, source, keys)
+    settings = parse_settings(top, lines, base, keys)
+    report = _report_settings(checker, top.get("report"), _extra_keys(keys, "report"))
     output = top.get("output") or {}
     if isinstance(output, Mapping) and "seed" in output:
         raise checker.fail(
@@ -863,6 +991,24 @@ def parse_config(
         keep_key=keep_key,
         document=dict(document),
         lines=lines or {},
+        criteria=settings.criteria,
+    )
+
+
+def _target_spec(
+    checker: _Checker, top: Mapping[str, Any], source: TableSpec, keys: Mapping[str, Any]
+) -> TableSpec | None:
+    """The ``target`` part (its url and password file default to the source's), or ``None``."""
+    if top.get("target") is None:
+        return None
+    return _table_spec(
+        checker,
+        top["target"],
+        "target",
+        is_source=False,
+        default_url=top["source"].get("url"),
+        default_password_file=source.password_file,
+        extra=_extra_keys(keys, "target"),
     )
 
 
@@ -904,9 +1050,10 @@ def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
             )
 
 
-def _report_settings(checker: _Checker, raw: Any) -> dict[str, Any]:
-    """The validated ``report`` part (``json``, ``html``, ``table``, ``interval_p``)."""
-    report = checker.mapping(raw or {}, ("report",), _REPORT_KEYS)
+def _report_settings(checker: _Checker, raw: Any, extra: set[str] | None = None) -> dict[str, Any]:
+    """The validated ``report`` part (``json``, ``html``, ``table``, ``interval_p``, and the
+    ``extra`` keys criteria declare)."""
+    report = checker.mapping(raw or {}, ("report",), _REPORT_KEYS | (extra or set()))
     for key in _REPORT_KEYS - {"interval_p"}:
         if report.get(key) is not None:
             checker.string(report[key], ("report", key))

@@ -6,6 +6,13 @@ from them (``docs/schema/config.json``). The parser checks more than the schema 
 scheme, a hierarchy's leaves, plugin options against the plugins); the schema tells an editor
 or a CI job which keys exist, which are required, and their types. Keys are documented in
 ``docs/configuration.md``.
+
+The keys a registered criterion declares in ``config_keys`` (``source.entity``, ``privacy.l``)
+are no fields here: the parser accepts those of the installed criteria
+(:func:`tclose.base.config.criterion_keys`), and :func:`config_schema` adds them to their
+sections from the criteria's ``config_options``. ``tclose schema config`` prints the schema with
+the keys of the installed plugins; ``docs/schema/config.json`` holds it with the plugins tclose
+ships (``TCLOSE_DISABLE_PLUGIN_AUTOLOAD=1 TCLOSE_PLUGINS=diversity tclose schema config``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 from tclose.base.schema import Absent, Fragment, json_schema
+from tclose.interfaces import Option
 
 #: A positive number (``weight``, ``interval_p``).
 Positive = Annotated[float, Fragment(exclusiveMinimum=0)]
@@ -117,7 +125,51 @@ def keys_of(model: type) -> set[str]:
     return {f.name for f in dataclasses.fields(model)}
 
 
-def config_schema() -> dict[str, Any]:
-    """The JSON Schema of a configuration (``tclose schema config``), from
-    :class:`ConfigDocument`."""
-    return json_schema(ConfigDocument, title="tclose run configuration")
+#: The model of each section whose keys a criterion may declare (``section.key``).
+SECTIONS: Mapping[str, type] = {
+    "source": SourceDocument,
+    "target": TargetDocument,
+    "privacy": PrivacyDocument,
+    "report": ReportDocument,
+}
+
+#: The JSON type of each :class:`~tclose.interfaces.Option` value type.
+_OPTION_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def config_schema(criterion_keys: Mapping[str, Option | None] | None = None) -> dict[str, Any]:
+    """The JSON Schema of a configuration (``tclose schema config``): :class:`ConfigDocument`,
+    its sections also declaring the ``criterion_keys`` (dotted key → the
+    :class:`~tclose.interfaces.Option` that validates it, or ``None``; see
+    :func:`tclose.base.config.criterion_keys`), each an optional property of its section
+    (``null`` allowed, as the parser reads it as not given).
+
+    Raises:
+        ValueError: a criterion key whose section is not one of :data:`SECTIONS`.
+    """
+    schema = json_schema(ConfigDocument, title="tclose run configuration")
+    for key, option in sorted((criterion_keys or {}).items()):
+        section, _, name = key.partition(".")
+        if section not in SECTIONS or not name:
+            raise ValueError(f"criterion key {key!r} names no section of the configuration")
+        properties = schema["$defs"][SECTIONS[section].__name__]["properties"]
+        properties[name] = _option_schema(option)
+    return schema
+
+
+def _option_schema(option: Option | None) -> dict[str, Any]:
+    """The schema of a criterion key's value: its option's type (and ``null``), choices, bounds
+    and sentence; any value without an option."""
+    if option is None:
+        return {}
+    kind = _OPTION_TYPES.get(option.type)
+    schema: dict[str, Any] = {"type": [kind, "null"]} if kind else {}
+    if option.doc:
+        schema["description"] = option.doc
+    if option.choices is not None:
+        schema["enum"] = [*option.choices, None]
+    if option.min is not None:
+        schema["minimum"] = option.min
+    if option.max is not None:
+        schema["maximum"] = option.max
+    return schema

@@ -15,11 +15,13 @@ from tclose.base.config import (
     Settings,
     attribute_document,
     checked_interval_p,
+    criterion_keys,
     parse_settings,
 )
 from tclose.base.digests import canonical
 from tclose.base.registry import Registry, load_registry
 from tclose.core.columns import unlisted_columns
+from tclose.core.entities import entity_codes
 from tclose.core.pipeline import (
     ROLES,
     Timer,
@@ -96,7 +98,12 @@ def anonymize(
             a frame links back to the input row by row; do not share it).
         registry: the plugins to use (default: built-ins and installed plugins).
         interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
-        **options: the algorithm's options (as under ``algorithm.options`` in YAML).
+        **options: the algorithm's options (as under ``algorithm.options`` in YAML), and the
+            keys registered criteria declare (``config_keys``), by their name in their section:
+            ``l=3`` for ``privacy.l``, ``l_kind="entropy"`` for ``privacy.l_kind``,
+            ``entity="nr"`` for ``source.entity`` (a column of ``df`` with no role, or an
+            identifier: every class then holds rows of ``k`` distinct entities, and the column
+            is not in ``data``).
 
     Returns:
         an :class:`AnonymizationResult`; its ``data`` has been verified (k and t recomputed from
@@ -114,18 +121,19 @@ def anonymize(
     interval_p = checked_interval_p(interval_p)
     registry = registry or load_registry()
     identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
-    settings = _settings(
-        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
-    )
+    roles = (quasi_identifiers, confidential, identifiers, other)
+    settings = _settings(df, roles, k, t, algorithm, options, registry)
     context = RunContext(
         registry, resolve_plugins(settings, registry), settings.k, settings.t, rows_read=len(df)
     )
-    encoded = _partitioned(df, settings, context, interval_p)
-    data = _release(df, encoded.excluded, identifiers, context, settings.attributes, keep_order)
+    encoded, entities = _partitioned(df, settings, context, interval_p)
+    entity = [settings.entity] if settings.entity and settings.entity not in identifiers else []
+    data = _release(df, encoded.excluded, [*identifiers, *entity], context, settings.attributes)
     if keep_order:
         data.index = index[~encoded.excluded]
+    data, row_entities = _in_order(data, entities, keep_order)
     with Timer(context.timings).phase("verify"):
-        context.verification = _verify_release(data, settings, context)
+        context.verification = _verify_release(data, settings, context, row_entities)
     report = build_report(context)
     _refuse_unverified(context, report)
     assert context.labels is not None
@@ -148,19 +156,56 @@ def _check_arguments(df: Any, keep_order: Any, options: Mapping[str, Any]) -> No
 
 def _partitioned(
     df: pd.DataFrame, settings: Settings, context: RunContext, interval_p: float
-) -> EncodedTable:
+) -> tuple[EncodedTable, np.ndarray | None]:
     """The steps of :mod:`tclose.core.pipeline` up to the measures (encode, partition and
-    aggregate, measure), timed and recorded in ``context``; the encoded table."""
+    aggregate, measure), timed and recorded in ``context``; the encoded table and the entity
+    codes of its kept rows (``source.entity``, else ``None``)."""
     timer, attributes = Timer(context.timings), settings.attributes
     with timer.phase("read"):
         encoded = context.encoded = encode_frame(df, attributes)
+        entities = _entities(df, settings.entity, encoded.excluded)
     with timer.phase("kernel"):
-        clustered = partition(encoded, context.resolved, settings.k, settings.t)
+        clustered = partition(
+            encoded,
+            context.resolved,
+            settings.k,
+            settings.t,
+            entities=None if entities is None else (str(settings.entity), entities),
+            l_diversity=settings.l_diversity,
+        )
     context.labels, context.partition = clustered.labels, clustered.partition
     context.aggregated = clustered.aggregated
     with timer.phase("measures"):
         context.measures = measure(encoded, clustered, attributes, interval_p)
-    return encoded
+    return encoded, entities
+
+
+#: The label of the entity column while the release is put in order: not a string, so no
+#: column of the frame (their labels are strings) bears it.
+_ENTITY_LABEL = -1
+
+
+def _entities(df: pd.DataFrame, entity: str | None, excluded: np.ndarray) -> np.ndarray | None:
+    """The entity codes (:func:`tclose.core.entities.entity_codes`) of the kept rows, or
+    ``None`` without ``entity``."""
+    if entity is None:
+        return None
+    return entity_codes(df[entity][~excluded], entity)
+
+
+def _in_order(
+    data: pd.DataFrame, entities: np.ndarray | None, keep_order: bool
+) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """``data`` in content order unless ``keep_order``, and the entity of each of its rows.
+    The entities are ordered with the rows as their last, least significant column: only rows
+    equal in every published column are ordered by them."""
+    if entities is None:
+        return (data if keep_order else in_content_order(data)), None
+    data = data.copy()
+    data[_ENTITY_LABEL] = entities
+    if not keep_order:
+        data = in_content_order(data)
+    return data.drop(columns=[_ENTITY_LABEL]), data[_ENTITY_LABEL].to_numpy()
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -197,29 +242,40 @@ def _settings(
     t: Any,
     algorithm: str | None,
     options: Mapping[str, Any],
+    registry: Registry,
 ) -> Settings:
     """The arguments of :func:`anonymize` as the YAML document they stand for, parsed by the
     parser of ``tclose run`` (:func:`tclose.base.config.parse_settings`); every column of ``df``
     must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
-    as :func:`anonymize` takes them."""
+    as :func:`anonymize` takes them; ``options`` the algorithm's options and the criterion
+    keys of ``registry`` (:func:`tclose.base.config.criterion_keys`) by their name."""
     k, t = _plain(k), _plain(t)
     _check_labels(df.columns)
-    document = {
+    keys = criterion_keys(registry)
+    options = dict(options)
+    document: dict[str, Any] = {
         "attributes": _attributes_of(df, *roles),
         "privacy": {"k": k, "t": t},
-        "algorithm": {
-            "name": algorithm or ("t-first" if t is not None else "mdav"),
-            "options": dict(options),
-        },
+        "algorithm": {"name": algorithm or ("t-first" if t is not None else "mdav")},
     }
-    settings = parse_settings(document)
+    for key in keys:  # privacy.l is l=..., source.entity is entity=...
+        section, _, name = key.partition(".")
+        if name in options:
+            document.setdefault(section, {})[name] = _plain(options.pop(name))
+    document["algorithm"]["options"] = options
+    settings = parse_settings(document, keys=keys)
     missing = [name for name in settings.attributes if name not in df.columns]
     if missing:
         raise ConfigError(
             f"Column {missing[0]!r} is not in the DataFrame. "
             f"Its columns are: {', '.join(repr(str(c)) for c in df.columns)}."
         )
-    unlisted = unlisted_columns(list(settings.attributes), [str(c) for c in df.columns], None)
+    _refuse_unknown_entity(df, settings.entity)
+    unlisted = unlisted_columns(
+        [*settings.attributes, *([settings.entity] if settings.entity else [])],
+        [str(c) for c in df.columns],
+        None,
+    )
     if unlisted:
         raise ConfigError(
             f"The DataFrame has {len(unlisted)} column(s) with no role: "
@@ -228,6 +284,16 @@ def _settings(
             f"it."
         )
     return settings
+
+
+def _refuse_unknown_entity(df: pd.DataFrame, entity: str | None) -> None:
+    """:class:`ConfigError` when ``entity`` is not a column of ``df`` (naming a column spelled
+    alike in another case: names are compared exactly)."""
+    if entity is None or entity in df.columns:
+        return
+    alike = [c for c in df.columns if c.casefold() == entity.casefold()]
+    hint = f" Did you mean {alike[0]!r}? Column names are compared exactly." if alike else ""
+    raise ConfigError(f"The entity column {entity!r} (entity=) is not in the DataFrame.{hint}")
 
 
 def _check_labels(columns: pd.Index) -> None:
@@ -286,10 +352,16 @@ def _attributes_of(
     return document
 
 
-def _verify_release(data: pd.DataFrame, settings: Settings, context: RunContext) -> Verification:
+def _verify_release(
+    data: pd.DataFrame,
+    settings: Settings,
+    context: RunContext,
+    entities: np.ndarray | None = None,
+) -> Verification:
     """The verifier's verdict on the released frame: every criterion
     (:func:`tclose.core.verify.release_criteria`) on its rows, their classes and EMDs, the
-    source's confidential values and the linkage of its pass-through columns."""
+    source's confidential values, the linkage of its pass-through columns and the entity of
+    every row (``entities``, aligned with ``data``)."""
     encoded, resolved, attributes = context.encoded, context.resolved, settings.attributes
     assert encoded is not None
     columns = [a.name for role in ROLES for a in attributes.values() if a.role == role]
@@ -305,6 +377,7 @@ def _verify_release(data: pd.DataFrame, settings: Settings, context: RunContext)
         expected_rows=len(data),
         expected_confidential=encoded.confidential,
         linkage=frame_linkage(data, attributes),
+        entities=entities,
     )
 
 
@@ -314,12 +387,11 @@ def _release(
     identifiers: Sequence[str],
     context: RunContext,
     attributes: Mapping[str, AttributeSpec],
-    keep_order: bool,
 ) -> pd.DataFrame:
     """The published frame: identifiers dropped, QIs replaced (in their input dtype where it is
     a category, bool or other non-numeric dtype, a rounded integer or a zoned date-time), rows
-    in content order (:func:`in_content_order`) with a fresh ``RangeIndex`` unless
-    ``keep_order``; every dtype's metadata from the published rows alone
+    in the input's order (:func:`_in_order` puts them in content order); every dtype's
+    metadata from the published rows alone
     (:func:`_metadata_of_published_rows`). ``context``: the published values (``aggregated``)
     and the cluster of each kept row (``labels``)."""
     aggregated, labels = context.aggregated, context.labels
@@ -335,10 +407,7 @@ def _release(
         elif kind == "datetime" and getattr(df[column].dtype, "tz", None) is not None:
             values = pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(df[column].dtype.tz)
         data[column] = values
-    data = _metadata_of_published_rows(data)
-    if keep_order:
-        return data
-    return in_content_order(data)
+    return _metadata_of_published_rows(data)
 
 
 def _metadata_of_published_rows(data: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import numpy as np
 from tclose.base.compile_notice import compile_notice
 from tclose.base.plugin_calls import checked_labels, fit_distance, plugin_call, plugin_label
 from tclose.blocks.framed import run_algorithm
+from tclose.core.entities import enforce, requirements
 from tclose.errors import DataError, VerificationError
 from tclose.interfaces import FittedDistance, Partition, Problem
 
@@ -41,9 +42,15 @@ def cluster_rows(
     t: float | None,
     set_aside: int = 0,
     release_sse: Callable[[np.ndarray], float] | None = None,
+    *,
+    entities: tuple[str, np.ndarray] | None = None,
+    l_diversity: tuple[int, str] | None = None,
 ) -> tuple[np.ndarray, Partition, list[FittedDistance]]:
     """Fit one distance per confidential attribute and partition the rows (the algorithm
-    with the framework's blocks and refinement: :func:`tclose.blocks.framed.run_algorithm`).
+    with the framework's blocks and refinement: :func:`tclose.blocks.framed.run_algorithm`),
+    then merge every cluster with fewer than ``k`` distinct entities or not ``l``-diverse in a
+    confidential attribute into its nearest (:func:`tclose.core.entities.enforce`), whatever
+    the algorithm.
 
     Args:
         x: ``(n, p)`` encoded quasi-identifiers (:func:`tclose.base.attributes.encode_table`).
@@ -57,12 +64,16 @@ def cluster_rows(
             too few rows are left).
         release_sse: the report's SSE of a partition (:func:`release_sse_of`), handed to the
             algorithm as :attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`.
+        entities: ``(column, codes)``: the ``source.entity`` column and the entity of every
+            row (:func:`tclose.core.entities.entity_codes`), or ``None``.
+        l_diversity: ``(l, kind)`` (``privacy.l``, ``privacy.l_kind``), or ``None``.
 
     Returns:
         dense labels ``0..L-1``, the algorithm's :class:`Partition`, and the fitted distances.
 
     Raises:
         DataError: fewer rows than ``k``.
+        ConfigError: the whole table has fewer than ``k`` entities or is not ``l``-diverse.
         VerificationError: the algorithm broke its contract (:func:`checked_labels`); nothing
             has been written.
         PluginFailure: the algorithm or a distance raised an exception that is not a
@@ -79,6 +90,8 @@ def cluster_rows(
             distance, options = resolved.distances[column]
             own = {**options, **distance_options.get(column, {})}
             fitted.append(fit_distance(distance, column, values, own))
+        entity, codes = entities if entities is not None else (None, None)
+        needed = requirements(k, codes, entity, l_diversity, fitted)
         own = copy.deepcopy(resolved.algorithm_options)  # the report records the original
         problem = Problem(x, fitted, k, t, own, release_sse=release_sse)
         with plugin_call(algorithm):
@@ -89,7 +102,8 @@ def cluster_rows(
             f"report's disclosure risk is measured on), which an algorithm must not do: "
             f"work on a copy."
         )
-    return checked_labels(algorithm, partition, n), partition, fitted
+    labels = enforce(x, checked_labels(algorithm, partition, n), partition, needed)
+    return labels, partition, fitted
 
 
 def release_sse_of(encoded: EncodedTable) -> Callable[[np.ndarray], float]:

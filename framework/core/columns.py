@@ -4,6 +4,7 @@ A run first resolves the column that identifies source rows — ``source.key``, 
 single-column primary key, else the dialect's row id (SQLite's ``rowid``, which is not a column
 and so is never published) — and then checks that every other column of the source is listed
 under ``attributes``. The key needs no entry: it is dropped unless ``output.keep_key`` is true.
+Nor does the entity column (``source.entity``), which is never published.
 Declaring the key with a role other than ``identifier`` is a configuration error (a key is unique
 per row: as a quasi-identifier, confidential or pass-through column it would link every published
 row back to its source row).
@@ -82,9 +83,25 @@ def check_column_fates(config: Config, columns: Sequence[str], key: str | None) 
             "(no source.key and no single-column primary key); set source.key or remove keep_key.",
             path=("output", "keep_key"),
         )
-    unlisted = unlisted_columns(list(config.attributes), columns, key)
+    entity = [config.entity] if config.entity else []
+    unlisted = unlisted_columns([*config.attributes, *entity], columns, key)
     if unlisted:
         raise unlisted_error(unlisted)
+
+
+def refuse_unknown_entity(entity: str | None, columns: Sequence[str], table: str) -> None:
+    """Raise :class:`ConfigError` when ``source.entity`` is not one of ``columns`` (names are
+    compared exactly, as every column name of a configuration; a column spelled alike in
+    another case is named)."""
+    if entity is None or entity in columns:
+        return
+    alike = [c for c in columns if c.casefold() == entity.casefold()]
+    hint = f" Did you mean {alike[0]!r}? Names are compared exactly." if alike else ""
+    raise ConfigError(
+        f"Column {entity!r} (source.entity) does not exist in table {table}.{hint} Its columns "
+        f"are: {', '.join(columns)}.",
+        path=("source", "entity"),
+    )
 
 
 def with_key(config: Config, key: str | None) -> Config:

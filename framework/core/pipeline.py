@@ -35,6 +35,7 @@ from tclose.base.attributes import EncodedTable, encode_confidential, encode_tab
 from tclose.base.compile_notice import compile_account
 from tclose.base.config import AttributeSpec, Config, Settings
 from tclose.core.clustering import cluster_rows, release_sse_of
+from tclose.core.entities import entity_codes
 from tclose.core.plan import Resolved, with_attribute_options
 from tclose.core.verify import Verification, gather_evidence, release_criteria, verify
 from tclose.errors import DataError
@@ -118,15 +119,17 @@ def read_inputs(
     progress: Callable[..., None] | None = None,
     line: str = "",
     name: TableName | None = None,
-) -> tuple[np.ndarray, EncodedTable, set]:
+) -> tuple[np.ndarray, EncodedTable, set, np.ndarray | None]:
     """Pass 1 over a database table: the row keys and the encoded QI and confidential columns
-    of the kept rows, and the keys of the rows set aside by ``missing: exclude-rows``; from
-    table ``name`` (the plan's resolved source), else ``source.table`` as written.
+    of the kept rows, the keys of the rows set aside by ``missing: exclude-rows``, and the
+    entity codes of the kept rows (``source.entity``, else ``None``); from table ``name`` (the
+    plan's resolved source), else ``source.table`` as written.
 
     Raises:
         DataError: a row key that is NULL or held by more than one row, or unusable values.
     """
-    columns = config.quasi_identifiers + config.confidential
+    entity = [config.entity] if config.entity else []
+    columns = config.quasi_identifiers + config.confidential + entity
     frames = _chunks(
         database.read(
             name or TableName.parse(config.source.table),
@@ -149,8 +152,10 @@ def read_inputs(
         raise DataError(_key_problem(config, frame.iloc[:, 0]))
     frame = frame.iloc[:, 1:]
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
+    entities = frame.pop(entity[0]) if entity else None  # by name: never a QI (config refuses)
     encoded = encode_frame(frame, config.attributes)
-    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+    codes = None if entities is None else entity_codes(entities[~encoded.excluded], entity[0])
+    return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist()), codes
 
 
 def _key_problem(config: Config, keys: pd.Series) -> str:
@@ -189,11 +194,21 @@ class Clustered:
     aggregated: dict[str, np.ndarray] = field(repr=False)
 
 
-def partition(encoded: EncodedTable, resolved: Resolved, k: int, t: float | None) -> Clustered:
+def partition(
+    encoded: EncodedTable,
+    resolved: Resolved,
+    k: int,
+    t: float | None,
+    *,
+    entities: tuple[str, np.ndarray] | None = None,
+    l_diversity: tuple[int, str] | None = None,
+) -> Clustered:
     """Fit the distances, partition the kept rows of ``encoded`` with the resolved algorithm
-    (:func:`tclose.core.clustering.cluster_rows`) and aggregate each cluster's
-    quasi-identifiers into the values the release publishes. The algorithm is handed the
-    report's SSE of a partition (:func:`tclose.core.clustering.release_sse_of`) as
+    (:func:`tclose.core.clustering.cluster_rows`, which also enforces k distinct
+    ``entities`` — the entity column's name and the code of every kept row — and
+    ``l_diversity`` — ``(l, kind)``) and aggregate each cluster's quasi-identifiers into the
+    values the release publishes. The algorithm is handed the report's SSE of a partition
+    (:func:`tclose.core.clustering.release_sse_of`) as
     :attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`.
 
     Raises:
@@ -209,6 +224,8 @@ def partition(encoded: EncodedTable, resolved: Resolved, k: int, t: float | None
         t,
         int(encoded.excluded.sum()),
         release_sse_of(encoded),
+        entities=entities,
+        l_diversity=l_diversity,
     )
     return Clustered(labels, answer, encoded.aggregate(labels))
 

@@ -45,7 +45,12 @@ from tclose.connector import (
     capabilities_of,
     open_read_only,
 )
-from tclose.core.columns import check_column_fates, resolve_key, with_key
+from tclose.core.columns import (
+    check_column_fates,
+    refuse_unknown_entity,
+    resolve_key,
+    with_key,
+)
 from tclose.core.guards import (
     another_target,
     refuse_foreign_file,
@@ -426,15 +431,16 @@ def _resolve_columns(
                 f"Column {column!r} (attributes.{column}) does not exist in table "
                 f"{source}. Its columns are: {', '.join(source_table.c.keys())}."
             )
+    refuse_unknown_entity(config.entity, list(source_table.c.keys()), str(source))
     key = resolve_key(source_db, source_table, config.source.key)
     check_column_fates(config, list(source_table.c.keys()), key)
     return with_key(config, key), key
 
 
 def _output_columns(config: Config, source_table: Any) -> list[str]:
-    """The source columns the written table keeps, in source order: all but the identifiers
-    and, unless ``output.keep_key``, the key."""
-    dropped = set(config.identifiers)
+    """The source columns the written table keeps, in source order: all but the identifiers,
+    the entity (``source.entity``) and, unless ``output.keep_key``, the key."""
+    dropped = set(config.identifiers) | ({config.entity} if config.entity else set())
     if not config.keep_key and config.source.key:
         dropped.add(config.source.key)
     return [c.name for c in source_table.columns if c.name not in dropped]

@@ -27,13 +27,14 @@ import pandas as pd
 
 from tclose.base.atomic import write_atomically
 from tclose.base.attributes import MISSING, EncodedTable
-from tclose.base.config import json_document, redact_url
+from tclose.base.config import criterion_keys, json_document, redact_url
 from tclose.base.jsonsafe import finite_report, to_json
 from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
 from tclose.base.schema import ABSENT, Absent, json_data
 from tclose.base.version import __version__
 from tclose.core.criteria import hierarchy_digests
+from tclose.core.entities import entity_warnings
 from tclose.core.report_model import (
     REPORT_VERSION,
     AlgorithmRecord,
@@ -580,8 +581,9 @@ def _plugins_used(context: RunContext) -> list[tuple[str, str]]:
 
 
 def _database_warnings(context: RunContext) -> list[str]:
-    """The warnings of a database run: a source read through row-level security, and staging
-    rows other accounts could read."""
+    """The warnings of a database run: a source read through row-level security, staging rows
+    other accounts could read, and an entity-like column without ``source.entity``
+    (:func:`tclose.core.entities.entity_warnings`)."""
     if context.config is None:
         return []
     warnings = []
@@ -591,7 +593,8 @@ def _database_warnings(context: RunContext) -> list[str]:
     readers = context.staging_readers
     if readers is not None and (_narrow_readers(readers) or not readers.get("checked")):
         warnings.append(staging_readers_warning(readers))
-    return warnings
+    known = "source.entity" in criterion_keys(context.registry)
+    return [*warnings, *entity_warnings(context.config, known)]
 
 
 def _narrow_readers(readers: Mapping[str, Any]) -> list[Mapping[str, Any]]:

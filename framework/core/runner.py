@@ -38,6 +38,7 @@ from tclose.connector import (
     open_read_only,
 )
 from tclose.core.columns import resolve_key, with_key
+from tclose.core.entities import written_entities
 from tclose.core.guards import refuse_overflow
 from tclose.core.pipeline import (
     Clustered,
@@ -224,6 +225,8 @@ class Phases:
         self.keys = np.zeros(0)
         self.set_aside: set = set()
         self.labels = np.zeros(0, dtype=np.int64)
+        #: the entity codes of the kept rows (``source.entity``), else ``None``
+        self.entities: np.ndarray | None = None
         self.database_values: dict[str, np.ndarray] = {}
         #: the measures (and the seconds they compiled kernels) while they run in the background
         #: (:meth:`join_measures`)
@@ -249,7 +252,7 @@ class Phases:
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
-            self.keys, encoded, self.set_aside = read_inputs(
+            self.keys, encoded, self.set_aside, self.entities = read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
         self.context.encoded = encoded
@@ -264,7 +267,14 @@ class Phases:
         line = f"partitioning {len(self.keys)} rows with {context.resolved.algorithm.name}"
         self.say(line)
         with self.timer.phase("kernel"), phase_counts(self.say, line):
-            clustered = partition(encoded, context.resolved, config.k, config.t)
+            clustered = partition(
+                encoded,
+                context.resolved,
+                config.k,
+                config.t,
+                entities=None if self.entities is None else (str(config.entity), self.entities),
+                l_diversity=config.l_diversity,
+            )
         self.labels = context.labels = clustered.labels
         context.partition, context.aggregated = clustered.partition, clustered.aggregated
         refuse_overflow(context.aggregated, config.attributes, self.keys)
@@ -364,6 +374,7 @@ class Phases:
                 encoded.confidential,
                 self.progress,
                 published_as=plan.target,
+                entities=None if self.entities is None else (self.database_values, self.entities),
             )
         self.context.verification = verification
         if not verification.passed:
@@ -533,12 +544,11 @@ def verify_published(
     registry = registry or load_registry()
     say = progress or (lambda *_args, **_counts: None)
     distances = resolve_distances(config.attributes, registry)
-    provided = registry.algorithms.get(config.algorithm)
-    t_checked = config.t if provided is None or provided.obj.requires_t else None
-    encoded = keys = None
+    t_checked = _t_checked(config, registry)
+    encoded = keys = entities = None
     configured = config  # as the run's report digests it
     if against_source:
-        keys, encoded, config = _read_source(config, registry, say)
+        keys, encoded, config, entities = _read_source(config, registry, say)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -576,16 +586,41 @@ def verify_published(
         report=report,
         run_id=run_id,
         release=release,
+        **_entities_by_key(frame, kept_key, keys, entities),
     )
     verification.measures = measures
     return verification
 
 
+def _t_checked(config: Config, registry: Registry) -> float | None:
+    """``privacy.t``, unless the configured algorithm is installed and does not enforce t."""
+    provided = registry.algorithms.get(config.algorithm)
+    return config.t if provided is None or provided.obj.requires_t else None
+
+
+def _entities_by_key(
+    frame: pd.DataFrame, kept_key: str | None, keys: Any, entities: np.ndarray | None
+) -> dict[str, Any]:
+    """The ``entities`` of the evidence of a published table that kept the source key
+    (``output.keep_key``), joined by key to the source's (``keys``, ``entities``); nothing
+    without them. A published key the source does not hold gives an ``entity_problem``."""
+    if kept_key is None or entities is None or keys is None:
+        return {}
+    position = pd.Index(keys).get_indexer(frame[kept_key])
+    if (position < 0).any():
+        return {
+            "entity_problem": f"{int((position < 0).sum())} published row(s) hold a key the "
+            f"source does not, so their entities cannot be known."
+        }
+    return {"entities": np.asarray(entities)[position]}
+
+
 def _read_source(
     config: Config, registry: Registry, say: Callable[..., None]
-) -> tuple[Any, EncodedTable, Config]:
-    """The keys and the encoded table of the source (``tclose verify --source``), read
-    read-only, and ``config`` with the source key resolved."""
+) -> tuple[Any, EncodedTable, Config, np.ndarray | None]:
+    """The keys, the encoded table and the entity codes (``source.entity``, else ``None``) of
+    the source (``tclose verify --source``), read read-only, and ``config`` with the source key
+    resolved."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
@@ -594,8 +629,8 @@ def _read_source(
     source = resolve_name(source_db, config.source.table, "source.table", create=False)
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
-    keys, encoded, _set_aside = read_inputs(source_db, config, name=source)
-    return keys, encoded, config
+    keys, encoded, _set_aside, entities = read_inputs(source_db, config, name=source)
+    return keys, encoded, config, entities
 
 
 def verify_with_report(
@@ -727,9 +762,12 @@ def _verify_staging(
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
+    entities: tuple[Mapping[str, np.ndarray], np.ndarray] | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it
-    against every criterion; ``published_as`` is the target it will become."""
+    against every criterion; ``published_as`` is the target it will become; ``entities``: the
+    values written for every kept source row and its entity code, joined to the written rows
+    (:func:`tclose.core.entities.written_entities`) for the ``k_entities`` criterion."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -751,4 +789,17 @@ def _verify_staging(
         expected_confidential=source_confidential,
         linkage=scan.linkage,
         content_digest=scan.digest,
+        **_entity_evidence(frame, config.quasi_identifiers, entities),
     )
+
+
+def _entity_evidence(
+    frame: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    entities: tuple[Mapping[str, np.ndarray], np.ndarray] | None,
+) -> dict[str, Any]:
+    """The ``entities`` and ``entity_problem`` of the evidence (none without entities)."""
+    if entities is None:
+        return {}
+    joined, problem = written_entities(frame, quasi_identifiers, *entities)
+    return {"entities": joined, "entity_problem": problem}

@@ -233,6 +233,7 @@ def verify_rows(
     linkage: LinkageFacts | None = None,
     config: Any = None,
     criteria: Sequence[Criterion] | None = None,
+    entities: np.ndarray | None = None,
 ) -> Verification:
     """Verify written rows: :func:`gather_evidence`, then :func:`verify`.
 
@@ -249,6 +250,7 @@ def verify_rows(
         config: the configuration (or the API's :class:`~tclose.base.config.Settings`), for
             the criteria that read it.
         criteria: the criteria (by default the built-in ones, :func:`release_criteria`).
+        entities: the entity (``source.entity``) of every row of ``frame``, or ``None``.
     """
     evidence = gather_evidence(
         frame,
@@ -260,5 +262,6 @@ def verify_rows(
         expected_confidential=expected_confidential,
         linkage=linkage,
         config=config,
+        entities=entities,
     )
     return verify(evidence, criteria)
