@@ -805,4 +805,6 @@ def main(argv: list[str] | None = None) -> int:
             progress.close()
         return _internal_error(error, args.verbose)
     finally:
+        if progress is not None:  # it shows no notice after main returns (idempotent)
+            progress.close()
         log.handlers, log.propagate, log.level = saved
