@@ -20,6 +20,7 @@ from tclose.base.config import (
     Settings,
     attribute_document,
     checked_interval_p,
+    checked_sampling_fraction,
     parse_settings,
 )
 from tclose.base.digests import canonical
@@ -30,9 +31,11 @@ from tclose.core.plan import resolve_plugins, with_attribute_options
 from tclose.core.published import frame_linkage, linkage_advice
 from tclose.core.report import RunContext, build_report
 from tclose.core.runner import Timer
+from tclose.core.suppression import suppress_outliers, suppression_evidence
 from tclose.core.verify import Verification, problems, release_criteria, verify_rows
 from tclose.errors import ConfigError, VerificationError
 from tclose.measures import INTERVAL_P, measure_configured
+from tclose.measures.population import SAMPLING_FRACTION
 
 
 @dataclass
@@ -69,6 +72,8 @@ def anonymize(
     keep_order: bool = False,
     registry: Registry | None = None,
     interval_p: float = INTERVAL_P,
+    max_suppressed: float = 0.0,
+    sampling_fraction: float = SAMPLING_FRACTION,
     **options: Any,
 ) -> AnonymizationResult:
     """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
@@ -93,6 +98,11 @@ def anonymize(
             a frame links back to the input row by row; do not share it).
         registry: the plugins to use (default: built-ins and installed plugins).
         interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
+        max_suppressed: the largest share of rows left out as outliers, in ``[0, 0.5)``
+            (``privacy.max_suppressed``, :mod:`tclose.core.suppression`): they are not in
+            ``data`` and their ``labels`` are ``-1``.
+        sampling_fraction: the share of the population ``df`` is a sample of, in ``(0, 1]``,
+            for the population-uniqueness estimate (``report.sampling_fraction``).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML).
 
     Returns:
@@ -118,17 +128,30 @@ def anonymize(
     # message nor the release. A shallow copy: the input frame is never written.
     index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
     interval_p = checked_interval_p(interval_p)
+    sampling_fraction = checked_sampling_fraction(sampling_fraction, path=("sampling_fraction",))
     registry = registry or load_registry()
     identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
     settings = _settings(
-        df, (quasi_identifiers, confidential, identifiers, other), k, t, algorithm, options
+        df,
+        (quasi_identifiers, confidential, identifiers, other),
+        (k, t, max_suppressed),
+        algorithm,
+        options,
     )
     resolved = resolve_plugins(settings, registry)
-    context = RunContext(registry, resolved, settings.k, settings.t, rows_read=len(df))
+    context = RunContext(
+        registry,
+        resolved,
+        settings.k,
+        settings.t,
+        max_suppressed=settings.max_suppressed,
+        rows_read=len(df),
+    )
     timer = Timer(context.timings)
     attributes, privacy = settings.attributes, (settings.k, settings.t)
     with timer.phase("read"):
-        encoded = context.encoded = encode_table(df, list(attributes.values()))
+        encoded = encode_table(df, list(attributes.values()))
+        encoded = context.encoded = suppress_outliers(encoded, settings.k, settings.max_suppressed)
     with timer.phase("kernel"):
         labels, context.partition, _ = cluster_rows(
             encoded.x,
@@ -136,16 +159,16 @@ def anonymize(
             encoded.distance_options,
             resolved,
             *privacy,
-            int(encoded.excluded.sum()),
+            int(encoded.left_out.sum()),
         )
     context.labels, context.aggregated = labels, encoded.aggregate(labels)
     with timer.phase("measures"):
         context.measures = measure_configured(
-            encoded, context.aggregated, attributes, interval_p, labels
+            encoded, context.aggregated, attributes, interval_p, labels, sampling_fraction
         )
     data = _release(
         df,
-        encoded.excluded,
+        encoded.left_out,
         identifiers,
         context.aggregated,
         attributes,
@@ -153,16 +176,16 @@ def anonymize(
         keep_order,
     )
     if keep_order:
-        data.index = index[~encoded.excluded]
+        data.index = index[~encoded.left_out]
     with timer.phase("verify"):
         context.verification = _verify_release(data, settings, context)
     report = build_report(context)
     _refuse_unverified(context, report)
-    return AnonymizationResult(data, _input_labels(encoded.excluded, labels), report)
+    return AnonymizationResult(data, _input_labels(encoded.left_out, labels), report)
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The cluster of every input row, ``-1`` for a row set aside."""
+    """The cluster of every input row, ``-1`` for a row set aside or suppressed."""
     all_labels = np.full(len(excluded), -1, dtype=np.int64)
     all_labels[~excluded] = labels
     return all_labels
@@ -191,20 +214,19 @@ def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
 def _settings(
     df: pd.DataFrame,
     roles: tuple[Any, Any, Any, Any],
-    k: Any,
-    t: Any,
+    privacy: tuple[Any, Any, Any],
     algorithm: str | None,
     options: Mapping[str, Any],
 ) -> Settings:
     """The arguments of :func:`anonymize` as the YAML document they stand for, parsed by the
     parser of ``tclose run`` (:func:`tclose.base.config.parse_settings`); every column of ``df``
     must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
-    as :func:`anonymize` takes them."""
-    k, t = _plain(k), _plain(t)
+    as :func:`anonymize` takes them; ``privacy``: ``k``, ``t`` and ``max_suppressed``."""
+    k, t, max_suppressed = (_plain(value) for value in privacy)
     _check_labels(df.columns)
     document = {
         "attributes": _attributes_of(df, *roles),
-        "privacy": {"k": k, "t": t},
+        "privacy": {"k": k, "t": t, "max_suppressed": max_suppressed},
         "algorithm": {
             "name": algorithm or ("t-first" if t is not None else "mdav"),
             "options": dict(options),
@@ -305,6 +327,7 @@ def _verify_release(data: pd.DataFrame, settings: Settings, context: RunContext)
         encoded.confidential,
         linkage=frame_linkage(data, attributes),
         config=settings,
+        suppression=suppression_evidence(encoded, settings.max_suppressed),
         criteria=release_criteria(encoded.confidential, context.registry),
     )
     return verification

@@ -34,6 +34,7 @@ from tclose.base.redaction import redacted_document
 from tclose.base.registry import dialect_of
 from tclose.base.version import __version__
 from tclose.core.criteria import hierarchy_digests
+from tclose.core.suppression import full_table_sse, suppression_facts
 from tclose.errors import ConfigError, DataError
 from tclose.interfaces import EMD_TOLERANCE
 
@@ -308,6 +309,8 @@ class RunContext:
         resolved: the algorithm and distances the run used.
         k: the k asked for.
         t: the t asked for, or ``None``.
+        max_suppressed: the largest share of rows that may be left out as outliers
+            (``privacy.max_suppressed``).
         started: start of the run, seconds since the epoch.
         timings: seconds per phase, in the order the phases ran (filled by the runner's timer).
         rows_read: rows read from the source, including any set aside by ``missing:
@@ -340,6 +343,7 @@ class RunContext:
     resolved: Resolved
     k: int
     t: float | None
+    max_suppressed: float = 0.0
     started: float = field(default_factory=time.time)
     timings: dict[str, float] = field(default_factory=dict)
     rows_read: int = 0
@@ -435,12 +439,26 @@ def build_report(context: RunContext) -> dict[str, Any]:
         "timings": _timings(context.timings, finished - context.started),
         "plugins": context.registry.versions(_plugins_used(context)),
     }
+    _add_suppression(report, context)
     _add_release_facts(report, verification)
     if context.measures:
         report["risk"] = dict(context.measures["risk"])
         report["utility"].update(context.measures["utility"])
     _add_database_parts(report, context)
     return finite_report(report)
+
+
+def _add_suppression(report: dict[str, Any], context: RunContext) -> None:
+    """``privacy.suppression`` and ``source.rows_suppressed`` (the rows left out as outliers,
+    why and by which rule: :mod:`tclose.core.suppression`), and ``utility.sse_full_table``
+    beside ``utility.sse`` (:func:`tclose.core.suppression.full_table_sse`)."""
+    encoded = context.encoded
+    assert encoded is not None
+    facts = suppression_facts(encoded, context.max_suppressed)
+    report["source"]["rows_suppressed"] = facts["rows"]
+    report["privacy"]["suppression"] = facts
+    utility = report["utility"]
+    utility["sse_full_table"] = full_table_sse(encoded, utility["sse_per_attribute"])
 
 
 def _run_section(context: RunContext, finished: float) -> dict[str, Any]:

@@ -40,9 +40,15 @@ from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-expo
     with_attribute_options,
 )
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
+from tclose.core.suppression import (
+    declared_suppression,
+    suppress_outliers,
+    suppression_evidence,
+)
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
 from tclose.core.verify import Verification, gather_evidence, problems, release_criteria, verify
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
+from tclose.interfaces import SuppressionFacts
 from tclose.measures import measure_configured, measure_published
 from tclose.naming import KEY_LABEL, TableName
 
@@ -162,6 +168,22 @@ def _read_inputs(
     frame.index = pd.Index(keys, name="key")  # error messages name rows by their key
     encoded = encode_table(frame, list(config.attributes.values()))
     return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist())
+
+
+def _suppressed(
+    keys: np.ndarray, encoded: EncodedTable, config: Config, set_aside: set
+) -> tuple[np.ndarray, EncodedTable]:
+    """The keys and encoding of the rows left once ``privacy.max_suppressed`` left the
+    outliers out (:func:`tclose.core.suppression.suppress_outliers`); their keys are added to
+    ``set_aside`` (never written)."""
+    before = len(encoded.x)
+    encoded = suppress_outliers(encoded, config.k, config.max_suppressed)
+    if len(encoded.x) == before:
+        return keys, encoded
+    assert encoded.suppressed is not None
+    suppressed = encoded.suppressed[~encoded.excluded]
+    set_aside.update(keys[suppressed].tolist())
+    return keys[~suppressed], encoded
 
 
 def _key_problem(config: Config, keys: pd.Series) -> str:
@@ -313,6 +335,7 @@ class Phases:
             plan.resolved,
             config.k,
             config.t,
+            max_suppressed=config.max_suppressed,
             started=started,
             dry_run=plan.dry_run,
             config=config,
@@ -355,8 +378,9 @@ class Phases:
             self.keys, encoded, self.set_aside = _read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
+        self.keys, encoded = _suppressed(self.keys, encoded, self.plan.config, self.set_aside)
         self.context.encoded = encoded
-        self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
+        self.context.rows_read = len(encoded.excluded)
 
     def cluster(self) -> None:
         """Fit the distances, partition the rows, aggregate the QIs and measure the release: in
@@ -374,7 +398,7 @@ class Phases:
                 context.resolved,
                 config.k,
                 config.t,
-                int(encoded.excluded.sum()),
+                int(encoded.left_out.sum()),
             )
         context.labels = self.labels
         context.aggregated = encoded.aggregate(self.labels)
@@ -477,6 +501,7 @@ class Phases:
                 encoded.confidential,
                 self.progress,
                 published_as=plan.target,
+                suppression=suppression_evidence(encoded, plan.config.max_suppressed),
             )
         self.context.verification = verification
         if not verification.passed:
@@ -532,7 +557,9 @@ def _measure_release(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The measures of the release (:func:`tclose.measures.measure_configured`) and the report's
     :func:`tclose.core.report.release_summary`, computed once for both builds of the report."""
-    measures = measure_configured(encoded, aggregated, config.attributes, config.interval_p, labels)
+    measures = measure_configured(
+        encoded, aggregated, config.attributes, config.interval_p, labels, config.sampling_fraction
+    )
     return measures, release_summary(encoded, aggregated, labels, config.k)
 
 
@@ -716,8 +743,12 @@ def verify_published(
     t_checked = config.t if provided is None or provided.obj.requires_t else None
     encoded = keys = None
     configured = config  # as the run's report digests it
+    suppression = declared_suppression(report)
     if against_source:
         keys, encoded, config = _read_source(config, registry, say)
+        keys, encoded = _suppressed(keys, encoded, config, set())
+        declared = suppression.rows if suppression is not None else None
+        suppression = suppression_evidence(encoded, config.max_suppressed, declared)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -749,11 +780,18 @@ def verify_published(
         report=report,
         run_id=run_id,
         release=release,
+        suppression=suppression,
     )
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
         measures = measure_published(
-            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
+            encoded,
+            keys,
+            frame,
+            config.attributes,
+            config.interval_p,
+            config.source.key,
+            config.sampling_fraction,
         )
     verification = verify(evidence, release_criteria(config.confidential, registry))
     verification.measures = measures
@@ -904,9 +942,11 @@ def _verify_staging(
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
+    suppression: SuppressionFacts | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it
-    against every criterion; ``published_as`` is the target it will become."""
+    against every criterion; ``published_as`` is the target it will become, ``suppression``
+    the rows the run left out as outliers."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -927,5 +967,6 @@ def _verify_staging(
         linkage=scan.linkage,
         content_digest=scan.digest,
         config=config,
+        suppression=suppression,
     )
     return verify(evidence, release_criteria(config.confidential, registry))
