@@ -40,12 +40,12 @@ from tclose.core.plan import (  # noqa: F401 (Resolved, resolve_plugins: re-expo
     with_attribute_options,
 )
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
+from tclose.core.report import RunContext, build_report, finish_report, release_summary
 from tclose.core.suppression import (
     declared_suppression,
     suppress_outliers,
     suppression_evidence,
 )
-from tclose.core.report import RunContext, build_report, finish_report, release_summary
 from tclose.core.verify import Verification, gather_evidence, problems, release_criteria, verify
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError, columns_hold
 from tclose.interfaces import SuppressionFacts
