@@ -117,22 +117,28 @@ def run_setting(
     t: float | None,
     registry: Registry | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, verify and measure one setting; one row of the comparison."""
+    """Partition, aggregate, verify and measure one setting; one row of the comparison. With
+    ``privacy.max_suppressed`` the setting's outliers are left out first, as a run does
+    (:mod:`tclose.core.suppression`, for this setting's ``k``)."""
     import numpy as np
     import pandas as pd
 
     from tclose.core.clustering import cluster_rows
     from tclose.core.runner import with_attribute_options
+    from tclose.core.suppression import suppress_outliers, suppression_evidence
     from tclose.core.verify import release_criteria, verify_rows
     from tclose.measures import measure_configured
 
+    encoded = suppress_outliers(encoded, k, config.max_suppressed)
     started = time.perf_counter()
     labels, _partition, _ = cluster_rows(
         encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
     )
     seconds = time.perf_counter() - started
     replaced = encoded.aggregate(labels)
-    measures = measure_configured(encoded, replaced, config.attributes, config.interval_p, labels)
+    measures = measure_configured(
+        encoded, replaced, config.attributes, config.interval_p, labels, config.sampling_fraction
+    )
     frame = pd.DataFrame({c: np.asarray(v) for c, v in replaced.items()})
     for column, values in encoded.confidential.items():
         frame[column] = values
@@ -146,6 +152,7 @@ def run_setting(
         encoded.confidential,
         config=config,
         criteria=release_criteria(config.confidential, registry),
+        suppression=suppression_evidence(encoded, config.max_suppressed),
     )
     risk, utility = measures["risk"], measures["utility"]
     return {

@@ -906,7 +906,7 @@ def checked_fraction(
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
         or not math.isfinite(float(value))
-        or not 0 <= value < below
+        or not 0 <= float(value) < below
     ):
         raise (checker or _Checker({})).fail(
             path,
@@ -930,7 +930,7 @@ def checked_sampling_fraction(
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
         or not math.isfinite(float(value))
-        or not 0 < value <= 1
+        or not 0 < float(value) <= 1
     ):
         raise (checker or _Checker({})).fail(
             path,
