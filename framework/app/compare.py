@@ -117,9 +117,8 @@ def run_setting(
     t: float | None,
     registry: Registry | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, verify and measure one setting; one row of the comparison. With
-    ``privacy.max_suppressed`` the setting's outliers are left out first, as a run does
-    (:mod:`tclose.core.suppression`, for this setting's ``k``)."""
+    """Partition, aggregate, verify and measure one setting; one row of the comparison. The
+    outliers ``privacy.max_suppressed`` allows are left out first, as in a run."""
     import numpy as np
     import pandas as pd
 
@@ -129,8 +128,7 @@ def run_setting(
     from tclose.core.verify import release_criteria, verify_rows
     from tclose.measures import measure_configured
 
-    encoded = suppress_outliers(encoded, k, config.max_suppressed)
-    started = time.perf_counter()
+    started, encoded = time.perf_counter(), suppress_outliers(encoded, k, config.max_suppressed)
     labels, _partition, _ = cluster_rows(
         encoded.x, encoded.confidential, encoded.distance_options, resolved, k, t
     )

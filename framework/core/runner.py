@@ -745,10 +745,7 @@ def verify_published(
     configured = config  # as the run's report digests it
     suppression = declared_suppression(report)
     if against_source:
-        keys, encoded, config = _read_source(config, registry, say)
-        keys, encoded = _suppressed(keys, encoded, config, set())
-        declared = suppression.rows if suppression is not None else None
-        suppression = suppression_evidence(encoded, config.max_suppressed, declared)
+        keys, encoded, config, suppression = _read_source(config, registry, say, suppression)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -784,25 +781,37 @@ def verify_published(
     )
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
-        measures = measure_published(
-            encoded,
-            keys,
-            frame,
-            config.attributes,
-            config.interval_p,
-            config.source.key,
-            config.sampling_fraction,
-        )
+        measures = _source_measures(encoded, keys, frame, config)
     verification = verify(evidence, release_criteria(config.confidential, registry))
     verification.measures = measures
     return verification
 
 
+def _source_measures(
+    encoded: EncodedTable, keys: np.ndarray, frame: pd.DataFrame, config: Config
+) -> dict[str, Any]:
+    """The measures of a published ``frame`` against the source (``tclose verify --source``:
+    :func:`tclose.measures.measure_published`)."""
+    return measure_published(
+        encoded,
+        keys,
+        frame,
+        config.attributes,
+        config.interval_p,
+        config.source.key,
+        config.sampling_fraction,
+    )
+
+
 def _read_source(
-    config: Config, registry: Registry, say: Callable[..., None]
-) -> tuple[Any, EncodedTable, Config]:
-    """The keys and the encoded table of the source (``tclose verify --source``), read
-    read-only, and ``config`` with the source key resolved."""
+    config: Config,
+    registry: Registry,
+    say: Callable[..., None],
+    declared: SuppressionFacts | None = None,
+) -> tuple[Any, EncodedTable, Config, SuppressionFacts | None]:
+    """The keys and the encoded table of the source rows a release holds (``tclose verify
+    --source``), read read-only, ``config`` with the source key resolved, and the rows the
+    suppression rule leaves out, chosen again (with the count the report ``declared``)."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
@@ -812,7 +821,9 @@ def _read_source(
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
     keys, encoded, _set_aside = _read_inputs(source_db, config, name=source)
-    return keys, encoded, config
+    keys, encoded = _suppressed(keys, encoded, config, set())
+    count = declared.rows if declared is not None else None
+    return keys, encoded, config, suppression_evidence(encoded, config.max_suppressed, count)
 
 
 def verify_with_report(
