@@ -332,3 +332,47 @@ def test_a_report_declaring_more_suppressed_rows_than_the_bound_fails(database, 
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(report))
     assert main(["-q", "verify", str(path), "--source", "--report", str(forged)]) == 1
+
+
+# --- the configuration and tclose compare ---------------------------------------------------------
+
+
+def _yaml_document(bound) -> dict:
+    return {
+        "source": {"url": "sqlite:///x.db", "table": "people"},
+        "target": {"table": "people_anon"},
+        "attributes": {"age": {"role": "quasi_identifier"}, "charge": {"role": "confidential"}},
+        "privacy": {"k": 3, "t": 0.3, "max_suppressed": bound},
+    }
+
+
+def test_the_yaml_key_is_read_and_a_bad_one_names_its_path():
+    from tclose.base.config import parse_config
+
+    assert parse_config(_yaml_document(0.02)).max_suppressed == 0.02
+    document = _yaml_document(0.0)
+    del document["privacy"]["max_suppressed"]
+    config = parse_config(document)
+    assert config.max_suppressed == 0.0 and config.sampling_fraction == 0.01
+    document["report"] = {"sampling_fraction": 0.2}
+    assert parse_config(document).sampling_fraction == 0.2
+    for bad in (0.5, -1, "2%", None):
+        with pytest.raises(ConfigError, match="max_suppressed"):
+            parse_config(_yaml_document(bad))
+    document["report"] = {"sampling_fraction": 0}
+    with pytest.raises(ConfigError, match="sampling_fraction"):
+        parse_config(document)
+
+
+def test_compare_leaves_out_each_settings_outliers_and_verifies_them(lite, tmp_path):
+    from tclose.app.compare import compare
+    from tclose.base.config import parse_config
+
+    source, df = _source(lite)
+    document = _document(lite, source, lite.name("unused"), tmp_path / "r.json", 0.05)
+    result = compare(parse_config(document), ["t-first", "mdav"], [4], [0.3])
+    plain = dict(document, privacy={"k": 4, "t": 0.3})
+    without = compare(parse_config(plain), ["t-first", "mdav"], [4], [0.3])
+    for cut, whole in zip(result["runs"], without["runs"]):
+        assert cut["verified"] and whole["verified"]
+        assert cut["sse"] < whole["sse"]
