@@ -283,16 +283,19 @@ def _document(db, source: str, target: str, report, bound: float) -> dict:
 
 
 def test_round_trip_publishes_the_rows_left_and_verify_recomputes_the_suppression(
-    database, tmp_path
+    database, tmp_path, capsys
 ):
     source, df = _source(database)
     target = database.name("people_anon")
     report_path = tmp_path / "run.json"
     path = database.write_config(_document(database, source, target, report_path, 0.05))
-    assert main(["-q", "run", str(path)]) == 0
+    assert main(["run", str(path)]) == 0
     report = json.loads(report_path.read_text())
     suppressed = report["privacy"]["suppression"]["rows"]
     assert suppressed == math.floor(0.05 * len(df))
+    summary = capsys.readouterr().out
+    assert f"{len(df) - suppressed} written, {suppressed} suppressed as outliers" in summary
+    assert "utility.sse_full_table" in summary
     out = database.frame(target)
     assert len(out) == len(df) - suppressed == report["target"]["rows"]
     assert out.groupby(["age", "income", "region"]).size().min() >= 4
