@@ -371,14 +371,15 @@ class Phases:
             yield source, target
 
     def read(self, source: Any) -> None:
-        """Pass 1: the keys and encoded columns of the source rows (streamed)."""
+        """Pass 1: the keys and encoded columns of the source rows (streamed), less the
+        outliers ``privacy.max_suppressed`` leaves out."""
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
             self.keys, encoded, self.set_aside = _read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
-        self.keys, encoded = _suppressed(self.keys, encoded, self.plan.config, self.set_aside)
+            self.keys, encoded = _suppressed(self.keys, encoded, self.plan.config, self.set_aside)
         self.context.encoded = encoded
         self.context.rows_read = len(encoded.excluded)
 
