@@ -117,15 +117,20 @@ def run_setting(
     t: float | None,
     registry: Registry | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, measure and verify one setting (the steps of
-    :mod:`tclose.core.pipeline`); one row of the comparison."""
+    """Suppress the outliers, partition, aggregate, measure and verify one setting (the steps
+    of :mod:`tclose.core.pipeline`); one row of the comparison. The outliers
+    ``privacy.max_suppressed`` allows are left out first, as in a run."""
     from tclose.core import pipeline
+    from tclose.core.suppression import suppression_evidence
 
     started = time.perf_counter()
+    encoded = pipeline.suppress(encoded, k, config.max_suppressed)
     clustered = pipeline.partition(encoded, resolved, k, t)
     seconds = time.perf_counter() - started
     labels, replaced = clustered.labels, clustered.aggregated
-    measures = pipeline.measure(encoded, clustered, config.attributes, config.interval_p)
+    measures = pipeline.measure(
+        encoded, clustered, config.attributes, config.interval_p, config.sampling_fraction
+    )
     frame = pipeline.released_frame(clustered, encoded.confidential)
     verification = pipeline.verify_release(
         frame,
@@ -137,6 +142,7 @@ def run_setting(
         attribute_options=encoded.distance_options,
         expected_rows=len(frame),
         expected_confidential=encoded.confidential,
+        suppression=suppression_evidence(encoded, config.max_suppressed),
     )
     risk, utility = measures["risk"], measures["utility"]
     return {

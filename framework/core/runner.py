@@ -47,13 +47,16 @@ from tclose.core.pipeline import (
     measure,
     partition,
     read_inputs,
+    suppress_keyed,
     verify_release,
 )
 from tclose.core.plan import Resolved, RunPlan, build_plan, resolve_distances, resolve_name
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
+from tclose.core.suppression import declared_suppression, suppression_evidence
 from tclose.core.verify import Verification, problems
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError
+from tclose.interfaces import SuppressionFacts
 from tclose.measures import measure_published
 from tclose.naming import TableName
 
@@ -210,6 +213,7 @@ class Phases:
             plan.resolved,
             config.k,
             config.t,
+            max_suppressed=config.max_suppressed,
             started=started,
             dry_run=plan.dry_run,
             config=config,
@@ -245,15 +249,19 @@ class Phases:
             yield source, target
 
     def read(self, source: Any) -> None:
-        """Pass 1: the keys and encoded columns of the source rows (streamed)."""
+        """Pass 1: the keys and encoded columns of the source rows (streamed), less the
+        outliers ``privacy.max_suppressed`` leaves out."""
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
             self.keys, encoded, self.set_aside = read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
+            self.keys, encoded = suppress_keyed(
+                self.keys, encoded, self.plan.config, self.set_aside
+            )
         self.context.encoded = encoded
-        self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
+        self.context.rows_read = len(encoded.excluded)
 
     def cluster(self) -> None:
         """Fit the distances, partition the rows, aggregate the QIs and measure the release: in
@@ -364,6 +372,7 @@ class Phases:
                 encoded.confidential,
                 self.progress,
                 published_as=plan.target,
+                suppression=suppression_evidence(encoded, plan.config.max_suppressed),
             )
         self.context.verification = verification
         if not verification.passed:
@@ -416,7 +425,9 @@ def _measure_release(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The measures of the release (:func:`tclose.core.pipeline.measure`) and the report's
     :func:`tclose.core.report.release_summary`, computed once for both builds of the report."""
-    measures = measure(encoded, clustered, config.attributes, config.interval_p)
+    measures = measure(
+        encoded, clustered, config.attributes, config.interval_p, config.sampling_fraction
+    )
     summary = release_summary(encoded, clustered.aggregated, clustered.labels, config.k)
     return measures, summary
 
@@ -537,8 +548,9 @@ def verify_published(
     t_checked = config.t if provided is None or provided.obj.requires_t else None
     encoded = keys = None
     configured = config  # as the run's report digests it
+    suppression = declared_suppression(report)
     if against_source:
-        keys, encoded, config = _read_source(config, registry, say)
+        keys, encoded, config, suppression = _read_source(config, registry, say, suppression)
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -558,9 +570,7 @@ def verify_published(
     say("verifying")
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
-        measures = measure_published(
-            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
-        )
+        measures = _source_measures(encoded, keys, frame, config)
     verification = verify_release(
         frame,
         configured,
@@ -576,16 +586,37 @@ def verify_published(
         report=report,
         run_id=run_id,
         release=release,
+        suppression=suppression,
     )
     verification.measures = measures
     return verification
 
 
+def _source_measures(
+    encoded: EncodedTable, keys: np.ndarray, frame: pd.DataFrame, config: Config
+) -> dict[str, Any]:
+    """The measures of a published ``frame`` against the source (``tclose verify --source``:
+    :func:`tclose.measures.measure_published`)."""
+    return measure_published(
+        encoded,
+        keys,
+        frame,
+        config.attributes,
+        config.interval_p,
+        config.source.key,
+        config.sampling_fraction,
+    )
+
+
 def _read_source(
-    config: Config, registry: Registry, say: Callable[..., None]
-) -> tuple[Any, EncodedTable, Config]:
-    """The keys and the encoded table of the source (``tclose verify --source``), read
-    read-only, and ``config`` with the source key resolved."""
+    config: Config,
+    registry: Registry,
+    say: Callable[..., None],
+    declared: SuppressionFacts | None = None,
+) -> tuple[Any, EncodedTable, Config, SuppressionFacts | None]:
+    """The keys and the encoded table of the source rows a release holds (``tclose verify
+    --source``), read read-only, ``config`` with the source key resolved, and the rows the
+    suppression rule leaves out, chosen again (with the count the report ``declared``)."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
@@ -595,7 +626,9 @@ def _read_source(
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
     keys, encoded, _set_aside = read_inputs(source_db, config, name=source)
-    return keys, encoded, config
+    keys, encoded = suppress_keyed(keys, encoded, config, set())
+    count = declared.rows if declared is not None else None
+    return keys, encoded, config, suppression_evidence(encoded, config.max_suppressed, count)
 
 
 def verify_with_report(
@@ -727,9 +760,11 @@ def _verify_staging(
     source_confidential: Mapping[str, np.ndarray],
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
+    suppression: SuppressionFacts | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it
-    against every criterion; ``published_as`` is the target it will become."""
+    against every criterion; ``published_as`` is the target it will become, ``suppression``
+    the rows the run left out as outliers."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -751,4 +786,5 @@ def _verify_staging(
         expected_confidential=source_confidential,
         linkage=scan.linkage,
         content_digest=scan.digest,
+        suppression=suppression,
     )

@@ -30,6 +30,7 @@ from tclose.core.criteria import (
     Criterion,
     Evidence,
     LinkageFacts,
+    SuppressionFacts,
     built_in_criteria,
     judge,
     same_multiset,
@@ -233,6 +234,7 @@ def verify_rows(
     linkage: LinkageFacts | None = None,
     config: Any = None,
     criteria: Sequence[Criterion] | None = None,
+    suppression: SuppressionFacts | None = None,
 ) -> Verification:
     """Verify written rows: :func:`gather_evidence`, then :func:`verify`.
 
@@ -249,6 +251,8 @@ def verify_rows(
         config: the configuration (or the API's :class:`~tclose.base.config.Settings`), for
             the criteria that read it.
         criteria: the criteria (by default the built-in ones, :func:`release_criteria`).
+        suppression: the rows left out as outliers, for the ``row_count`` and ``suppression``
+            checks.
     """
     evidence = gather_evidence(
         frame,
@@ -260,5 +264,6 @@ def verify_rows(
         expected_confidential=expected_confidential,
         linkage=linkage,
         config=config,
+        suppression=suppression,
     )
     return verify(evidence, criteria)
