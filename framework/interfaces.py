@@ -311,6 +311,7 @@ class Distance(Protocol):
 #: name is none of them.
 BUILT_IN_CRITERIA = (
     "row_count",
+    "suppression",
     "k_anonymity",
     "t_closeness",
     "confidential_multiset",
@@ -363,6 +364,18 @@ class LinkageFacts:
 
 
 @dataclass(frozen=True)
+class SuppressionFacts:
+    """The rows left out as outliers (``privacy.max_suppressed``): ``rows`` of the
+    ``considered`` rows (read and not set aside by ``missing: exclude-rows``), as the run chose
+    them or as the verifier chose them again from the source; ``declared``: the count a run's
+    report declares, when the verifier recomputed ``rows`` itself (else ``None``)."""
+
+    rows: int
+    considered: int
+    declared: int | None = None
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Everything the criteria judge, gathered once per verification.
 
@@ -381,7 +394,7 @@ class Evidence:
             have none).
         emd_problems: confidential column → (how many EMDs are not a finite number >= 0, the
             sentence saying so or ``None``).
-        expected_rows: the source's row count, ``None`` when not known.
+        expected_rows: the rows the written table must hold, ``None`` when not known.
         expected_confidential: confidential column → the source's values, ``None`` when not
             known.
         linkage: the linkage of the pass-through columns, ``None`` when not examined.
@@ -390,6 +403,8 @@ class Evidence:
             Python API and ``tclose compare``.
         report: the run's audit report (``tclose verify --report``), else ``None``.
         run_id: the run mark of the published table (``tclose verify``), else ``None``.
+        suppression: the rows left out as outliers (:class:`SuppressionFacts`), ``None``
+            when not known.
         release: ``(problem,)`` when a trusted registry records the table as a release
             (``tclose verify``): ``problem`` says how the table differs from what tclose
             published, ``None`` when it does not; ``None`` when nothing records it.
@@ -421,6 +436,7 @@ class Evidence:
     release: tuple[str | None] | None = None
     entities: np.ndarray | None = None
     entity_problem: str | None = None
+    suppression: SuppressionFacts | None = None
 
     @property
     def rows(self) -> int:

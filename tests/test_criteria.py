@@ -73,6 +73,7 @@ def test_the_built_in_criteria_are_the_named_guarantees_in_their_order():
     names = [c.name for c in criteria.built_in_criteria(["charge", "stay"])]
     assert names == [
         "row_count",
+        "suppression",
         "k_anonymity",
         "t_closeness:charge",
         "confidential_multiset:charge",

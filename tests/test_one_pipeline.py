@@ -142,9 +142,13 @@ def test_the_api_and_compare_give_one_release(frame, algorithm, k, t):
         np.testing.assert_array_equal(result.data[column].to_numpy(), clustered.aggregated[column])
     np.testing.assert_array_equal(result.labels, clustered.labels)
 
-    class Interval:  # compare reads these of its configuration
+    class Interval:  # compare reads these settings from its configuration
         attributes, interval_p = settings.attributes, result.report["risk"]["interval_p"]
         entity, l_diversity = settings.entity, settings.l_diversity
+        max_suppressed, sampling_fraction = (
+            0.0,
+            result.report["risk"]["population"]["sampling_fraction"],
+        )
 
     row = run_setting(encoded, Interval, resolved, k, t, registry)  # type: ignore[arg-type]
     assert row["verified"] is result.report["verification"]["passed"] is True

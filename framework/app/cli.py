@@ -213,8 +213,11 @@ def _summary(report: dict, seconds: float) -> str:
         ", ".join(f"{c} {_figure(v, '.4f')}" for c, v in privacy["t_achieved"].items()) or "-"
     )
     clusters = report["clusters"]
+    suppressed = report["source"].get("rows_suppressed") or 0
+    left_out = f", {suppressed} suppressed as outliers" if suppressed else ""
+    full = report["utility"].get("sse_full_table")
     lines = [
-        f"rows:      {report['source']['rows']} read, {report['target']['rows']} written",
+        f"rows:      {report['source']['rows']} read, {report['target']['rows']} written{left_out}",
         f"clusters:  {clusters['count']} (sizes {clusters['min']}..{clusters['max']}, "
         f"mean {_figure(clusters['mean'], '.2f')}): the algorithm's groups of rows",
     ]
@@ -228,7 +231,8 @@ def _summary(report: dict, seconds: float) -> str:
         f"k:         requested {privacy['k']}, achieved {privacy['k_achieved']}",
         f"t:         requested {privacy['t']}, achieved (largest EMD) {t_achieved}",
         f"SSE:       {_figure(report['utility']['sse'], '.4f')} (normalized information loss, "
-        f"utility.sse)",
+        f"utility.sse)"
+        + (f"; full table {_figure(full, '.4f')} (utility.sse_full_table)" if suppressed else ""),
         f"verified:  {'yes' if report['verification']['passed'] else 'NO'}",
         f"time:      {seconds:.2f} s",
     ]

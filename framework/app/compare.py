@@ -120,19 +120,25 @@ def run_setting(
     registry: Registry | None = None,
     entities: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Partition, aggregate, measure and verify one setting (the steps of
-    :mod:`tclose.core.pipeline`); one row of the comparison (``entities``: the entity code of
-    every row, with ``source.entity``)."""
+    """Suppress the outliers, partition, aggregate, measure and verify one setting (the steps
+    of :mod:`tclose.core.pipeline`); one row of the comparison (``entities``: the entity code
+    of every row :func:`tclose.core.pipeline.read_inputs` kept, with ``source.entity``). The
+    outliers ``privacy.max_suppressed`` allows are left out first, as in a run."""
     from tclose.core import pipeline
+    from tclose.core.suppression import suppression_evidence
 
     started = time.perf_counter()
+    encoded = pipeline.suppress(encoded, k, config.max_suppressed)
+    entities = pipeline.kept_entities(entities, encoded)
     pairs = None if entities is None else (str(config.entity), entities)
     clustered = pipeline.partition(
         encoded, resolved, k, t, entities=pairs, l_diversity=config.l_diversity
     )
     seconds = time.perf_counter() - started
     labels, replaced = clustered.labels, clustered.aggregated
-    measures = pipeline.measure(encoded, clustered, config.attributes, config.interval_p)
+    measures = pipeline.measure(
+        encoded, clustered, config.attributes, config.interval_p, config.sampling_fraction
+    )
     frame = pipeline.released_frame(clustered, encoded.confidential)
     verification = pipeline.verify_release(
         frame,
@@ -145,6 +151,7 @@ def run_setting(
         expected_rows=len(frame),
         expected_confidential=encoded.confidential,
         entities=entities,
+        suppression=suppression_evidence(encoded, config.max_suppressed),
     )
     risk, utility = measures["risk"], measures["utility"]
     return {

@@ -116,7 +116,8 @@ def _summary_table(report: Mapping[str, Any]) -> str:
         (
             "Rows",
             f"{_number(source.get('rows'))} read, {_number(target.get('rows'))} written, "
-            f"{_number(source.get('rows_set_aside', 0))} set aside",
+            f"{_number(source.get('rows_set_aside', 0))} set aside, "
+            f"{_number(source.get('rows_suppressed', 0))} suppressed as outliers",
         ),
         (
             "k",

@@ -29,6 +29,7 @@ nominal attributes NULL becomes a value of its own, written back as NULL), or ``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -664,6 +665,10 @@ class EncodedTable:
         distance_options: column → options the attribute adds to its distance.
         excluded: ``(n,)`` mask of rows set aside by ``missing: exclude-rows``.
         excluded_by: column → how many rows it set aside (a row may count for several columns).
+        suppressed: ``(n,)`` mask of rows left out as outliers (:meth:`without`), ``None``
+            when none is.
+        suppressed_loss: QI column → the sum over the suppressed rows of the distance term
+            between each row and the aggregate of the whole table (:meth:`without`).
     """
 
     x: np.ndarray
@@ -672,6 +677,47 @@ class EncodedTable:
     distance_options: dict[str, dict[str, Any]]
     excluded: np.ndarray
     excluded_by: dict[str, int]
+    suppressed: np.ndarray | None = None
+    suppressed_loss: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def left_out(self) -> np.ndarray:
+        """``(n,)`` mask of the rows not partitioned: set aside or suppressed."""
+        return self.excluded if self.suppressed is None else self.excluded | self.suppressed
+
+    def without(self, rows: np.ndarray) -> EncodedTable:
+        """This table with the kept rows of the mask ``rows`` (shape ``(n_kept,)``) left out
+        as suppressed. Every other row keeps its encoding: the standardization, categories and
+        confidential values of the table before suppression, so that information loss stays
+        measured in the source's units. ``suppressed_loss`` records, per QI, the sum of the
+        distance terms between the suppressed rows and the table's aggregate as one class."""
+        keep = ~rows
+        whole = self.aggregate(np.zeros(len(self.x), dtype=np.int64))
+        loss = {
+            q.name: float(q.squared_error(whole[q.name])[rows].sum()) if rows.any() else 0.0
+            for q in self.quasi_identifiers
+        }
+        x = np.ascontiguousarray(self.x[keep])
+        quasi, start = [], 0
+        for q in self.quasi_identifiers:
+            stop = start + q.embedding.shape[1]
+            quasi.append(_kept_rows(q, keep, x[:, start:stop]))
+            start = stop
+        suppressed = np.zeros(len(self.excluded), dtype=bool)
+        suppressed[np.flatnonzero(~self.left_out)[rows]] = True
+        if self.suppressed is not None:
+            suppressed |= self.suppressed
+        confidential = {c: v[keep] for c, v in self.confidential.items()}
+        return EncodedTable(
+            x,
+            quasi,
+            confidential,
+            self.distance_options,
+            self.excluded,
+            self.excluded_by,
+            suppressed,
+            loss,
+        )
 
     def aggregate(self, labels: np.ndarray) -> dict[str, np.ndarray]:
         """Column → the published value of every kept row."""
@@ -689,6 +735,21 @@ class EncodedTable:
         }
         sse = float(np.mean(list(per_attribute.values()))) if per_attribute else 0.0
         return {"sse": sse, "sse_per_attribute": per_attribute}
+
+
+def _kept_rows(qi: QuasiIdentifier, keep: np.ndarray, embedding: np.ndarray) -> QuasiIdentifier:
+    """``qi`` restricted to the rows of the mask ``keep``, its embedding ``embedding``."""
+
+    def rows(values: np.ndarray | None) -> np.ndarray | None:
+        return None if values is None else values[keep]
+
+    return dataclasses.replace(
+        qi,
+        embedding=embedding,
+        values=rows(qi.values),
+        integers=rows(qi.integers),
+        codes=rows(qi.codes),
+    )
 
 
 def _stack_embeddings(quasi: list[QuasiIdentifier], n: int) -> np.ndarray:

@@ -119,6 +119,12 @@ class Config:
     #: half-width of interval disclosure in standard deviations (``report.interval_p``).
     interval_p: float = 0.05
     keep_key: bool = False
+    #: the largest share of rows left out as outliers (``privacy.max_suppressed``,
+    #: :mod:`tclose.core.suppression`).
+    max_suppressed: float = 0.0
+    #: the share of the population the table is a sample of (``report.sampling_fraction``),
+    #: assumed by the population-uniqueness estimate (:mod:`tclose.measures.population`).
+    sampling_fraction: float = 0.01
     document: dict[str, Any] = field(default_factory=dict)
     lines: dict[tuple[str, ...], int] = field(default_factory=dict)
     #: the values of the keys registered criteria declare (:func:`criterion_keys`), dotted key
@@ -728,6 +734,8 @@ class Settings:
     t: float | None
     algorithm: str
     algorithm_options: dict[str, Any]
+    #: ``privacy.max_suppressed``: the largest share of rows left out as outliers.
+    max_suppressed: float = 0.0
     #: the values of the keys registered criteria declare, as :attr:`Config.criteria`.
     criteria: dict[str, Any] = field(default_factory=dict)
 
@@ -903,6 +911,9 @@ def parse_settings(
         None if t is None else float(t),
         checker.string(algorithm["name"], ("algorithm", "name")),
         dict(options),
+        checked_fraction(
+            privacy.get("max_suppressed", 0.0), checker, ("privacy", "max_suppressed"), 0.5
+        ),
         criteria,
     )
 
@@ -989,6 +1000,8 @@ def parse_config(
         report_table=report.get("table"),
         interval_p=float(report.get("interval_p", 0.05)),
         keep_key=keep_key,
+        max_suppressed=settings.max_suppressed,
+        sampling_fraction=float(report.get("sampling_fraction", 0.01)),
         document=dict(document),
         lines=lines or {},
         criteria=settings.criteria,
@@ -1051,14 +1064,61 @@ def _refuse_env_outside_urls(checker: _Checker, top: Mapping[str, Any]) -> None:
 
 
 def _report_settings(checker: _Checker, raw: Any, extra: set[str] | None = None) -> dict[str, Any]:
-    """The validated ``report`` part (``json``, ``html``, ``table``, ``interval_p``, and the
-    ``extra`` keys criteria declare)."""
+    """The validated ``report`` part (``json``, ``html``, ``table``, ``interval_p``,
+    ``sampling_fraction``, and the ``extra`` keys criteria declare)."""
     report = checker.mapping(raw or {}, ("report",), _REPORT_KEYS | (extra or set()))
-    for key in _REPORT_KEYS - {"interval_p"}:
+    for key in _REPORT_KEYS - {"interval_p", "sampling_fraction"}:
         if report.get(key) is not None:
             checker.string(report[key], ("report", key))
     checked_interval_p(report.get("interval_p", 0.05), checker, ("report", "interval_p"))
+    checked_sampling_fraction(report.get("sampling_fraction", 0.01), checker)
     return report
+
+
+def checked_fraction(
+    value: Any, checker: _Checker | None, path: tuple[str, ...], below: float
+) -> float:
+    """``value`` as a share of rows: a number ``f`` with ``0 <= f < below``.
+
+    Raises:
+        ConfigError: naming ``path``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or not 0 <= float(value) < below
+    ):
+        raise (checker or _Checker({})).fail(
+            path,
+            f"The '{path[-1]}' parameter must be a share of rows in [0, {below:g}). "
+            f"Got {value!r} instead.{_as_text(value)}",
+        )
+    return float(value)
+
+
+def checked_sampling_fraction(
+    value: Any,
+    checker: _Checker | None = None,
+    path: tuple[str, ...] = ("report", "sampling_fraction"),
+) -> float:
+    """``value`` as the share of the population the table is a sample of: ``0 < f <= 1``.
+
+    Raises:
+        ConfigError: naming ``path``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or not 0 < float(value) <= 1
+    ):
+        raise (checker or _Checker({})).fail(
+            path,
+            f"The 'sampling_fraction' parameter must be in (0, 1]. Got {value!r} instead."
+            f"{_as_text(value)}",
+        )
+    return float(value)
 
 
 def checked_interval_p(

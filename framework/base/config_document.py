@@ -71,11 +71,15 @@ class AttributeDocument:
 
 @dataclass(frozen=True, kw_only=True)
 class PrivacyDocument:
-    """The privacy model: k, and t (omitted: k-anonymity only)."""
+    """The privacy model: k, t (omitted: k-anonymity only), and the largest share of rows
+    left out as outliers."""
 
     CLOSED: ClassVar[bool] = True
     k: Annotated[int, Fragment(minimum=1)]
     t: Annotated[float, Fragment(exclusiveMinimum=0, maximum=1)] | None | Absent = Absent.ABSENT
+    max_suppressed: Annotated[float, Fragment(minimum=0, exclusiveMaximum=0.5)] | Absent = (
+        Absent.ABSENT
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,13 +93,17 @@ class AlgorithmDocument:
 
 @dataclass(frozen=True, kw_only=True)
 class ReportDocument:
-    """The report's files, its audit table, and interval disclosure's half-width."""
+    """The report's files, its audit table, interval disclosure's half-width, and the
+    sampling fraction population uniqueness assumes."""
 
     CLOSED: ClassVar[bool] = True
     json: str | None | Absent = Absent.ABSENT
     html: str | None | Absent = Absent.ABSENT
     table: str | None | Absent = Absent.ABSENT
     interval_p: Positive | Absent = Absent.ABSENT
+    sampling_fraction: Annotated[float, Fragment(exclusiveMinimum=0, maximum=1)] | Absent = (
+        Absent.ABSENT
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ from tclose.base.config import (
     Settings,
     attribute_document,
     checked_interval_p,
+    checked_sampling_fraction,
     criterion_keys,
     parse_settings,
 )
@@ -30,14 +31,17 @@ from tclose.core.pipeline import (
     encode_released,
     measure,
     partition,
+    suppress,
     verify_release,
 )
 from tclose.core.plan import resolve_plugins
 from tclose.core.published import frame_linkage, linkage_advice
 from tclose.core.report import RunContext, build_report
+from tclose.core.suppression import suppression_evidence
 from tclose.core.verify import Verification, problems
 from tclose.errors import ConfigError, VerificationError
 from tclose.measures import INTERVAL_P
+from tclose.measures.population import SAMPLING_FRACTION
 
 
 @dataclass
@@ -50,7 +54,7 @@ class AnonymizationResult:
             order (:func:`in_content_order`) with a fresh ``RangeIndex`` (unless
             ``keep_order``). This is what may be shared.
         labels: ``int64`` cluster of every input row, aligned with the input (dense,
-            ``0..L-1``; ``-1`` for a row set aside). For analysis only: it links the clusters to
+            ``0..L-1``; ``-1`` for a row set aside or suppressed). For analysis only: it links the clusters to
             the input rows, so it must not be shared with the release.
         report: the audit report, as in the JSON written by ``tclose run`` without the database
             parts.
@@ -74,6 +78,8 @@ def anonymize(
     keep_order: bool = False,
     registry: Registry | None = None,
     interval_p: float = INTERVAL_P,
+    max_suppressed: float = 0.0,
+    sampling_fraction: float = SAMPLING_FRACTION,
     **options: Any,
 ) -> AnonymizationResult:
     """Make ``df`` k-anonymous (and t-close) by microaggregation, in memory.
@@ -98,6 +104,11 @@ def anonymize(
             a frame links back to the input row by row; do not share it).
         registry: the plugins to use (default: built-ins and installed plugins).
         interval_p: half-width of interval disclosure in standard deviations (report ``risk``).
+        max_suppressed: the largest share of rows left out as outliers, in ``[0, 0.5)``
+            (``privacy.max_suppressed``, :mod:`tclose.core.suppression`): they are not in
+            ``data`` and their ``labels`` are ``-1``.
+        sampling_fraction: the share of the population ``df`` is a sample of, in ``(0, 1]``,
+            for the population-uniqueness estimate (``report.sampling_fraction``).
         **options: the algorithm's options (as under ``algorithm.options`` in YAML), and the
             keys registered criteria declare (``config_keys``), by their name in their section:
             ``l=3`` for ``privacy.l``, ``l_kind="entropy"`` for ``privacy.l_kind``,
@@ -118,26 +129,34 @@ def anonymize(
     # Rows are numbered by position from here on: the index (person ids, say) reaches neither a
     # message nor the release. A shallow copy: the input frame is never written.
     index, df = df.index, df.set_axis(pd.RangeIndex(len(df)), axis=0)
-    interval_p = checked_interval_p(interval_p)
+    fractions = (
+        checked_interval_p(interval_p),
+        checked_sampling_fraction(sampling_fraction, path=("sampling_fraction",)),
+    )
     registry = registry or load_registry()
     identifiers = list(attribute_document(identifiers, "identifier"))  # None, a name, a list
     roles = (quasi_identifiers, confidential, identifiers, other)
-    settings = _settings(df, roles, k, t, algorithm, options, registry)
+    settings = _settings(df, roles, (k, t, max_suppressed), algorithm, options, registry)
     context = RunContext(
-        registry, resolve_plugins(settings, registry), settings.k, settings.t, rows_read=len(df)
+        registry,
+        resolve_plugins(settings, registry),
+        settings.k,
+        settings.t,
+        max_suppressed=settings.max_suppressed,
+        rows_read=len(df),
     )
-    encoded, entities = _partitioned(df, settings, context, interval_p)
+    encoded, entities = _partitioned(df, settings, context, fractions)
     entity = [settings.entity] if settings.entity and settings.entity not in identifiers else []
-    data = _release(df, encoded.excluded, [*identifiers, *entity], context, settings.attributes)
+    data = _release(df, encoded.left_out, [*identifiers, *entity], context, settings.attributes)
     if keep_order:
-        data.index = index[~encoded.excluded]
+        data.index = index[~encoded.left_out]
     data, row_entities = _in_order(data, entities, keep_order)
     with Timer(context.timings).phase("verify"):
         context.verification = _verify_release(data, settings, context, row_entities)
     report = build_report(context)
     _refuse_unverified(context, report)
     assert context.labels is not None
-    return AnonymizationResult(data, _input_labels(encoded.excluded, context.labels), report)
+    return AnonymizationResult(data, _input_labels(encoded.left_out, context.labels), report)
 
 
 def _check_arguments(df: Any, keep_order: Any, options: Mapping[str, Any]) -> None:
@@ -155,15 +174,17 @@ def _check_arguments(df: Any, keep_order: Any, options: Mapping[str, Any]) -> No
 
 
 def _partitioned(
-    df: pd.DataFrame, settings: Settings, context: RunContext, interval_p: float
+    df: pd.DataFrame, settings: Settings, context: RunContext, fractions: tuple[float, float]
 ) -> tuple[EncodedTable, np.ndarray | None]:
-    """The steps of :mod:`tclose.core.pipeline` up to the measures (encode, partition and
-    aggregate, measure), timed and recorded in ``context``; the encoded table and the entity
-    codes of its kept rows (``source.entity``, else ``None``)."""
+    """The steps of :mod:`tclose.core.pipeline` up to the measures (encode, suppress the
+    outliers, partition and aggregate, measure), timed and recorded in ``context``; the encoded
+    table and the entity codes of its partitioned rows (``source.entity``, else ``None``).
+    ``fractions``: ``interval_p`` and ``sampling_fraction``."""
     timer, attributes = Timer(context.timings), settings.attributes
     with timer.phase("read"):
-        encoded = context.encoded = encode_frame(df, attributes)
-        entities = _entities(df, settings.entity, encoded.excluded)
+        encoded = encode_frame(df, attributes)
+        encoded = context.encoded = suppress(encoded, settings.k, settings.max_suppressed)
+        entities = _entities(df, settings.entity, encoded.left_out)
     with timer.phase("kernel"):
         clustered = partition(
             encoded,
@@ -176,7 +197,7 @@ def _partitioned(
     context.labels, context.partition = clustered.labels, clustered.partition
     context.aggregated = clustered.aggregated
     with timer.phase("measures"):
-        context.measures = measure(encoded, clustered, attributes, interval_p)
+        context.measures = measure(encoded, clustered, attributes, *fractions)
     return encoded, entities
 
 
@@ -209,7 +230,7 @@ def _in_order(
 
 
 def _input_labels(excluded: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The cluster of every input row, ``-1`` for a row set aside."""
+    """The cluster of every input row, ``-1`` for a row set aside or suppressed."""
     all_labels = np.full(len(excluded), -1, dtype=np.int64)
     all_labels[~excluded] = labels
     return all_labels
@@ -238,8 +259,7 @@ def _refuse_unverified(context: RunContext, report: dict[str, Any]) -> None:
 def _settings(
     df: pd.DataFrame,
     roles: tuple[Any, Any, Any, Any],
-    k: Any,
-    t: Any,
+    privacy: tuple[Any, Any, Any],
     algorithm: str | None,
     options: Mapping[str, Any],
     registry: Registry,
@@ -247,15 +267,16 @@ def _settings(
     """The arguments of :func:`anonymize` as the YAML document they stand for, parsed by the
     parser of ``tclose run`` (:func:`tclose.base.config.parse_settings`); every column of ``df``
     must have exactly one role. ``roles``: the QI, confidential, identifier and other columns
-    as :func:`anonymize` takes them; ``options`` the algorithm's options and the criterion
-    keys of ``registry`` (:func:`tclose.base.config.criterion_keys`) by their name."""
-    k, t = _plain(k), _plain(t)
+    as :func:`anonymize` takes them; ``privacy``: ``k``, ``t`` and ``max_suppressed``;
+    ``options`` the algorithm's options and the criterion keys of ``registry``
+    (:func:`tclose.base.config.criterion_keys`) by their name."""
+    k, t, max_suppressed = (_plain(value) for value in privacy)
     _check_labels(df.columns)
     keys = criterion_keys(registry)
     options = dict(options)
     document: dict[str, Any] = {
         "attributes": _attributes_of(df, *roles),
-        "privacy": {"k": k, "t": t},
+        "privacy": {"k": k, "t": t, "max_suppressed": max_suppressed},
         "algorithm": {"name": algorithm or ("t-first" if t is not None else "mdav")},
     }
     for key in keys:  # privacy.l is l=..., source.entity is entity=...
@@ -378,6 +399,7 @@ def _verify_release(
         expected_confidential=encoded.confidential,
         linkage=frame_linkage(data, attributes),
         entities=entities,
+        suppression=suppression_evidence(encoded, settings.max_suppressed),
     )
 
 

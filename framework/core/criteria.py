@@ -12,7 +12,11 @@ source, no ``t``) gives no check.
 The built-in criteria, in the order their checks are listed (the report's
 ``verification.checks`` and the lines ``tclose verify`` prints):
 
-- ``row_count`` (:class:`RowCount`): as many rows as the source had (when that count is known);
+- ``row_count`` (:class:`RowCount`): as many rows as the source had (when that count is known),
+  less exactly the rows suppressed as outliers;
+- ``suppression`` (:class:`Suppression`): the rows suppressed as outliers are at most the share
+  ``privacy.max_suppressed`` of the rows considered (when suppression is configured or
+  declared);
 - ``k_anonymity`` (:class:`KAnonymity`): the smallest equivalence class has at least ``k`` rows;
 - ``t_closeness:<column>`` (:class:`TCloseness`, one per confidential column): no class has an
   EMD above ``t + EMD_TOLERANCE`` and every EMD is a finite number >= 0 (when ``t`` is set and
@@ -31,6 +35,7 @@ The built-in criteria, in the order their checks are listed (the report's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,6 +51,7 @@ from tclose.interfaces import (
     Criterion,
     Evidence,
     LinkageFacts,
+    SuppressionFacts,
 )
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "Criterion",
     "Evidence",
     "LinkageFacts",
+    "SuppressionFacts",
     "built_in_criteria",
     "judge",
 ]
@@ -61,16 +68,53 @@ __all__ = [
 
 class RowCount:
     """``row_count``: the written table has as many rows as the source (when that count is
-    known: the run, ``--source``, or a report's ``target.rows``)."""
+    known: the run, ``--source``, or a report's ``target.rows``), less exactly the rows left
+    out as outliers when they are known (``rows_suppressed``): the rows considered minus the
+    rows suppressed, whatever ``expected_rows`` says."""
 
     name = "row_count"
     config_keys: tuple[str, ...] = ()
 
     def check(self, evidence: Evidence) -> Check | None:
+        facts = evidence.suppression
+        if facts is not None:
+            expected = facts.considered - facts.rows
+            details = {"rows_considered": facts.considered, "rows_suppressed": facts.rows}
+            return Check(self.name, evidence.rows == expected, expected, evidence.rows, details)
         if evidence.expected_rows is None:
             return None
         passed = evidence.rows == evidence.expected_rows
         return Check(self.name, passed, evidence.expected_rows, evidence.rows)
+
+
+class Suppression:
+    """``suppression``: the rows left out as outliers are at most the share
+    ``privacy.max_suppressed`` of the rows considered (``0`` when the configuration sets no
+    bound), and, when the verifier chose them again from the source, as many as the run's
+    report declares. No check when nothing is known of them, or when no bound is set and none
+    is suppressed."""
+
+    name = "suppression"
+    config_keys: tuple[str, ...] = ("privacy.max_suppressed",)
+
+    def check(self, evidence: Evidence) -> Check | None:
+        facts = evidence.suppression
+        bound = float(getattr(evidence.config, "max_suppressed", 0.0) or 0.0)
+        declared = facts.declared if facts is not None else None
+        if facts is None or (bound == 0 and facts.rows == 0 and not declared):
+            return None
+        allowed = math.floor(bound * facts.considered)
+        details: dict[str, Any] = {
+            "max_suppressed": bound,
+            "rows_considered": facts.considered,
+            "share": facts.rows / facts.considered if facts.considered else 0.0,
+        }
+        passed = facts.rows <= allowed
+        if declared is not None:
+            details["rows_declared"] = declared
+            passed = passed and declared == facts.rows
+        expected = f"at most {allowed} rows ({bound:g} of {facts.considered})"
+        return Check(self.name, passed, expected, facts.rows, details)
 
 
 class KAnonymity:
@@ -305,6 +349,7 @@ def built_in_criteria(confidential: Iterable[str]) -> list[Criterion]:
         per_column += [TCloseness(column), ConfidentialMultiset(column)]
     return [
         RowCount(),
+        Suppression(),
         KAnonymity(),
         *per_column,
         Linkage(),

@@ -5,7 +5,9 @@ compare`` (:mod:`tclose.app.compare`).
 The steps, in order:
 
 1. encode: :func:`read_inputs` (a database table, streamed) or :func:`encode_frame` (a
-   DataFrame) give the :class:`~tclose.base.attributes.EncodedTable` of the kept rows;
+   DataFrame) give the :class:`~tclose.base.attributes.EncodedTable` of the kept rows, from
+   which :func:`suppress` (or :func:`suppress_keyed`, with the rows' keys) leaves out the
+   outliers ``privacy.max_suppressed`` allows (:mod:`tclose.core.suppression`);
 2. partition: :func:`partition` fits the distances, runs the algorithm (with the framework's
    blocks and refinement) and aggregates the quasi-identifiers: the published values
    (:class:`Clustered`);
@@ -37,10 +39,12 @@ from tclose.base.config import AttributeSpec, Config, Settings
 from tclose.core.clustering import cluster_rows, release_sse_of
 from tclose.core.entities import entity_codes
 from tclose.core.plan import Resolved, with_attribute_options
+from tclose.core.suppression import suppress_outliers
 from tclose.core.verify import Verification, gather_evidence, release_criteria, verify
 from tclose.errors import DataError
 from tclose.interfaces import Distance, Partition
 from tclose.measures import measure_configured
+from tclose.measures.population import SAMPLING_FRACTION
 from tclose.naming import KEY_LABEL, TableName
 
 log = logging.getLogger("tclose")
@@ -158,6 +162,36 @@ def read_inputs(
     return keys[~encoded.excluded], encoded, set(keys[encoded.excluded].tolist()), codes
 
 
+def suppress(encoded: EncodedTable, k: int, bound: float) -> EncodedTable:
+    """``encoded`` less the outliers the share ``bound`` (``privacy.max_suppressed``) allows
+    with minimum class size ``k`` (:func:`tclose.core.suppression.suppress_outliers`)."""
+    return suppress_outliers(encoded, k, bound)
+
+
+def kept_entities(entities: np.ndarray | None, encoded: EncodedTable) -> np.ndarray | None:
+    """The entity codes of the rows :func:`suppress` left in ``encoded``: ``entities`` holds
+    one code per row :func:`read_inputs` kept (``None`` without ``source.entity``)."""
+    if entities is None or encoded.suppressed is None:
+        return entities
+    return entities[~encoded.suppressed[~encoded.excluded]]
+
+
+def suppress_keyed(
+    keys: np.ndarray, encoded: EncodedTable, config: Config | Settings, set_aside: set
+) -> tuple[np.ndarray, EncodedTable]:
+    """:func:`suppress` for the rows of :func:`read_inputs`: the keys and encoding of the rows
+    left once ``privacy.max_suppressed`` left the outliers out; their keys are added to
+    ``set_aside`` (never written)."""
+    before = len(encoded.x)
+    encoded = suppress(encoded, config.k, config.max_suppressed)
+    if len(encoded.x) == before:
+        return keys, encoded
+    assert encoded.suppressed is not None
+    suppressed = encoded.suppressed[~encoded.excluded]
+    set_aside.update(keys[suppressed].tolist())
+    return keys[~suppressed], encoded
+
+
 def _key_problem(config: Config, keys: pd.Series) -> str:
     """The message for row keys that are NULL or repeated: how many, and the first repeated
     values (error messages name rows by their key)."""
@@ -212,7 +246,7 @@ def partition(
     :attr:`Problem.release_sse <tclose.interfaces.Problem.release_sse>`.
 
     Raises:
-        DataError: fewer kept rows than ``k`` (naming the rows set aside).
+        DataError: fewer kept rows than ``k`` (naming the rows set aside or suppressed).
         VerificationError: the algorithm broke its contract.
     """
     labels, answer, _fitted = cluster_rows(
@@ -222,7 +256,7 @@ def partition(
         resolved,
         k,
         t,
-        int(encoded.excluded.sum()),
+        int(encoded.left_out.sum()),
         release_sse_of(encoded),
         entities=entities,
         l_diversity=l_diversity,
@@ -238,11 +272,18 @@ def measure(
     clustered: Clustered,
     attributes: Mapping[str, AttributeSpec],
     interval_p: float,
+    sampling_fraction: float = SAMPLING_FRACTION,
 ) -> dict[str, dict[str, Any]]:
     """The ``risk`` section and ``utility`` additions of the release
-    (:func:`tclose.measures.measure_configured`)."""
+    (:func:`tclose.measures.measure_configured`); ``sampling_fraction`` is the share of the
+    population the table is taken to be a sample of (``risk.population``)."""
     return measure_configured(
-        encoded, clustered.aggregated, attributes, interval_p, clustered.labels
+        encoded,
+        clustered.aggregated,
+        attributes,
+        interval_p,
+        clustered.labels,
+        sampling_fraction,
     )
 
 
@@ -294,7 +335,8 @@ def verify_release(
         t: the t to check, or ``None`` to measure the EMD only.
         attribute_options: column → options the encoding adds to its distance's.
         **known: the other facts of :class:`~tclose.core.criteria.Evidence` (``expected_rows``,
-            ``expected_confidential``, ``linkage``, ``content_digest``, ``report``, ...).
+            ``expected_confidential``, ``linkage``, ``content_digest``, ``report``,
+            ``suppression``, ...).
     """
     attributes = settings.attributes
     roles = {role: [a.name for a in attributes.values() if a.role == role] for role in ROLES}

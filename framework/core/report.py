@@ -46,17 +46,21 @@ from tclose.core.report_model import (
     HierarchyRecord,
     Moments,
     NumericDistribution,
+    PopulationRisk,
     Privacy,
     Reidentification,
     Report,
     Risk,
     Run,
     Source,
+    Suppression,
     Target,
     Tool,
+    Uniqueness,
     Utility,
     VerificationRecord,
 )
+from tclose.core.suppression import full_table_sse, suppression_facts
 from tclose.errors import ConfigError, DataError, PluginError
 from tclose.interfaces import EMD_TOLERANCE
 
@@ -331,6 +335,8 @@ class RunContext:
         resolved: the algorithm and distances the run used.
         k: the k asked for.
         t: the t asked for, or ``None``.
+        max_suppressed: the largest share of rows that may be left out as outliers
+            (``privacy.max_suppressed``).
         started: start of the run, seconds since the epoch.
         timings: seconds per phase, in the order the phases ran (filled by the runner's timer).
         rows_read: rows read from the source, including any set aside by ``missing:
@@ -363,6 +369,7 @@ class RunContext:
     resolved: Resolved
     k: int
     t: float | None
+    max_suppressed: float = 0.0
     started: float = field(default_factory=time.time)
     timings: dict[str, float] = field(default_factory=dict)
     rows_read: int = 0
@@ -444,7 +451,7 @@ def build_report_model(context: RunContext) -> Report:
         ),
         privacy=_privacy_section(context),
         clusters=Clusters(**summary["clusters"]),
-        utility=_utility_section(summary["utility"], measures.get("utility", {})),
+        utility=_utility_section(encoded, summary["utility"], measures.get("utility", {})),
         distributions={
             column: (CategoryDistribution if "categories" in data else NumericDistribution)(**data)
             for column, data in summary["distributions"].items()
@@ -479,13 +486,15 @@ def _run_section(context: RunContext, finished: float) -> Run:
 
 
 def _source_section(context: RunContext, encoded: EncodedTable) -> Source:
-    """The ``source`` section: rows read and set aside; where from, for a database run."""
+    """The ``source`` section: rows read, set aside and suppressed as outliers
+    (:mod:`tclose.core.suppression`); where from, for a database run."""
     config = context.config
     security = dict(context.row_security) if context.row_security is not None else None
     return Source(
         rows=context.rows_read,
         rows_set_aside=int(encoded.excluded.sum()),
         rows_set_aside_by_column=encoded.excluded_by,
+        rows_suppressed=suppression_facts(encoded, context.max_suppressed)["rows"],
         url=context.source_url if config is not None else ABSENT,
         table=config.source.table if config is not None else ABSENT,
         row_security=security if config is not None else ABSENT,
@@ -513,8 +522,10 @@ def _target_section(context: RunContext) -> Target:
 
 
 def _privacy_section(context: RunContext) -> Privacy:
-    """The ``privacy`` section: what was asked, what the verifier found, with which EMD."""
+    """The ``privacy`` section: what was asked, what the verifier found, with which EMD, and
+    the rows left out as outliers, why and by which rule (:mod:`tclose.core.suppression`)."""
     verification, resolved, t = context.verification, context.resolved, context.t
+    assert context.encoded is not None
     class_emds = verification.class_emds if verification is not None else {}
     return Privacy(
         k=context.k,
@@ -532,14 +543,19 @@ def _privacy_section(context: RunContext) -> Privacy:
                 context.config.attributes if context.config else {}
             ).items()
         },
+        suppression=Suppression(**suppression_facts(context.encoded, context.max_suppressed)),
     )
 
 
-def _utility_section(sse: Mapping[str, Any], measured: Mapping[str, Any]) -> Utility:
-    """The ``utility`` section: the SSE of the release summary, then the measures' figures."""
+def _utility_section(
+    encoded: EncodedTable, sse: Mapping[str, Any], measured: Mapping[str, Any]
+) -> Utility:
+    """The ``utility`` section: the SSE of the release summary, the SSE of the whole table
+    (:func:`tclose.core.suppression.full_table_sse`), then the measures' figures."""
     moments = measured.get("moments")
     return Utility(
         **sse,
+        sse_full_table=full_table_sse(encoded, sse["sse_per_attribute"]),
         **{
             **measured,
             **({"moments": {c: Moments(**m) for c, m in moments.items()}} if moments else {}),
@@ -554,6 +570,18 @@ def _risk_section(risk: Mapping[str, Any]) -> Risk:
             **risk,
             "attribute": {c: AttributeRisk(**a) for c, a in risk["attribute"].items()},
             "reidentification": Reidentification(**risk["reidentification"]),
+            "population": _population_risk(risk["population"]),
+        }
+    )
+
+
+def _population_risk(population: Mapping[str, Any]) -> PopulationRisk:
+    """``risk.population`` from the measures' (:func:`tclose.measures.population_risk`)."""
+    return PopulationRisk(
+        **{
+            **population,
+            "release": Uniqueness(**population["release"]),
+            "source": Uniqueness(**population["source"]),
         }
     )
 

@@ -62,12 +62,13 @@ class Run:
 
 @dataclass(frozen=True, kw_only=True)
 class Source:
-    """What was read: rows, rows set aside, and for a database run its URL, table and whether
-    row-level security filtered the read."""
+    """What was read: rows, rows set aside, rows suppressed as outliers, and for a database run
+    its URL, table and whether row-level security filtered the read."""
 
     rows: Count
     rows_set_aside: Count
     rows_set_aside_by_column: Mapping[str, Count]
+    rows_suppressed: Count
     url: str | None | Absent = Absent.ABSENT
     table: str | Absent = Absent.ABSENT
     row_security: Mapping[str, Any] | None | Absent = Absent.ABSENT
@@ -128,8 +129,22 @@ class HierarchyRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Suppression:
+    """The rows left out as outliers (``privacy.max_suppressed``): the bound, the rows
+    considered and suppressed, their share, why and by which rule."""
+
+    max_suppressed: float
+    rows_considered: Count
+    rows: Count
+    share: Figure
+    reason: str
+    rule: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Privacy:
-    """What was asked (k, t), what the verifier found, and with which EMD."""
+    """What was asked (k, t), what the verifier found, with which EMD, and the rows
+    suppressed as outliers."""
 
     k: int
     t: float | None
@@ -141,6 +156,7 @@ class Privacy:
     t_enforced: bool
     emd_histogram: Mapping[str, EmdHistogram]
     hierarchies: Mapping[str, HierarchyRecord]
+    suppression: Suppression
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,13 +180,15 @@ class Moments:
 
 @dataclass(frozen=True, kw_only=True)
 class Utility:
-    """Information loss: the normalized SSE, and the measures of a run that computed them."""
+    """Information loss: the normalized SSE of the published rows and of the whole table
+    (suppressed rows included), and the measures of a run that computed them."""
 
     sse: Figure
     sse_raw: Figure
     sse_sst: Figure
     sse_per_attribute: Mapping[str, Figure]
     definition: str
+    sse_full_table: Figure
     il1s: Figure | Absent = Absent.ABSENT
     correlation_max_diff: Figure | Absent = Absent.ABSENT
     moments: Mapping[str, Moments] | Absent = Absent.ABSENT
@@ -239,6 +257,27 @@ class Reidentification:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Uniqueness:
+    """Sample uniques and the estimated population uniques, as a count and a share."""
+
+    sample_uniques: Count
+    population_uniques: Figure
+    population_uniqueness: Figure
+
+
+@dataclass(frozen=True, kw_only=True)
+class PopulationRisk:
+    """Population uniqueness (Zayatz's model) of the release and of the original QI values,
+    with the sampling fraction and population size it assumed."""
+
+    model: str
+    sampling_fraction: float
+    population_size: Count
+    release: Uniqueness
+    source: Uniqueness
+
+
+@dataclass(frozen=True, kw_only=True)
 class Risk:
     """Disclosure risk of the release (tclose.measures)."""
 
@@ -247,6 +286,7 @@ class Risk:
     interval_p: Figure
     attribute: Mapping[str, AttributeRisk]
     reidentification: Reidentification
+    population: PopulationRisk
     classes: Count
     definitions: Mapping[str, str]
     not_computed: Mapping[str, str]

@@ -45,16 +45,20 @@ from tclose.core.pipeline import (
     Timer,
     checked_t,
     encode_released,
+    kept_entities,
     measure,
     partition,
     read_inputs,
+    suppress_keyed,
     verify_release,
 )
 from tclose.core.plan import Resolved, RunPlan, build_plan, resolve_distances, resolve_name
 from tclose.core.published import PublishedScan, linkage_advice, scan_published
 from tclose.core.report import RunContext, build_report, finish_report, release_summary
+from tclose.core.suppression import declared_suppression, suppression_evidence
 from tclose.core.verify import Verification, problems
 from tclose.errors import DataError, RunInterrupted, TcloseError, VerificationError
+from tclose.interfaces import SuppressionFacts
 from tclose.measures import measure_published
 from tclose.naming import TableName
 
@@ -211,6 +215,7 @@ class Phases:
             plan.resolved,
             config.k,
             config.t,
+            max_suppressed=config.max_suppressed,
             started=started,
             dry_run=plan.dry_run,
             config=config,
@@ -248,15 +253,20 @@ class Phases:
             yield source, target
 
     def read(self, source: Any) -> None:
-        """Pass 1: the keys and encoded columns of the source rows (streamed)."""
+        """Pass 1: the keys and encoded columns of the source rows (streamed), less the
+        outliers ``privacy.max_suppressed`` leaves out."""
         line = f"reading {self.plan.source}"
         self.say(line)
         with self.timer.phase("read"):
             self.keys, encoded, self.set_aside, self.entities = read_inputs(
                 source, self.plan.config, self.progress, line, self.plan.source
             )
+            self.keys, encoded = suppress_keyed(
+                self.keys, encoded, self.plan.config, self.set_aside
+            )
+            self.entities = kept_entities(self.entities, encoded)
         self.context.encoded = encoded
-        self.context.rows_read = len(self.keys) + int(encoded.excluded.sum())
+        self.context.rows_read = len(encoded.excluded)
 
     def cluster(self) -> None:
         """Fit the distances, partition the rows, aggregate the QIs and measure the release: in
@@ -375,6 +385,7 @@ class Phases:
                 self.progress,
                 published_as=plan.target,
                 entities=None if self.entities is None else (self.database_values, self.entities),
+                suppression=suppression_evidence(encoded, plan.config.max_suppressed),
             )
         self.context.verification = verification
         if not verification.passed:
@@ -427,7 +438,9 @@ def _measure_release(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The measures of the release (:func:`tclose.core.pipeline.measure`) and the report's
     :func:`tclose.core.report.release_summary`, computed once for both builds of the report."""
-    measures = measure(encoded, clustered, config.attributes, config.interval_p)
+    measures = measure(
+        encoded, clustered, config.attributes, config.interval_p, config.sampling_fraction
+    )
     summary = release_summary(encoded, clustered.aggregated, clustered.labels, config.k)
     return measures, summary
 
@@ -547,8 +560,11 @@ def verify_published(
     t_checked = _t_checked(config, registry)
     encoded = keys = entities = None
     configured = config  # as the run's report digests it
+    suppression = declared_suppression(report)
     if against_source:
-        keys, encoded, config, entities = _read_source(config, registry, say)
+        keys, encoded, config, entities, suppression = _read_source(
+            config, registry, say, suppression
+        )
         expected_rows = len(keys)
     target_db = registry.connector_for(dialect_of(config.target.url)).connect(
         config.target.url, config.target.password_file
@@ -568,9 +584,7 @@ def verify_published(
     say("verifying")
     measures = None  # measured before any criterion sees the frame
     if encoded is not None and keys is not None:
-        measures = measure_published(
-            encoded, keys, frame, config.attributes, config.interval_p, config.source.key
-        )
+        measures = _source_measures(encoded, keys, frame, config)
     verification = verify_release(
         frame,
         configured,
@@ -587,6 +601,7 @@ def verify_published(
         run_id=run_id,
         release=release,
         **_entities_by_key(frame, kept_key, keys, entities),
+        suppression=suppression,
     )
     verification.measures = measures
     return verification
@@ -615,12 +630,32 @@ def _entities_by_key(
     return {"entities": np.asarray(entities)[position]}
 
 
+def _source_measures(
+    encoded: EncodedTable, keys: np.ndarray, frame: pd.DataFrame, config: Config
+) -> dict[str, Any]:
+    """The measures of a published ``frame`` against the source (``tclose verify --source``:
+    :func:`tclose.measures.measure_published`)."""
+    return measure_published(
+        encoded,
+        keys,
+        frame,
+        config.attributes,
+        config.interval_p,
+        config.source.key,
+        config.sampling_fraction,
+    )
+
+
 def _read_source(
-    config: Config, registry: Registry, say: Callable[..., None]
-) -> tuple[Any, EncodedTable, Config, np.ndarray | None]:
+    config: Config,
+    registry: Registry,
+    say: Callable[..., None],
+    declared: SuppressionFacts | None = None,
+) -> tuple[Any, EncodedTable, Config, np.ndarray | None, SuppressionFacts | None]:
     """The keys, the encoded table and the entity codes (``source.entity``, else ``None``) of
-    the source (``tclose verify --source``), read read-only, and ``config`` with the source key
-    resolved."""
+    the source rows a release holds (``tclose verify --source``), read read-only, ``config``
+    with the source key resolved, and the rows the suppression rule leaves out, chosen again
+    (with the count the report ``declared``)."""
     source_db = registry.connector_for(dialect_of(config.source.url)).connect(
         config.source.url, config.source.password_file
     )
@@ -630,7 +665,11 @@ def _read_source(
     source_table = source_db.table(source)
     config = with_key(config, resolve_key(source_db, source_table, config.source.key))
     keys, encoded, _set_aside, entities = read_inputs(source_db, config, name=source)
-    return keys, encoded, config, entities
+    keys, encoded = suppress_keyed(keys, encoded, config, set())
+    entities = kept_entities(entities, encoded)
+    count = declared.rows if declared is not None else None
+    suppression = suppression_evidence(encoded, config.max_suppressed, count)
+    return keys, encoded, config, entities, suppression
 
 
 def verify_with_report(
@@ -763,11 +802,13 @@ def _verify_staging(
     progress: Callable[..., None] | None = None,
     published_as: TableName | None = None,
     entities: tuple[Mapping[str, np.ndarray], np.ndarray] | None = None,
+    suppression: SuppressionFacts | None = None,
 ) -> Verification:
     """Read the written table back (QI and confidential columns, streamed) and verify it
     against every criterion; ``published_as`` is the target it will become; ``entities``: the
     values written for every kept source row and its entity code, joined to the written rows
-    (:func:`tclose.core.entities.written_entities`) for the ``k_entities`` criterion."""
+    (:func:`tclose.core.entities.written_entities`) for the ``k_entities`` criterion;
+    ``suppression`` the rows the run left out as outliers."""
     frame, extra, scan = _read_written(
         database,
         staging,
@@ -790,6 +831,7 @@ def _verify_staging(
         linkage=scan.linkage,
         content_digest=scan.digest,
         **_entity_evidence(frame, config.quasi_identifiers, entities),
+        suppression=suppression,
     )
 
 

@@ -30,6 +30,7 @@ from tclose.core.criteria import (
     Criterion,
     Evidence,
     LinkageFacts,
+    SuppressionFacts,
     built_in_criteria,
     judge,
     same_multiset,
@@ -234,6 +235,7 @@ def verify_rows(
     config: Any = None,
     criteria: Sequence[Criterion] | None = None,
     entities: np.ndarray | None = None,
+    suppression: SuppressionFacts | None = None,
 ) -> Verification:
     """Verify written rows: :func:`gather_evidence`, then :func:`verify`.
 
@@ -251,6 +253,8 @@ def verify_rows(
             the criteria that read it.
         criteria: the criteria (by default the built-in ones, :func:`release_criteria`).
         entities: the entity (``source.entity``) of every row of ``frame``, or ``None``.
+        suppression: the rows left out as outliers, for the ``row_count`` and ``suppression``
+            checks.
     """
     evidence = gather_evidence(
         frame,
@@ -263,5 +267,6 @@ def verify_rows(
         linkage=linkage,
         config=config,
         entities=entities,
+        suppression=suppression,
     )
     return verify(evidence, criteria)

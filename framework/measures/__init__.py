@@ -17,6 +17,8 @@ Risk:
 - :func:`attribute_disclosure` — distinct and entropy l-diversity (Machanavajjhala et al. 2007)
   and β-likeness (Cao and Karras 2012) of a confidential attribute over the classes.
 - :func:`reidentification_risk` — the prosecutor risk ``1/|class|`` (ARX).
+- :func:`population_risk` — population uniqueness estimated from the sample (Zayatz's model,
+  :mod:`tclose.measures.population`), of the release and of the source.
 
 Utility: :func:`il1s` (sdcMicro's ``dUtility`` IL1s), :func:`correlation_max_diff`,
 :func:`moment_changes` and :func:`total_variation`.
@@ -43,6 +45,7 @@ from tclose.base.attributes import (
     standardized_like,
 )
 from tclose.errors import ConfigError, DataError
+from tclose.measures.population import SAMPLING_FRACTION, population_uniqueness
 
 #: Two distances that differ by at most this (in standard deviations) are a tie in record linkage.
 LINK_TOLERANCE = 1e-9
@@ -80,6 +83,11 @@ DEFINITIONS = {
         "(q: share in the class, p: share in the table)"
     ),
     "reidentification": "prosecutor risk 1/|class| per record: max, mean over records",
+    "population": (
+        "Zayatz (1991): estimated population uniques f1 * P(1|1) f1 / sum_i P(1|i) f_i / pi, "
+        "P(1|i) hypergeometric (one of i in a sample of n out of N = n / pi), f_i classes of "
+        "size i; of the release's classes and of the source's original QI values"
+    ),
     "il1s": "mean over records and continuous QIs of |x - x'| / (sqrt(2) * sd(x))",
     "correlation_max_diff": (
         "max over pairs of numeric attributes (QIs and confidential) of |r - r'|, Pearson"
@@ -554,6 +562,7 @@ def measure_release(
     linked: bool = True,
     labels: np.ndarray | None = None,
     strict: bool = True,
+    sampling_fraction: float = SAMPLING_FRACTION,
 ) -> dict[str, dict[str, Any]]:
     """The ``risk`` section and the ``utility`` additions of a report.
 
@@ -575,6 +584,8 @@ def measure_release(
             of the source is an error (:class:`DataError`); otherwise (a published table read
             back by ``tclose verify --source``, whose verdict comes first) the measures that
             need it are ``None``, with the reason in ``not_computed``.
+        sampling_fraction: the share of the population the table is taken to be a sample of,
+            for ``risk.population`` (:func:`population_risk`).
 
     Returns:
         ``{"risk": {...}, "utility": {...}}`` (JSON-ready).
@@ -601,6 +612,7 @@ def measure_release(
         "interval_p": p,
         "attribute": _attribute_section(classes, confidential),
         "reidentification": reidentification_risk(classes),
+        "population": population_risk(encoded, classes, sampling_fraction),
         "classes": int(classes.max()) + 1 if n else 0,
         "definitions": {k: v for k, v in DEFINITIONS.items() if k not in _UTILITY},
     }
@@ -678,6 +690,31 @@ def _not_computed_sections(
                         _unusable_reason({column: count})
                     )
     return risk_reasons, utility_reasons
+
+
+def population_risk(
+    encoded: EncodedTable, classes: np.ndarray, sampling_fraction: float = SAMPLING_FRACTION
+) -> dict[str, Any]:
+    """``risk.population``: :func:`tclose.measures.population.population_uniqueness` of the
+    release's classes (``classes``: the class of every published row) and of the source's
+    original quasi-identifier values (rows with equal values in every QI, of ``encoded``'s
+    rows), with the model and the sampling fraction it assumed."""
+    release = population_uniqueness(np.bincount(classes), sampling_fraction)
+    qis = encoded.quasi_identifiers
+    source_classes = (
+        published_classes([_values(q) if q.type in _CONTINUOUS else _codes(q) for q in qis])
+        if qis and len(encoded.x)
+        else np.zeros(len(encoded.x), dtype=np.int64)
+    )
+    source = population_uniqueness(np.bincount(source_classes), sampling_fraction)
+    keys = ("sample_uniques", "population_uniques", "population_uniqueness")
+    return {
+        "model": release["model"],
+        "sampling_fraction": sampling_fraction,
+        "population_size": release["population_size"],
+        "release": {key: release[key] for key in keys},
+        "source": {key: source[key] for key in keys},
+    }
 
 
 def _unusable_columns(
@@ -971,12 +1008,15 @@ def measure_configured(
     attributes: Mapping[str, Any],
     p: float = INTERVAL_P,
     labels: np.ndarray | None = None,
+    sampling_fraction: float = SAMPLING_FRACTION,
 ) -> dict[str, dict[str, Any]]:
     """:func:`measure_release` for a run: confidential types from the attribute specs
     (:class:`tclose.base.config.AttributeSpec`), the source's confidential values as published,
     ``labels`` the run's clusters (``published`` is ``encoded.aggregate(labels)``)."""
     kinds = {name: a.type for name, a in attributes.items() if a.role == "confidential"}
-    return measure_release(encoded, published, kinds, p, labels=labels)
+    return measure_release(
+        encoded, published, kinds, p, labels=labels, sampling_fraction=sampling_fraction
+    )
 
 
 def measure_published(
@@ -986,6 +1026,7 @@ def measure_published(
     attributes: Mapping[str, Any],
     p: float = INTERVAL_P,
     key: str | None = None,
+    sampling_fraction: float = SAMPLING_FRACTION,
 ) -> dict[str, dict[str, Any]]:
     """The measures of ``tclose verify --source``: the encoded source and the published table as
     read back (QI and encoded confidential columns, and ``key`` when it was kept).
@@ -1003,7 +1044,16 @@ def measure_published(
             frame, linked = frame.iloc[order], True
     values = {name: frame[name].to_numpy() for name in names}
     released = {name: frame[name].to_numpy() for name in kinds}
-    result = measure_release(encoded, values, kinds, p, released, linked=linked, strict=False)
+    result = measure_release(
+        encoded,
+        values,
+        kinds,
+        p,
+        released,
+        linked=linked,
+        strict=False,
+        sampling_fraction=sampling_fraction,
+    )
     result["risk"]["linked"] = linked
     return result
 
