@@ -576,3 +576,56 @@ def test_the_join_of_written_rows_to_entities():
     frame.loc[0, "c"] = 5
     joined, problem = written_entities(frame, ["a", "c", "d"], written, entities)
     assert joined is None and "1 written row(s) match no source row" in problem
+
+
+# --- beside suppression: entities follow the rows left in ---------------------------------------
+
+
+def _with_outliers(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a few persons far from everyone else (rows suppression leaves out first)."""
+    df = df.copy()
+    far = df["nr"].isin(df["nr"].unique()[:2])
+    df.loc[far, "age"] += 400
+    return df
+
+
+def test_api_entities_and_l_hold_on_what_is_left_after_suppression():
+    df = _with_outliers(panel(persons=80))
+    result = tclose.anonymize(
+        df.drop(columns=["id"]),
+        ["age", "wage"],
+        {"health": "nominal"},
+        k=4,
+        t=0.4,
+        entity="nr",
+        l=2,
+        max_suppressed=0.05,
+        keep_order=True,
+    )
+    kept = result.labels >= 0  # suppressed rows are labelled -1 and not in data
+    assert 0 < (~kept).sum() <= int(0.05 * len(df))
+    assert not kept[df["age"] > 400].any()  # the outliers go first
+    entities, values, sizes = oracle(
+        result.data, ["age", "wage"], df.loc[kept, "nr"].reset_index(drop=True), "health"
+    )
+    assert entities >= 4 and values >= 2 and sizes.min() >= 4
+    checks = {c["name"]: c for c in result.report["verification"]["checks"]}
+    assert checks["k_entities"]["passed"] and checks["k_entities"]["actual"] == entities
+    assert checks["suppression"]["passed"]
+
+
+@pytest.mark.parametrize("fixture", ["lite", pytest.param("pg", marks=pytest.mark.postgres)])
+def test_run_entities_beside_suppression(fixture, request):
+    database = request.getfixturevalue(fixture)
+    report, published, df, config = _run_on(database, "panelsup", l=2, max_suppressed=0.05)
+    joined = published.merge(df[["id", "nr"]], on="id", validate="one_to_one")
+    assert 0 < len(df) - len(joined) <= int(0.05 * len(df))
+    entities, values, _sizes = oracle(
+        joined, ["age", "wage", "region", "born"], joined["nr"], "health"
+    )
+    assert entities >= 4 and values >= 2
+    checks = {c["name"]: c for c in report["verification"]["checks"]}
+    assert checks["k_entities"]["passed"] and checks["k_entities"]["actual"] == entities
+    audit = {c.name: c for c in verify_published(config, against_source=True).results}
+    assert audit["k_entities"].passed and audit["row_count"].passed
+    assert audit["suppression"].passed

@@ -566,10 +566,7 @@ def verify_published(
             config, registry, say, suppression
         )
         expected_rows = len(keys)
-    target_db = registry.connector_for(dialect_of(config.target.url)).connect(
-        config.target.url, config.target.password_file
-    )
-    open_read_only(target_db)  # a verifier changes nothing, not even a file's bytes
+    target_db = _opened_read_only(config, registry)
     say(f"reading the published table {config.target.table}")
     kept_key = config.source.key if against_source and config.keep_key else None
     target = resolve_name(target_db, config.target.table, "target.table", create=False)
@@ -605,6 +602,16 @@ def verify_published(
     )
     verification.measures = measures
     return verification
+
+
+def _opened_read_only(config: Config, registry: Registry) -> Database:
+    """The target's database, opened read-only by its driver: a verifier changes nothing, not
+    even a file's bytes."""
+    target_db = registry.connector_for(dialect_of(config.target.url)).connect(
+        config.target.url, config.target.password_file
+    )
+    open_read_only(target_db)
+    return target_db
 
 
 def _t_checked(config: Config, registry: Registry) -> float | None:
