@@ -1398,6 +1398,20 @@ class Session:
     #: commit by itself).
     publishes_in_transaction: ClassVar[bool] = True
 
+    def replaceable_target(self, target: TableName, replace: bool) -> bool:
+        """Whether ``target`` exists, once checked that a publish may replace it:
+        :class:`DataError` if it exists and not ``replace``, and a table tclose did not
+        publish is refused (:meth:`refuse_foreign`)."""
+        exists = self.database.exists(target, self.connection)
+        if exists and not replace:
+            raise DataError(
+                f"The target table {target} already exists and target.if_exists "
+                f"is 'fail'. Nothing was published."
+            )
+        if exists:
+            self.refuse_foreign(target)
+        return exists
+
     def publish(
         self,
         staging: TableName,
@@ -1415,14 +1429,8 @@ class Session:
         whatever ``before_commit`` raises rolls everything back.
         """
         with self.database.errors(f"publishing {target}"):
-            exists = self.database.exists(target, self.connection)
-            if exists and not replace:
-                raise DataError(
-                    f"The target table {target} already exists and target.if_exists "
-                    f"is 'fail'. Nothing was published."
-                )
+            exists = self.replaceable_target(target, replace)
             if exists:
-                self.refuse_foreign(target)
                 # IF EXISTS: a table dropped meanwhile by another session is no error
                 self.connection.execute(sa.schema.DropTable(bare_table(target), if_exists=True))
             self.connection.execute(RenameTable(staging, target.name))

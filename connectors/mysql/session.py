@@ -491,14 +491,7 @@ class MySQLSession(DriverSession):
         called: the RENAME commits by itself (:attr:`publishes_in_transaction` is false)."""
         quoted = self.database.qualified
         with self.database.errors(f"publishing {target}"):
-            exists = self.database.exists(target, self.connection)
-            if exists and not replace:
-                raise DataError(
-                    f"The target table {target} already exists and target.if_exists "
-                    f"is 'fail'. Nothing was published."
-                )
-            if exists:
-                self.refuse_foreign(target)
+            exists = self.replaceable_target(target, replace)
             self.check_staging(staging)
             # No COMMIT before the RENAME: the RENAME commits the verified rows (and the
             # registration of the old target's parking name) as it runs.

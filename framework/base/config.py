@@ -101,8 +101,26 @@ class TableSpec:
     chunk_size: int = 50_000
 
 
+class CriterionValues:
+    """The values of the criterion keys the framework itself enforces, read from ``criteria``
+    (the keys registered criteria declare, dotted key → value, only those given:
+    ``{"privacy.l": 3, "source.entity": "nr"}``)."""
+
+    criteria: dict[str, Any]
+
+    @property
+    def entity(self) -> str | None:
+        """``source.entity``: the column naming the person, household or firm of a row."""
+        return self.criteria.get("source.entity")
+
+    @property
+    def l_diversity(self) -> tuple[int, str] | None:
+        """``(privacy.l, privacy.l_kind)``, or ``None`` without ``privacy.l``."""
+        return l_diversity_of(self.criteria)
+
+
 @dataclass
-class Config:
+class Config(CriterionValues):
     """A validated run configuration (plugin options are checked later, against the registry)."""
 
     source: TableSpec
@@ -130,16 +148,6 @@ class Config:
     #: the values of the keys registered criteria declare (:func:`criterion_keys`), dotted key
     #: → value, only the keys given (``{"privacy.l": 3, "source.entity": "nr"}``).
     criteria: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def entity(self) -> str | None:
-        """``source.entity``: the column naming the person, household or firm of a row."""
-        return self.criteria.get("source.entity")
-
-    @property
-    def l_diversity(self) -> tuple[int, str] | None:
-        """``(privacy.l, privacy.l_kind)``, or ``None`` without ``privacy.l``."""
-        return l_diversity_of(self.criteria)
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -721,7 +729,7 @@ def _refuse_keys_of_other_roles(
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(CriterionValues):
     """What to protect and how: the attributes, the privacy levels and the algorithm.
 
     Parsed by :func:`parse_settings` from the ``attributes``, ``privacy`` and ``algorithm`` parts
@@ -738,16 +746,6 @@ class Settings:
     max_suppressed: float = 0.0
     #: the values of the keys registered criteria declare, as :attr:`Config.criteria`.
     criteria: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def entity(self) -> str | None:
-        """``source.entity``, as :attr:`Config.entity`."""
-        return self.criteria.get("source.entity")
-
-    @property
-    def l_diversity(self) -> tuple[int, str] | None:
-        """``(privacy.l, privacy.l_kind)``, as :attr:`Config.l_diversity`."""
-        return l_diversity_of(self.criteria)
 
 
 #: The kinds of l-diversity ``privacy.l_kind`` names: ``distinct`` (at least ``l`` distinct

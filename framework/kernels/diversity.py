@@ -29,9 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial import cKDTree
 
 __all__ = ["Requirement", "merge_until_met", "shortfall", "unmet_by_table"]
 
@@ -96,6 +93,9 @@ def merge_until_met(
             short |= shortfall(labels, requirement, clusters)
         if clusters <= 1 or not short.any():
             return labels, merged
+        from scipy.sparse import coo_matrix  # SciPy only once a cluster falls short
+        from scipy.sparse.csgraph import connected_components
+
         target = _nearest_other(_centroids(x, labels, clusters), np.flatnonzero(short))
         pairs = coo_matrix(
             (np.ones(len(target)), (np.flatnonzero(short), target)), shape=(clusters, clusters)
@@ -124,5 +124,7 @@ def _nearest_other(centroids: np.ndarray, which: np.ndarray) -> np.ndarray:
     lowest index among equally near ones that the tree returns first)."""
     if centroids.shape[1] == 0:  # no QI to measure: every other cluster is as near
         return np.where(which == 0, 1, 0)
+    from scipy.spatial import cKDTree
+
     _distances, found = cKDTree(centroids).query(centroids[which], k=2)
     return np.where(found[:, 0] == which, found[:, 1], found[:, 0])

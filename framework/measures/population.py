@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import hypergeom
 
 __all__ = ["MODEL", "SAMPLING_FRACTION", "population_size", "population_uniqueness"]
 
@@ -72,9 +71,9 @@ def population_uniqueness(
     uniques = int((sizes == 1).sum())
     estimate = 0.0
     if uniques:
-        values, counts = np.unique(sizes, return_counts=True)
-        chance = hypergeom.pmf(1, big_n, values, n)  # P(1 | i) for each class size i
-        conditional = chance[0] * uniques / float(np.dot(chance, counts))
+        values, counts = np.unique(sizes, return_counts=True)  # values[0] == 1
+        chance = _relative_chance_of_one(big_n, values, n)
+        conditional = uniques / float(np.dot(chance, counts))
         estimate = uniques * conditional / sampling_fraction
     return {
         "model": MODEL,
@@ -84,3 +83,19 @@ def population_uniqueness(
         "population_uniques": estimate,
         "population_uniqueness": estimate / big_n if big_n else 0.0,
     }
+
+
+def _relative_chance_of_one(population: int, sizes: np.ndarray, draws: int) -> np.ndarray:
+    """``P(1 | i) / P(1 | 1)`` for every class size ``i`` of ``sizes``: ``P(1 | i)`` is the
+    hypergeometric probability that exactly one of ``i`` members of a ``population`` is among
+    ``draws`` drawn without replacement, ``i · C(N − i, n − 1) / C(N, n)``. Its ratio to the
+    size 1's is the product ``i · Π_{j=1}^{i−1} (N − n + 1 − j) / (N − j)``, computed as a sum
+    of ``log1p`` terms: exact to rounding for any ``N``, where the binomials themselves would
+    cancel catastrophically (and the ratio is all the estimate needs)."""
+    largest = int(sizes.max())
+    j = np.arange(1, largest, dtype=np.float64)
+    remaining = population - draws + 1 - j  # N − n + 1 − j: no way left once it reaches 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(remaining > 0, np.log1p(-(draws - 1) / (population - j)), -np.inf)
+    logs = np.concatenate(([0.0], np.cumsum(terms)))  # logs[i - 1]: the product up to i − 1
+    return sizes * np.exp(logs[sizes - 1])
