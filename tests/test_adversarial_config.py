@@ -424,7 +424,7 @@ def test_an_in_memory_sqlite_target_is_refused(tmp_path, capsys, base, monkeypat
     text = base.replace("target: {table: s25y_anon", f"target: {{url: '{url}', table: s25y_anon")
     code, err = _run(tmp_path, capsys, text)
     assert code == 2, err
-    assert "==> At target.url (line 2)" in err and "in memory" in err
+    assert "==> At target ==> At key: url (line 2)" in err and "in memory" in err
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,7 @@ def test_a_view_source_whose_key_repeats_is_refused_naming_the_rows(db, capsys, 
 
 def test_the_key_message_counts_nulls_and_repeated_values():
     from tclose.base.config import parse_config
-    from tclose.core.runner import _key_problem
+    from tclose.core.pipeline import _key_problem
 
     config = parse_config(
         {
