@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -219,6 +220,30 @@ def test_row_count_accepts_exactly_the_declared_suppressed_rows():
     assert _checks(96, SuppressionFacts(4, 100), 0.05)["row_count"].passed
     assert not _checks(94, SuppressionFacts(4, 100), 0.05)["row_count"].passed  # 2 more missing
     assert not _checks(98, SuppressionFacts(4, 100), 0.05)["row_count"].passed  # 2 not removed
+
+
+def test_row_count_needs_every_known_count_to_hold():
+    """A count known otherwise (a report's ``target.rows``, the run's rows) that disagrees with
+    the rows considered less the rows suppressed fails, whichever of the two the table holds."""
+    frame = pd.DataFrame({"q": np.repeat(np.arange(48), 2)})  # 96 rows
+
+    def row_count(expected_rows: int) -> Any:
+        evidence = gather_evidence(
+            frame,
+            ["q"],
+            {},
+            2,
+            None,
+            expected_rows=expected_rows,
+            suppression=SuppressionFacts(4, 100),
+            config=_Config(0.05),
+        )
+        return {c.name: c for c in verify(evidence, built_in_criteria([])).results}["row_count"]
+
+    assert row_count(96).passed
+    assert not row_count(95).passed
+    assert row_count(95).details["rows_expected_otherwise"] == 95
+    assert not row_count(100).passed
 
 
 def test_the_suppression_check_fails_beyond_the_bound_or_without_one():

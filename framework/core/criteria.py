@@ -67,24 +67,32 @@ __all__ = [
 
 
 class RowCount:
-    """``row_count``: the written table has as many rows as the source (when that count is
-    known: the run, ``--source``, or a report's ``target.rows``), less exactly the rows left
-    out as outliers when they are known (``rows_suppressed``): the rows considered minus the
-    rows suppressed, whatever ``expected_rows`` says."""
+    """``row_count``: the written table has every row count known of the release: the source's
+    (the run, ``--source``) or a report's ``target.rows`` (``expected_rows``), and, when the
+    rows left out as outliers are known, the rows considered minus the rows suppressed. Every
+    known count must hold: a report whose ``target.rows`` disagrees with its own suppression
+    figures, or with the table, fails."""
 
     name = "row_count"
     config_keys: tuple[str, ...] = ()
 
     def check(self, evidence: Evidence) -> Check | None:
         facts = evidence.suppression
-        if facts is not None:
-            expected = facts.considered - facts.rows
-            details = {"rows_considered": facts.considered, "rows_suppressed": facts.rows}
-            return Check(self.name, evidence.rows == expected, expected, evidence.rows, details)
-        if evidence.expected_rows is None:
-            return None
-        passed = evidence.rows == evidence.expected_rows
-        return Check(self.name, passed, evidence.expected_rows, evidence.rows)
+        if facts is None:
+            if evidence.expected_rows is None:
+                return None
+            passed = evidence.rows == evidence.expected_rows
+            return Check(self.name, passed, evidence.expected_rows, evidence.rows)
+        expected = facts.considered - facts.rows
+        details: dict[str, Any] = {
+            "rows_considered": facts.considered,
+            "rows_suppressed": facts.rows,
+        }
+        passed = evidence.rows == expected
+        if evidence.expected_rows is not None and evidence.expected_rows != expected:
+            details["rows_expected_otherwise"] = evidence.expected_rows
+            passed = False
+        return Check(self.name, passed, expected, evidence.rows, details)
 
 
 class Suppression:
