@@ -162,7 +162,7 @@ def test_pg_a_search_path_that_starts_with_pg_temp(pg, pg_schemas, tmp_path, no_
     document["report"] = {"table": pg.name("audit")}
     assert _run(pg, document) == 2
     err = capsys.readouterr().err
-    assert "report.table" in err and "temporary" in err
+    assert "==> At report ==> At key: table" in err and "temporary" in err
     assert _relations(pg, s1) == {}
 
 
@@ -556,4 +556,4 @@ def test_mariadb_tables_created_in_memory_are_refused(maria, no_work, capsys):
     document["source"]["url"] = url.render_as_string(False)
     assert _run(maria, document) == 2
     err = capsys.readouterr().err
-    assert "At target.url" in err and "MEMORY" in err and "in memory" in err
+    assert "==> At target ==> At key: url" in err and "MEMORY" in err and "in memory" in err
