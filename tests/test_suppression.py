@@ -411,7 +411,7 @@ def test_a_release_checked_against_a_smaller_bound_fails(lite, tmp_path):
     target = lite.name("people_anon")
     document = _document(lite, source, target, tmp_path / "run.json", 0.05)
     assert main(["-q", "run", str(lite.write_config(document))]) == 0
-    document["privacy"]["max_suppressed"] = 0.02  # the rule now leaves out fewer rows
+    document["privacy"]["max_suppressed"] = 0.02  # a smaller bound: the rule leaves out fewer rows
     assert main(["-q", "verify", str(lite.write_config(document, "other.yaml")), "--source"]) == 1
     document["privacy"]["max_suppressed"] = 0.0
     assert main(["-q", "verify", str(lite.write_config(document, "none.yaml")), "--source"]) == 1

@@ -1073,6 +1073,25 @@ def _report_settings(checker: _Checker, raw: Any, extra: set[str] | None = None)
     return report
 
 
+def _checked_real(
+    value: Any,
+    checker: _Checker | None,
+    path: tuple[str, ...],
+    accepted: Callable[[float], bool],
+    expected: str,
+) -> float:
+    """``value`` as a float when it is a finite real number (not a bool) that ``accepted``
+    takes; else :class:`ConfigError` naming ``path``, with ``expected`` before what was given."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or not accepted(float(value))
+    ):
+        raise (checker or _Checker({})).fail(path, expected + _as_text(value))
+    return float(value)
+
+
 def checked_fraction(
     value: Any, checker: _Checker | None, path: tuple[str, ...], below: float
 ) -> float:
@@ -1081,18 +1100,14 @@ def checked_fraction(
     Raises:
         ConfigError: naming ``path``.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-        or not 0 <= float(value) < below
-    ):
-        raise (checker or _Checker({})).fail(
-            path,
-            f"The '{path[-1]}' parameter must be a share of rows in [0, {below:g}). "
-            f"Got {value!r} instead.{_as_text(value)}",
-        )
-    return float(value)
+    return _checked_real(
+        value,
+        checker,
+        path,
+        lambda f: 0 <= f < below,
+        f"The '{path[-1]}' parameter must be a share of rows in [0, {below:g}). "
+        f"Got {value!r} instead.",
+    )
 
 
 def checked_sampling_fraction(
@@ -1105,40 +1120,31 @@ def checked_sampling_fraction(
     Raises:
         ConfigError: naming ``path``.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-        or not 0 < float(value) <= 1
-    ):
-        raise (checker or _Checker({})).fail(
-            path,
-            f"The 'sampling_fraction' parameter must be in (0, 1]. Got {value!r} instead."
-            f"{_as_text(value)}",
-        )
-    return float(value)
+    return _checked_real(
+        value,
+        checker,
+        path,
+        lambda f: 0 < f <= 1,
+        f"The 'sampling_fraction' parameter must be in (0, 1]. Got {value!r} instead.",
+    )
 
 
 def checked_interval_p(
     value: Any, checker: _Checker | None = None, path: tuple[str, ...] = ("interval_p",)
 ) -> float:
-    """``value`` as the half-width of interval disclosure: a finite number > 0 (NaN made every
-    comparison false: an interval disclosure of 0, "no record at risk").
+    """``value`` as the half-width of interval disclosure: a finite number > 0 (NaN would make
+    every comparison false: an interval disclosure of 0, "no record at risk").
 
     Raises:
         ConfigError: naming ``path``.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-        or value <= 0
-    ):
-        raise (checker or _Checker({})).fail(
-            path,
-            f"Expected a finite number > 0 (standard deviations), got {value!r}.{_as_text(value)}",
-        )
-    return float(value)
+    return _checked_real(
+        value,
+        checker,
+        path,
+        lambda f: f > 0,
+        f"Expected a finite number > 0 (standard deviations), got {value!r}.",
+    )
 
 
 #: The most values a configuration may expand to through its aliases (``*name``): an "alias
